@@ -1,0 +1,89 @@
+/**
+ * Backoff schedules as data. A schedule is a pure function from the attempt number (and the
+ * previous delay) to the next delay; nothing here reads a clock or sleeps, so a schedule is
+ * tested by calling it. `random` is injected for the same reason.
+ *
+ * @module
+ */
+import { checkDuration, checkNumber, opt } from './validate.js';
+
+/**
+ * Computes the delay before the `n`th wait (1-based). `previous` is the delay this schedule
+ * returned for `n - 1` (0 for the first), which decorrelated jitter needs.
+ */
+export type Schedule = (n: number, previous: number, random: () => number) => number;
+
+/** Options shared by the exponential schedules. */
+export interface ExponentialOptions {
+  /** First delay, ms. */
+  base: number;
+  /** Cap on the un-jittered delay, ms. */
+  max: number;
+  /** Growth per step. Default 2: doubling, as seed 002 and gRPC's connection backoff use. */
+  multiplier?: number;
+}
+
+/** Options of {@link proportionalJitter}. */
+export interface ProportionalJitterOptions extends ExponentialOptions {
+  /**
+   * Spread, as a fraction of the delay: the delay is drawn from `d * [1 - jitter, 1 + jitter]`.
+   * Default 0.5 (seed 002's ±50 %): clients that backed off together do not retry together,
+   * while the mean stays `d`.
+   */
+  jitter?: number;
+}
+
+function checkExponential(where: string, options: ExponentialOptions): Required<ExponentialOptions> {
+  const base = checkDuration(`${where}.base`, options.base);
+  const max = checkDuration(`${where}.max`, options.max);
+  if (max < base) throw new RangeError(`${where}.max (${max}) must be >= base (${base})`);
+  const multiplier = checkNumber(`${where}.multiplier`, opt(options.multiplier, 2), 1);
+  return { base, max, multiplier };
+}
+
+function uncapped(o: Required<ExponentialOptions>, n: number): number {
+  return Math.min(o.max, o.base * o.multiplier ** Math.max(0, n - 1));
+}
+
+/** `base`, growing by `multiplier` each step to `max`; no jitter. */
+export function exponential(options: ExponentialOptions): Schedule {
+  const o = checkExponential('exponential', options);
+  return (n) => uncapped(o, n);
+}
+
+/**
+ * Exponential growth to `max`, then ±`jitter` around it (seed 002). `max` caps the delay before
+ * jitter, so the mean at the cap is `max` and the longest wait is `max * (1 + jitter)`.
+ */
+export function proportionalJitter(options: ProportionalJitterOptions): Schedule {
+  const o = checkExponential('proportionalJitter', options);
+  const jitter = checkNumber('proportionalJitter.jitter', opt(options.jitter, 0.5), 0, 1);
+  return (n, _previous, random) => uncapped(o, n) * (1 - jitter + 2 * jitter * random());
+}
+
+/**
+ * "Full jitter" (AWS architecture blog): uniform in `[0, min(max, base * multiplier^(n-1))]`.
+ * Spreads a synchronised fleet the most; the mean is half the exponential delay.
+ */
+export function fullJitter(options: ExponentialOptions): Schedule {
+  const o = checkExponential('fullJitter', options);
+  return (n, _previous, random) => uncapped(o, n) * random();
+}
+
+/**
+ * "Decorrelated jitter": uniform in `[base, previous * 3]`, capped at `max`. Each delay depends
+ * on the last one drawn, not on the attempt number, so clients drift apart over time.
+ */
+export function decorrelatedJitter(options: Omit<ExponentialOptions, 'multiplier'>): Schedule {
+  const o = checkExponential('decorrelatedJitter', options);
+  return (_n, previous, random) => {
+    const hi = Math.max(o.base, previous * 3);
+    return Math.min(o.max, o.base + (hi - o.base) * random());
+  };
+}
+
+/** The same delay every time. */
+export function constant(ms: number): Schedule {
+  const d = checkDuration('constant', ms);
+  return () => d;
+}

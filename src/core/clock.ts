@@ -1,0 +1,60 @@
+/**
+ * Time, injected. Every state machine in dialguard reads `now()` from a {@link Clock} and never
+ * calls `Date.now()`, so its tests drive a manual clock instead of sleeping.
+ *
+ * @module
+ */
+
+/** An opaque handle for a timer started by a {@link Clock}. */
+export interface TimerHandle {
+  /** Brand only: handles come from {@link Clock.setTimeout}. */
+  readonly __timerHandle?: never;
+}
+
+/** A source of monotonic time and timers. */
+export interface Clock {
+  /** Monotonic milliseconds since an arbitrary origin (never wall-clock time). */
+  now(): number;
+  /** Runs `callback` once, `ms` milliseconds from now. */
+  setTimeout(callback: () => void, ms: number): TimerHandle;
+  /** Cancels a timer; cancelling one that already ran is a no-op. */
+  clearTimeout(handle: TimerHandle): void;
+}
+
+/**
+ * The real clock: `performance.now()` (monotonic, so an NTP step never stretches or shrinks a
+ * window) and Node's timers.
+ */
+export const systemClock: Clock = {
+  now: () => performance.now(),
+  setTimeout: (callback, ms) => setTimeout(callback, ms) as unknown as TimerHandle,
+  clearTimeout: (handle) => clearTimeout(handle as unknown as NodeJS.Timeout),
+};
+
+/**
+ * Lets a timer stop keeping the process alive, when the clock's handles support it (Node timers
+ * do; a manual clock's do not need to).
+ */
+export function unrefTimer(handle: TimerHandle): TimerHandle {
+  (handle as { unref?: () => void }).unref?.();
+  return handle;
+}
+
+/**
+ * Resolves after `ms` on `clock`, or rejects with `signal.reason` as soon as `signal` aborts.
+ * The timer is cleared on abort, so an abandoned sleep leaves nothing behind.
+ */
+export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => {
+      clock.clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    const timer = clock.setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, Math.max(0, ms));
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,222 @@
+/**
+ * dialguard's errors. Every one is a class with a stable `code`; callers branch on `code` or
+ * `instanceof`, never on the message. `instanceof` works across two copies of the package (a
+ * brand from `Symbol.for`, as undici does), and the error that caused one stays as `cause`.
+ *
+ * @module
+ */
+
+/** Stable codes of every error dialguard throws. */
+export const ErrorCodes = {
+  HOST_UNAVAILABLE: 'DIALGUARD_HOST_UNAVAILABLE',
+  CONNECT_TIMEOUT: 'DIALGUARD_CONNECT_TIMEOUT',
+  CONNECTION_GONE: 'DIALGUARD_CONNECTION_GONE',
+  POOL_CLOSED: 'DIALGUARD_POOL_CLOSED',
+  REQUEST_TIMEOUT: 'DIALGUARD_REQUEST_TIMEOUT',
+  DEADLINE_EXCEEDED: 'DIALGUARD_DEADLINE_EXCEEDED',
+  RETRIES_EXHAUSTED: 'DIALGUARD_RETRIES_EXHAUSTED',
+  RETRY_BUDGET_EXHAUSTED: 'DIALGUARD_RETRY_BUDGET_EXHAUSTED',
+  NO_SERVER_AVAILABLE: 'DIALGUARD_NO_SERVER_AVAILABLE',
+} as const;
+
+/** One of {@link ErrorCodes}' values. */
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
+
+const kBrand = Symbol.for('dialguard.error');
+
+/** Marks `cls.prototype` so `instanceof cls` holds for instances made by any copy of the package. */
+function brand(cls: { prototype: object; brand: symbol }): void {
+  Object.defineProperty(cls.prototype, cls.brand, { value: true });
+}
+
+/** Base class of every dialguard error. */
+export class DialguardError extends Error {
+  /** The brand `instanceof` checks; each subclass has its own. */
+  static readonly brand: symbol = kBrand;
+
+  /** Checks the brand rather than the prototype chain, so two copies of dialguard agree. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[this.brand] === true;
+  }
+
+  /** Stable machine-readable code, one of {@link ErrorCodes}. */
+  readonly code: ErrorCode;
+
+  /**
+   * True when retrying the same operation cannot help (a retry loop stops at once). Only a
+   * refusal by the breaker is permanent: it would be refused again.
+   */
+  readonly permanent: boolean = false;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+brand(DialguardError);
+
+/** The state a refusing host was in. */
+export type RefusedState = 'open' | 'half-open';
+
+/**
+ * A {@link HostBreaker} refused to dial `host`: it failed too many dials in a row and is being
+ * left alone for a while. Thrown without any I/O. Permanent for a retry loop: every attempt
+ * against the same host would be refused the same way.
+ */
+export class HostUnavailableError extends DialguardError {
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.HOST_UNAVAILABLE}`);
+  override readonly permanent = true;
+  /** The breaker's key for the host (normalised `host:port`). */
+  readonly host: string;
+  /**
+   * Milliseconds until the host may be dialled again, at the latest: when its open window ends,
+   * or when the outstanding probe's report is due.
+   */
+  readonly retryAfter: number;
+  /** Why it was refused: open (waiting out its window) or half-open (a probe is out). */
+  readonly state: RefusedState;
+
+  constructor(host: string, retryAfter: number, state: RefusedState) {
+    super(
+      ErrorCodes.HOST_UNAVAILABLE,
+      state === 'open'
+        ? `${host} is unavailable after repeated failed dials; next probe in ${Math.ceil(retryAfter)} ms`
+        : `${host} is unavailable; a probe dial is in progress (due within ${Math.ceil(retryAfter)} ms)`,
+    );
+    this.host = host;
+    this.retryAfter = retryAfter;
+    this.state = state;
+  }
+}
+brand(HostUnavailableError);
+
+/** The stage of establishing a connection that did not finish in time. */
+export type ConnectPhase = 'lookup' | 'tcp' | 'tls' | 'handshake' | (string & {});
+
+/**
+ * Establishing a connection (TCP connect, TLS handshake and any protocol handshake, together)
+ * took longer than `timeout`. Counted by the breaker as a failed dial.
+ */
+export class ConnectTimeoutError extends DialguardError {
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.CONNECT_TIMEOUT}`);
+  /** The dialled host, as `host:port`. */
+  readonly host: string;
+  /** The bound that was exceeded, in milliseconds. */
+  readonly timeout: number;
+  /** Which stage stalled. */
+  readonly phase: ConnectPhase;
+
+  constructor(host: string, timeout: number, phase: ConnectPhase, options?: { cause?: unknown }) {
+    super(ErrorCodes.CONNECT_TIMEOUT, `connect to ${host} timed out after ${timeout} ms (stalled in ${phase})`, options);
+    this.host = host;
+    this.timeout = timeout;
+    this.phase = phase;
+  }
+}
+brand(ConnectTimeoutError);
+
+/**
+ * The connection a request was riding died (its transport failed, or a sibling request proved it
+ * dead), so the request was released at once instead of waiting for its own timeout.
+ */
+export class ConnectionGoneError extends DialguardError {
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.CONNECTION_GONE}`);
+  /** The connection's target. */
+  readonly target: string;
+  /** The identity of the connection that died. */
+  readonly connectionId: number;
+
+  constructor(target: string, connectionId: number, options?: { cause?: unknown }) {
+    super(ErrorCodes.CONNECTION_GONE, `connection #${connectionId} to ${target} is gone`, options);
+    this.target = target;
+    this.connectionId = connectionId;
+  }
+}
+brand(ConnectionGoneError);
+
+/** The pool (or client) was closed; it takes no new requests. */
+export class PoolClosedError extends DialguardError {
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.POOL_CLOSED}`);
+  constructor(what = 'pool') {
+    super(ErrorCodes.POOL_CLOSED, `${what} is closed`);
+  }
+}
+brand(PoolClosedError);
+
+/** One request took longer than its own timeout. Says nothing about the connection it used. */
+export class RequestTimeoutError extends DialguardError {
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.REQUEST_TIMEOUT}`);
+  /** The bound that was exceeded, in milliseconds. */
+  readonly timeout: number;
+  constructor(timeout: number, options?: { cause?: unknown }) {
+    super(ErrorCodes.REQUEST_TIMEOUT, `request timed out after ${timeout} ms`, options);
+    this.timeout = timeout;
+  }
+}
+brand(RequestTimeoutError);
+
+/**
+ * The caller's overall deadline passed. Distinct from the caller aborting its own signal (that
+ * rejects with the signal's reason).
+ */
+export class DeadlineExceededError extends DialguardError {
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.DEADLINE_EXCEEDED}`);
+  /** The overall budget that was spent, in milliseconds. */
+  readonly timeout: number;
+  /** Attempts started before the deadline passed. */
+  readonly attempts: number;
+  constructor(timeout: number, attempts: number, options?: { cause?: unknown }) {
+    super(ErrorCodes.DEADLINE_EXCEEDED, `deadline of ${timeout} ms exceeded after ${attempts} attempt(s)`, options);
+    this.timeout = timeout;
+    this.attempts = attempts;
+  }
+}
+brand(DeadlineExceededError);
+
+/** Every attempt a retry loop was allowed failed; `errors` holds each attempt's error, in order. */
+export class RetriesExhaustedError extends DialguardError {
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.RETRIES_EXHAUSTED}`);
+  /** Each attempt's error, first to last. The last one is also `cause`. */
+  readonly errors: readonly unknown[];
+  constructor(errors: readonly unknown[], reason: string) {
+    super(ErrorCodes.RETRIES_EXHAUSTED, `gave up after ${errors.length} attempt(s): ${reason}`, {
+      cause: errors[errors.length - 1],
+    });
+    this.errors = errors;
+  }
+}
+brand(RetriesExhaustedError);
+
+/**
+ * A retry was wanted but the shared retry budget had no token left: the fleet is already retrying
+ * as much as it is allowed to, so this call fails with its last error as `cause`.
+ */
+export class RetryBudgetExhaustedError extends DialguardError {
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.RETRY_BUDGET_EXHAUSTED}`);
+  constructor(options?: { cause?: unknown }) {
+    super(ErrorCodes.RETRY_BUDGET_EXHAUSTED, 'retry budget exhausted; not retrying', options);
+  }
+}
+brand(RetryBudgetExhaustedError);
+
+/** Every server of a set is refused by its breaker (or failed), so the call failed fast. */
+export class NoServerAvailableError extends DialguardError {
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.NO_SERVER_AVAILABLE}`);
+  /** Milliseconds until the earliest server may be dialled again. */
+  readonly retryAfter: number;
+  constructor(servers: number, retryAfter: number, options?: { cause?: unknown }) {
+    super(
+      ErrorCodes.NO_SERVER_AVAILABLE,
+      `none of ${servers} server(s) is available; earliest retry in ${Math.ceil(retryAfter)} ms`,
+      options,
+    );
+    this.retryAfter = retryAfter;
+  }
+}
+brand(NoServerAvailableError);
+
+/** True when `err` (a dialguard error) says retrying the same operation cannot help. */
+export function isPermanent(err: unknown): boolean {
+  return err instanceof DialguardError && err.permanent;
+}

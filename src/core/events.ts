@@ -1,0 +1,70 @@
+/**
+ * State-change events. Each component owns an {@link EventHub}; an event reaches its direct
+ * listeners and the `node:diagnostics_channel` named `dialguard:<component>:<event>`. Either
+ * costs nothing when nobody listens. Events are for state changes only (a breaker opening, a
+ * connection closing), never one per request or per refusal, so a dead host cannot flood a log.
+ *
+ * @module
+ */
+import diagnosticsChannel from 'node:diagnostics_channel';
+
+/** Receives one event's payload. */
+export type Listener<T> = (payload: T) => void;
+
+/** Stops a listener; calling it twice is harmless. */
+export type Unsubscribe = () => void;
+
+const channels = new Map<string, diagnosticsChannel.Channel>();
+
+/** The diagnostics channel for `dialguard:<component>:<event>`, created once. */
+export function channelFor(name: string): diagnosticsChannel.Channel {
+  let ch = channels.get(name);
+  if (ch === undefined) {
+    ch = diagnosticsChannel.channel(name);
+    channels.set(name, ch);
+  }
+  return ch;
+}
+
+/**
+ * Typed events for one component. A listener that throws is isolated: the error is reported on
+ * `process` as an `uncaughtException`-free warning and never unwinds the state machine that emitted.
+ */
+export class EventHub<Events extends { [K in keyof Events]: object }> {
+  readonly #prefix: string;
+  readonly #listeners = new Map<keyof Events, Set<Listener<never>>>();
+
+  /** @param component - names the diagnostics channels: `dialguard:<component>:<event>`. */
+  constructor(component: string) {
+    this.#prefix = `dialguard:${component}:`;
+  }
+
+  /** Calls `listener` with every `event`; returns the function that stops it. */
+  on<K extends keyof Events>(event: K, listener: Listener<Events[K]>): Unsubscribe {
+    let set = this.#listeners.get(event);
+    if (set === undefined) {
+      set = new Set();
+      this.#listeners.set(event, set);
+    }
+    set.add(listener as Listener<never>);
+    return () => {
+      set.delete(listener as Listener<never>);
+    };
+  }
+
+  /** Delivers `payload` to the listeners of `event` and its diagnostics channel, if any. */
+  emit<K extends keyof Events>(event: K, payload: Events[K]): void {
+    const set = this.#listeners.get(event);
+    if (set !== undefined && set.size > 0) {
+      for (const listener of set) {
+        try {
+          (listener as Listener<Events[K]>)(payload);
+        } catch (err) {
+          process.emitWarning(`dialguard: a listener of '${String(event)}' threw: ${String(err)}`);
+        }
+      }
+    }
+    const ch = channelFor(this.#prefix + String(event));
+    if (ch.hasSubscribers) ch.publish(payload);
+  }
+}

@@ -1,0 +1,52 @@
+/**
+ * Option checks that run once, at construction. A bad value is an error naming the option and
+ * the value, never a silent fallback to a default (`if (options.x)` would drop a legitimate 0).
+ *
+ * @module
+ */
+
+/** `value` if it is a finite number `>= min` (and `<= max`), else a RangeError/TypeError naming `name`. */
+export function checkNumber(name: string, value: unknown, min: number, max = Number.POSITIVE_INFINITY): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number, got ${show(value)}`);
+  if (Number.isNaN(value) || value < min || value > max) {
+    const range = max === Number.POSITIVE_INFINITY ? `>= ${min}` : `between ${min} and ${max}`;
+    throw new RangeError(`${name} must be ${range}, got ${show(value)}`);
+  }
+  return value;
+}
+
+/** A duration in milliseconds: finite, `>= min` (default 0). `Infinity` only when `allowInfinity`. */
+export function checkDuration(name: string, value: unknown, min = 0, allowInfinity = false): number {
+  const n = checkNumber(name, value, min);
+  if (!allowInfinity && !Number.isFinite(n)) throw new RangeError(`${name} must be finite, got ${show(value)}`);
+  return n;
+}
+
+/** An integer `>= min` (and `<= max`). */
+export function checkInteger(name: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const n = checkNumber(name, value, min, max);
+  if (!Number.isInteger(n)) throw new RangeError(`${name} must be an integer, got ${show(value)}`);
+  return n;
+}
+
+/** A function, or a TypeError naming `name`. */
+export function checkFunction<F extends (...args: never[]) => unknown>(name: string, value: unknown): F {
+  if (typeof value !== 'function') throw new TypeError(`${name} must be a function, got ${show(value)}`);
+  return value as F;
+}
+
+/** `value` when not undefined, else `fallback`: the one way an option takes its default. */
+export function opt<T>(value: T | undefined, fallback: T): T {
+  return value === undefined ? fallback : value;
+}
+
+/** Renders a bad option value for an error message, without throwing on odd inputs. */
+export function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'symbol') return 'a symbol';
+  return Array.isArray(value) ? 'an array' : 'an object';
+}

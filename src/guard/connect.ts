@@ -1,0 +1,115 @@
+/**
+ * A TCP or TLS connect bounded end to end: DNS lookup, TCP connect, TLS handshake and an optional
+ * protocol handshake, all under one timeout, guarded by a {@link HostBreaker}.
+ *
+ * @module
+ */
+import net from 'node:net';
+import tls from 'node:tls';
+import { type DialContext, type DialOptions, dial } from './dial.js';
+import { hostKey } from './host-key.js';
+
+/** Where to connect. */
+export interface ConnectTarget {
+  host: string;
+  port: number;
+}
+
+/** Options of {@link connect}: those of `dial` plus the socket's. */
+export interface ConnectOptions extends DialOptions<net.Socket> {
+  /**
+   * TLS: `true` for defaults, or `tls.connect` options (reuse one `secureContext` per target
+   * rather than building one per dial). The handshake runs inside the timeout, phase `tls`.
+   * `servername` defaults to the host when it is a name, not an IP address.
+   */
+  tls?: boolean | tls.ConnectionOptions;
+  /**
+   * A protocol handshake to run on the connected socket, inside the same timeout (phase
+   * `handshake`). Reject to fail the dial; watch `ctx.signal` to stop when the dial is given up.
+   */
+  handshake?: (socket: net.Socket, ctx: DialContext) => Promise<void>;
+  /** Other `net.connect` options (family, localAddress, lookup, keepAlive, ...). */
+  socket?: Omit<net.TcpNetConnectOpts, 'host' | 'port' | 'timeout'>;
+}
+
+/**
+ * Connects to `target` and resolves with the connected socket (a `TLSSocket` when `tls` is set).
+ * The socket is destroyed on any failure; on success the caller owns it and must attach its own
+ * `'error'` listener.
+ *
+ * Rejects with `HostUnavailableError` (breaker refused, no I/O), `ConnectTimeoutError` (naming the
+ * stalled phase), the caller's `signal.reason`, or the socket's own error (e.g. `ECONNREFUSED`).
+ */
+export function connect(target: ConnectTarget, options: ConnectOptions = {}): Promise<net.Socket> {
+  let key: string;
+  try {
+    key = hostKey(target.host, target.port);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  return dial(key, (ctx) => openSocket(target, options, ctx), { ...options, dispose: options.dispose ?? destroy });
+}
+
+function destroy(socket: net.Socket): void {
+  socket.destroy();
+}
+
+function openSocket(target: ConnectTarget, options: ConnectOptions, ctx: DialContext): Promise<net.Socket> {
+  const host = target.host.startsWith('[') ? target.host.slice(1, -1) : target.host;
+  const base: net.TcpNetConnectOpts = { noDelay: true, ...options.socket, host, port: target.port };
+  let socket: net.Socket;
+  if (options.tls) {
+    const tlsOptions = options.tls === true ? {} : options.tls;
+    const servername = tlsOptions.servername ?? (net.isIP(host) === 0 ? host : undefined);
+    socket = tls.connect({ ...base, ...tlsOptions, ...(servername === undefined ? {} : { servername }) });
+  } else {
+    socket = net.connect(base);
+  }
+  ctx.phase = net.isIP(host) === 0 ? 'lookup' : 'tcp';
+
+  return new Promise<net.Socket>((resolve, reject) => {
+    const cleanup = (): void => {
+      socket.off('lookup', onLookup);
+      socket.off('connect', onConnect);
+      socket.off('secureConnect', onSecure);
+      socket.off('error', onError);
+      ctx.signal.removeEventListener('abort', onAbort);
+    };
+    const fail = (err: unknown): void => {
+      cleanup();
+      socket.destroy();
+      reject(err);
+    };
+    const onError = (err: Error): void => fail(err);
+    const onAbort = (): void => fail(ctx.signal.reason);
+    const onLookup = (): void => {
+      ctx.phase = 'tcp';
+    };
+    const onConnect = (): void => {
+      if (options.tls) {
+        ctx.phase = 'tls';
+        return;
+      }
+      connected();
+    };
+    const onSecure = (): void => connected();
+    const connected = (): void => {
+      if (options.handshake === undefined) {
+        cleanup();
+        resolve(socket);
+        return;
+      }
+      ctx.phase = 'handshake';
+      options.handshake(socket, ctx).then(() => {
+        if (ctx.signal.aborted) return; // already failed by onAbort
+        cleanup();
+        resolve(socket);
+      }, fail);
+    };
+    socket.on('lookup', onLookup);
+    socket.once('connect', onConnect);
+    socket.once('secureConnect', onSecure);
+    socket.on('error', onError);
+    ctx.signal.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,51 @@
+/**
+ * dialguard: make a dead host cheap and a shared connection safe.
+ *
+ * - {@link HostBreaker}: a per-host circuit breaker fed only by dial outcomes.
+ * - {@link dial} / {@link connect}: one dial bounded end to end and guarded by a breaker.
+ *
+ * Fault peers for tests live in `dialguard/testing`.
+ *
+ * @module
+ */
+export { type Clock, type TimerHandle, systemClock, sleep, unrefTimer } from './core/clock.js';
+export {
+  ConnectTimeoutError,
+  ConnectionGoneError,
+  DeadlineExceededError,
+  DialguardError,
+  type ErrorCode,
+  ErrorCodes,
+  HostUnavailableError,
+  NoServerAvailableError,
+  PoolClosedError,
+  type ConnectPhase,
+  type RefusedState,
+  RequestTimeoutError,
+  RetriesExhaustedError,
+  RetryBudgetExhaustedError,
+  isPermanent,
+} from './core/errors.js';
+export { type Listener, type Unsubscribe } from './core/events.js';
+export {
+  type ExponentialOptions,
+  type ProportionalJitterOptions,
+  type Schedule,
+  constant,
+  decorrelatedJitter,
+  exponential,
+  fullJitter,
+  proportionalJitter,
+} from './core/backoff.js';
+export {
+  type BreakerState,
+  type DialPermit,
+  HostBreaker,
+  type HostBreakerEvents,
+  type HostBreakerOptions,
+  type HostBreakerStats,
+  type HostSnapshot,
+} from './guard/host-breaker.js';
+export { hostKey } from './guard/host-key.js';
+export { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, dial, sharedBreaker } from './guard/dial.js';
+export { type ConnectOptions, type ConnectTarget, connect } from './guard/connect.js';

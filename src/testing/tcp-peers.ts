@@ -1,0 +1,194 @@
+/**
+ * TCP fault peers: real listeners on loopback that misbehave in one specific way each, count the
+ * connections they see, and close cleanly (listener and every socket).
+ *
+ * @module
+ */
+import net from 'node:net';
+
+/** Loopback addresses the peers may bind: tests never touch any other network. */
+export type LoopbackHost = '127.0.0.1' | '::1';
+
+/** Options every peer takes. */
+export interface PeerOptions {
+  /** Loopback address to bind. Default `127.0.0.1`. */
+  host?: LoopbackHost;
+  /** Port to bind. Default 0 (the kernel picks a free one). */
+  port?: number;
+}
+
+/** What every fault peer offers. */
+export interface FaultPeer {
+  /** What the peer does, e.g. `accept-and-hold`. */
+  readonly kind: string;
+  /** The loopback address it listens on. */
+  readonly host: LoopbackHost;
+  readonly port: number;
+  /** `host:port` (IPv6 in brackets): the key a HostBreaker files this peer under. */
+  readonly address: string;
+  /** Connection attempts the peer saw (for TCP peers: connections accepted). */
+  readonly attempts: number;
+  /** Stops listening and destroys every socket it holds; resolves once all are closed. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Checks that `host` is loopback: the fault peers never bind anything else. */
+export function loopback(host: string | undefined): LoopbackHost {
+  const h = host ?? '127.0.0.1';
+  if (h !== '127.0.0.1' && h !== '::1') {
+    throw new RangeError(`fault peers bind loopback only (127.0.0.1 or ::1), got ${JSON.stringify(h)}`);
+  }
+  return h;
+}
+
+/** `host:port`, bracketing IPv6. */
+export function addressOf(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/**
+ * A TCP listener that hands each accepted socket to `onSocket`, tracks it, and can be killed
+ * (every socket reset, listener closed) and restarted on the same port. The base of the TCP peers.
+ */
+export class TcpPeer implements FaultPeer {
+  readonly kind: string;
+  readonly host: LoopbackHost;
+  #port: number;
+  #attempts = 0;
+  #server: net.Server | undefined;
+  readonly #sockets = new Set<net.Socket>();
+  readonly #onSocket: (socket: net.Socket) => void;
+
+  /** Use the factories ({@link acceptAndHold}, {@link echoPeer}, ...) rather than this directly. */
+  constructor(kind: string, options: PeerOptions, onSocket: (socket: net.Socket) => void) {
+    this.kind = kind;
+    this.host = loopback(options.host);
+    this.#port = options.port ?? 0;
+    this.#onSocket = onSocket;
+  }
+
+  get port(): number {
+    return this.#port;
+  }
+
+  get address(): string {
+    return addressOf(this.host, this.#port);
+  }
+
+  get attempts(): number {
+    return this.#attempts;
+  }
+
+  /** Sockets currently open on the peer's side. */
+  get openSockets(): number {
+    return this.#sockets.size;
+  }
+
+  /** Whether the peer is listening. */
+  get listening(): boolean {
+    return this.#server !== undefined;
+  }
+
+  /** Binds (again, on the same port after {@link kill}). */
+  async listen(): Promise<this> {
+    if (this.#server !== undefined) return this;
+    const server = net.createServer({ noDelay: true }, (socket) => {
+      this.#attempts++;
+      this.#sockets.add(socket);
+      socket.on('error', () => {}); // a peer's sockets die by design; never crash the test
+      socket.once('close', () => this.#sockets.delete(socket));
+      this.#onSocket(socket);
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ host: this.host, port: this.#port }, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.#port = (server.address() as net.AddressInfo).port;
+    this.#server = server;
+    return this;
+  }
+
+  /**
+   * Dies abruptly: stops listening and resets every open socket (RST), as a killed process's
+   * kernel would. New connects are refused until {@link listen} is called again.
+   */
+  async kill(): Promise<void> {
+    const server = this.#server;
+    this.#server = undefined;
+    for (const socket of this.#sockets) socket.resetAndDestroy();
+    if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()));
+    await this.#drained();
+  }
+
+  async close(): Promise<void> {
+    const server = this.#server;
+    this.#server = undefined;
+    for (const socket of this.#sockets) socket.destroy();
+    if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()));
+    await this.#drained();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
+  async #drained(): Promise<void> {
+    const waits = [...this.#sockets].map((s) => new Promise<void>((resolve) => (s.closed ? resolve() : s.once('close', () => resolve()))));
+    await Promise.all(waits);
+  }
+}
+
+/** Accepts TCP and never sends a byte: a TLS or HTTP/2 handshake against it never completes. */
+export function acceptAndHold(options: PeerOptions = {}): Promise<TcpPeer> {
+  return new TcpPeer('accept-and-hold', options, () => {}).listen();
+}
+
+/** Accepts and at once resets (RST) every connection. */
+export function resetOnAccept(options: PeerOptions = {}): Promise<TcpPeer> {
+  return new TcpPeer('reset-on-accept', options, (socket) => socket.resetAndDestroy()).listen();
+}
+
+/** A healthy peer that echoes every byte back. */
+export function echoPeer(options: PeerOptions = {}): Promise<TcpPeer> {
+  return new TcpPeer('echo', options, (socket) => socket.pipe(socket)).listen();
+}
+
+/** A closed port on loopback: every connect is refused at once (ECONNREFUSED). */
+export interface RefusingPeer extends FaultPeer {
+  /** Throws: a closed port sees nothing. Count refused dials at the client, or use a netns blackhole. */
+  readonly attempts: number;
+}
+
+/**
+ * A port nothing listens on, so connects are refused (RST in reply to SYN). The port is found by
+ * binding an ephemeral one and closing it; the kernel does not hand it out again soon.
+ */
+export async function refusing(options: PeerOptions = {}): Promise<RefusingPeer> {
+  const host = loopback(options.host);
+  let port = options.port ?? 0;
+  if (port === 0) {
+    const probe = net.createServer();
+    await new Promise<void>((resolve, reject) => {
+      probe.once('error', reject);
+      probe.listen({ host, port: 0 }, resolve);
+    });
+    port = (probe.address() as net.AddressInfo).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+  }
+  const close = async (): Promise<void> => {};
+  return {
+    kind: 'refusing',
+    host,
+    port,
+    address: addressOf(host, port),
+    get attempts(): number {
+      throw new Error('a refusing peer cannot observe connection attempts: count them at the client');
+    },
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}

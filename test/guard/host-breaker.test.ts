@@ -1,0 +1,427 @@
+import { describe, expect, it } from 'vitest';
+import { proportionalJitter } from '../../src/core/backoff.js';
+import { DialguardError, ErrorCodes, HostUnavailableError, isPermanent } from '../../src/core/errors.js';
+import { type DialPermit, HostBreaker, type HostBreakerOptions } from '../../src/guard/host-breaker.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
+
+const H = 'pod-a:443';
+
+function make(options: HostBreakerOptions = {}): { clock: ManualClock; breaker: HostBreaker } {
+  const clock = new ManualClock(1_000);
+  return { clock, breaker: new HostBreaker({ clock, ...options }) };
+}
+
+function refusal(breaker: HostBreaker, host = H): HostUnavailableError {
+  try {
+    breaker.admit(host);
+  } catch (err) {
+    expect(err).toBeInstanceOf(HostUnavailableError);
+    return err as HostUnavailableError;
+  }
+  throw new Error(`expected ${host} to be refused`);
+}
+
+/** Fails `n` dials in a row, each admitted and settled before the next. */
+function failDials(breaker: HostBreaker, n: number, host = H): void {
+  for (let i = 0; i < n; i++) breaker.admit(host).failed();
+}
+
+describe('HostBreaker: closed to open', () => {
+  it('opens after exactly failureThreshold consecutive failed dials', () => {
+    const { breaker } = make({ failureThreshold: 3 });
+    failDials(breaker, 2);
+    expect(breaker.state(H)?.state).toBe('closed');
+    expect(breaker.admit(H).probe).toBe(false);
+    failDials(breaker, 1);
+    expect(breaker.state(H)?.state).toBe('open');
+    expect(breaker.stats().opened).toBe(1);
+  });
+
+  it('a success resets the count, so intermittent failures never accumulate into a trip', () => {
+    const { breaker } = make({ failureThreshold: 3 });
+    for (let round = 0; round < 10; round++) {
+      failDials(breaker, 2);
+      breaker.admit(H).succeeded();
+    }
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+    expect(breaker.stats().opened).toBe(0);
+  });
+
+  it('abandoned dials never count: three cancelled requests do not open a healthy host', () => {
+    const { breaker } = make({ failureThreshold: 3 });
+    for (let i = 0; i < 10; i++) breaker.admit(H).abandoned();
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+    expect(breaker.stats()).toMatchObject({ abandoned: 10, failed: 0, opened: 0 });
+  });
+
+  it('hosts are independent', () => {
+    const { breaker } = make({ failureThreshold: 1 });
+    failDials(breaker, 1, 'a:1');
+    expect(() => breaker.admit('a:1')).toThrow(HostUnavailableError);
+    expect(breaker.admit('a:2').probe).toBe(false);
+    expect(breaker.admit('b:1').probe).toBe(false);
+  });
+});
+
+describe('HostBreaker: refusal', () => {
+  it('is immediate, typed, permanent, and says when the next probe is due', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 30_000 });
+    failDials(breaker, 1);
+    clock.advance(12_000);
+    const err = refusal(breaker);
+    expect(err.code).toBe(ErrorCodes.HOST_UNAVAILABLE);
+    expect(err.code).toBe('DIALGUARD_HOST_UNAVAILABLE');
+    expect(err.host).toBe(H);
+    expect(err.retryAfter).toBe(18_000);
+    expect(err.state).toBe('open');
+    expect(err.permanent).toBe(true);
+    expect(isPermanent(err)).toBe(true);
+    expect(err).toBeInstanceOf(DialguardError);
+    expect(err.message).toContain(H);
+  });
+
+  it('counts refusals without emitting an event per refusal', () => {
+    const { breaker } = make({ failureThreshold: 1 });
+    const events: string[] = [];
+    for (const e of ['opened', 'closed', 'probe-granted', 'probe-expired'] as const) breaker.on(e, () => events.push(e));
+    failDials(breaker, 1);
+    for (let i = 0; i < 1000; i++) refusal(breaker);
+    expect(breaker.stats().refused).toBe(1000);
+    expect(events).toEqual(['opened']);
+  });
+});
+
+describe('HostBreaker: half-open', () => {
+  it('lets exactly one probe through per window; everyone else keeps being refused', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 30_000, probeTimeout: 10_000 });
+    failDials(breaker, 1);
+    clock.advance(29_999);
+    refusal(breaker);
+    clock.advance(1);
+    const probe = breaker.admit(H);
+    expect(probe.probe).toBe(true);
+    expect(breaker.state(H)).toMatchObject({ state: 'half-open', probing: true });
+    for (let i = 0; i < 50; i++) {
+      const err = refusal(breaker);
+      expect(err.state).toBe('half-open');
+      expect(err.retryAfter).toBe(10_000);
+    }
+    expect(breaker.stats().probesGranted).toBe(1);
+  });
+
+  it('a successful probe closes the host outright and resets everything', () => {
+    const { clock, breaker } = make({ failureThreshold: 2, openDuration: 5_000 });
+    const closed: unknown[] = [];
+    breaker.on('closed', (e) => closed.push(e));
+    failDials(breaker, 2);
+    clock.advance(5_000);
+    breaker.admit(H).succeeded();
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0, opens: 0 });
+    expect(closed).toEqual([{ host: H, openedFor: 5_000 }]);
+    // Fully closed: it takes the whole threshold again to trip.
+    failDials(breaker, 1);
+    expect(breaker.state(H)?.state).toBe('closed');
+  });
+
+  it('a failed probe reopens for another full window', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 5_000 });
+    const opened: Array<{ reopened: boolean }> = [];
+    breaker.on('opened', (e) => opened.push(e));
+    failDials(breaker, 1);
+    clock.advance(5_000);
+    breaker.admit(H).failed();
+    expect(refusal(breaker).retryAfter).toBe(5_000);
+    expect(opened.map((e) => e.reopened)).toEqual([false, true]);
+  });
+
+  it('a granted probe never reported expires, and the host is usable again (does not wedge)', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000, probeTimeout: 10_000 });
+    const expired: unknown[] = [];
+    breaker.on('probe-expired', (e) => expired.push(e));
+    failDials(breaker, 1);
+    clock.advance(1_000);
+    const lost = breaker.admit(H); // its report never comes
+    expect(lost.probe).toBe(true);
+    clock.advance(9_999);
+    refusal(breaker);
+    clock.advance(1);
+    const next = breaker.admit(H);
+    expect(next.probe).toBe(true);
+    expect(expired).toHaveLength(1);
+    // The lost probe reporting late decides nothing: only the current probe does.
+    lost.failed();
+    expect(breaker.state(H)).toMatchObject({ state: 'half-open', probing: true });
+    next.succeeded();
+    expect(breaker.state(H)?.state).toBe('closed');
+  });
+
+  it('under continuous traffic an unreported probe is replaced once per probeTimeout, no more', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000, probeTimeout: 10_000 });
+    failDials(breaker, 1);
+    clock.advance(1_000);
+    let granted = 0;
+    for (let t = 0; t < 60_000; t += 100) {
+      try {
+        if (breaker.admit(H).probe) granted++; // never settled
+      } catch {
+        /* refused */
+      }
+      clock.advance(100);
+    }
+    expect(granted).toBe(6);
+  });
+
+  it('an abandoned probe frees the slot at once without counting as a failure', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000 });
+    failDials(breaker, 1);
+    clock.advance(1_000);
+    breaker.admit(H).abandoned();
+    const again = breaker.admit(H);
+    expect(again.probe).toBe(true);
+    expect(breaker.stats().failed).toBe(1);
+  });
+});
+
+describe('HostBreaker: dials admitted before the trip (seed 002 review)', () => {
+  it('a late failure neither extends the block nor frees the probe slot', () => {
+    const { clock, breaker } = make({ failureThreshold: 3, openDuration: 1_000, probeTimeout: 10_000 });
+    const inFlight = Array.from({ length: 5 }, () => breaker.admit(H)); // all admitted while closed
+    for (const p of inFlight.slice(0, 3)) p.failed(); // trips
+    expect(breaker.state(H)?.state).toBe('open');
+
+    clock.advance(500);
+    inFlight[3]!.failed(); // late, before the window ends
+    expect(refusal(breaker).retryAfter).toBe(500); // not extended to 1_000
+
+    clock.advance(500);
+    const probe = breaker.admit(H);
+    expect(probe.probe).toBe(true);
+    inFlight[4]!.failed(); // late, while the probe is out
+    expect(refusal(breaker).state).toBe('half-open'); // slot still held by the probe
+    expect(breaker.stats()).toMatchObject({ opened: 1, stale: 2, probesGranted: 1 });
+  });
+
+  it('a late success does not close an open host; only the probe does', () => {
+    const { clock, breaker } = make({ failureThreshold: 2, openDuration: 1_000 });
+    const early = breaker.admit(H);
+    failDials(breaker, 2);
+    early.succeeded();
+    expect(breaker.state(H)?.state).toBe('open');
+    clock.advance(1_000);
+    expect(breaker.admit(H).probe).toBe(true);
+  });
+
+  it('many permits in flight trip the host once; the rest settle as stale', () => {
+    const { breaker } = make({ failureThreshold: 3 });
+    const permits = Array.from({ length: 100 }, () => breaker.admit(H));
+    for (const p of permits) p.failed();
+    expect(breaker.stats()).toMatchObject({ opened: 1, failed: 3, stale: 97 });
+  });
+});
+
+describe('HostBreaker: permits', () => {
+  it('settle exactly once: the first settlement wins', () => {
+    const { breaker } = make({ failureThreshold: 2 });
+    const p: DialPermit = breaker.admit(H);
+    expect(p.settled).toBe(false);
+    p.failed();
+    p.failed();
+    p.succeeded();
+    p.abandoned();
+    expect(p.settled).toBe(true);
+    expect(breaker.state(H)?.failures).toBe(1);
+    expect(breaker.stats()).toMatchObject({ failed: 1, succeeded: 0, abandoned: 0 });
+  });
+});
+
+describe('HostBreaker: open window schedule', () => {
+  it('grows exponentially to a cap with ±50 % jitter, and resets on close', () => {
+    const clock = new ManualClock();
+    let r = 0.5; // jitter midpoint: exactly the un-jittered window
+    const breaker = new HostBreaker({
+      clock,
+      failureThreshold: 1,
+      openDuration: proportionalJitter({ base: 1_000, max: 8_000 }),
+      random: () => r,
+    });
+    const windows: number[] = [];
+    breaker.on('opened', (e) => windows.push(e.openFor));
+    failDials(breaker, 1);
+    for (let i = 0; i < 5; i++) {
+      clock.advance(windows[windows.length - 1]!);
+      breaker.admit(H).failed();
+    }
+    expect(windows).toEqual([1_000, 2_000, 4_000, 8_000, 8_000, 8_000]);
+
+    clock.advance(8_000);
+    breaker.admit(H).succeeded();
+    r = 0; // lowest jitter
+    failDials(breaker, 1);
+    clock.advance(500);
+    r = 0.999_999;
+    breaker.admit(H).failed();
+    expect(windows.slice(6)).toEqual([500, expect.closeTo(3_000, 1)]);
+  });
+
+  it('a fixed window stays fixed', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 7_000 });
+    failDials(breaker, 1);
+    for (let i = 0; i < 4; i++) {
+      clock.advance(7_000);
+      breaker.admit(H).failed();
+      expect(refusal(breaker).retryAfter).toBe(7_000);
+    }
+  });
+});
+
+describe('HostBreaker: disabled (failureThreshold 0)', () => {
+  it('admits everything and tracks nothing', () => {
+    const { breaker } = make({ failureThreshold: 0 });
+    for (let i = 0; i < 100; i++) breaker.admit(H).failed();
+    expect(breaker.admit(H).probe).toBe(false);
+    expect(breaker.enabled).toBe(false);
+    expect(breaker.state(H)).toBeUndefined();
+    expect(breaker.stats()).toMatchObject({ hosts: 0, failed: 0, opened: 0 });
+  });
+});
+
+describe('HostBreaker: bounded table', () => {
+  it('forgets hosts idle past idleRetention, at the next time-gated sweep', () => {
+    const { clock, breaker } = make({ idleRetention: 300_000, sweepInterval: 60_000 });
+    breaker.admit('old:1').failed();
+    clock.advance(200_000);
+    breaker.admit('fresh:1').succeeded();
+    clock.advance(100_000); // old is now idle 300 s; fresh 100 s
+    breaker.admit('other:1'); // sweep due (last at 200 s)
+    expect(breaker.state('old:1')).toBeUndefined();
+    expect(breaker.state('fresh:1')).toBeDefined();
+    expect(breaker.stats().evictedIdle).toBe(1);
+  });
+
+  it('does not sweep more often than sweepInterval', () => {
+    const { clock, breaker } = make({ idleRetention: 1_000, sweepInterval: 60_000 });
+    breaker.admit('a:1');
+    clock.advance(59_999);
+    breaker.admit('b:1'); // a is idle, but no sweep is due yet
+    expect(breaker.state('a:1')).toBeDefined();
+    clock.advance(1);
+    breaker.admit('b:1');
+    expect(breaker.state('a:1')).toBeUndefined();
+  });
+
+  it('evicts the least recently used host at capacity', () => {
+    const { breaker } = make({ capacity: 3 });
+    breaker.admit('a:1');
+    breaker.admit('b:1');
+    breaker.admit('c:1');
+    breaker.admit('a:1'); // a is now the most recent
+    breaker.admit('d:1');
+    expect(breaker.state('b:1')).toBeUndefined();
+    expect(breaker.state('a:1')).toBeDefined();
+    expect(breaker.stats()).toMatchObject({ hosts: 3, evictedCapacity: 1 });
+  });
+
+  it('a hostile stream of distinct hosts never grows the table past capacity', () => {
+    const { breaker } = make({ capacity: 64 });
+    for (let i = 0; i < 20_000; i++) breaker.admit(`h${i}.example:${i % 65535}`).failed();
+    expect(breaker.stats().hosts).toBe(64);
+  });
+
+  it('a settlement for an evicted host moves nothing', () => {
+    const { breaker } = make({ capacity: 1, failureThreshold: 1 });
+    const p = breaker.admit('a:1');
+    breaker.admit('b:1'); // evicts a
+    p.failed();
+    expect(breaker.stats()).toMatchObject({ stale: 1, opened: 0 });
+    expect(breaker.admit('a:1').probe).toBe(false);
+  });
+});
+
+describe('HostBreaker: host normalisation', () => {
+  it('files spellings of one host under one entry', () => {
+    const { breaker } = make({ failureThreshold: 4 });
+    breaker.admit('Example.COM:443').failed();
+    breaker.admit('example.com.:443').failed();
+    breaker.admit('https://example.com/path').failed();
+    breaker.admit('example.com', 443).failed();
+    expect(breaker.state('EXAMPLE.com:443')?.state).toBe('open');
+    expect(breaker.stats().hosts).toBe(1);
+  });
+
+  it('IPv6 with and without brackets is one host', () => {
+    const { breaker } = make({ failureThreshold: 2 });
+    breaker.admit('[::1]:80').failed();
+    breaker.admit('::1', 80).failed();
+    expect(refusal(breaker, '[::1]:80').host).toBe('[::1]:80');
+  });
+});
+
+describe('HostBreaker: options', () => {
+  it.each([
+    [{ failureThreshold: -1 }, /failureThreshold.*-1/],
+    [{ failureThreshold: 1.5 }, /failureThreshold must be an integer.*1\.5/],
+    [{ failureThreshold: Number.NaN }, /failureThreshold.*NaN/],
+    [{ openDuration: -5 }, /openDuration.*-5/],
+    [{ openDuration: Number.POSITIVE_INFINITY }, /openDuration must be finite/],
+    [{ probeTimeout: 0 }, /probeTimeout.*0/],
+    [{ probeTimeout: Number.NaN }, /probeTimeout.*NaN/],
+    [{ idleRetention: -1 }, /idleRetention/],
+    [{ capacity: 0 }, /capacity.*0/],
+    [{ capacity: 2.5 }, /capacity/],
+    [{ sweepInterval: -1 }, /sweepInterval/],
+    [{ failureThreshold: '3' as unknown as number }, /failureThreshold must be a number, got "3"/],
+    [{ random: 5 as unknown as () => number }, /random must be a function/],
+  ])('rejects %o', (options, message) => {
+    expect(() => new HostBreaker(options)).toThrow(message);
+  });
+
+  it('rejects a bad host with a TypeError', () => {
+    const { breaker } = make();
+    expect(() => breaker.admit('')).toThrow(TypeError);
+    expect(() => breaker.admit('a:99999')).toThrow(/port/);
+    expect(() => breaker.admit(42 as unknown as string)).toThrow(TypeError);
+  });
+
+  it('accepts 0 where 0 is meaningful (never silently defaulted)', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 0 });
+    failDials(breaker, 1);
+    expect(breaker.admit(H).probe).toBe(true); // window of 0: probe at once
+    void clock;
+  });
+});
+
+describe('HostBreaker: events', () => {
+  it('emits each state change once, in order, and listeners can stop', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000, probeTimeout: 100 });
+    const seen: string[] = [];
+    const stop = breaker.on('opened', () => seen.push('opened'));
+    breaker.on('probe-granted', () => seen.push('probe-granted'));
+    breaker.on('probe-expired', () => seen.push('probe-expired'));
+    breaker.on('closed', () => seen.push('closed'));
+    failDials(breaker, 1);
+    clock.advance(1_000);
+    breaker.admit(H);
+    clock.advance(100);
+    breaker.admit(H).succeeded();
+    stop();
+    failDials(breaker, 1);
+    expect(seen).toEqual(['opened', 'probe-granted', 'probe-expired', 'probe-granted', 'closed']);
+  });
+
+  it('a throwing listener does not break the state machine, and is reported as a warning', async () => {
+    const { breaker } = make({ failureThreshold: 1 });
+    breaker.on('opened', () => {
+      throw new Error('listener bug');
+    });
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => {
+      warnings.push(w.message);
+    };
+    process.on('warning', onWarning);
+    failDials(breaker, 1);
+    expect(breaker.state(H)?.state).toBe('open');
+    await new Promise((resolve) => setImmediate(resolve));
+    process.off('warning', onWarning);
+    expect(warnings).toEqual([expect.stringContaining('listener bug')]);
+  });
+});
