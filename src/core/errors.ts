@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { Clock } from './clock.js';
 
 /** Stable codes of every error dialguard throws. */
 export const ErrorCodes = {
@@ -46,7 +47,9 @@ export class DialguardError extends Error {
    * True when retrying the same operation cannot help (a retry loop stops at once). Only a
    * refusal by the breaker is permanent: it would be refused again.
    */
-  readonly permanent: boolean = false;
+  get permanent(): boolean {
+    return false;
+  }
 
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -63,30 +66,47 @@ export type RefusedState = 'open' | 'half-open';
  * A {@link HostBreaker} refused to dial `host`: it failed too many dials in a row and is being
  * left alone for a while. Thrown without any I/O. Permanent for a retry loop: every attempt
  * against the same host would be refused the same way.
+ *
+ * One instance stands for one refusal window of one host: the breaker throws the same instance
+ * to every caller it refuses in that window (so a refusal costs a map lookup, not an Error
+ * allocation and stack capture). Treat it as read-only; `retryAfter` is computed on each read.
  */
 export class HostUnavailableError extends DialguardError {
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.HOST_UNAVAILABLE}`);
-  override readonly permanent = true;
   /** The breaker's key for the host (normalised `host:port`). */
   readonly host: string;
-  /**
-   * Milliseconds until the host may be dialled again, at the latest: when its open window ends,
-   * or when the outstanding probe's report is due.
-   */
-  readonly retryAfter: number;
   /** Why it was refused: open (waiting out its window) or half-open (a probe is out). */
   readonly state: RefusedState;
+  readonly #retryAt: number;
+  readonly #now: () => number;
 
-  constructor(host: string, retryAfter: number, state: RefusedState) {
+  /**
+   * @param retryAfter - ms from now until the host may be dialled again.
+   * @param clock - the clock `retryAfter` counts down on (default: a fixed value).
+   */
+  constructor(host: string, retryAfter: number, state: RefusedState, clock?: Pick<Clock, 'now'>) {
     super(
       ErrorCodes.HOST_UNAVAILABLE,
       state === 'open'
-        ? `${host} is unavailable after repeated failed dials; next probe in ${Math.ceil(retryAfter)} ms`
-        : `${host} is unavailable; a probe dial is in progress (due within ${Math.ceil(retryAfter)} ms)`,
+        ? `${host} is unavailable after repeated failed dials; refused without dialling (see retryAfter)`
+        : `${host} is unavailable; a probe dial is deciding whether it is back (see retryAfter)`,
     );
     this.host = host;
-    this.retryAfter = retryAfter;
     this.state = state;
+    this.#now = clock === undefined ? () => 0 : () => clock.now();
+    this.#retryAt = this.#now() + retryAfter;
+  }
+
+  override get permanent(): boolean {
+    return true;
+  }
+
+  /**
+   * Milliseconds until the host may be dialled again, at the latest: when its open window ends,
+   * or when the outstanding probe's report is due. Never negative.
+   */
+  get retryAfter(): number {
+    return Math.max(0, this.#retryAt - this.#now());
   }
 }
 brand(HostUnavailableError);

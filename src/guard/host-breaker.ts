@@ -153,6 +153,9 @@ interface Entry {
   probing: boolean;
   probeUntil: number;
   lastUsed: number;
+  /** The refusal thrown to every caller in the current generation (one window), made once. */
+  refusal: HostUnavailableError | undefined;
+  refusalGeneration: number;
 }
 
 type Outcome = 'succeeded' | 'failed' | 'abandoned';
@@ -299,6 +302,8 @@ export class HostBreaker {
         probing: false,
         probeUntil: 0,
         lastUsed: now,
+        refusal: undefined,
+        refusalGeneration: -1,
       };
     } else {
       this.#hosts.delete(key);
@@ -307,15 +312,9 @@ export class HostBreaker {
     this.#hosts.set(key, entry);
 
     if (entry.state === 'closed') return new Permit(this, entry, key, false);
-    if (now < entry.openUntil) {
-      this.#stats.refused++;
-      throw new HostUnavailableError(key, entry.openUntil - now, 'open');
-    }
+    if (now < entry.openUntil) throw this.#refuse(entry, entry.openUntil - now, 'open');
     if (entry.probing) {
-      if (now < entry.probeUntil) {
-        this.#stats.refused++;
-        throw new HostUnavailableError(key, entry.probeUntil - now, 'half-open');
-      }
+      if (now < entry.probeUntil) throw this.#refuse(entry, entry.probeUntil - now, 'half-open');
       this.#stats.probesExpired++;
       this.#events.emit('probe-expired', { host: key, probeTimeout: this.#probeTimeout });
     }
@@ -363,6 +362,16 @@ export class HostBreaker {
   /** Listens for a state change; returns the function that stops listening. */
   on<K extends keyof HostBreakerEvents>(event: K, listener: Listener<HostBreakerEvents[K]>): Unsubscribe {
     return this.#events.on(event, listener);
+  }
+
+  /** The refusal for `entry`'s current window: made on the first refusal, then reused. */
+  #refuse(entry: Entry, retryAfter: number, state: 'open' | 'half-open'): HostUnavailableError {
+    this.#stats.refused++;
+    if (entry.refusalGeneration !== entry.generation || entry.refusal === undefined) {
+      entry.refusal = new HostUnavailableError(entry.key, retryAfter, state, this.#clock);
+      entry.refusalGeneration = entry.generation;
+    }
+    return entry.refusal;
   }
 
   #settle(entry: Entry, generation: number, probe: boolean, outcome: Outcome): void {

@@ -24,6 +24,24 @@ const schemePorts: Readonly<Record<string, number>> = {
  * @throws TypeError when `host` is not a non-empty string or `port` is not a valid port.
  */
 export function hostKey(host: string, port?: number | string): string {
+  if (port !== undefined) return normalise(host, port);
+  const hit = memo.get(host);
+  if (hit !== undefined) return hit;
+  const key = normalise(host, undefined);
+  if (memo.size >= MEMO_CAPACITY) memo.clear();
+  memo.set(host, key);
+  return key;
+}
+
+/**
+ * Recent spellings and their keys: the refusal path asks for the same host again and again, and
+ * parsing it each time would cost more than the refusal itself. Bounded: cleared when full, so a
+ * stream of distinct hosts costs at most MEMO_CAPACITY entries.
+ */
+const memo = new Map<string, string>();
+const MEMO_CAPACITY = 1024;
+
+function normalise(host: string, port: number | string | undefined): string {
   if (typeof host !== 'string' || host.length === 0) {
     throw new TypeError(`host must be a non-empty string, got ${describe(host)}`);
   }
