@@ -46,7 +46,7 @@ export interface Blackhole extends FaultPeer {
 }
 
 /** Starts a blackhole on loopback. */
-export function blackhole(options: BlackholeOptions = {}): Promise<Blackhole> {
+export async function blackhole(options: BlackholeOptions = {}): Promise<Blackhole> {
   const mode = options.mode ?? 'accept-queue';
   if (mode === 'nftables') return NftBlackhole.start(options);
   if (mode === 'accept-queue') return AcceptQueueBlackhole.start(options);
@@ -70,20 +70,22 @@ const CLOSE = 1;
 const HEAL = 2;
 
 // Runs in the worker. Blocks its event loop in Atomics.wait so the listener is never accepted
-// from; on HEAL it lets the loop run and echoes; on CLOSE (or a 'close' message after a heal) it
-// closes the listener and every socket and exits.
+// from. On HEAL it closes that listener (its backlog of 1 would keep dropping SYNs under load)
+// and binds a normal one on the same port that echoes; on CLOSE (or a 'close' message after a
+// heal) it closes the listener and every socket and exits.
 const workerSource = `
 const { parentPort, workerData } = require('node:worker_threads');
 const net = require('node:net');
 const state = new Int32Array(workerData.shared);
 const sockets = new Set();
-const server = net.createServer((socket) => {
+const onConnection = (socket) => {
   Atomics.add(state, 1, 1);
   sockets.add(socket);
   socket.on('error', () => {});
   socket.on('close', () => sockets.delete(socket));
   socket.pipe(socket);
-});
+};
+let server = net.createServer();
 const shutdown = () => {
   for (const s of sockets) s.destroy();
   server.close(() => process.exit(0));
@@ -91,9 +93,13 @@ const shutdown = () => {
 parentPort.on('message', (m) => { if (m === 'close') shutdown(); });
 server.on('error', (err) => { parentPort.postMessage({ error: err.message }); process.exit(1); });
 server.listen({ host: workerData.host, port: workerData.port, backlog: 1 }, () => {
-  parentPort.postMessage({ port: server.address().port });
+  const port = server.address().port;
+  parentPort.postMessage({ port });
   Atomics.wait(state, 0, ${WAITING});
-  if (Atomics.load(state, 0) === ${CLOSE}) shutdown();
+  if (Atomics.load(state, 0) === ${CLOSE}) return shutdown();
+  server.close();
+  server = net.createServer(onConnection);
+  server.listen({ host: workerData.host, port }, () => parentPort.postMessage({ healed: true }));
 });
 `;
 
@@ -144,16 +150,24 @@ class AcceptQueueBlackhole implements Blackhole {
 
   get attempts(): number {
     const drops = (this.#dropsAtHeal ?? listenOverflows()) - this.#dropBase;
-    const accepted = Math.max(0, Atomics.load(this.#state, 1) - this.#fillers.length);
-    return drops + accepted;
+    return drops + Atomics.load(this.#state, 1);
   }
 
   async heal(): Promise<void> {
     if (this.healed || Atomics.load(this.#state, 0) !== WAITING) return;
     this.#dropsAtHeal = listenOverflows();
     for (const s of this.#fillers) s.destroy();
+    const accepting = new Promise<void>((resolve) => {
+      const onMessage = (m: { healed?: boolean }): void => {
+        if (m.healed !== true) return;
+        this.#worker.off('message', onMessage);
+        resolve();
+      };
+      this.#worker.on('message', onMessage);
+    });
     Atomics.store(this.#state, 0, HEAL);
     Atomics.notify(this.#state, 0);
+    await accepting;
   }
 
   async close(): Promise<void> {

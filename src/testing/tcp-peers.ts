@@ -57,7 +57,8 @@ export class TcpPeer implements FaultPeer {
   #port: number;
   #attempts = 0;
   #server: net.Server | undefined;
-  readonly #sockets = new Set<net.Socket>();
+  /** Open sockets, each with a promise that settles once it has closed and left the set. */
+  readonly #sockets = new Map<net.Socket, Promise<void>>();
   readonly #onSocket: (socket: net.Socket) => void;
 
   /** Use the factories ({@link acceptAndHold}, {@link echoPeer}, ...) rather than this directly. */
@@ -95,9 +96,14 @@ export class TcpPeer implements FaultPeer {
     if (this.#server !== undefined) return this;
     const server = net.createServer({ noDelay: true }, (socket) => {
       this.#attempts++;
-      this.#sockets.add(socket);
       socket.on('error', () => {}); // a peer's sockets die by design; never crash the test
-      socket.once('close', () => this.#sockets.delete(socket));
+      const closed = new Promise<void>((resolve) =>
+        socket.once('close', () => {
+          this.#sockets.delete(socket);
+          resolve();
+        }),
+      );
+      this.#sockets.set(socket, closed);
       this.#onSocket(socket);
     });
     await new Promise<void>((resolve, reject) => {
@@ -119,7 +125,7 @@ export class TcpPeer implements FaultPeer {
   async kill(): Promise<void> {
     const server = this.#server;
     this.#server = undefined;
-    for (const socket of this.#sockets) socket.resetAndDestroy();
+    for (const socket of this.#sockets.keys()) socket.resetAndDestroy();
     if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()));
     await this.#drained();
   }
@@ -127,7 +133,7 @@ export class TcpPeer implements FaultPeer {
   async close(): Promise<void> {
     const server = this.#server;
     this.#server = undefined;
-    for (const socket of this.#sockets) socket.destroy();
+    for (const socket of this.#sockets.keys()) socket.destroy();
     if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()));
     await this.#drained();
   }
@@ -137,23 +143,22 @@ export class TcpPeer implements FaultPeer {
   }
 
   async #drained(): Promise<void> {
-    const waits = [...this.#sockets].map((s) => new Promise<void>((resolve) => (s.closed ? resolve() : s.once('close', () => resolve()))));
-    await Promise.all(waits);
+    await Promise.all(this.#sockets.values());
   }
 }
 
 /** Accepts TCP and never sends a byte: a TLS or HTTP/2 handshake against it never completes. */
-export function acceptAndHold(options: PeerOptions = {}): Promise<TcpPeer> {
+export async function acceptAndHold(options: PeerOptions = {}): Promise<TcpPeer> {
   return new TcpPeer('accept-and-hold', options, () => {}).listen();
 }
 
 /** Accepts and at once resets (RST) every connection. */
-export function resetOnAccept(options: PeerOptions = {}): Promise<TcpPeer> {
+export async function resetOnAccept(options: PeerOptions = {}): Promise<TcpPeer> {
   return new TcpPeer('reset-on-accept', options, (socket) => socket.resetAndDestroy()).listen();
 }
 
 /** A healthy peer that echoes every byte back. */
-export function echoPeer(options: PeerOptions = {}): Promise<TcpPeer> {
+export async function echoPeer(options: PeerOptions = {}): Promise<TcpPeer> {
   return new TcpPeer('echo', options, (socket) => socket.pipe(socket)).listen();
 }
 

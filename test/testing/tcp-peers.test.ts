@@ -1,0 +1,120 @@
+import net from 'node:net';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { blackhole } from '../../src/testing/blackhole.js';
+import { acceptAndHold, echoPeer, refusing, resetOnAccept } from '../../src/testing/tcp-peers.js';
+import { eventually } from '../helpers/eventually.js';
+import { expectNoLeaks, handles } from '../helpers/leaks.js';
+import { netnsTest } from '../helpers/netns.js';
+
+let before: Record<string, number>;
+beforeEach(() => {
+  before = handles();
+});
+afterEach(async () => {
+  await expectNoLeaks(before);
+});
+
+type Outcome = { connected: boolean; error?: string; data?: string; closed?: boolean };
+
+/** Raw net.connect, bounded by `ms`, reporting what happened (no dialguard involved). */
+function probe(host: string, port: number, ms: number, send?: string): Promise<Outcome> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const out: Outcome = { connected: false };
+    const done = (): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(out);
+    };
+    const timer = setTimeout(done, ms);
+    socket.on('connect', () => {
+      out.connected = true;
+      if (send !== undefined) socket.write(send);
+    });
+    socket.on('data', (d) => {
+      out.data = (out.data ?? '') + String(d);
+      if (out.data === send) done();
+    });
+    socket.on('error', (e: NodeJS.ErrnoException) => {
+      out.error = e.code;
+      done();
+    });
+    socket.on('end', () => {
+      out.closed = true;
+    });
+  });
+}
+
+describe('fault peers', () => {
+  it('blackhole (accept-queue): connects never complete, until the host heals and echoes', async () => {
+    const peer = await blackhole();
+    expect(peer).toMatchObject({ kind: 'blackhole', mode: 'accept-queue', host: '127.0.0.1', healed: false });
+    const outcomes = await Promise.all([probe(peer.host, peer.port, 150), probe(peer.host, peer.port, 150)]);
+    expect(outcomes).toEqual([{ connected: false }, { connected: false }]);
+    await peer.heal();
+    expect(await probe(peer.host, peer.port, 2_000, 'back')).toEqual({ connected: true, data: 'back' });
+    await peer.close();
+  });
+
+  it('blackhole works on ::1 too', async () => {
+    await using peer = await blackhole({ host: '::1' });
+    expect(peer.address).toBe(`[::1]:${peer.port}`);
+    expect(await probe('::1', peer.port, 150)).toEqual({ connected: false });
+  });
+
+  it('accept-and-hold: accepts, never sends, counts each connection', async () => {
+    await using peer = await acceptAndHold();
+    const outcomes = await Promise.all([1, 2, 3].map(() => probe(peer.host, peer.port, 100, 'hello?')));
+    expect(outcomes.every((o) => o.connected && o.data === undefined && o.error === undefined)).toBe(true);
+    expect(await eventually(() => peer.attempts, (n) => n >= 3)).toBe(3);
+  });
+
+  it('reset-on-accept: the client sees ECONNRESET', async () => {
+    await using peer = await resetOnAccept();
+    const out = await probe(peer.host, peer.port, 1_000, 'x');
+    expect(out.error).toBe('ECONNRESET');
+    expect(peer.attempts).toBe(1);
+  });
+
+  it('refusing: ECONNREFUSED at once, and it says it cannot count', async () => {
+    await using peer = await refusing();
+    expect((await probe(peer.host, peer.port, 1_000)).error).toBe('ECONNREFUSED');
+    expect(() => peer.attempts).toThrow(/cannot observe/);
+  });
+
+  it('echo: echoes, can be killed mid-connection (RST) and restarted on the same port', async () => {
+    const peer = await echoPeer();
+    expect(await probe(peer.host, peer.port, 1_000, 'one')).toMatchObject({ connected: true, data: 'one' });
+    const held = net.connect({ host: peer.host, port: peer.port });
+    const heldError = new Promise<string | undefined>((resolve) => {
+      held.on('error', (e: NodeJS.ErrnoException) => resolve(e.code));
+      held.on('close', () => resolve(undefined));
+    });
+    await new Promise((resolve) => held.once('connect', resolve));
+    await eventually(() => peer.openSockets, (n) => n === 1);
+    const port = peer.port;
+    await peer.kill();
+    expect(await heldError).toBe('ECONNRESET');
+    expect((await probe(peer.host, port, 1_000)).error).toBe('ECONNREFUSED');
+    await peer.listen();
+    expect(peer.port).toBe(port);
+    expect(await probe(peer.host, port, 1_000, 'two')).toMatchObject({ data: 'two' });
+    await peer.close();
+    expect(peer.openSockets).toBe(0);
+  });
+
+  it('binds loopback only', async () => {
+    await expect(echoPeer({ host: '0.0.0.0' as '127.0.0.1' })).rejects.toThrow(/loopback only/);
+    await expect(blackhole({ host: '10.0.0.1' as '127.0.0.1' })).rejects.toThrow(/loopback only/);
+  });
+
+  netnsTest(import.meta.url, 'blackhole (nftables): counts each attempt exactly, then heals', async () => {
+    await using peer = await blackhole({ mode: 'nftables' });
+    const outcomes = await Promise.all([1, 2, 3, 4].map(() => probe(peer.host, peer.port, 150)));
+    expect(outcomes.every((o) => !o.connected)).toBe(true);
+    expect(peer.attempts).toBe(4);
+    await peer.heal();
+    expect(await probe(peer.host, peer.port, 2_000, 'up')).toMatchObject({ connected: true, data: 'up' });
+    expect(await eventually(() => peer.attempts, (n) => n >= 5)).toBe(5);
+  });
+});
