@@ -1,0 +1,146 @@
+import { describe, expect, it } from 'vitest';
+import { ConnectTimeoutError, HostUnavailableError } from '../../src/core/errors.js';
+import { type DialContext, dial } from '../../src/guard/dial.js';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
+
+const H = 'db-1:5432';
+
+/** An establishment the test finishes by hand. */
+function deferred<C>(): {
+  establish: (ctx: DialContext) => Promise<C>;
+  calls: DialContext[];
+  resolve: (c: C) => void;
+  reject: (e: unknown) => void;
+} {
+  const calls: DialContext[] = [];
+  let resolve!: (c: C) => void;
+  let reject!: (e: unknown) => void;
+  const establish = (ctx: DialContext): Promise<C> => {
+    calls.push(ctx);
+    return new Promise<C>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+  };
+  return { establish, calls, resolve: (c) => resolve(c), reject: (e) => reject(e) };
+}
+
+function setup(threshold = 3): { clock: ManualClock; breaker: HostBreaker } {
+  const clock = new ManualClock();
+  return { clock, breaker: new HostBreaker({ clock, failureThreshold: threshold }) };
+}
+
+describe('dial', () => {
+  it('resolves with the connection and records a success', async () => {
+    const { clock, breaker } = setup();
+    breaker.admit(H).failed();
+    const d = deferred<string>();
+    const p = dial(H, d.establish, { clock, breaker, timeout: 1_000 });
+    d.resolve('conn');
+    await expect(p).resolves.toBe('conn');
+    expect(breaker.state(H)?.failures).toBe(0);
+    expect(clock.pending).toBe(0); // the timeout timer is gone
+  });
+
+  it('bounds the whole establishment: times out naming the stalled phase, aborts it, counts a failure', async () => {
+    const { clock, breaker } = setup();
+    const d = deferred<string>();
+    const p = dial(H, d.establish, { clock, breaker, timeout: 2_000 });
+    d.calls[0]!.phase = 'tls';
+    clock.advance(1_999);
+    expect(d.calls[0]!.signal.aborted).toBe(false);
+    clock.advance(1);
+    const err = await p.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConnectTimeoutError);
+    expect(err).toMatchObject({ code: 'DIALGUARD_CONNECT_TIMEOUT', host: H, timeout: 2_000, phase: 'tls' });
+    expect(d.calls[0]!.signal.aborted).toBe(true);
+    expect(d.calls[0]!.signal.reason).toBe(err);
+    expect(breaker.state(H)?.failures).toBe(1);
+  });
+
+  it('closes a connection that arrives after the timeout instead of leaking it', async () => {
+    const { clock, breaker } = setup();
+    const d = deferred<{ closed: boolean }>();
+    const disposed: unknown[] = [];
+    const p = dial(H, d.establish, { clock, breaker, timeout: 100, dispose: (c) => disposed.push(c) });
+    clock.advance(100);
+    await expect(p).rejects.toBeInstanceOf(ConnectTimeoutError);
+    const late = { closed: false };
+    d.resolve(late);
+    await flushMicrotasks();
+    expect(disposed).toEqual([late]);
+    expect(breaker.stats()).toMatchObject({ failed: 1, succeeded: 0 });
+  });
+
+  it("rejects with the caller's reason on abort and never counts it against the host", async () => {
+    const { clock, breaker } = setup(1);
+    for (let i = 0; i < 3; i++) {
+      const controller = new AbortController();
+      const d = deferred<string>();
+      const p = dial(H, d.establish, { clock, breaker, timeout: 1_000, signal: controller.signal });
+      const reason = new Error(`caller gave up ${i}`);
+      controller.abort(reason);
+      await expect(p).rejects.toBe(reason);
+      expect(d.calls[0]!.signal.aborted).toBe(true);
+    }
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+    expect(breaker.stats().abandoned).toBe(3);
+    expect(clock.pending).toBe(0);
+  });
+
+  it('an already-aborted signal never starts the dial', async () => {
+    const { clock, breaker } = setup();
+    const d = deferred<string>();
+    const controller = new AbortController();
+    controller.abort(new Error('before'));
+    await expect(dial(H, d.establish, { clock, breaker, signal: controller.signal })).rejects.toThrow('before');
+    expect(d.calls).toHaveLength(0);
+    expect(breaker.stats().abandoned).toBe(1);
+  });
+
+  it("counts establish's own error as a failed dial and passes it through", async () => {
+    const { clock, breaker } = setup();
+    const boom = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+    await expect(dial(H, () => Promise.reject(boom), { clock, breaker })).rejects.toBe(boom);
+    await expect(
+      dial(
+        H,
+        () => {
+          throw boom; // a synchronous throw is a failed dial too
+        },
+        { clock, breaker },
+      ),
+    ).rejects.toBe(boom);
+    expect(breaker.state(H)?.failures).toBe(2);
+  });
+
+  it('a refused host never reaches establish: no I/O at all', async () => {
+    const { clock, breaker } = setup(1);
+    await expect(dial(H, () => Promise.reject(new Error('x')), { clock, breaker })).rejects.toThrow('x');
+    let calls = 0;
+    const establish = (): Promise<never> => {
+      calls++;
+      return Promise.reject(new Error('should not run'));
+    };
+    for (let i = 0; i < 100; i++) {
+      await expect(dial(H, establish, { clock, breaker })).rejects.toBeInstanceOf(HostUnavailableError);
+    }
+    expect(calls).toBe(0);
+    expect(clock.pending).toBe(0);
+  });
+
+  it('breaker: null dials without one', async () => {
+    const { clock } = setup();
+    for (let i = 0; i < 5; i++) {
+      await expect(dial(H, () => Promise.reject(new Error('down')), { clock, breaker: null })).rejects.toThrow('down');
+    }
+    await expect(dial(H, () => Promise.resolve(1), { clock, breaker: null })).resolves.toBe(1);
+  });
+
+  it('rejects a bad timeout naming it', async () => {
+    const { clock, breaker } = setup();
+    await expect(dial(H, () => Promise.resolve(1), { clock, breaker, timeout: 0 })).rejects.toThrow(/timeout.*0/);
+    await expect(dial(H, () => Promise.resolve(1), { clock, breaker, timeout: Number.NaN })).rejects.toThrow(RangeError);
+  });
+});
