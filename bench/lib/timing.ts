@@ -1,0 +1,69 @@
+/** Timing helpers for benches: medians of per-call costs measured in batches. */
+
+/** The median of `values` (NaN for none). */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** A percentile (0-100) of `values`, nearest rank. */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+/**
+ * Median cost of one awaited call of `op`, in microseconds: `batches` batches of `perBatch`
+ * sequential calls each, after a warm-up. Batching keeps timer overhead out of the figure.
+ */
+export async function perCallMicros(op: () => Promise<unknown> | unknown, batches = 100, perBatch = 1_000): Promise<number> {
+  for (let i = 0; i < perBatch * 5; i++) await settle(op);
+  const samples: number[] = [];
+  for (let b = 0; b < batches; b++) {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < perBatch; i++) await settle(op);
+    samples.push(Number(process.hrtime.bigint() - t0) / 1_000 / perBatch);
+  }
+  return median(samples);
+}
+
+async function settle(op: () => Promise<unknown> | unknown): Promise<void> {
+  try {
+    await op();
+  } catch {
+    /* refusals are the point */
+  }
+}
+
+/** Milliseconds `p` took to settle, and how. */
+export async function timed<T>(p: () => Promise<T>): Promise<{ ms: number; value?: T; error?: unknown }> {
+  const t0 = performance.now();
+  try {
+    const value = await p();
+    return { ms: performance.now() - t0, value };
+  } catch (error) {
+    return { ms: performance.now() - t0, error };
+  }
+}
+
+/** Like {@link perCallMicros} for a synchronous `op` (a throw counts as a call). */
+export function perCallMicrosSync(op: () => unknown, batches = 100, perBatch = 10_000): number {
+  const call = (): void => {
+    try {
+      op();
+    } catch {
+      /* refusals are the point */
+    }
+  };
+  for (let i = 0; i < perBatch; i++) call();
+  const samples: number[] = [];
+  for (let b = 0; b < batches; b++) {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < perBatch; i++) call();
+    samples.push(Number(process.hrtime.bigint() - t0) / 1_000 / perBatch);
+  }
+  return median(samples);
+}
