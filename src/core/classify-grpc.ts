@@ -1,0 +1,120 @@
+/**
+ * What a grpc-js `ServiceError` means. A status code alone cannot say: UNAVAILABLE is a refused
+ * connect, a dropped connection, a refused stream, or a status the server chose to send. grpc-js
+ * writes fixed `details` when it makes a status up itself (read from @grpc/grpc-js 1.14's
+ * `subchannel-call`, `picker`, `resolving-call` and `call` modules, and captured from real
+ * failures); any other details came from the server, which proves the server alive.
+ *
+ * @module
+ */
+import { type Verdict, h2Name, streamReset, verdict } from './classify-rules.js';
+
+/** grpc status names by code (grpc's `status.proto`). */
+const STATUS = [
+  'OK',
+  'CANCELLED',
+  'UNKNOWN',
+  'INVALID_ARGUMENT',
+  'DEADLINE_EXCEEDED',
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'PERMISSION_DENIED',
+  'RESOURCE_EXHAUSTED',
+  'FAILED_PRECONDITION',
+  'ABORTED',
+  'OUT_OF_RANGE',
+  'UNIMPLEMENTED',
+  'INTERNAL',
+  'UNAVAILABLE',
+  'DATA_LOSS',
+  'UNAUTHENTICATED',
+] as const;
+
+/** The grpc status name of `code` (0-16). */
+export function grpcStatusName(code: number): string {
+  return STATUS[code] ?? String(code);
+}
+
+/** A system error code quoted in the details (`read ECONNRESET`, `connect ECONNREFUSED ...`). */
+function errnoIn(details: string): string | undefined {
+  return /\b(E[A-Z]{3,}[A-Z_]*|EAI_[A-Z]+)\b/.exec(details)?.[1];
+}
+
+/** The transport under the call failed: the connection, not the call, is what died. */
+function transportDied(details: string): boolean {
+  return (
+    details.startsWith('Connection dropped') ||
+    details.includes('Session closed with error code') ||
+    details.startsWith('Write error:') ||
+    details.startsWith('Write failed with error') ||
+    /\b(ECONNRESET|EPIPE|ECONNABORTED|ENOTCONN)\b/.test(details)
+  );
+}
+
+/** No connection was ever made for this call: the picker failed or names did not resolve. */
+function neverConnected(details: string): boolean {
+  return (
+    details.startsWith('No connection established') ||
+    /failed to connect/i.test(details) ||
+    details.startsWith('Name resolution failed') ||
+    details.startsWith('Failed to parse DNS address')
+  );
+}
+
+/** The caller (or grpc-js on the caller's behalf) cancelled the call. */
+function cancelledHere(details: string): boolean {
+  return (
+    details.startsWith('Cancelled on client') ||
+    details.startsWith('Cancelled by parent call') ||
+    details.startsWith('Discarded in favor of other hedged attempt') ||
+    details.startsWith('Channel closed before call started')
+  );
+}
+
+/** The verdict for a grpc status `code` with `details`. */
+export function grpcVerdict(code: number, details: string): Verdict {
+  const name = grpcStatusName(code);
+  if (code === 1 || code === 2 || code === 14) {
+    // CANCELLED / UNKNOWN / UNAVAILABLE may carry a transport cause (seed 003).
+    if (cancelledHere(details)) return verdict('cancelled', name, { notSent: details.startsWith('Channel closed') });
+    if (neverConnected(details)) return verdict('dial', errnoIn(details) ?? name);
+    if (details.startsWith('Stream refused by server')) return streamReset('REFUSED_STREAM');
+    if (/\bETIMEDOUT\b/.test(details)) return verdict('timeout', 'ETIMEDOUT');
+    if (transportDied(details)) return verdict('connection', errnoIn(details) ?? name);
+  }
+  switch (code) {
+    case 0:
+      return verdict('unknown', name);
+    case 1:
+      // A RST_STREAM(CANCEL) from the server ends this stream only; any other CANCELLED without
+      // a transport cause is a cancellation, never anyone's failure.
+      return details === 'Call cancelled' ? streamReset('CANCEL') : verdict('cancelled', name);
+    case 2:
+      if (details === 'No status information received') return verdict('stream', name, { transient: false });
+      return verdict('application', name);
+    case 4:
+      // grpc-js lists where the call was when its deadline passed; without a remote address it
+      // never left this process.
+      return verdict('timeout', name, {
+        notSent: /waiting for (LB pick|name resolution)/i.test(details) && !details.includes('remote_addr='),
+      });
+    case 7:
+      return details.startsWith('Protocol not secure enough') ? streamReset('INADEQUATE_SECURITY') : verdict('application', name);
+    case 8:
+      // grpc-js's reading of RST_STREAM(ENHANCE_YOUR_CALM): one stream, not the connection.
+      return details.startsWith('Bandwidth exhausted or memory limit exceeded') ? streamReset('ENHANCE_YOUR_CALM') : verdict('application', name);
+    case 13: {
+      const triggered = /triggered by internal client error: (.*)$/s.exec(details);
+      if (triggered !== null) {
+        const cause = triggered[1] ?? '';
+        return transportDied(cause) ? verdict('connection', errnoIn(cause) ?? name) : verdict('stream', name, { transient: false });
+      }
+      const rst = /^Received RST_STREAM with code (\d+)/.exec(details);
+      if (rst !== null) return streamReset(h2Name(Number(rst[1])));
+      return verdict('application', name);
+    }
+    default:
+      // UNAVAILABLE from an HTTP status (a proxy answered) and every status a server sent.
+      return verdict('application', name);
+  }
+}

@@ -1,0 +1,353 @@
+/**
+ * The per-error rules behind `classify`: what one error object, looked at on its own, says about
+ * a failure. `classify` walks the cause chain and decides which error's verdict wins; this file
+ * only reads one error at a time, and never throws, whatever it is given.
+ *
+ * The shapes recognised here were captured from real failures (see test/core/capture.ts): Node's
+ * errno errors (`syscall` tells a failed connect from a dropped connection), undici's `UND_ERR_*`
+ * errors, node:http2's `ERR_HTTP2_*` errors, grpc-js `ServiceError`s (numeric `code` plus the
+ * `details` grpc-js writes when it makes the status up itself) and dialguard's own errors.
+ *
+ * @module
+ */
+import type { FailureKind } from './classify.js';
+import { ErrorCodes } from './errors.js';
+
+/**
+ * One error's verdict. `final` means no error deeper in the chain can say more (an errno code is
+ * the bottom of the story); a verdict that is not final gives way to a deeper one, keeping its
+ * `notSent` (a pending HTTP/2 stream cancelled by its session was never sent, whatever killed the
+ * session).
+ */
+export interface Verdict {
+  kind: FailureKind;
+  notSent: boolean;
+  connectionDead: boolean;
+  transient: boolean;
+  code: string | undefined;
+  final: boolean;
+}
+
+/** The fields of one error that the rules read, read once and defensively. */
+export interface Facts {
+  readonly name: string | undefined;
+  readonly code: string | number | undefined;
+  /** The message, bounded (see {@link boundText}); '' when there is none. */
+  readonly message: string;
+  readonly syscall: string | undefined;
+  /** grpc-js `details`, bounded; undefined when absent. */
+  readonly details: string | undefined;
+  /** An HTTP status carried as `statusCode` or `status` (100-599). */
+  readonly status: number | undefined;
+}
+
+/** Longest text the rules look at: the first and last part of a longer message. */
+const HEAD = 4096;
+const TAIL = 2048;
+
+/**
+ * A bounded view of `text`: whole when short, else its head and tail (an EOF suffix lives at the
+ * end, a status line at the start), so a megabyte message costs no more than a short one.
+ */
+export function boundText(text: string): string {
+  return text.length <= HEAD + TAIL ? text : `${text.slice(0, HEAD)} … ${text.slice(-TAIL)}`;
+}
+
+/** `obj[key]`, or undefined if reading it throws (a hostile getter, a revoked Proxy). */
+export function safeGet(obj: object, key: PropertyKey): unknown {
+  try {
+    return (obj as Record<PropertyKey, unknown>)[key];
+  } catch {
+    return undefined;
+  }
+}
+
+function str(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** Reads the facts of one thrown value; never throws. Primitives other than strings have none. */
+export function factsOf(value: unknown): Facts | undefined {
+  if (typeof value === 'string') {
+    return { name: undefined, code: undefined, message: boundText(value), syscall: undefined, details: undefined, status: undefined };
+  }
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return undefined;
+  const code = safeGet(value, 'code');
+  const details = str(safeGet(value, 'details'));
+  let status: number | undefined;
+  for (const key of ['statusCode', 'status']) {
+    const s = safeGet(value, key);
+    if (typeof s === 'number' && Number.isInteger(s) && s >= 100 && s <= 599) {
+      status = s;
+      break;
+    }
+  }
+  return {
+    name: str(safeGet(value, 'name')),
+    code: typeof code === 'string' || typeof code === 'number' ? code : undefined,
+    message: boundText(str(safeGet(value, 'message')) ?? ''),
+    syscall: str(safeGet(value, 'syscall')),
+    details: details === undefined ? undefined : boundText(details),
+    status,
+  };
+}
+
+/** Builds a verdict with each kind's defaults; `o` overrides them. */
+export function verdict(kind: FailureKind, code: string | undefined, o: Partial<Omit<Verdict, 'kind' | 'code'>> = {}): Verdict {
+  return {
+    kind,
+    code,
+    notSent: o.notSent ?? (kind === 'refused' || kind === 'dial'),
+    connectionDead: o.connectionDead ?? kind === 'connection',
+    transient: o.transient ?? (kind === 'dial' || kind === 'connection' || kind === 'timeout'),
+    final: o.final ?? true,
+  };
+}
+
+/** HTTP/2 error codes by number (RFC 9113 §7). */
+const H2_CODES = [
+  'NO_ERROR',
+  'PROTOCOL_ERROR',
+  'INTERNAL_ERROR',
+  'FLOW_CONTROL_ERROR',
+  'SETTINGS_TIMEOUT',
+  'STREAM_CLOSED',
+  'FRAME_SIZE_ERROR',
+  'REFUSED_STREAM',
+  'CANCEL',
+  'COMPRESSION_ERROR',
+  'CONNECT_ERROR',
+  'ENHANCE_YOUR_CALM',
+  'INADEQUATE_SECURITY',
+  'HTTP_1_1_REQUIRED',
+] as const;
+
+/** The RFC name of an HTTP/2 error code, or undefined. */
+export function h2Name(code: number): string | undefined {
+  return H2_CODES[code];
+}
+
+/**
+ * Stream resets worth trying again: the server refused the stream before any processing, ended
+ * it early (cancel, internal error, no error before a response), or asked us to slow down.
+ * Protocol-level codes (a framing or compression bug, a security or version demand) will happen
+ * again the same way.
+ */
+const TRANSIENT_RESETS = new Set(['NO_ERROR', 'REFUSED_STREAM', 'CANCEL', 'INTERNAL_ERROR', 'STREAM_CLOSED', 'ENHANCE_YOUR_CALM']);
+
+/** One HTTP/2 stream was reset with `name`. Only REFUSED_STREAM promises it was never processed. */
+export function streamReset(name: string | undefined): Verdict {
+  return verdict('stream', name, {
+    notSent: name === 'REFUSED_STREAM',
+    transient: name !== undefined && TRANSIENT_RESETS.has(name),
+  });
+}
+
+/**
+ * Codes that mean the connection was never established: refused, unroutable, or a name that did
+ * not resolve (getaddrinfo's codes; c-ares' own codes come with a `query*` syscall).
+ */
+const DIAL_CODES = new Set([
+  'ECONNREFUSED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ENETDOWN',
+  'EADDRNOTAVAIL',
+  'ENONET',
+  'ERR_SOCKET_CONNECTION_TIMEOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EAI_FAIL',
+  'EAI_NONAME',
+  'EAI_NODATA',
+]);
+/** Codes that mean an established connection died. */
+const CONNECTION_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ENOTCONN', 'ESHUTDOWN', 'ERR_STREAM_PREMATURE_CLOSE', 'ERR_SOCKET_CLOSED']);
+/** Certificate and identity failures: a handshake failed for a reason retrying cannot fix. */
+const CERT_CODES = new Set([
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_REVOKED',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'CERT_SIGNATURE_FAILURE',
+  'HOSTNAME_MISMATCH',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
+
+function isDnsSyscall(syscall: string | undefined): boolean {
+  return syscall === 'getaddrinfo' || syscall === 'getnameinfo' || (syscall !== undefined && syscall.startsWith('query'));
+}
+
+/** Node's system and TLS errors, by code (and `syscall`: a connect that failed is a dial). */
+function systemVerdict(code: string, f: Facts): Verdict | undefined {
+  if (CERT_CODES.has(code)) return verdict('dial', code, { transient: false });
+  if (code.startsWith('ERR_SSL_') || code === 'ERR_TLS_HANDSHAKE_TIMEOUT') return verdict('dial', code);
+  if (f.syscall === 'connect' || isDnsSyscall(f.syscall)) return verdict('dial', code);
+  // tls.connect: the peer hung up after TCP connected but before the handshake finished.
+  if (code === 'ECONNRESET' && f.message.includes('before secure TLS connection was established')) return verdict('dial', code);
+  if (DIAL_CODES.has(code)) return verdict('dial', code);
+  if (CONNECTION_CODES.has(code)) return verdict('connection', code);
+  // A timeout on an established socket (TCP retransmission or keepalive gave up) is a timeout,
+  // never by itself proof that the connection must be dropped (seed 003).
+  if (code === 'ETIMEDOUT') return verdict('timeout', code);
+  return undefined;
+}
+
+/** undici's errors, by `UND_ERR_*` code (and message, for the catch-all `UND_ERR_INFO`). */
+function undiciVerdict(code: string, f: Facts): Verdict {
+  switch (code) {
+    case 'UND_ERR_CONNECT_TIMEOUT':
+    case 'UND_ERR_PRX_TLS':
+      return verdict('dial', code);
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'UND_ERR_BODY_TIMEOUT':
+      return verdict('timeout', code);
+    case 'UND_ERR_SOCKET':
+      return verdict('connection', code);
+    case 'UND_ERR_ABORTED':
+    case 'UND_ERR_ABORT':
+    case 'UND_ERR_DESTROYED':
+    case 'UND_ERR_CLOSED':
+      // Aborted by the caller, or the dispatcher was closed by its owner: nobody's failure.
+      return verdict('cancelled', code);
+    case 'UND_ERR_RESPONSE':
+    case 'UND_ERR_REQ_RETRY':
+      // The interceptors that turn a status into an error; without a status, let the cause speak.
+      return f.status === undefined ? verdict('unknown', code, { final: false }) : verdict('application', `HTTP_${f.status}`);
+    case 'UND_ERR_INFO': {
+      const m = f.message;
+      if (m.startsWith('No DNS entries')) return verdict('dial', code);
+      const rst = /"stream error" received - code (\d+)/.exec(m);
+      if (rst !== null) return streamReset(h2Name(Number(rst[1])));
+      if (m.includes('stream closed before the response') || m.includes('half-closed')) return streamReset('CANCEL');
+      if (m.includes('frameError')) return streamReset('PROTOCOL_ERROR');
+      // 'reset', 'socket idle timeout', 'aborted', a failed PING: the socket was destroyed.
+      return verdict('connection', code);
+    }
+    default:
+      return verdict('unknown', code);
+  }
+}
+
+/** node:http2's errors, by `ERR_HTTP2_*` code; the RST or GOAWAY code is in the message. */
+function http2Verdict(code: string, f: Facts): Verdict {
+  switch (code) {
+    case 'ERR_HTTP2_STREAM_ERROR':
+      return streamReset(/NGHTTP2_([A-Z0-9_]+)/.exec(f.message)?.[1] ?? undefined);
+    case 'ERR_HTTP2_SESSION_ERROR': {
+      const n = /error code (\d+)/.exec(f.message);
+      return verdict('connection', n === null ? code : (h2Name(Number(n[1])) ?? code));
+    }
+    case 'ERR_HTTP2_GOAWAY_SESSION':
+    case 'ERR_HTTP2_OUT_OF_STREAMS':
+      // The session takes no new streams but finishes the ones it has: this request was never
+      // sent, and the connection is going away (retire it) rather than dead (abort everything).
+      return verdict('connection', code, { notSent: true, connectionDead: false });
+    case 'ERR_HTTP2_INVALID_SESSION':
+      return verdict('connection', code, { notSent: true });
+    case 'ERR_HTTP2_STREAM_CANCEL':
+      // A pending stream whose session died before it was sent; the cause says why it died.
+      return verdict('connection', code, { notSent: true, final: false });
+    case 'ERR_HTTP2_PING_CANCEL':
+    case 'ERR_HTTP2_SOCKET_UNBOUND':
+      return verdict('connection', code);
+    case 'ERR_HTTP2_INVALID_STREAM':
+      return verdict('stream', code, { transient: false });
+    default:
+      return verdict('unknown', code);
+  }
+}
+
+/** dialguard's own errors, by their stable code. Wrappers of other errors defer to the cause. */
+function dialguardVerdict(code: string): Verdict | undefined {
+  switch (code) {
+    case ErrorCodes.HOST_UNAVAILABLE:
+    case ErrorCodes.NO_SERVER_AVAILABLE:
+      return verdict('refused', code);
+    case ErrorCodes.CONNECT_TIMEOUT:
+      return verdict('dial', code);
+    case ErrorCodes.CONNECTION_GONE:
+    case 'DIALGUARD_KEEPALIVE_TIMEOUT': // a keep-alive PING went unanswered: the peer is silent
+      return verdict('connection', code);
+    case ErrorCodes.REQUEST_TIMEOUT:
+      return verdict('timeout', code);
+    case ErrorCodes.DEADLINE_EXCEEDED:
+      // The caller's whole budget is spent: nothing more can be tried inside it.
+      return verdict('timeout', code, { transient: false });
+    case ErrorCodes.POOL_CLOSED:
+      return verdict('cancelled', code);
+    case ErrorCodes.RETRIES_EXHAUSTED:
+    case ErrorCodes.RETRY_BUDGET_EXHAUSTED:
+      return verdict('unknown', code, { final: false });
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The structural verdict of one error: from its code, name or HTTP status, never from its message
+ * alone (except where the code's own documentation puts the detail there). grpc statuses are read
+ * by `grpcVerdict`.
+ */
+export function structuralVerdict(f: Facts): Verdict | undefined {
+  const { code, name } = f;
+  if (name === 'AbortError' || code === 'ABORT_ERR') return verdict('cancelled', typeof code === 'string' ? code : 'ABORT_ERR');
+  if (name === 'TimeoutError') return verdict('timeout', typeof code === 'string' ? code : 'TIMEOUT_ERR');
+  if (typeof code === 'string') {
+    if (code.startsWith('DIALGUARD_')) {
+      const v = dialguardVerdict(code);
+      if (v !== undefined) return v;
+    } else if (code.startsWith('UND_ERR')) {
+      return undiciVerdict(code, f);
+    } else if (code.startsWith('ERR_HTTP2_')) {
+      return http2Verdict(code, f);
+    } else if (code.startsWith('HPE_')) {
+      return verdict('unknown', code); // undici's HTTP parser: the peer does not speak HTTP/1.1
+    } else {
+      const v = systemVerdict(code, f);
+      if (v !== undefined) return v;
+    }
+  }
+  if (f.status !== undefined) return verdict('application', `HTTP_${f.status}`);
+  return undefined;
+}
+
+/**
+ * A connection that a remote server saw die, reported to us as text (seed 004): Go's `io.EOF`
+ * wrapped by net/rpc (`rpc error: EOF`, nested), any message ending in `: EOF`, yamux's
+ * `stream closed` / `session shutdown`, and Go's spelling of ECONNRESET / EPIPE. Our own
+ * connection delivered that text, so it is not dead; the request may have been processed.
+ */
+const REMOTE_TRANSPORT: ReadonlyArray<readonly [RegExp, string]> = [
+  [/\brpc error: (?:rpc error: )*(?:unexpected )?EOF\b/, 'EOF'],
+  [/(?:^|: |\()(?:unexpected )?EOF\)?$/, 'EOF'],
+  [/\bunexpected EOF\b/, 'EOF'],
+  [/\bstream closed\b/, 'EOF'],
+  [/\bsession shutdown\b/, 'EOF'],
+  [/\bconnection reset by peer\b/, 'ECONNRESET'],
+  [/\bbroken pipe\b/, 'EPIPE'],
+];
+
+/** Nomad's and Consul's API clients: `Unexpected response code: 500 (...)`. */
+const STATUS_LINE = /^Unexpected response code: ([1-5]\d\d)\b/;
+
+/** The verdict of the built-in text patterns for one error, if any matches. */
+export function patternVerdict(f: Facts): Verdict | undefined {
+  const texts = f.details === undefined ? [f.message] : [f.message, f.details];
+  for (const text of texts) {
+    const t = text.trimEnd();
+    for (const [re, code] of REMOTE_TRANSPORT) {
+      if (re.test(t)) return verdict('connection', code, { connectionDead: false, final: false });
+    }
+  }
+  const status = STATUS_LINE.exec(f.message);
+  if (status !== null) return verdict('application', `HTTP_${status[1]}`, { final: false });
+  return undefined;
+}

@@ -1,0 +1,388 @@
+/**
+ * One place that decides what an error means: what kind of failure it was, whether the request
+ * certainly never reached the server, whether the connection it rode is dead, and whether trying
+ * again may help. The pool drops connections by it, the breaker counts dials by it, and the retry
+ * loop decides by it, so they never disagree.
+ *
+ * `classify` walks the error and what it wraps (`Error.cause`, `AggregateError.errors` as Node's
+ * happy-eyeballs connect throws, undici's `fetch failed`, grpc-js statuses) and lets the most
+ * specific error decide: an errno code deep in the chain beats a wrapper's vague message. It never
+ * throws and never hangs, whatever it is given: cycles, 10 000-deep chains, throwing getters,
+ * revoked proxies, megabyte messages, non-Error throwables.
+ *
+ * @module
+ */
+import {
+  type Facts,
+  type Verdict,
+  factsOf,
+  patternVerdict,
+  safeGet,
+  structuralVerdict,
+  verdict,
+} from './classify-rules.js';
+import { grpcVerdict } from './classify-grpc.js';
+import type { Unsubscribe } from './events.js';
+import { show } from './validate.js';
+
+/** What a failure was. */
+export type FailureKind =
+  /** Refused by dialguard's breaker (HostUnavailableError / NoServerAvailableError): no I/O happened. */
+  | 'refused'
+  /** Establishing the connection failed (refused, unreachable, DNS, connect/TLS timeout or failure). */
+  | 'dial'
+  /** An established connection died under the request (reset, EOF, closed, GOAWAY with an error). */
+  | 'connection'
+  /** The request's own timeout or a deadline. Never a dead connection (seed 003). */
+  | 'timeout'
+  /** One HTTP/2 stream was reset; the connection carries on. */
+  | 'stream'
+  /** The caller aborted (or closed its own client). Never counts as a failure of anything. */
+  | 'cancelled'
+  /** The server answered (an HTTP status, a grpc status it sent): proof the host is alive. */
+  | 'application'
+  /** Nothing on the chain was recognised. */
+  | 'unknown';
+
+/** What {@link classify} concluded about an error. */
+export interface Classification {
+  readonly kind: FailureKind;
+  /**
+   * The request certainly never reached the server: safe to retry for ANY method. True for
+   * refused, dial, REFUSED_STREAM, a GOAWAY'd session refusing a new stream, grpc "not sent" cases.
+   */
+  readonly notSent: boolean;
+  /**
+   * The connection that carried the request is dead: drop exactly that connection and release
+   * everything riding it. Only ever true for 'connection' (never for timeout, stream, application
+   * or cancelled). A 'connection' failure with `connectionDead: false` is a connection going away
+   * gracefully (GOAWAY: retire it, let its streams finish) or one that died on the far side of the
+   * server we talk to (a remote `rpc error: EOF`: ours delivered the news, so it is fine).
+   */
+  readonly connectionDead: boolean;
+  /**
+   * The failure may pass if tried again (dial, connection, refused stream, EOF strings, timeouts of
+   * one attempt). False for refused (permanent), cancelled, application (unless a pattern or hook
+   * says so), unknown.
+   */
+  readonly transient: boolean;
+  /**
+   * The most specific code found on the chain: an errno (`ECONNRESET`), a dialguard code, an
+   * undici code, an HTTP/2 error code name (`REFUSED_STREAM`), a grpc status name
+   * (`UNAVAILABLE`), `HTTP_<status>`, or `EOF` for a remote EOF recognised in text.
+   */
+  readonly code: string | undefined;
+  /** The error in the chain that decided the classification (the error itself when none did). */
+  readonly cause: unknown;
+}
+
+/**
+ * Text that marks an error, with what it means. Matched against the message (and grpc details)
+ * of every error on the chain; a match decides at once. Fields left out keep what classify would
+ * have said about that error, so `{ match: 'No cluster leader', transient: true, notSent: true }`
+ * on a grpc UNAVAILABLE the server sent stays 'application' but becomes safe to retry.
+ */
+export interface ClassifyPattern {
+  /** A substring (case-sensitive) or a RegExp (its `g`/`y` flags are ignored). */
+  readonly match: string | RegExp;
+  readonly kind?: FailureKind;
+  readonly notSent?: boolean;
+  readonly transient?: boolean;
+  readonly connectionDead?: boolean;
+  readonly code?: string;
+}
+
+/** What a hook may change; fields it leaves out stay. */
+export type ClassificationOverride = Partial<Omit<Classification, 'cause'>>;
+
+/**
+ * Runs after the walk with the error and the classification so far; returns changes, or nothing.
+ * A hook that throws is ignored (reported once as a process warning).
+ */
+export type ClassifyHook = (err: unknown, classification: Classification) => ClassificationOverride | undefined | void;
+
+/** Options of {@link classify}. */
+export interface ClassifyOptions {
+  /** Extra patterns, tried before the registered ones and the built-in ones. Default none. */
+  readonly patterns?: readonly ClassifyPattern[];
+  /** A last word on the result, after the registered hooks. Default none. */
+  readonly hook?: ClassifyHook;
+  /**
+   * The caller's signal. An error on the chain that is its `reason` is 'cancelled', whatever it
+   * is (a caller may abort with any value). Default none.
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** A walk never goes deeper than this many causes... */
+const MAX_DEPTH = 32;
+/** ...nor visits more than this many errors in all (an AggregateError fans out)... */
+const MAX_NODES = 64;
+/** ...nor reads more than this many members of one AggregateError. */
+const MAX_CHILDREN = 16;
+
+const KINDS: ReadonlySet<string> = new Set(['refused', 'dial', 'connection', 'timeout', 'stream', 'cancelled', 'application', 'unknown']);
+
+interface Registered {
+  readonly patterns: readonly ClassifyPattern[];
+  readonly hook: ClassifyHook | undefined;
+}
+const registry: Registered[] = [];
+
+/**
+ * Adds patterns and/or a hook that every {@link classify} call in the process uses (after any
+ * per-call ones). Returns the function that removes them again.
+ *
+ * @throws TypeError naming the bad field.
+ */
+export function registerClassifier(extra: { patterns?: readonly ClassifyPattern[]; hook?: ClassifyHook }): Unsubscribe {
+  checkClassifyOptions('registerClassifier', extra);
+  const entry: Registered = { patterns: [...(extra.patterns ?? [])], hook: extra.hook };
+  registry.push(entry);
+  return () => {
+    const i = registry.indexOf(entry);
+    if (i >= 0) registry.splice(i, 1);
+  };
+}
+
+/**
+ * Checks classify options (used by `classify`, `retry` and {@link registerClassifier}).
+ *
+ * @throws TypeError naming `name.<field>` and the bad value.
+ */
+export function checkClassifyOptions(name: string, options: unknown): void {
+  if (options === undefined) return;
+  if (typeof options !== 'object' || options === null) throw new TypeError(`${name} must be an object, got ${show(options)}`);
+  const o = options as ClassifyOptions;
+  if (o.patterns !== undefined) {
+    if (!Array.isArray(o.patterns)) throw new TypeError(`${name}.patterns must be an array, got ${show(o.patterns)}`);
+    o.patterns.forEach((p: unknown, i) => {
+      const where = `${name}.patterns[${i}]`;
+      if (typeof p !== 'object' || p === null) throw new TypeError(`${where} must be an object, got ${show(p)}`);
+      const { match, kind } = p as ClassifyPattern;
+      if (typeof match !== 'string' && !(match instanceof RegExp)) throw new TypeError(`${where}.match must be a string or RegExp, got ${show(match)}`);
+      if (match === '') throw new TypeError(`${where}.match must not be empty`);
+      if (kind !== undefined && !KINDS.has(kind)) throw new TypeError(`${where}.kind must be a FailureKind, got ${show(kind)}`);
+    });
+  }
+  if (o.hook !== undefined && typeof o.hook !== 'function') throw new TypeError(`${name}.hook must be a function, got ${show(o.hook)}`);
+  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError(`${name}.signal must be an AbortSignal, got ${show(o.signal)}`);
+}
+
+interface Found extends Verdict {
+  cause: unknown;
+}
+
+interface Walk {
+  readonly visited: Set<unknown>;
+  nodes: number;
+  readonly patterns: readonly ClassifyPattern[];
+  readonly reason: unknown;
+  readonly hasReason: boolean;
+  /** The deepest string code seen, for a result nothing decided. */
+  code: string | undefined;
+}
+
+/**
+ * Classifies `err`: what kind of failure, whether it was certainly not sent, whether its
+ * connection is dead, whether it may pass if tried again, the most specific code, and which
+ * error on the chain decided. Never throws on any `err`.
+ *
+ * @throws TypeError only for malformed `options`.
+ */
+export function classify(err: unknown, options?: ClassifyOptions): Classification {
+  checkClassifyOptions('classify options', options);
+  const patterns: ClassifyPattern[] = [...(options?.patterns ?? [])];
+  for (const r of registry) patterns.push(...r.patterns);
+  const signal = options?.signal;
+  const walk: Walk = {
+    visited: new Set(),
+    nodes: 0,
+    patterns,
+    hasReason: signal?.aborted === true,
+    reason: signal?.aborted === true ? signal.reason : undefined,
+    code: undefined,
+  };
+  const found = decide(err, 0, walk);
+  let result: Classification =
+    found === undefined
+      ? { kind: 'unknown', notSent: false, connectionDead: false, transient: false, code: walk.code, cause: err }
+      : {
+          kind: found.kind,
+          notSent: found.notSent,
+          connectionDead: found.connectionDead,
+          transient: found.transient,
+          code: found.code ?? walk.code,
+          cause: found.cause,
+        };
+  for (const r of registry) if (r.hook !== undefined) result = runHook(r.hook, err, result);
+  if (options?.hook !== undefined) result = runHook(options.hook, err, result);
+  return Object.freeze(enforce(result));
+}
+
+/** The contract's invariants, whatever a pattern or hook said. */
+function enforce(c: Classification): Classification {
+  const { kind } = c;
+  return {
+    ...c,
+    connectionDead: kind === 'connection' && c.connectionDead,
+    notSent: kind === 'refused' || c.notSent,
+    transient: kind !== 'refused' && kind !== 'cancelled' && c.transient,
+  };
+}
+
+const warnedHooks = new WeakSet<ClassifyHook>();
+
+function runHook(hook: ClassifyHook, err: unknown, c: Classification): Classification {
+  let o: unknown;
+  try {
+    o = hook(err, Object.freeze({ ...c }));
+  } catch (e) {
+    if (!warnedHooks.has(hook)) {
+      warnedHooks.add(hook);
+      process.emitWarning(`dialguard: a classify hook threw and was ignored: ${String(e)}`);
+    }
+    return c;
+  }
+  if (typeof o !== 'object' || o === null) return c;
+  const over = o as Record<string, unknown>;
+  const next = { ...c } as { -readonly [K in keyof Classification]: Classification[K] };
+  if (typeof over.kind === 'string' && KINDS.has(over.kind)) next.kind = over.kind as FailureKind;
+  if (typeof over.notSent === 'boolean') next.notSent = over.notSent;
+  if (typeof over.transient === 'boolean') next.transient = over.transient;
+  if (typeof over.connectionDead === 'boolean') next.connectionDead = over.connectionDead;
+  if (typeof over.code === 'string' || ('code' in over && over.code === undefined)) next.code = over.code as string | undefined;
+  return next;
+}
+
+function isObject(value: unknown): value is object {
+  return (typeof value === 'object' && value !== null) || typeof value === 'function';
+}
+
+/** The members of an AggregateError (bounded), or undefined for anything else. */
+function membersOf(node: object, f: Facts): unknown[] | undefined {
+  let aggregate = f.name === 'AggregateError';
+  if (!aggregate) {
+    try {
+      aggregate = node instanceof AggregateError;
+    } catch {
+      return undefined;
+    }
+  }
+  if (!aggregate) return undefined;
+  const errors = safeGet(node, 'errors');
+  let isArray = false;
+  try {
+    isArray = Array.isArray(errors);
+  } catch {
+    return undefined;
+  }
+  if (!isArray) return undefined;
+  const length = Number(safeGet(errors as object, 'length'));
+  const out: unknown[] = [];
+  for (let i = 0; i < Math.min(MAX_CHILDREN, Number.isFinite(length) ? length : 0); i++) out.push(safeGet(errors as object, i));
+  return out;
+}
+
+/** Finds the verdict for `node` and what it wraps. */
+function decide(node: unknown, depth: number, w: Walk): Found | undefined {
+  if (depth >= MAX_DEPTH || w.nodes >= MAX_NODES) return undefined;
+  if (isObject(node)) {
+    if (w.visited.has(node)) return undefined;
+    w.visited.add(node);
+  }
+  w.nodes++;
+  const f = factsOf(node);
+  if (f === undefined) return undefined;
+  if (typeof f.code === 'string') w.code = f.code;
+
+  const members = isObject(node) ? membersOf(node, f) : undefined;
+  // An AggregateError's own code is only its first member's; the members decide.
+  const own = members === undefined ? verdictOf(node, f, w) : userVerdict(f, undefined, w);
+  if (own?.final) return { ...own, cause: node };
+
+  let inner: Found | undefined;
+  if (members !== undefined) inner = combine(members.map((m) => decide(m, depth + 1, w)).filter((x): x is Found => x !== undefined));
+  if (inner === undefined && isObject(node)) {
+    const cause = safeGet(node, 'cause');
+    if (cause !== undefined) inner = decide(cause, depth + 1, w);
+  }
+  if (inner !== undefined && !(inner.kind === 'unknown' && own !== undefined && own.kind !== 'unknown')) {
+    // A wrapper that knew the request was never sent keeps saying so.
+    return own?.notSent === true ? { ...inner, notSent: true } : inner;
+  }
+  return own === undefined ? undefined : { ...own, cause: node };
+}
+
+/** One error's own verdict: the caller's abort reason, a user pattern, its structure, built-in text. */
+function verdictOf(node: unknown, f: Facts, w: Walk): Verdict | undefined {
+  if (w.hasReason && node === w.reason) return verdict('cancelled', typeof f.code === 'string' ? f.code : 'ABORT_ERR');
+  const { code, details } = f;
+  let base =
+    typeof code === 'number' && details !== undefined && Number.isInteger(code) && code >= 0 && code <= 16
+      ? grpcVerdict(code, details)
+      : structuralVerdict(f);
+  if (base === undefined || base.kind === 'application') {
+    const text = patternVerdict(f);
+    // Text can upgrade what a server answered (a 500 carrying `rpc error: EOF`), never override
+    // what a code said about our own I/O.
+    if (text !== undefined) base = base === undefined ? text : { ...text, final: true };
+  }
+  return userVerdict(f, base, w) ?? base;
+}
+
+/** The first user pattern that matches this error's text, applied over `base`. */
+function userVerdict(f: Facts, base: Verdict | undefined, w: Walk): Verdict | undefined {
+  if (w.patterns.length === 0) return undefined;
+  const texts = f.details === undefined ? [f.message] : [f.message, f.details];
+  for (const p of w.patterns) {
+    const hit = texts.some((t) => (typeof p.match === 'string' ? t.includes(p.match) : safeSearch(t, p.match)));
+    if (!hit) continue;
+    const kind = p.kind ?? base?.kind ?? 'unknown';
+    const start = base !== undefined && base.kind === kind ? base : verdict(kind, base?.code ?? (typeof f.code === 'string' ? f.code : undefined));
+    return {
+      kind,
+      code: p.code ?? start.code,
+      notSent: p.notSent ?? start.notSent,
+      transient: p.transient ?? start.transient,
+      connectionDead: p.connectionDead ?? start.connectionDead,
+      final: true,
+    };
+  }
+  return undefined;
+}
+
+/** Stateless copies of user RegExps that carry `g` or `y` (which make matching positional). */
+const plainCopies = new WeakMap<RegExp, RegExp>();
+
+function safeSearch(text: string, re: RegExp): boolean {
+  try {
+    let plain = re;
+    if (re.global || re.sticky) {
+      plain = plainCopies.get(re) ?? new RegExp(re.source, re.flags.replace(/[gy]/g, ''));
+      plainCopies.set(re, plain);
+    }
+    return plain.test(text);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * An AggregateError's verdict from its members': their kind when they agree (else the first
+ * transient one's), not sent only if none was sent, transient if any may pass, dead only if all
+ * say so.
+ */
+function combine(members: Found[]): Found | undefined {
+  const first = members[0];
+  if (first === undefined) return undefined;
+  const agree = members.every((m) => m.kind === first.kind);
+  const decider = agree ? first : (members.find((m) => m.transient) ?? first);
+  return {
+    ...decider,
+    notSent: members.every((m) => m.notSent),
+    transient: members.some((m) => m.transient),
+    connectionDead: agree && members.every((m) => m.connectionDead),
+    final: true,
+  };
+}

@@ -1,0 +1,364 @@
+/**
+ * classify() on the errors a remote server turned into text (seed 004), on error shapes read from
+ * the clients' sources for paths a loopback peer cannot provoke, on dialguard's own errors, and on
+ * hostile inputs it must survive. Real captured failures are in classify-real.test.ts.
+ */
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { type Classification, type FailureKind, classify, registerClassifier } from '../../src/core/classify.js';
+import {
+  ConnectTimeoutError,
+  ConnectionGoneError,
+  DeadlineExceededError,
+  HostUnavailableError,
+  NoServerAvailableError,
+  PoolClosedError,
+  RequestTimeoutError,
+  RetriesExhaustedError,
+  RetryBudgetExhaustedError,
+} from '../../src/core/errors.js';
+
+type Expect = Pick<Classification, 'kind' | 'notSent' | 'connectionDead'> & { transient?: boolean; code?: string };
+
+function sys(code: string, syscall?: string, message = `${syscall ?? 'x'} ${code}`): Error {
+  return Object.assign(new Error(message), { code, ...(syscall === undefined ? {} : { syscall }) });
+}
+
+function grpcErr(code: number, name: string, details: string): Error {
+  return Object.assign(new Error(`${code} ${name}: ${details}`), { code, details, metadata: {} });
+}
+
+const k = (kind: FailureKind, notSent: boolean, connectionDead: boolean, more: Partial<Expect> = {}): Expect => ({
+  kind,
+  notSent,
+  connectionDead,
+  ...more,
+});
+
+function check(err: unknown, want: Expect): void {
+  const got = classify(err);
+  expect({ kind: got.kind, notSent: got.notSent, connectionDead: got.connectionDead }).toEqual({
+    kind: want.kind,
+    notSent: want.notSent,
+    connectionDead: want.connectionDead,
+  });
+  if (want.transient !== undefined) expect(got.transient, 'transient').toBe(want.transient);
+  if (want.code !== undefined) expect(got.code, 'code').toBe(want.code);
+}
+
+const remoteEof = k('connection', false, false, { transient: true, code: 'EOF' });
+
+describe('classify: EOF a remote server turned into a string (seed 004)', () => {
+  it.each<[string, unknown]>([
+    ['Nomad: 500 wrapping an EOF', new Error('Unexpected response code: 500 (rpc error: EOF)')],
+    ['Nomad: 500 wrapping a forwarded EOF', new Error('Unexpected response code: 500 (rpc error: rpc error: EOF)')],
+    ['net/rpc, nested', new Error('rpc error: rpc error: EOF')],
+    ['any message ending in ": EOF"', new Error('failed to read response: EOF')],
+    ['Go io.ErrUnexpectedEOF', new Error('decoding body: unexpected EOF')],
+    ['a bare EOF', new Error('EOF')],
+    ['yamux stream closed', new Error('rpc error: stream closed')],
+    ['yamux session shutdown', new Error('session shutdown')],
+    ['a string throwable', 'rpc error: EOF'],
+    ['trailing whitespace', new Error('rpc error: EOF\n')],
+    ['an HTTP status error whose body says EOF', Object.assign(new Error('rpc error: EOF'), { statusCode: 500 })],
+    ['a remote ECONNRESET spelled by Go', new Error('read tcp 10.0.0.1:4647: read: connection reset by peer')],
+  ])('%s', (_name, err) => {
+    check(err, _name.includes('ECONNRESET') ? { ...remoteEof, code: 'ECONNRESET' } : remoteEof);
+  });
+
+  it('does not see EOF inside words or mid-sentence', () => {
+    for (const m of ['GEOFENCE rejected', 'EOFException handler missing', 'reached EOF marker in file upload', 'ErrEOF handling']) {
+      expect(classify(new Error(m)).kind, m).toBe('unknown');
+    }
+  });
+
+  it('a 500 without an EOF is the server answering: not retryable by default', () => {
+    check(new Error('Unexpected response code: 500 (No cluster leader)'), k('application', false, false, { transient: false, code: 'HTTP_500' }));
+  });
+
+  it('looks at the end of a huge message, quickly', () => {
+    const big = `${'x'.repeat(10_000_000)}: EOF`;
+    const t0 = performance.now();
+    check(new Error(big), remoteEof);
+    expect(performance.now() - t0).toBeLessThan(200);
+  });
+});
+
+describe('classify: patterns and hooks', () => {
+  const noLeader = { match: 'No cluster leader', transient: true, notSent: true } as const;
+
+  it('a pattern makes "No cluster leader" safe to retry, keeping what the error was', () => {
+    const http = new Error('Unexpected response code: 500 (No cluster leader)');
+    expect(classify(http, { patterns: [noLeader] })).toMatchObject({ kind: 'application', transient: true, notSent: true, code: 'HTTP_500' });
+    const g = grpcErr(14, 'UNAVAILABLE', 'No cluster leader');
+    expect(classify(g, { patterns: [noLeader] })).toMatchObject({ kind: 'application', transient: true, notSent: true, code: 'UNAVAILABLE' });
+  });
+
+  it('a RegExp pattern (flags g/y do not make it stateful) can set a kind and code', () => {
+    const p = { match: /leader(ship)? lost/gy, kind: 'connection', code: 'LEADER_LOST', connectionDead: false } as const;
+    for (let i = 0; i < 3; i++) {
+      expect(classify(new Error('raft: leadership lost while committing'), { patterns: [p] })).toMatchObject({
+        kind: 'connection',
+        code: 'LEADER_LOST',
+        transient: true,
+      });
+    }
+  });
+
+  it('registered patterns and hooks apply to every call until removed', () => {
+    const off = registerClassifier({ patterns: [noLeader] });
+    try {
+      expect(classify(new Error('No cluster leader')).transient).toBe(true);
+    } finally {
+      off();
+    }
+    expect(classify(new Error('No cluster leader')).transient).toBe(false);
+  });
+
+  it('a hook has the last word, within the invariants', () => {
+    const timeout = new RequestTimeoutError(100);
+    const c = classify(timeout, { hook: () => ({ connectionDead: true, code: 'MINE' }) });
+    expect(c).toMatchObject({ kind: 'timeout', connectionDead: false, code: 'MINE' }); // never dead unless 'connection'
+    const r = classify(new Error('x'), { hook: () => ({ kind: 'refused', transient: true }) });
+    expect(r).toMatchObject({ kind: 'refused', transient: false, notSent: true });
+    const ignored = classify(new Error('x'), { hook: () => ({ kind: 'bogus' as FailureKind, transient: 'yes' as unknown as boolean }) });
+    expect(ignored).toMatchObject({ kind: 'unknown', transient: false });
+  });
+
+  it('a hook that throws is ignored and reported once', () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const hook = (): never => {
+      throw new Error('hook bug');
+    };
+    for (let i = 0; i < 3; i++) expect(classify(sys('ECONNREFUSED', 'connect'), { hook }).kind).toBe('dial');
+    expect(warn).toHaveBeenCalledTimes(1);
+    warn.mockRestore();
+  });
+
+  it.each<[string, unknown, RegExp]>([
+    ['patterns not an array', { patterns: 'EOF' }, /patterns must be an array, got "EOF"/],
+    ['empty match', { patterns: [{ match: '' }] }, /patterns\[0\]\.match must not be empty/],
+    ['bad match', { patterns: [{ match: 5 }] }, /patterns\[0\]\.match must be a string or RegExp, got 5/],
+    ['bad kind', { patterns: [{ match: 'x', kind: 'fatal' }] }, /patterns\[0\]\.kind must be a FailureKind, got "fatal"/],
+    ['bad hook', { hook: 'no' }, /hook must be a function/],
+    ['bad signal', { signal: {} }, /signal must be an AbortSignal/],
+  ])('rejects options: %s', (_name, options, message) => {
+    expect(() => classify(new Error('x'), options as never)).toThrow(message);
+  });
+});
+
+describe("classify: the caller's cancellation", () => {
+  it('an AbortError, undici abort codes and a closed pool are cancelled, never transient', () => {
+    for (const err of [
+      new DOMException('aborted', 'AbortError'),
+      Object.assign(new Error('Request aborted'), { name: 'AbortError', code: 'UND_ERR_ABORTED' }),
+      Object.assign(new Error('x'), { code: 'ABORT_ERR' }),
+      new PoolClosedError(),
+    ]) {
+      check(err, k('cancelled', false, false, { transient: false }));
+    }
+  });
+
+  it("whatever the caller's signal aborted with is cancelled, even wrapped", () => {
+    const c = new AbortController();
+    const reason = { why: 'user navigated away' };
+    c.abort(reason);
+    expect(classify(reason, { signal: c.signal }).kind).toBe('cancelled');
+    expect(classify(new Error('fetch failed', { cause: reason }), { signal: c.signal })).toMatchObject({ kind: 'cancelled', cause: reason });
+    expect(classify(reason).kind).toBe('unknown'); // without the signal it is just an object
+  });
+
+  it('an AbortSignal.timeout() reason is a timeout', () => {
+    check(new DOMException('signal timed out', 'TimeoutError'), k('timeout', false, false, { transient: true, code: 'TIMEOUT_ERR' }));
+  });
+});
+
+describe('classify: dialguard errors by class', () => {
+  it.each<[string, unknown, Expect]>([
+    ['HostUnavailableError', new HostUnavailableError('a:1', 1_000, 'open'), k('refused', true, false, { transient: false })],
+    ['NoServerAvailableError', new NoServerAvailableError(3, 500), k('refused', true, false, { transient: false })],
+    ['ConnectTimeoutError', new ConnectTimeoutError('a:1', 100, 'tls'), k('dial', true, false, { transient: true })],
+    ['ConnectionGoneError', new ConnectionGoneError('a:1', 7), k('connection', false, true, { transient: true })],
+    ['RequestTimeoutError (seed 003: never dead)', new RequestTimeoutError(100), k('timeout', false, false, { transient: true })],
+    ['DeadlineExceededError (budget spent)', new DeadlineExceededError(100, 2, { cause: sys('ECONNRESET', 'read') }), k('timeout', false, false, { transient: false })],
+    [
+      'RetriesExhaustedError: the last attempt decides',
+      new RetriesExhaustedError([sys('ECONNRESET', 'read'), sys('ECONNREFUSED', 'connect')], 'x'),
+      k('dial', true, false, { code: 'ECONNREFUSED' }),
+    ],
+    ['RetryBudgetExhaustedError: its cause decides', new RetryBudgetExhaustedError({ cause: sys('ECONNRESET', 'read') }), k('connection', false, true)],
+    ['RetryBudgetExhaustedError without a cause', new RetryBudgetExhaustedError(), k('unknown', false, false, { code: 'DIALGUARD_RETRY_BUDGET_EXHAUSTED' })],
+  ])('%s', (_name, err, want) => check(err, want));
+});
+
+describe('classify: shapes read from the clients, for paths a loopback peer cannot provoke', () => {
+  it.each<[string, unknown, Expect]>([
+    ['ETIMEDOUT on an established socket: timeout, not dead (seed 003)', sys('ETIMEDOUT', 'read'), k('timeout', false, false, { transient: true })],
+    ['ETIMEDOUT while connecting', sys('ETIMEDOUT', 'connect'), k('dial', true, false)],
+    ['ECONNRESET while connecting', sys('ECONNRESET', 'connect'), k('dial', true, false)],
+    ['EHOSTUNREACH', sys('EHOSTUNREACH', 'connect'), k('dial', true, false)],
+    ['ENETUNREACH without a syscall', sys('ENETUNREACH'), k('dial', true, false)],
+    ['EAI_AGAIN', sys('EAI_AGAIN', 'getaddrinfo'), k('dial', true, false, { code: 'EAI_AGAIN' })],
+    ['ECONNABORTED', sys('ECONNABORTED', 'read'), k('connection', false, true)],
+    ['ERR_STREAM_PREMATURE_CLOSE', sys('ERR_STREAM_PREMATURE_CLOSE'), k('connection', false, true)],
+    ['ERR_HTTP2_GOAWAY_SESSION: not sent, connection going away (retire, not dead)', sys('ERR_HTTP2_GOAWAY_SESSION'), k('connection', true, false, { transient: true })],
+    ['ERR_HTTP2_STREAM_CANCEL with an opaque cause', Object.assign(new Error('The pending stream has been canceled (caused by: x)', { cause: new Error('x') }), { code: 'ERR_HTTP2_STREAM_CANCEL' }), k('connection', true, true)],
+    ['ERR_HTTP2_STREAM_CANCEL caused by a read reset keeps "not sent"', Object.assign(new Error('pending stream canceled', { cause: sys('ECONNRESET', 'read') }), { code: 'ERR_HTTP2_STREAM_CANCEL' }), k('connection', true, true, { code: 'ECONNRESET' })],
+    ['ERR_HTTP2_STREAM_ERROR with no code name', sys('ERR_HTTP2_STREAM_ERROR', undefined, 'Stream closed'), k('stream', false, false)],
+    ['undici InformationalError "stream error" code 7', Object.assign(new Error('HTTP/2: "stream error" received - code 7'), { code: 'UND_ERR_INFO' }), k('stream', true, false, { code: 'REFUSED_STREAM' })],
+    ['undici InformationalError socket idle timeout', Object.assign(new Error('socket idle timeout'), { code: 'UND_ERR_INFO' }), k('connection', false, true)],
+    ['undici ClientClosedError', Object.assign(new Error('The client is closed'), { code: 'UND_ERR_CLOSED' }), k('cancelled', false, false)],
+    ['undici RequestRetryError with a status', Object.assign(new Error('Request failed'), { code: 'UND_ERR_REQ_RETRY', statusCode: 503 }), k('application', false, false, { code: 'HTTP_503' })],
+    ['undici HTTPParserError', Object.assign(new Error('Response does not match the HTTP/1.1 protocol'), { name: 'HTTPParserError', code: 'HPE_INVALID_CONSTANT' }), k('unknown', false, false)],
+    ['grpc UNAVAILABLE: name resolution failed', grpcErr(14, 'UNAVAILABLE', 'Name resolution failed for target dns:nope:50051'), k('dial', true, false)],
+    ['grpc-go style "failed to connect"', grpcErr(14, 'UNAVAILABLE', 'failed to connect to all addresses'), k('dial', true, false)],
+    ['grpc UNAVAILABLE read ETIMEDOUT: a timeout', grpcErr(14, 'UNAVAILABLE', 'read ETIMEDOUT'), k('timeout', false, false, { code: 'ETIMEDOUT' })],
+    ['grpc UNKNOWN carrying a reset (seed 003)', grpcErr(2, 'UNKNOWN', 'read ECONNRESET'), k('connection', false, true)],
+    ['grpc CANCELLED carrying a transport error (seed 003)', grpcErr(1, 'CANCELLED', 'Connection dropped'), k('connection', false, true)],
+    ['grpc CANCELLED sent without a transport cause', grpcErr(1, 'CANCELLED', 'context canceled'), k('cancelled', false, false, { transient: false })],
+    ['grpc UNAVAILABLE: channel closed before the call started', grpcErr(14, 'UNAVAILABLE', 'Channel closed before call started'), k('cancelled', true, false)],
+    ['grpc UNAVAILABLE: write failed', grpcErr(14, 'UNAVAILABLE', 'Write error: write EPIPE'), k('connection', false, true, { code: 'EPIPE' })],
+    ['grpc DEADLINE_EXCEEDED during name resolution', grpcErr(4, 'DEADLINE_EXCEEDED', 'Deadline exceeded after 1.000s,waiting for name resolution'), k('timeout', true, false)],
+    ['grpc UNAVAILABLE the server sent', grpcErr(14, 'UNAVAILABLE', 'server is draining'), k('application', false, false, { transient: false })],
+    ['grpc OK (not an error)', grpcErr(0, 'OK', ''), k('unknown', false, false)],
+    ['HTTP status error (got, ky)', Object.assign(new Error('Response code 503'), { statusCode: 503 }), k('application', false, false, { code: 'HTTP_503' })],
+    ['HTTP status error (status)', Object.assign(new Error('Too Many Requests'), { status: 429 }), k('application', false, false, { code: 'HTTP_429' })],
+    ['a programmer error', new TypeError('x is not a function'), k('unknown', false, false, { transient: false })],
+  ])('%s', (_name, err, want) => check(err, want));
+});
+
+describe('classify: walking the chain', () => {
+  it('the most specific error decides, and is the cause', () => {
+    const root = sys('ECONNRESET', 'read');
+    const err = new Error('loading user 42 failed', { cause: new Error('upstream', { cause: root }) });
+    expect(classify(err)).toMatchObject({ kind: 'connection', connectionDead: true, code: 'ECONNRESET', cause: root });
+  });
+
+  it('an outer deadline decides over what it wraps', () => {
+    expect(classify(new DeadlineExceededError(100, 1, { cause: sys('ECONNREFUSED', 'connect') })).kind).toBe('timeout');
+  });
+
+  it('an AggregateError whose members disagree: not sent only if none was sent', () => {
+    const mixed = new AggregateError([sys('ECONNREFUSED', 'connect'), sys('ECONNRESET', 'read')]);
+    expect(classify(mixed)).toMatchObject({ notSent: false, transient: true, connectionDead: false });
+    const allDial = new AggregateError([sys('ECONNREFUSED', 'connect'), sys('ETIMEDOUT', 'connect')]);
+    expect(classify(allDial)).toMatchObject({ kind: 'dial', notSent: true });
+    expect(classify(new AggregateError([])).kind).toBe('unknown');
+  });
+
+  it('keeps the deepest code when nothing is recognised', () => {
+    expect(classify(new Error('a', { cause: Object.assign(new Error('b'), { code: 'EWEIRD' }) }))).toMatchObject({ kind: 'unknown', code: 'EWEIRD' });
+  });
+});
+
+describe('classify: hostile inputs never crash or hang', () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  function survives(err: unknown): Classification {
+    const t0 = performance.now();
+    const c = classify(err);
+    expect(performance.now() - t0).toBeLessThan(250);
+    expect(Object.isFrozen(c)).toBe(true);
+    return c;
+  }
+
+  it.each<[string, unknown]>([
+    ['null', null],
+    ['undefined', undefined],
+    ['a number', 42],
+    ['NaN', Number.NaN],
+    ['a boolean', false],
+    ['a symbol', Symbol('boom')],
+    ['a bigint', 10n],
+    ['an empty object', {}],
+    ['an array', [1, 2, 3]],
+    ['a function', () => {}],
+    ['an object with odd field types', { code: { nested: true }, message: 42, name: null, cause: Symbol('x'), details: 7 }],
+  ])('%s is unknown', (_name, err) => {
+    expect(survives(err)).toMatchObject({ kind: 'unknown', notSent: false, connectionDead: false, transient: false, cause: err });
+  });
+
+  it('cyclic cause chains', () => {
+    const a = new Error('a');
+    const b = new Error('b', { cause: a });
+    (a as { cause?: unknown }).cause = b;
+    expect(survives(a).kind).toBe('unknown');
+    const self = new Error('self');
+    (self as { cause?: unknown }).cause = self;
+    expect(survives(self).kind).toBe('unknown');
+    const loopToReset = sys('ECONNRESET', 'read');
+    (loopToReset as { cause?: unknown }).cause = new Error('wrapper', { cause: loopToReset });
+    expect(survives(new Error('top', { cause: loopToReset })).kind).toBe('connection');
+  });
+
+  it('a 100 000-deep chain is cut off at a bounded depth', () => {
+    let err: object = sys('ECONNRESET', 'read');
+    for (let i = 0; i < 100_000; i++) err = { message: `wrap ${i}`, cause: err };
+    expect(survives(err).kind).toBe('unknown');
+    let shallow: Error = sys('ECONNRESET', 'read');
+    for (let i = 0; i < 10; i++) shallow = new Error(`wrap ${i}`, { cause: shallow });
+    expect(survives(shallow).kind).toBe('connection');
+  });
+
+  it('a cause getter that invents a new error every time is bounded too', () => {
+    const endless = (n: number): object => ({
+      message: `level ${n}`,
+      get cause() {
+        return endless(n + 1);
+      },
+    });
+    expect(survives(endless(0)).kind).toBe('unknown');
+  });
+
+  it('getters that throw', () => {
+    const err = new Error('x');
+    for (const key of ['code', 'message', 'cause', 'name', 'syscall', 'details', 'errors', 'status', 'statusCode']) {
+      Object.defineProperty(err, key, {
+        get() {
+          throw new Error(`getter ${key}`);
+        },
+      });
+    }
+    expect(survives(err).kind).toBe('unknown');
+  });
+
+  it('a Proxy whose every trap throws, and a revoked Proxy', () => {
+    const hostile = new Proxy(
+      {},
+      {
+        get() {
+          throw new Error('get');
+        },
+        getPrototypeOf() {
+          throw new Error('proto');
+        },
+        has() {
+          throw new Error('has');
+        },
+      },
+    );
+    expect(survives(hostile).kind).toBe('unknown');
+    const { proxy, revoke } = Proxy.revocable(new Error('x'), {});
+    revoke();
+    expect(survives(proxy).kind).toBe('unknown');
+    expect(survives(new Error('wrap', { cause: proxy })).kind).toBe('unknown');
+  });
+
+  it('an AggregateError with a million members reads a bounded few', () => {
+    const many = new AggregateError(Array.from({ length: 1_000_000 }, (_, i) => ({ message: `m${i}`, code: 'ECONNREFUSED', syscall: 'connect' })));
+    expect(survives(many).kind).toBe('dial');
+    const badErrors = new AggregateError([]);
+    Object.defineProperty(badErrors, 'errors', {
+      get() {
+        throw new Error('errors');
+      },
+    });
+    expect(survives(badErrors).kind).toBe('unknown');
+  });
+
+  it('a user RegExp is never run against more than a bounded text', () => {
+    const err = new Error('a'.repeat(5_000_000));
+    const t0 = performance.now();
+    classify(err, { patterns: [{ match: /a+b/, transient: true }] });
+    expect(performance.now() - t0).toBeLessThan(250);
+  });
+});
