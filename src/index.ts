@@ -3,7 +3,10 @@
  *
  * - {@link HostBreaker}: a per-host circuit breaker fed only by dial outcomes.
  * - {@link dial} / {@link connect}: one dial bounded end to end and guarded by a breaker.
+ * - {@link ConnectionPool}: one shared connection per target, single-flight connect, identity,
+ *   retired vs gone.
  *
+ * The HTTP/2 client is `dialguard/http2`.
  * Fault peers for tests live in `dialguard/testing`.
  *
  * @module
@@ -24,6 +27,7 @@ export {
   RequestTimeoutError,
   RetriesExhaustedError,
   RetryBudgetExhaustedError,
+  KeepAliveTimeoutError,
   isPermanent,
 } from './core/errors.js';
 export { type Listener, type Unsubscribe } from './core/events.js';
@@ -49,3 +53,14 @@ export {
 export { hostKey } from './guard/host-key.js';
 export { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, dial, sharedBreaker } from './guard/dial.js';
 export { type ConnectOptions, type ConnectTarget, connect } from './guard/connect.js';
+export {
+  type ConnectionPoolEvents,
+  type ConnectionPoolOptions,
+  type ConnectionWatch,
+  type Connector,
+  ConnectionPool,
+  type PoolClassification,
+  type PoolStats,
+  type UseOptions,
+} from './pool/connection-pool.js';
+export { type Lease, type RetireReason } from './pool/pooled-connection.js';

@@ -18,6 +18,7 @@ export const ErrorCodes = {
   RETRIES_EXHAUSTED: 'DIALGUARD_RETRIES_EXHAUSTED',
   RETRY_BUDGET_EXHAUSTED: 'DIALGUARD_RETRY_BUDGET_EXHAUSTED',
   NO_SERVER_AVAILABLE: 'DIALGUARD_NO_SERVER_AVAILABLE',
+  KEEPALIVE_TIMEOUT: 'DIALGUARD_KEEPALIVE_TIMEOUT',
 } as const;
 
 /** One of {@link ErrorCodes}' values. */
@@ -154,6 +155,23 @@ export class ConnectionGoneError extends DialguardError {
   }
 }
 brand(ConnectionGoneError);
+
+/**
+ * A keep-alive PING went unanswered: the peer went silent with the connection still open (a
+ * frozen host, a dropped route). The connection is dead; everything riding it is released.
+ */
+export class KeepAliveTimeoutError extends DialguardError {
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.KEEPALIVE_TIMEOUT}`);
+  /** How often PINGs were sent, and how long this one waited, in ms. */
+  readonly interval: number;
+  readonly timeout: number;
+  constructor(interval: number, timeout: number) {
+    super(ErrorCodes.KEEPALIVE_TIMEOUT, `keep-alive PING unanswered for ${timeout} ms (sent every ${interval} ms): peer is silent`);
+    this.interval = interval;
+    this.timeout = timeout;
+  }
+}
+brand(KeepAliveTimeoutError);
 
 /** The pool (or client) was closed; it takes no new requests. */
 export class PoolClosedError extends DialguardError {

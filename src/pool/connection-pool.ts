@@ -1,0 +1,441 @@
+/**
+ * One shared connection per target, safe to share.
+ *
+ * - **Single flight**: one connect attempt per target, shared by every waiter, running on its own.
+ *   A waiter that aborts leaves at once; the attempt still settles, is recorded in the breaker
+ *   once (one dial, one outcome), and is kept (success) or dropped (failure). A failed attempt is
+ *   never handed to a later caller.
+ * - **Identity**: each connection has an id. Eviction removes the cache entry only if it is still
+ *   the connection the failing request used, so a late failure on an old connection never evicts
+ *   its replacement (seed 003, review P2). Every evicted connection is closed.
+ * - **Retired vs gone**: retired takes no new requests and closes when its last request ends;
+ *   gone (a dead transport) releases every request riding it at once (seed 003, review P1).
+ *   A stream-level error, a request timeout or an application status retires nothing.
+ * - **Going back**: a request whose connection a sibling retired meanwhile, and whose failure is
+ *   safe to redo, goes back for a fresh connection, a bounded number of times.
+ *
+ * @module
+ */
+import { type Classification, classify as defaultClassify } from '../core/classify.js';
+import { type Clock, systemClock } from '../core/clock.js';
+import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
+import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
+import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
+import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial, sharedBreaker } from '../guard/dial.js';
+import type { HostBreaker } from '../guard/host-breaker.js';
+import { hostKey } from '../guard/host-key.js';
+import { type Lease, PooledConnection, type RetireReason } from './pooled-connection.js';
+
+/** How the pool learns that a connection's transport died or that its peer wants it retired. */
+export interface ConnectionWatch {
+  /** The transport is dead (closed, reset, keep-alive unanswered): release everything on it. */
+  gone(cause: unknown): void;
+  /** The peer asked for no new requests (e.g. HTTP/2 GOAWAY); requests in flight may finish. */
+  retire(reason?: RetireReason): void;
+}
+
+/** What the pool needs to know about a connection type `C`. */
+export interface Connector<C> {
+  /**
+   * Establishes a connection to `target`: the whole job (TCP, TLS, protocol handshake), inside one
+   * bounded, breaker-guarded dial. Watch `ctx.signal`; update `ctx.phase`.
+   */
+  connect(target: string, ctx: DialContext): Promise<C>;
+  /** Closes a connection. Called exactly once per connection; resolve when it is fully closed. */
+  close(connection: C, reason: unknown): void | Promise<void>;
+  /** Subscribes to the connection's fate; may return a function that unsubscribes. */
+  watch?(connection: C, watch: ConnectionWatch): void | (() => void);
+}
+
+/** What the pool needs from an error's classification. */
+export type PoolClassification = Pick<Classification, 'connectionDead' | 'notSent'>;
+
+/** Options of a {@link ConnectionPool}. */
+export interface ConnectionPoolOptions<C> {
+  /** How to open, close and watch connections. Required. */
+  connector: Connector<C>;
+  /** Bound on one establishment, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (5 000). */
+  connectTimeout?: number;
+  /** Breaker consulted and fed by every connect attempt. Default the shared one; `null`: none. */
+  breaker?: HostBreaker | null;
+  /** Maps a target to its breaker key. Default `hostKey` (so `https://h` and `h:443` agree). */
+  hostOf?: (target: string) => string;
+  /**
+   * A connection no request has used for this long is closed at the next sweep. Default
+   * 600 000 (10 min, seed 003): long enough that a steady client keeps its connections.
+   */
+  idleTimeout?: number;
+  /**
+   * The idle sweep runs at most once per this many ms, on any call (not only on a miss: a client
+   * whose targets are all connected produces no misses). Default 60 000 (seed 003).
+   */
+  sweepInterval?: number;
+  /**
+   * How many times a request may go back for a fresh connection after a sibling retired its
+   * connection under it. Default 3 (seed 003: callers failing outright fell from 9.5 % to 0.03 %
+   * over three turns while the extra connections opened stopped growing after the second).
+   */
+  retiredRetries?: number;
+  /**
+   * How long `close()` lets requests in flight finish before releasing them. Default 5 000: a
+   * graceful shutdown waits for short requests but not for a long poll.
+   */
+  closeTimeout?: number;
+  /** Decides whether a failure proved the connection dead, and whether the request was sent. Default `classify`. */
+  classify?: (err: unknown) => PoolClassification;
+  /** Time source for timeouts, idleness and sweeps. Default {@link systemClock}. */
+  clock?: Clock;
+}
+
+/** Options of one {@link ConnectionPool.use} call. */
+export interface UseOptions {
+  /** The caller's cancellation: leaves at once (the shared attempt carries on for the others). */
+  signal?: AbortSignal;
+  /**
+   * The request may be repeated safely. Then a request released because its connection died
+   * under it goes back for a fresh one; otherwise only failures that were certainly not sent do.
+   * Default false.
+   */
+  idempotent?: boolean;
+}
+
+/** Counters and gauges of a pool. */
+export interface PoolStats {
+  /** Connections open (usable or retired and draining). */
+  connections: number;
+  /** Connect attempts in flight. */
+  attempts: number;
+  /** Requests riding connections now. */
+  leases: number;
+  /** Connections ever opened / closed. */
+  opened: number;
+  closed: number;
+  /** Connections found dead (each released everything riding it). */
+  gone: number;
+  /** Requests that went back for a fresh connection after a sibling retired theirs. */
+  turns: number;
+}
+
+/** Payloads of the pool's events (also on `dialguard:pool:<event>`). */
+export interface ConnectionPoolEvents {
+  opened: { target: string; id: number };
+  retired: { target: string; id: number; reason: RetireReason };
+  gone: { target: string; id: number; leases: number };
+  closed: { target: string; id: number };
+}
+
+interface Slot<C> {
+  current: PooledConnection<C> | undefined;
+  attempt: Promise<PooledConnection<C>> | undefined;
+}
+
+const noop = (): void => {};
+
+/** One shared connection per target. See the module docs. */
+export class ConnectionPool<C> {
+  readonly #connector: Connector<C>;
+  readonly #connectTimeout: number;
+  readonly #breaker: HostBreaker | null;
+  readonly #hostOf: (target: string) => string;
+  readonly #idleTimeout: number;
+  readonly #sweepInterval: number;
+  readonly #retiredRetries: number;
+  readonly #closeTimeout: number;
+  readonly #classify: (err: unknown) => PoolClassification;
+  readonly #clock: Clock;
+  readonly #slots = new Map<string, Slot<C>>();
+  /** Every connection opened and not yet closed. */
+  readonly #live = new Map<PooledConnection<C>, (() => void) | undefined>();
+  readonly #closingSignal = new AbortController();
+  readonly #events = new EventHub<ConnectionPoolEvents>('pool');
+  readonly #closes = new Set<Promise<void>>();
+  readonly #inFlight = new Set<Promise<unknown>>();
+  #closed: Promise<void> | undefined;
+  #nextId = 0;
+  #lastSweep: number;
+  #attempts = 0;
+  #leases = 0;
+  readonly #counts = { opened: 0, closed: 0, gone: 0, turns: 0 };
+
+  /** @throws TypeError/RangeError naming the option, for any invalid option. */
+  constructor(options: ConnectionPoolOptions<C>) {
+    const connector = options?.connector;
+    if (connector === undefined || connector === null || typeof connector !== 'object') {
+      throw new TypeError('connector must be an object with connect() and close()');
+    }
+    checkFunction('connector.connect', connector.connect);
+    checkFunction('connector.close', connector.close);
+    if (connector.watch !== undefined) checkFunction('connector.watch', connector.watch);
+    this.#connector = connector;
+    this.#connectTimeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1);
+    this.#breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
+    this.#hostOf = checkFunction('hostOf', opt(options.hostOf, (t: string) => hostKey(t)));
+    this.#idleTimeout = checkDuration('idleTimeout', opt(options.idleTimeout, 600_000), 1, true);
+    this.#sweepInterval = checkDuration('sweepInterval', opt(options.sweepInterval, 60_000));
+    this.#retiredRetries = checkInteger('retiredRetries', opt(options.retiredRetries, 3), 0, 100);
+    this.#closeTimeout = checkDuration('closeTimeout', opt(options.closeTimeout, 5_000));
+    this.#classify = checkFunction('classify', opt(options.classify, defaultClassify));
+    this.#clock = opt(options.clock, systemClock);
+    this.#lastSweep = this.#clock.now();
+  }
+
+  /**
+   * Runs `fn` on the shared connection to `target`, opening it if needed.
+   *
+   * Rejects with: `fn`'s error; a dial's error (`HostUnavailableError`, `ConnectTimeoutError`, a
+   * socket error); {@link ConnectionGoneError} when the connection died under the request (its
+   * `cause` says how); {@link PoolClosedError}; or the caller's `signal.reason`.
+   */
+  async use<T>(target: string, fn: (lease: Lease<C>) => Promise<T>, options: UseOptions = {}): Promise<T> {
+    const { signal, idempotent = false } = options;
+    this.#sweepIfDue();
+    for (let turn = 1; ; turn++) {
+      const conn = await this.#acquire(target, signal);
+      const outcome = await this.#ride(conn, fn, signal, turn);
+      if (outcome.ok) return outcome.value;
+      const err = outcome.error;
+      if (signal?.aborted && err === signal.reason) throw err;
+      // Was it already retired or gone before this failure reached us? Then a sibling (or the
+      // transport watcher) got there first, and this failure is most likely theirs.
+      const retiredUnderUs = conn.retired !== undefined;
+      const releasedBySibling = err instanceof ConnectionGoneError && err.connectionId === conn.id;
+      let notSent = false;
+      if (!releasedBySibling) {
+        const c = this.#classify(err);
+        notSent = c.notSent;
+        if (c.connectionDead) this.#gone(conn, err);
+      }
+      const safe = notSent || idempotent;
+      if (!(retiredUnderUs && safe && turn <= this.#retiredRetries) || this.#closed !== undefined) throw err;
+      this.#counts.turns++;
+    }
+  }
+
+  /** Counters and gauges. */
+  stats(): PoolStats {
+    return { connections: this.#live.size, attempts: this.#attempts, leases: this.#leases, ...this.#counts };
+  }
+
+  /** Listens for a connection event; returns the function that stops listening. */
+  on<K extends keyof ConnectionPoolEvents>(event: K, listener: Listener<ConnectionPoolEvents[K]>): Unsubscribe {
+    return this.#events.on(event, listener);
+  }
+
+  /**
+   * Stops taking requests (new ones reject with {@link PoolClosedError}), abandons connect
+   * attempts in flight, lets requests in flight finish for up to `closeTimeout`, then releases
+   * them and closes every connection. Resolves once nothing is left open. Idempotent.
+   */
+  close(): Promise<void> {
+    this.#closed ??= this.#shutdown();
+    return this.#closed;
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#closingSignal.abort(new PoolClosedError());
+    for (const [target, slot] of this.#slots) {
+      if (slot.current !== undefined) this.#retire(slot.current, 'closing');
+      this.#slots.delete(target);
+    }
+    if (this.#leases > 0) {
+      let timer: ReturnType<Clock['setTimeout']> | undefined;
+      await new Promise<void>((resolve) => {
+        this.#onDrained = resolve;
+        timer = this.#clock.setTimeout(resolve, this.#closeTimeout);
+      });
+      this.#clock.clearTimeout(timer!);
+      this.#onDrained = undefined;
+    }
+    for (const conn of [...this.#live.keys()]) this.#gone(conn, new PoolClosedError());
+    // Attempts were abandoned above; wait for them to settle (a late connection is disposed).
+    while (this.#inFlight.size > 0 || this.#closes.size > 0) await Promise.all([...this.#inFlight, ...this.#closes]);
+  }
+
+  #onDrained: (() => void) | undefined;
+
+  async #acquire(target: string, signal: AbortSignal | undefined): Promise<PooledConnection<C>> {
+    // Bounded: each pass either returns, or found a fresh connection already retired by a sibling.
+    let last: PooledConnection<C> | undefined;
+    for (let pass = 0; pass < 4; pass++) {
+      if (this.#closed !== undefined) throw new PoolClosedError();
+      if (signal?.aborted) throw signal.reason;
+      let slot = this.#slots.get(target);
+      if (slot === undefined) {
+        slot = { current: undefined, attempt: undefined };
+        this.#slots.set(target, slot);
+      }
+      if (slot.current?.usable) return slot.current;
+      const conn = await untilAborted(slot.attempt ?? this.#connect(target, slot), signal);
+      if (conn.usable) return conn;
+      last = conn;
+    }
+    throw new ConnectionGoneError(target, last!.id);
+  }
+
+  /** Starts the one attempt for `slot`, which runs on its own whoever waits for it. */
+  #connect(target: string, slot: Slot<C>): Promise<PooledConnection<C>> {
+    this.#attempts++;
+    const attempt = dial(this.#hostOf(target), (ctx) => this.#connector.connect(target, ctx), {
+      timeout: this.#connectTimeout,
+      breaker: this.#breaker,
+      clock: this.#clock,
+      signal: this.#closingSignal.signal,
+      dispose: (c) => void Promise.resolve(this.#connector.close(c, new PoolClosedError())).catch(noop),
+    }).then(
+      (connection) => {
+        this.#attempts--;
+        const conn = new PooledConnection(++this.#nextId, target, connection, this.#clock.now());
+        this.#live.set(conn, undefined);
+        this.#counts.opened++;
+        this.#events.emit('opened', { target, id: conn.id });
+        // Publish before clearing the attempt, in one step: no window with neither.
+        if (slot.attempt === attempt) slot.attempt = undefined;
+        if (this.#closed !== undefined || this.#slots.get(target) !== slot) {
+          this.#retire(conn, 'closing');
+          return conn;
+        }
+        slot.current = conn;
+        const unwatch = this.#connector.watch?.(connection, {
+          gone: (cause) => this.#gone(conn, cause),
+          retire: (reason) => this.#retire(conn, reason ?? 'goaway'),
+        });
+        if (this.#live.has(conn)) this.#live.set(conn, typeof unwatch === 'function' ? unwatch : undefined);
+        else if (typeof unwatch === 'function') unwatch();
+        return conn;
+      },
+      (err: unknown) => {
+        this.#attempts--;
+        if (slot.attempt === attempt) slot.attempt = undefined;
+        if (slot.current === undefined && this.#slots.get(target) === slot) this.#slots.delete(target);
+        throw err;
+      },
+    );
+    slot.attempt = attempt;
+    const settled = attempt.catch(noop); // settles even when every waiter has left
+    this.#inFlight.add(settled);
+    void settled.then(() => this.#inFlight.delete(settled));
+    return attempt;
+  }
+
+  async #ride<T>(
+    conn: PooledConnection<C>,
+    fn: (lease: Lease<C>) => Promise<T>,
+    signal: AbortSignal | undefined,
+    turn: number,
+  ): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
+    conn.leases++;
+    this.#leases++;
+    conn.lastUsed = this.#clock.now();
+    const controller = new AbortController();
+    const onGone = (): void => controller.abort(conn.goneSignal.reason);
+    const onCaller = (): void => controller.abort(signal!.reason);
+    conn.goneSignal.addEventListener('abort', onGone, { once: true });
+    signal?.addEventListener('abort', onCaller, { once: true });
+    const lease: Lease<C> = { connection: conn.connection, id: conn.id, target: conn.target, signal: controller.signal, turn };
+    try {
+      let work: Promise<T>;
+      try {
+        work = Promise.resolve(fn(lease));
+      } catch (err) {
+        work = Promise.reject(err);
+      }
+      work.catch(noop); // if released first, its later rejection is nobody's business
+      const value = await Promise.race([work, rejectOnAbort(controller.signal)]);
+      return { ok: true, value };
+    } catch (error) {
+      return { ok: false, error };
+    } finally {
+      conn.goneSignal.removeEventListener('abort', onGone);
+      signal?.removeEventListener('abort', onCaller);
+      conn.leases--;
+      this.#leases--;
+      conn.lastUsed = this.#clock.now();
+      if (conn.retired !== undefined && conn.leases === 0) this.#closeConnection(conn);
+      if (this.#leases === 0) this.#onDrained?.();
+    }
+  }
+
+  /** No new requests on `conn`; closed once its last request ends. */
+  #retire(conn: PooledConnection<C>, reason: RetireReason): void {
+    if (conn.retire(reason)) this.#events.emit('retired', { target: conn.target, id: conn.id, reason });
+    this.#evict(conn);
+    if (conn.leases === 0) this.#closeConnection(conn);
+  }
+
+  /** `conn`'s transport is dead: release everything riding it, evict it, close it now. */
+  #gone(conn: PooledConnection<C>, cause: unknown): void {
+    const leases = conn.leases;
+    if (conn.markGone(cause)) {
+      this.#counts.gone++;
+      this.#events.emit('gone', { target: conn.target, id: conn.id, leases });
+    }
+    this.#evict(conn);
+    this.#closeConnection(conn);
+  }
+
+  /** Removes `conn` from its slot, only if the slot still holds this very connection. */
+  #evict(conn: PooledConnection<C>): void {
+    const slot = this.#slots.get(conn.target);
+    if (slot?.current !== conn) return;
+    slot.current = undefined;
+    if (slot.attempt === undefined) this.#slots.delete(conn.target);
+  }
+
+  #closeConnection(conn: PooledConnection<C>): void {
+    if (conn.closing !== undefined) return;
+    const unwatch = this.#live.get(conn);
+    unwatch?.();
+    let done: Promise<void>;
+    try {
+      done = Promise.resolve(this.#connector.close(conn.connection, conn.goneSignal.reason ?? conn.retired));
+    } catch (err) {
+      done = Promise.reject(err);
+    }
+    conn.closing = done.catch(noop).then(() => {
+      this.#live.delete(conn);
+      this.#closes.delete(conn.closing!);
+      this.#counts.closed++;
+      this.#events.emit('closed', { target: conn.target, id: conn.id });
+    });
+    this.#closes.add(conn.closing);
+  }
+
+  /** Closes connections idle past `idleTimeout`; runs at most once per `sweepInterval`. */
+  #sweepIfDue(): void {
+    const now = this.#clock.now();
+    if (now - this.#lastSweep < this.#sweepInterval) return;
+    this.#lastSweep = now;
+    for (const slot of this.#slots.values()) {
+      const conn = slot.current;
+      if (conn !== undefined && conn.leases === 0 && now - conn.lastUsed >= this.#idleTimeout) this.#retire(conn, 'idle');
+    }
+  }
+}
+
+/** `promise`, or the caller's `signal.reason` as soon as it aborts (the promise carries on). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+/** Rejects with `signal.reason` when it aborts; stays pending (and is collected with it) otherwise. */
+function rejectOnAbort(signal: AbortSignal): Promise<never> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<never>((_, reject) => {
+    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+}
