@@ -54,7 +54,18 @@ function destroy(socket: net.Socket): void {
   socket.destroy();
 }
 
-function openSocket(target: ConnectTarget, options: ConnectOptions, ctx: DialContext): Promise<net.Socket> {
+/**
+ * Opens the socket for one dial: TCP, then TLS if asked, then `options.handshake`, watching
+ * `ctx.signal` and keeping `ctx.phase` current. The breaker and the timeout are the caller's
+ * (`dial`). Exported for connectors that run inside a dial of their own (the HTTP/2 client).
+ *
+ * @internal
+ */
+export function openSocket(
+  target: ConnectTarget,
+  options: Pick<ConnectOptions, 'tls' | 'handshake' | 'socket'>,
+  ctx: DialContext,
+): Promise<net.Socket> {
   const host = target.host.startsWith('[') ? target.host.slice(1, -1) : target.host;
   const base: net.TcpNetConnectOpts = { noDelay: true, ...options.socket, host, port: target.port };
   let socket: net.Socket;

@@ -1,0 +1,230 @@
+/**
+ * An HTTP/2 client on `node:http2`, built on the ConnectionPool: one session per origin (h2c or
+ * TLS), shared by every request, established in one bounded dial, watched by keep-alive PINGs.
+ *
+ * What each failure does to the session:
+ * - transport closed or errored, PING unanswered: gone, and every request on it released at once;
+ * - GOAWAY: retired; its streams finish, new requests open a new session;
+ * - RST_STREAM of any code, a request timeout, any status: nothing (one stream, not the session).
+ *
+ * @module
+ */
+import http2 from 'node:http2';
+import type tls from 'node:tls';
+import { type Clock, systemClock } from '../core/clock.js';
+import { PoolClosedError, RequestTimeoutError } from '../core/errors.js';
+import { checkDuration, opt } from '../core/validate.js';
+import { DEFAULT_CONNECT_TIMEOUT } from '../guard/dial.js';
+import type { HostBreaker } from '../guard/host-breaker.js';
+import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../pool/connection-pool.js';
+import type { Lease } from '../pool/pooled-connection.js';
+import type { Listener, Unsubscribe } from '../core/events.js';
+import { SessionConnector } from './session-connector.js';
+
+/** Options of an {@link Http2Client}. */
+export interface Http2ClientOptions {
+  /** Bound on TCP + TLS + the SETTINGS exchange, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (5 000). */
+  connectTimeout?: number;
+  /** Breaker fed by every session establishment. Default the shared one; `null`: none. */
+  breaker?: HostBreaker | null;
+  /**
+   * PING interval, ms; 0 disables. Default 10 000 (seed 003): with the timeout below, a silent
+   * peer is detected within ~20 s without capping how long a request may run.
+   */
+  keepAliveInterval?: number;
+  /** How long a PING may go unanswered before the session is gone, ms. Default 10 000 (seed 003). */
+  keepAliveTimeout?: number;
+  /**
+   * Default per-request timeout, ms. Default none (`Infinity`): a long poll or a streaming call
+   * may run as long as its caller allows; bound a call with `timeout` or `signal` instead.
+   */
+  requestTimeout?: number;
+  /** TLS for `https:` origins (`ca`, `cert`, `key`, `rejectUnauthorized`...). Built into one context per origin. */
+  tls?: tls.SecureContextOptions & Pick<tls.ConnectionOptions, 'rejectUnauthorized' | 'servername' | 'checkServerIdentity'>;
+  /** Local HTTP/2 SETTINGS. Default Node's. */
+  settings?: http2.Settings;
+  /** Close a session no request has used for this long, ms. Default 600 000 (see ConnectionPool). */
+  idleTimeout?: number;
+  /** Idle sweep at most once per this many ms. Default 60 000. */
+  sweepInterval?: number;
+  /** Times a request may go back for a fresh session after a sibling retired its own. Default 3. */
+  retiredRetries?: number;
+  /** How long `close()` lets requests finish, ms. Default 5 000. */
+  closeTimeout?: number;
+  /** Time source. Default {@link systemClock}. */
+  clock?: Clock;
+}
+
+/** Options of one request. */
+export interface Http2RequestOptions {
+  /** Default `GET`. */
+  method?: string;
+  /** Extra request headers (pseudo-headers are set from the URL and method). */
+  headers?: http2.OutgoingHttpHeaders;
+  /** Request body. */
+  body?: string | Uint8Array;
+  /** The caller's cancellation: aborts the stream (RST CANCEL) and rejects with its reason. */
+  signal?: AbortSignal;
+  /** Per-request timeout, ms; rejects with `RequestTimeoutError`. Default the client's `requestTimeout`. */
+  timeout?: number;
+  /**
+   * Whether the request may be repeated safely when its session dies under it. Default true for
+   * GET, HEAD, OPTIONS, PUT and DELETE (idempotent per RFC 9110), false otherwise.
+   */
+  idempotent?: boolean;
+}
+
+/** A complete response. */
+export interface Http2Response {
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  body: Buffer;
+  /** Identity of the session that carried it. */
+  connectionId: number;
+  /** Whole-call latency in ms, from `request()` to the last byte: connect wait included. */
+  latency: number;
+}
+
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
+
+/** An HTTP/2 client: one guarded, watched session per origin. */
+export class Http2Client {
+  readonly #pool: ConnectionPool<http2.ClientHttp2Session>;
+  readonly #requestTimeout: number;
+  readonly #clock: Clock;
+
+  /** @throws TypeError/RangeError naming the option, for any invalid option. */
+  constructor(options: Http2ClientOptions = {}) {
+    this.#clock = opt(options.clock, systemClock);
+    this.#requestTimeout = checkDuration('requestTimeout', opt(options.requestTimeout, Number.POSITIVE_INFINITY), 1, true);
+    const connector = new SessionConnector({
+      tls: opt(options.tls, {}),
+      settings: options.settings,
+      keepAliveInterval: checkDuration('keepAliveInterval', opt(options.keepAliveInterval, 10_000)),
+      keepAliveTimeout: checkDuration('keepAliveTimeout', opt(options.keepAliveTimeout, 10_000), 1),
+      clock: this.#clock,
+    });
+    this.#pool = new ConnectionPool({
+      connector,
+      connectTimeout: opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT),
+      breaker: options.breaker,
+      idleTimeout: options.idleTimeout,
+      sweepInterval: options.sweepInterval,
+      retiredRetries: options.retiredRetries,
+      closeTimeout: options.closeTimeout,
+      clock: this.#clock,
+    });
+  }
+
+  /**
+   * Sends one request and resolves with the whole response.
+   *
+   * Rejects with the dial's error (`HostUnavailableError` at once for a blocked origin,
+   * `ConnectTimeoutError`, a socket error), the stream's error (`ERR_HTTP2_STREAM_ERROR` for a
+   * reset), `RequestTimeoutError`, `ConnectionGoneError` (the session died under it), or the
+   * caller's `signal.reason`.
+   *
+   * @param url - an absolute `http:` (h2c, prior knowledge) or `https:` URL.
+   */
+  request(url: string | URL, options: Http2RequestOptions = {}): Promise<Http2Response> {
+    const started = this.#clock.now();
+    let target: URL;
+    let timeout: number;
+    try {
+      target = typeof url === 'string' ? new URL(url) : url;
+      if (target.protocol !== 'http:' && target.protocol !== 'https:') {
+        throw new TypeError(`url must be http: or https:, got ${JSON.stringify(target.protocol)}`);
+      }
+      timeout = checkDuration('timeout', opt(options.timeout, this.#requestTimeout), 1, true);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const method = (options.method ?? 'GET').toUpperCase();
+    const idempotent = options.idempotent ?? IDEMPOTENT.has(method);
+    return this.#pool.use(
+      target.origin,
+      async (lease) => {
+        const { status, headers, body } = await this.#exchange(lease, target, method, options, timeout);
+        return { status, headers, body, connectionId: lease.id, latency: this.#clock.now() - started };
+      },
+      { signal: options.signal, idempotent },
+    );
+  }
+
+  /** Sessions, attempts and requests in flight; counters. */
+  stats(): PoolStats {
+    return this.#pool.stats();
+  }
+
+  /** Listens for session events (opened, retired, gone, closed). */
+  on<K extends keyof ConnectionPoolEvents>(event: K, listener: Listener<ConnectionPoolEvents[K]>): Unsubscribe {
+    return this.#pool.on(event, listener);
+  }
+
+  /**
+   * Takes no new requests (they reject with `PoolClosedError`), lets requests in flight finish for
+   * up to `closeTimeout`, then closes every session. Resolves once nothing is left open.
+   */
+  close(): Promise<void> {
+    return this.#pool.close();
+  }
+
+  /** Runs one stream on the leased session. */
+  #exchange(
+    lease: Lease<http2.ClientHttp2Session>,
+    url: URL,
+    method: string,
+    options: Http2RequestOptions,
+    timeout: number,
+  ): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: Buffer }> {
+    const session = lease.connection;
+    if (lease.signal.aborted) return Promise.reject(lease.signal.reason);
+    if (session.closed || session.destroyed) return Promise.reject(new PoolClosedError('HTTP/2 session'));
+    const body = options.body;
+    // Throws at once (ERR_HTTP2_INVALID_SESSION, ERR_HTTP2_GOAWAY_SESSION) when the session can
+    // take no stream: the request was certainly not sent.
+    const stream = session.request(
+      { ...options.headers, ':method': method, ':path': `${url.pathname}${url.search}` },
+      { endStream: body === undefined },
+    );
+    return new Promise((resolve, reject) => {
+      let status = 0;
+      let headers: http2.IncomingHttpHeaders = {};
+      const chunks: Buffer[] = [];
+      let settled = false;
+      const finish = (err: unknown, value?: { status: number; headers: http2.IncomingHttpHeaders; body: Buffer }): void => {
+        if (settled) return;
+        settled = true;
+        if (timer !== undefined) this.#clock.clearTimeout(timer);
+        lease.signal.removeEventListener('abort', onAbort);
+        if (err === undefined) resolve(value!);
+        else {
+          if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+          reject(err);
+        }
+      };
+      const onAbort = (): void => finish(lease.signal.reason);
+      const timer = Number.isFinite(timeout) ? this.#clock.setTimeout(() => finish(new RequestTimeoutError(timeout)), timeout) : undefined;
+      lease.signal.addEventListener('abort', onAbort, { once: true });
+      stream.on('response', (h) => {
+        headers = h;
+        status = Number(h[':status']);
+      });
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('end', () => finish(undefined, { status, headers, body: Buffer.concat(chunks) }));
+      stream.on('error', (err) => finish(err));
+      stream.on('close', () => {
+        if (!settled) finish(streamClosedError(stream.rstCode));
+      });
+      if (body !== undefined) stream.end(body);
+    });
+  }
+}
+
+/** A stream that closed without an error event and without finishing. */
+function streamClosedError(rstCode: number): Error {
+  return Object.assign(new Error(`HTTP/2 stream closed with code ${rstCode} before the response ended`), {
+    code: 'ERR_HTTP2_STREAM_ERROR',
+    rstCode,
+  });
+}

@@ -1,0 +1,7 @@
+/**
+ * dialguard/http2: an HTTP/2 client on `node:http2` with one guarded, watched session per
+ * origin. See {@link Http2Client}.
+ *
+ * @module
+ */
+export { Http2Client, type Http2ClientOptions, type Http2RequestOptions, type Http2Response } from './client.js';

@@ -1,0 +1,168 @@
+/**
+ * How the HTTP/2 client opens, watches and closes sessions for its ConnectionPool.
+ *
+ * Establishment is one bounded dial: TCP, TLS (ALPN h2) and the HTTP/2 preface/SETTINGS exchange.
+ * A peer that accepts TCP and never sends SETTINGS fails in one connect timeout (phase
+ * `handshake`) instead of hanging: a bare `http2.connect` gets no SETTINGS, error or close for
+ * minutes. Once open, keep-alive PINGs mark a silent peer's session gone, GOAWAY retires it, and a
+ * closed or failed session is gone.
+ *
+ * @module
+ */
+import http2 from 'node:http2';
+import tls from 'node:tls';
+import { type Clock, type TimerHandle, unrefTimer } from '../core/clock.js';
+import { KeepAliveTimeoutError } from '../core/errors.js';
+import { openSocket } from '../guard/connect.js';
+import type { DialContext } from '../guard/dial.js';
+import type { ConnectionWatch, Connector } from '../pool/connection-pool.js';
+
+/** What the connector needs from the client's options. */
+export interface SessionConnectorOptions {
+  /** TLS options for `https:` origins; a secure context is built once per origin. */
+  tls: tls.SecureContextOptions & Pick<tls.ConnectionOptions, 'rejectUnauthorized' | 'servername' | 'checkServerIdentity'>;
+  /** Local SETTINGS. */
+  settings: http2.Settings | undefined;
+  /** PING interval, ms; 0 disables keep-alive. */
+  keepAliveInterval: number;
+  /** How long a PING may go unanswered before the session is gone, ms. */
+  keepAliveTimeout: number;
+  clock: Clock;
+}
+
+const noop = (): void => {};
+
+/** Most origins whose TLS context is kept; past it the cache starts over (bounded memory). */
+const CONTEXT_CACHE = 256;
+
+/** Opens sessions to origins (`http://h:p` for h2c, `https://h:p` for TLS). */
+export class SessionConnector implements Connector<http2.ClientHttp2Session> {
+  readonly #options: SessionConnectorOptions;
+  readonly #contexts = new Map<string, tls.ConnectionOptions>();
+
+  constructor(options: SessionConnectorOptions) {
+    this.#options = options;
+  }
+
+  async connect(origin: string, ctx: DialContext): Promise<http2.ClientHttp2Session> {
+    const url = new URL(origin);
+    const secure = url.protocol === 'https:';
+    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const port = Number(url.port || (secure ? 443 : 80));
+    const socket = await openSocket({ host, port }, { tls: secure ? this.#tlsFor(origin) : undefined }, ctx);
+    ctx.phase = 'handshake';
+    const session = http2.connect(origin, { createConnection: () => socket, settings: this.#options.settings });
+    // Errors reach the pool through watch(); this keeps one arriving after unwatch from crashing.
+    session.on('error', noop);
+    return new Promise((resolve, reject) => {
+      const cleanup = (): void => {
+        session.off('remoteSettings', onSettings);
+        session.off('error', onError);
+        session.off('close', onClose);
+        ctx.signal.removeEventListener('abort', onAbort);
+      };
+      const fail = (err: unknown): void => {
+        cleanup();
+        session.destroy();
+        socket.destroy();
+        reject(err);
+      };
+      const onSettings = (): void => {
+        cleanup();
+        resolve(session);
+      };
+      const onError = (err: Error): void => fail(err);
+      const onClose = (): void => fail(new Error(`${origin} closed the connection during the HTTP/2 handshake`));
+      const onAbort = (): void => fail(ctx.signal.reason);
+      session.once('remoteSettings', onSettings);
+      session.once('error', onError);
+      session.once('close', onClose);
+      ctx.signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  close(session: http2.ClientHttp2Session, reason: unknown): Promise<void> {
+    if (session.destroyed) return Promise.resolve();
+    return new Promise((resolve) => {
+      session.once('close', () => resolve());
+      // Retired sessions close only once drained, so both paths end at once: destroy when the
+      // transport is dead (nothing to say goodbye to), close gracefully otherwise.
+      if (reason instanceof Error) session.destroy();
+      else session.close();
+    });
+  }
+
+  watch(session: http2.ClientHttp2Session, watch: ConnectionWatch): () => void {
+    const onGoaway = (): void => watch.retire('goaway');
+    const onClose = (): void => watch.gone(new Error('HTTP/2 session closed'));
+    const onError = (err: Error): void => watch.gone(err);
+    session.on('goaway', onGoaway);
+    session.once('close', onClose);
+    session.on('error', onError);
+    const stopKeepAlive = this.#keepAlive(session, watch);
+    return () => {
+      stopKeepAlive();
+      session.off('goaway', onGoaway);
+      session.off('close', onClose);
+      session.off('error', onError);
+    };
+  }
+
+  /**
+   * Pings every `keepAliveInterval`, idle or not; a PING unanswered for `keepAliveTimeout` makes
+   * the session gone (it is destroyed, releasing every stream on it). Returns the stopper.
+   */
+  #keepAlive(session: http2.ClientHttp2Session, watch: ConnectionWatch): () => void {
+    const { keepAliveInterval: interval, keepAliveTimeout: timeout, clock } = this.#options;
+    if (interval <= 0) return () => {};
+    let next: TimerHandle | undefined;
+    let deadline: TimerHandle | undefined;
+    let stopped = false;
+    const schedule = (): void => {
+      next = unrefTimer(clock.setTimeout(ping, interval));
+    };
+    const ping = (): void => {
+      if (stopped || session.destroyed) return;
+      deadline = unrefTimer(
+        clock.setTimeout(() => {
+          if (stopped) return;
+          const err = new KeepAliveTimeoutError(interval, timeout);
+          watch.gone(err);
+          session.destroy(err);
+        }, timeout),
+      );
+      const sent = session.ping((err) => {
+        if (deadline !== undefined) clock.clearTimeout(deadline);
+        deadline = undefined;
+        if (stopped || err !== null) return; // a cancelled ping: the session is closing anyway
+        schedule();
+      });
+      if (!sent) {
+        clock.clearTimeout(deadline);
+        schedule();
+      }
+    };
+    schedule();
+    return () => {
+      stopped = true;
+      if (next !== undefined) clock.clearTimeout(next);
+      if (deadline !== undefined) clock.clearTimeout(deadline);
+    };
+  }
+
+  /** Connect options for `origin`, around a secure context built once per origin. */
+  #tlsFor(origin: string): tls.ConnectionOptions {
+    let options = this.#contexts.get(origin);
+    if (options === undefined) {
+      if (this.#contexts.size >= CONTEXT_CACHE) this.#contexts.clear();
+      const { rejectUnauthorized, servername, checkServerIdentity } = this.#options.tls;
+      options = { secureContext: tls.createSecureContext(this.#options.tls), ALPNProtocols: ['h2'] };
+      // Only what was given: an explicit undefined would replace tls.connect's own defaults.
+      if (rejectUnauthorized !== undefined) options.rejectUnauthorized = rejectUnauthorized;
+      if (servername !== undefined) options.servername = servername;
+      if (checkServerIdentity !== undefined) options.checkServerIdentity = checkServerIdentity;
+      this.#contexts.set(origin, options);
+    }
+    return options;
+  }
+}
