@@ -1,0 +1,111 @@
+import { describe, expect, it } from 'vitest';
+import { RetryBudget, type RetryBudgetOptions, sharedRetryBudget } from '../../src/retry/budget.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
+
+const S = 1_000;
+
+function make(options: RetryBudgetOptions = {}, start = 0): { clock: ManualClock; budget: RetryBudget } {
+  const clock = new ManualClock(start);
+  return { clock, budget: new RetryBudget({ clock, ...options }) };
+}
+
+function deposit(budget: RetryBudget, n: number): void {
+  for (let i = 0; i < n; i++) budget.deposit();
+}
+
+function withdrawAll(budget: RetryBudget, limit = 100_000): number {
+  let n = 0;
+  while (n < limit && budget.tryWithdraw()) n++;
+  return n;
+}
+
+describe('RetryBudget: defaults (Finagle: 20 % of calls, at least 10/s, over 10 s)', () => {
+  it('a quiet process still gets the floor: 10/s over the 10 s window', () => {
+    const { budget } = make();
+    expect(budget.available).toBe(100);
+    expect(withdrawAll(budget)).toBe(100);
+    expect(budget.tryWithdraw()).toBe(false);
+  });
+
+  it('a busy process gets 20 % of its calls, and no more: the floor is not added on top', () => {
+    const { budget } = make();
+    deposit(budget, 5_000);
+    expect(withdrawAll(budget)).toBe(1_000);
+    expect(budget.stats()).toMatchObject({ calls: 5_000, retries: 1_000, available: 0, deposited: 5_000, withdrawn: 1_000, refused: 1 });
+  });
+
+  it('each further call pays for a fifth of a retry', () => {
+    const { budget } = make({ minRetriesPerSec: 0 });
+    let granted = 0;
+    for (let i = 0; i < 1_000; i++) {
+      budget.deposit();
+      if (budget.tryWithdraw()) granted++;
+    }
+    expect(granted).toBe(200);
+  });
+});
+
+describe('RetryBudget: the window', () => {
+  it('deposits and withdrawals expire after the ttl', () => {
+    const { clock, budget } = make({ minRetriesPerSec: 0, percentCanRetry: 0.5, ttl: 10 * S, slots: 10 });
+    deposit(budget, 10);
+    expect(withdrawAll(budget)).toBe(5);
+    clock.advance(9 * S);
+    expect(budget.tryWithdraw()).toBe(false); // still inside the window
+    deposit(budget, 4); // at 9 s
+    expect(withdrawAll(budget)).toBe(2);
+    clock.advance(1 * S); // the first 10 calls and 5 retries expire
+    expect(budget.stats()).toMatchObject({ calls: 4, retries: 2, available: 0 });
+    clock.advance(9 * S);
+    expect(budget.stats()).toMatchObject({ calls: 0, retries: 0 });
+    deposit(budget, 2);
+    expect(withdrawAll(budget)).toBe(1);
+  });
+
+  it('a huge jump in time costs no more than one pass over the slots', () => {
+    const { clock, budget } = make({ slots: 1_000 });
+    deposit(budget, 10);
+    clock.advance(1e15);
+    const t0 = performance.now();
+    for (let i = 0; i < 10_000; i++) {
+      clock.advance(1e9);
+      budget.deposit();
+    }
+    expect(performance.now() - t0).toBeLessThan(500);
+    expect(budget.stats().calls).toBe(1);
+  });
+
+  it('works on a clock that starts below zero', () => {
+    const { clock, budget } = make({ minRetriesPerSec: 0, percentCanRetry: 1 }, -123_456);
+    deposit(budget, 3);
+    expect(withdrawAll(budget)).toBe(3);
+    clock.advance(10 * S);
+    expect(budget.stats()).toMatchObject({ calls: 0, retries: 0 });
+  });
+
+  it('percentCanRetry 0 and no floor: no retries at all', () => {
+    const { budget } = make({ percentCanRetry: 0, minRetriesPerSec: 0 });
+    deposit(budget, 1_000);
+    expect(budget.tryWithdraw()).toBe(false);
+  });
+});
+
+describe('RetryBudget: options', () => {
+  it.each<[RetryBudgetOptions, RegExp]>([
+    [{ ttl: 0 }, /ttl must be >= 1, got 0/],
+    [{ ttl: Number.POSITIVE_INFINITY }, /ttl must be finite/],
+    [{ percentCanRetry: -0.1 }, /percentCanRetry must be between 0 and 1000, got -0.1/],
+    [{ percentCanRetry: Number.NaN }, /percentCanRetry.*NaN/],
+    [{ minRetriesPerSec: -1 }, /minRetriesPerSec/],
+    [{ slots: 0 }, /slots must be between 1 and 1000, got 0/],
+    [{ slots: 2.5 }, /slots must be an integer/],
+    [{ ttl: '10s' as unknown as number }, /ttl must be a number, got "10s"/],
+  ])('rejects %o', (options, message) => {
+    expect(() => new RetryBudget(options)).toThrow(message);
+  });
+
+  it('one shared budget per process', () => {
+    expect(sharedRetryBudget()).toBe(sharedRetryBudget());
+    expect(sharedRetryBudget()).toBeInstanceOf(RetryBudget);
+  });
+});
