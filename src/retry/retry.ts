@@ -1,0 +1,401 @@
+/**
+ * One logical call, retried only when that is safe, and only inside the time the caller gave.
+ *
+ * - Every attempt gets the REMAINING time of one overall deadline, never a fresh budget: a
+ *   5-minute long poll that fails at 4 minutes is retried with 1 minute, and the whole call never
+ *   outlasts 5 minutes (seed 004).
+ * - A failure the server certainly never saw (`classify(...).notSent`: a refused connect, a
+ *   refused stream) is retried for any call; one it may have seen only for an idempotent call.
+ * - A refusal by the breaker is permanent: the loop ends at once (rule 5).
+ * - The wait between attempts is jittered, abortable, and never slept if it would end past the
+ *   deadline: the call fails now instead of sleeping uselessly.
+ * - A shared {@link RetryBudget} caps retries at a fraction of calls, so a fleet cannot multiply
+ *   an outage.
+ *
+ * @module
+ */
+import { fullJitter, type Schedule } from '../core/backoff.js';
+import { type Classification, type ClassifyOptions, type FailureKind, checkClassifyOptions, classify } from '../core/classify.js';
+import { type Clock, type TimerHandle, sleep, systemClock, unrefTimer } from '../core/clock.js';
+import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
+import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
+import { checkDuration, checkFunction, checkInteger, checkNumber, opt, show } from '../core/validate.js';
+import { RetryBudget, sharedRetryBudget } from './budget.js';
+
+/** What `fn` gets on each attempt. */
+export interface RetryAttempt {
+  /** 1 for the first attempt. */
+  readonly number: number;
+  /**
+   * Aborted when the overall deadline passes (reason: DeadlineExceededError), the caller's
+   * signal aborts (its reason) or `shutdown` aborts (its reason). Pass it to the I/O.
+   */
+  readonly signal: AbortSignal;
+  /** The overall deadline, absolute, on the clock `retry` uses; Infinity when there is none. */
+  readonly deadline: number;
+  /**
+   * Milliseconds left of the overall deadline, read now (Infinity when there is none). Pass it on
+   * as this attempt's own timeout, e.g. a long poll's wait time.
+   */
+  readonly remaining: number;
+}
+
+/** How a call ended, for metrics that must cover the whole call (rule 12). */
+export interface RetryResult {
+  readonly ok: boolean;
+  /** Attempts started. */
+  readonly attempts: number;
+  /** From the call's start to its end, ms: every attempt and every wait between them. */
+  readonly elapsed: number;
+  /** What the call rejected with, when it failed. */
+  readonly error?: unknown;
+  /** The classification of the last attempt's failure, if an attempt failed. */
+  readonly classification?: Classification;
+}
+
+/** Payloads of the retry loop's events (also published on `dialguard:retry:<event>`). */
+export interface RetryEvents {
+  /** A retry was decided: attempt `attempt` starts after `delay` ms, because of a `kind` failure. */
+  scheduled: { attempt: number; delay: number; code: string | undefined; kind: FailureKind };
+  /** A retry was wanted but the budget refused it; `attempt` is the attempt that just failed. */
+  'budget-exhausted': { attempt: number };
+}
+
+/**
+ * Decides whether a failure may be retried, overriding the default (`transient && (notSent ||
+ * idempotent)`); return undefined to keep the default. Not asked about refusals by the breaker,
+ * the caller's abort, shutdown or the deadline: those always end the call.
+ */
+export type RetryPredicate = (err: unknown, classification: Classification, attempt: RetryAttempt) => boolean | undefined;
+
+/** Options of {@link retry}. Validated on every call; every one has a default. */
+export interface RetryOptions {
+  /**
+   * The whole call's budget, ms from the start, across every attempt and wait. Default none
+   * (Infinity): only the caller knows how long its answer is worth; `maxAttempts` still bounds it.
+   */
+  timeout?: number;
+  /** The same as an absolute time on `clock`; with `timeout`, the earlier wins. Default none. */
+  deadline?: number;
+  /** The caller's cancellation: aborting rejects the call with `signal.reason`. Default none. */
+  signal?: AbortSignal;
+  /**
+   * The owner shutting down: aborting stops the call (and its wait) and rejects with
+   * `shutdown.reason` (seed 004's shutdownCh). Default none.
+   */
+  shutdown?: AbortSignal;
+  /**
+   * Most attempts, the first included. Default 3: the first try and two retries ride out one
+   * failover and one blip without tripling the load. `Infinity` (retry until the deadline) needs
+   * a `timeout` or `deadline`.
+   */
+  maxAttempts?: number;
+  /**
+   * Whether repeating the call is harmless. Default false: a failure the server may have seen is
+   * retried only when this is true; one it never saw (notSent) is retried either way.
+   */
+  idempotent?: boolean;
+  /**
+   * How long after the first attempt started a retry may still start, ms. Default Infinity: until
+   * the deadline. A fixed hold time shorter than a long poll made long polls unretryable (seed
+   * 004's RPCHoldTimeout): if you set one, make it the poll's own max time plus the hold time.
+   */
+  retryWindow?: number;
+  /**
+   * The wait before each retry. Default `fullJitter({ base: 100, max: 10_000 })`: clients that
+   * failed together retry at uniformly spread times (AWS's "full jitter"), the first retry within
+   * 100 ms, growing to at most 10 s.
+   */
+  backoff?: Schedule;
+  /** Overrides the default retry decision (e.g. "no leader" is always safe). Default none. */
+  retryable?: RetryPredicate;
+  /**
+   * The retry budget to withdraw from. Default {@link sharedRetryBudget}, one per process; `null`
+   * for none (every retry allowed by the rest of the options).
+   */
+  budget?: RetryBudget | null;
+  /** Time source for the deadline and the waits. Default {@link systemClock}. */
+  clock?: Clock;
+  /** Uniform [0, 1) source for the backoff's jitter. Default `Math.random`. */
+  random?: () => number;
+  /** Patterns and hook for {@link classify} (the caller's signal is added). Default none. */
+  classify?: ClassifyOptions;
+  /** Called once when the call ends, with whole-call data for metrics. Default none. */
+  onResult?: (result: RetryResult) => void;
+}
+
+/** Node's timers fire at once past 2^31-1 ms; longer waits are clamped, long deadlines re-armed. */
+const MAX_TIMER = 2 ** 31 - 1;
+
+const events = new EventHub<RetryEvents>('retry');
+
+/** Listens for the retry loop's events (every call in the process); returns the function that stops. */
+export function onRetryEvent<K extends keyof RetryEvents>(event: K, listener: Listener<RetryEvents[K]>): Unsubscribe {
+  return events.on(event, listener);
+}
+
+interface Settings {
+  deadline: number;
+  budgetMs: number;
+  maxAttempts: number;
+  idempotent: boolean;
+  retryWindow: number;
+  backoff: Schedule;
+  retryable: RetryPredicate | undefined;
+  budget: RetryBudget | null;
+  clock: Clock;
+  random: () => number;
+  classify: ClassifyOptions | undefined;
+  signal: AbortSignal | undefined;
+  shutdown: AbortSignal | undefined;
+  onResult: ((result: RetryResult) => void) | undefined;
+  start: number;
+}
+
+let defaultBackoff: Schedule | undefined;
+
+function checkSignal(name: string, value: unknown): AbortSignal | undefined {
+  if (value === undefined) return undefined;
+  if (!(value instanceof AbortSignal)) throw new TypeError(`${name} must be an AbortSignal, got ${show(value)}`);
+  return value;
+}
+
+function settings(options: RetryOptions): Settings {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`retry options must be an object, got ${show(options)}`);
+  const clock = opt(options.clock, systemClock);
+  if (typeof clock !== 'object' || clock === null) throw new TypeError(`clock must be a Clock, got ${show(clock)}`);
+  checkFunction('clock.now', clock.now);
+  checkFunction('clock.setTimeout', clock.setTimeout);
+  checkFunction('clock.clearTimeout', clock.clearTimeout);
+  const start = clock.now();
+  const timeout = options.timeout === undefined ? Infinity : checkDuration('timeout', options.timeout, 0, true);
+  const absolute = options.deadline === undefined ? Infinity : checkNumber('deadline', options.deadline, Number.NEGATIVE_INFINITY);
+  const deadline = Math.min(absolute, start + timeout);
+  const maxAttempts = options.maxAttempts === Infinity ? Infinity : checkInteger('maxAttempts', opt(options.maxAttempts, 3), 1);
+  if (maxAttempts === Infinity && deadline === Infinity) {
+    throw new RangeError('maxAttempts Infinity needs a timeout or deadline: a retry loop must be bounded');
+  }
+  const idempotent = opt(options.idempotent, false);
+  if (typeof idempotent !== 'boolean') throw new TypeError(`idempotent must be a boolean, got ${show(idempotent)}`);
+  const budget = options.budget === undefined ? sharedRetryBudget() : options.budget;
+  if (budget !== null && !(budget instanceof RetryBudget)) throw new TypeError(`budget must be a RetryBudget or null, got ${show(budget)}`);
+  checkClassifyOptions('classify', options.classify);
+  defaultBackoff ??= fullJitter({ base: 100, max: 10_000 });
+  return {
+    start,
+    deadline,
+    budgetMs: deadline - start,
+    maxAttempts,
+    idempotent,
+    retryWindow: checkDuration('retryWindow', opt(options.retryWindow, Infinity), 0, true),
+    backoff: checkFunction<Schedule>('backoff', opt<Schedule>(options.backoff, defaultBackoff)),
+    retryable: options.retryable === undefined ? undefined : checkFunction<RetryPredicate>('retryable', options.retryable),
+    budget,
+    clock,
+    random: checkFunction<() => number>('random', opt(options.random, Math.random)),
+    classify: options.classify,
+    signal: checkSignal('signal', options.signal),
+    shutdown: checkSignal('shutdown', options.shutdown),
+    onResult: options.onResult === undefined ? undefined : checkFunction<(result: RetryResult) => void>('onResult', options.onResult),
+  };
+}
+
+/** Why the call was interrupted from outside an attempt's own outcome. */
+type Stop = 'caller' | 'shutdown' | 'deadline';
+
+/**
+ * Runs `fn` until it succeeds, a failure may not be retried, or the attempts, the retry window,
+ * the budget or the deadline run out.
+ *
+ * Rejects with: the caller's `signal.reason` when it aborts; `shutdown.reason` on shutdown;
+ * {@link DeadlineExceededError} when the deadline passes or the next wait would end past it (its
+ * `cause` is the last attempt's error, or a {@link RetriesExhaustedError} holding every attempt's
+ * error when there were several); {@link RetriesExhaustedError} (`errors`: each attempt's) when
+ * attempts or the retry window run out; {@link RetryBudgetExhaustedError} (same `cause`) when the
+ * budget refuses a retry; otherwise the error of the attempt that may not be retried, as is
+ * (a breaker's refusal, an application error, a maybe-sent failure of a non-idempotent call).
+ *
+ * Option errors reject the returned promise (TypeError/RangeError naming the option).
+ */
+export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>, options: RetryOptions = {}): Promise<T> {
+  checkFunction('fn', fn);
+  const s = settings(options);
+  const { clock } = s;
+  const errors: unknown[] = [];
+  let attempts = 0;
+  let last: Classification | undefined;
+  let stop: Stop | undefined;
+
+  const controller = new AbortController();
+  const halt = (why: Stop, reason: unknown): void => {
+    if (stop !== undefined) return;
+    stop = why;
+    controller.abort(reason);
+  };
+  const onCaller = (): void => halt('caller', s.signal!.reason);
+  const onShutdown = (): void => halt('shutdown', s.shutdown!.reason);
+  let timer: TimerHandle | undefined;
+  const armDeadline = (): void => {
+    const left = s.deadline - clock.now();
+    if (left <= 0) {
+      halt('deadline', new DeadlineExceededError(s.budgetMs, attempts));
+      return;
+    }
+    timer = unrefTimer(clock.setTimeout(armDeadline, Math.min(left, MAX_TIMER)));
+  };
+
+  let finished = false;
+  const finish = (result: RetryResult): void => {
+    if (finished) return;
+    finished = true;
+    if (timer !== undefined) clock.clearTimeout(timer);
+    s.signal?.removeEventListener('abort', onCaller);
+    s.shutdown?.removeEventListener('abort', onShutdown);
+    if (s.onResult === undefined) return;
+    try {
+      s.onResult(result);
+    } catch (err) {
+      process.emitWarning(`dialguard: retry onResult threw: ${String(err)}`);
+    }
+  };
+  const fail = (error: unknown): never => {
+    finish({ ok: false, attempts, elapsed: clock.now() - s.start, error, ...(last === undefined ? {} : { classification: last }) });
+    throw error;
+  };
+  /** The error for an interruption: the signal's reason, or the deadline with what came before. */
+  const interrupted = (): never => {
+    if (stop === 'deadline') {
+      return fail(new DeadlineExceededError(s.budgetMs, attempts, causeOf(errors, controller.signal.reason, 'deadline exceeded')));
+    }
+    return fail(stop === 'caller' ? s.signal!.reason : s.shutdown!.reason);
+  };
+
+  if (s.signal?.aborted) return fail(s.signal.reason);
+  if (s.shutdown?.aborted) return fail(s.shutdown.reason);
+  s.signal?.addEventListener('abort', onCaller, { once: true });
+  s.shutdown?.addEventListener('abort', onShutdown, { once: true });
+  s.budget?.deposit();
+  if (s.deadline !== Infinity) armDeadline();
+
+  try {
+    return await loop();
+  } catch (err) {
+    // A predicate, schedule or hook that threw: the call ends with that error, cleaned up.
+    if (!finished) fail(err);
+    throw err;
+  }
+
+  async function loop(): Promise<T> {
+    let firstStart = 0;
+    let previousDelay = 0;
+    for (;;) {
+      // No attempt starts at or after the deadline, even if its timer has not fired yet.
+      if (stop === undefined && clock.now() >= s.deadline) halt('deadline', new DeadlineExceededError(s.budgetMs, attempts));
+      if (stop !== undefined) return interrupted();
+      attempts++;
+      const attempt = makeAttempt(attempts, controller.signal, s.deadline, clock);
+      if (attempts === 1) firstStart = clock.now();
+      let error: unknown;
+      try {
+        const value = await untilAborted(invoke(fn, attempt), controller.signal);
+        finish({ ok: true, attempts, elapsed: clock.now() - s.start });
+        return value;
+      } catch (err) {
+        error = err;
+      }
+      if (stop !== undefined) {
+        if (error !== controller.signal.reason) errors.push(error);
+        return interrupted();
+      }
+      errors.push(error);
+      const c = classify(error, s.signal === undefined ? s.classify : { ...s.classify, signal: s.signal });
+      last = c;
+
+      // Refused by a breaker: every attempt would be refused the same way (rule 5).
+      if (c.kind === 'refused' || isPermanent(error)) return fail(error);
+      const wanted = s.retryable?.(error, c, attempt) ?? (c.transient && (c.notSent || s.idempotent));
+      if (!wanted) return fail(error);
+      if (attempts >= s.maxAttempts) return fail(new RetriesExhaustedError(errors, `${s.maxAttempts} attempt(s) allowed`));
+
+      const delay = clampDelay(s.backoff(attempts, previousDelay, s.random));
+      previousDelay = delay;
+      const now = clock.now();
+      if (now + delay >= s.deadline) {
+        // The next attempt could not start before the deadline: fail now rather than sleep.
+        return fail(new DeadlineExceededError(s.budgetMs, attempts, causeOf(errors, undefined, 'deadline exceeded')));
+      }
+      if (now + delay - firstStart > s.retryWindow) {
+        return fail(new RetriesExhaustedError(errors, `retry window of ${s.retryWindow} ms passed`));
+      }
+      if (s.budget !== null && !s.budget.tryWithdraw()) {
+        events.emit('budget-exhausted', { attempt: attempts });
+        return fail(new RetryBudgetExhaustedError(causeOf(errors, undefined, 'retry budget exhausted')));
+      }
+      events.emit('scheduled', { attempt: attempts + 1, delay, code: c.code, kind: c.kind });
+      try {
+        await sleep(clock, delay, controller.signal);
+      } catch {
+        return interrupted();
+      }
+    }
+  }
+}
+
+function makeAttempt(number: number, signal: AbortSignal, deadline: number, clock: Clock): RetryAttempt {
+  return {
+    number,
+    signal,
+    deadline,
+    get remaining(): number {
+      return deadline === Infinity ? Infinity : Math.max(0, deadline - clock.now());
+    },
+  };
+}
+
+function invoke<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>, attempt: RetryAttempt): Promise<T> {
+  try {
+    return Promise.resolve(fn(attempt));
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+/** Settles with `p`, or rejects with `signal.reason` as soon as it aborts (leaving `p` handled). */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    p.catch(() => {});
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+/** A schedule's delay made safe to sleep: a number in [0, MAX_TIMER]. */
+function clampDelay(delay: number): number {
+  if (!(delay > 0)) return 0; // NaN, negative, -0
+  return Math.min(delay, MAX_TIMER);
+}
+
+/**
+ * The `cause` for an error that ends a loop: the one attempt error, or every attempt's error in
+ * a {@link RetriesExhaustedError} when there were several. `skip` (the abort reason an attempt
+ * may have rejected with) is not an attempt's own error.
+ */
+function causeOf(errors: readonly unknown[], skip: unknown, reason: string): { cause?: unknown } {
+  const own = skip === undefined ? errors : errors.filter((e) => e !== skip);
+  if (own.length === 0) return {};
+  if (own.length === 1) return { cause: own[0] };
+  return { cause: new RetriesExhaustedError(own, reason) };
+}
