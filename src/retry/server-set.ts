@@ -1,0 +1,240 @@
+/**
+ * A set of interchangeable servers (seed 004's client and its Nomad servers; Finagle's and
+ * Envoy's load balancing), each gated by a {@link HostBreaker}.
+ *
+ * - `pick()` prefers the front of the list and returns a server whose breaker would admit it now,
+ *   so an open host is never picked while a healthy one exists. The choice reads the breaker
+ *   without side effects: the dial that follows asks the breaker itself.
+ * - `failed(server)` moves a server to the back (seed 004's NotifyFailedServer): the next call
+ *   goes elsewhere, and the list stays ordered from least to most recently failed.
+ * - When every server is refused, `pick()` fails fast with {@link NoServerAvailableError}
+ *   (`retryAfter`: when the earliest may be tried), or, with `panic: true`, returns the least
+ *   recently failed anyway (Envoy's and Finagle's panic mode: better a likely failure than none).
+ * - `run(fn, options)` is {@link retry} across the set: each attempt goes to the next server, and a
+ *   server refused by a breaker is skipped within the attempt instead of spending it.
+ *
+ * @module
+ */
+import { type Classification, type FailureKind, classify } from '../core/classify.js';
+import type { Clock } from '../core/clock.js';
+import { HostUnavailableError, NoServerAvailableError } from '../core/errors.js';
+import { checkFunction, opt, show } from '../core/validate.js';
+import { type DialPermit, HostBreaker } from '../guard/host-breaker.js';
+import { hostKey } from '../guard/host-key.js';
+import { type RetryAttempt, type RetryOptions, retry } from './retry.js';
+
+/** Options of a {@link ServerSet}; every one has a default. */
+export interface ServerSetOptions<S> {
+  /**
+   * The breaker key of a server (anything `hostKey` accepts). Default: the server itself when it
+   * is a string (`host:port`), `host` and `port` when it has them; otherwise this is required.
+   */
+  key?: (server: S) => string;
+  /**
+   * The breaker that gates the servers. Default: a private `HostBreaker` with default options on
+   * this set's clock. Pass the one your dial layer uses (e.g. `sharedBreaker()`) so the set sees
+   * what every dial learned.
+   */
+  breaker?: HostBreaker;
+  /**
+   * Whether `run` reports each attempt's dial outcome to the breaker itself. Default: true for the
+   * private breaker (nobody else feeds it), false for a breaker you pass (your dial layer reports
+   * to it; admitting twice would let the set hold the half-open probe slot the dial needs).
+   */
+  recordOutcomes?: boolean;
+  /**
+   * When every server is refused, try the least recently failed anyway. Default false: fail fast,
+   * as a refusal means the breaker expects that dial to fail.
+   */
+  panic?: boolean;
+  /** Time source for the private breaker. Default the breaker's (system clock). */
+  clock?: Clock;
+  /** Uniform [0, 1) source for the private breaker's jitter. Default `Math.random`. */
+  random?: () => number;
+}
+
+/** What `run`'s `fn` gets on each attempt: the retry attempt, plus the server chosen for it. */
+export interface ServerAttempt<S> extends RetryAttempt {
+  readonly server: S;
+  /**
+   * True when every breaker refused and this server was picked anyway (panic mode). A dial layer
+   * with its own breaker will refuse it too unless told to dial without one (`breaker: null`).
+   */
+  readonly panic: boolean;
+}
+
+interface Entry<S> {
+  readonly server: S;
+  readonly key: string;
+  /** Sequence number of the last failure; 0 for never. */
+  failedAt: number;
+}
+
+/** Kinds after which the server is moved to the back: it, or the way to it, misbehaved. */
+const ROTATE: ReadonlySet<FailureKind> = new Set(['dial', 'connection', 'timeout', 'stream']);
+
+function defaultKey(server: unknown): string {
+  if (typeof server === 'string') return server;
+  if (typeof server === 'object' && server !== null) {
+    const { host, port } = server as { host?: unknown; port?: unknown };
+    if (typeof host === 'string' && (typeof port === 'number' || typeof port === 'string')) return hostKey(host, port);
+  }
+  throw new TypeError(`ServerSet: cannot derive a breaker key from ${show(server)}; pass options.key`);
+}
+
+/** A list of interchangeable servers, each gated by a breaker. See the module docs. */
+export class ServerSet<S> {
+  readonly #order: Array<Entry<S>> = [];
+  readonly #breaker: HostBreaker;
+  readonly #record: boolean;
+  readonly #panic: boolean;
+  #sequence = 0;
+
+  /** @throws TypeError for an invalid option, an underivable or malformed key, or a duplicate server. */
+  constructor(servers: Iterable<S>, options: ServerSetOptions<S> = {}) {
+    const key = checkFunction<(server: S) => string>('key', opt<(server: S) => string>(options.key, defaultKey));
+    if (options.breaker !== undefined && !(options.breaker instanceof HostBreaker)) {
+      throw new TypeError(`breaker must be a HostBreaker, got ${show(options.breaker)}`);
+    }
+    const own = options.breaker === undefined;
+    this.#breaker =
+      options.breaker ??
+      new HostBreaker({ ...(options.clock === undefined ? {} : { clock: options.clock }), ...(options.random === undefined ? {} : { random: options.random }) });
+    this.#record = opt(options.recordOutcomes, own);
+    this.#panic = opt(options.panic, false);
+    for (const [name, value] of [['recordOutcomes', this.#record], ['panic', this.#panic]] as const) {
+      if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${show(value)}`);
+    }
+    const seen = new Set<string>();
+    for (const server of servers) {
+      const k = hostKey(key(server));
+      if (seen.has(k)) throw new TypeError(`ServerSet: ${k} is listed twice`);
+      seen.add(k);
+      this.#order.push({ server, key: k, failedAt: 0 });
+    }
+  }
+
+  /** How many servers the set holds. */
+  get size(): number {
+    return this.#order.length;
+  }
+
+  /** The breaker gating the servers. */
+  get breaker(): HostBreaker {
+    return this.#breaker;
+  }
+
+  /** The servers, in the order `pick` prefers them (least recently failed first). */
+  servers(): S[] {
+    return this.#order.map((e) => e.server);
+  }
+
+  /**
+   * The first server whose breaker would admit a dial now. Reads the breaker only.
+   *
+   * @throws NoServerAvailableError when every server is refused (unless `panic`).
+   */
+  pick(): S {
+    return this.#choose(new Map()).entry.server;
+  }
+
+  /**
+   * Records that `server` failed: it moves to the back of the list. Returns false if the set does
+   * not hold it.
+   */
+  failed(server: S): boolean {
+    const i = this.#order.findIndex((e) => e.server === server);
+    if (i < 0) return false;
+    const [entry] = this.#order.splice(i, 1);
+    entry!.failedAt = ++this.#sequence;
+    this.#order.push(entry!);
+    return true;
+  }
+
+  /**
+   * Runs `fn` with {@link retry} across the set: each attempt on the server `pick` chooses (a
+   * failed one has moved to the back, so a retry goes to the next). A server refused by a breaker
+   * (here, or by the dial layer inside `fn`) is skipped without spending the attempt; when every
+   * server is refused the call fails with {@link NoServerAvailableError}, which ends the loop.
+   */
+  run<T>(fn: (server: S, attempt: ServerAttempt<S>) => T | PromiseLike<T>, options: RetryOptions = {}): Promise<T> {
+    checkFunction('fn', fn);
+    const classifyOptions = options.signal === undefined ? options.classify : { ...options.classify, signal: options.signal };
+    return retry(async (attempt) => {
+      const refused = new Map<string, HostUnavailableError>();
+      for (;;) {
+        const { entry, panic } = this.#choose(refused);
+        let permit: DialPermit | undefined;
+        if (this.#record && !panic) {
+          try {
+            permit = this.#breaker.admit(entry.key);
+          } catch (err) {
+            if (!(err instanceof HostUnavailableError)) throw err;
+            refused.set(entry.key, err); // lost a race for the probe slot: try the next server
+            continue;
+          }
+        }
+        let value: T;
+        try {
+          value = await fn(entry.server, serverAttempt(attempt, entry.server, panic));
+        } catch (err) {
+          const c = classify(err, classifyOptions);
+          if (permit !== undefined) settle(permit, c);
+          if (c.kind === 'refused' && err instanceof HostUnavailableError) {
+            refused.set(entry.key, err);
+            continue;
+          }
+          if (ROTATE.has(c.kind)) this.failed(entry.server);
+          throw err;
+        }
+        permit?.succeeded();
+        return value;
+      }
+    }, options);
+  }
+
+  /** The server to use, skipping `refused` ones; panic or NoServerAvailableError when none is admitted. */
+  #choose(refused: ReadonlyMap<string, HostUnavailableError>): { entry: Entry<S>; panic: boolean } {
+    let retryAfter = Number.POSITIVE_INFINITY;
+    let lastRefusal: HostUnavailableError | undefined;
+    for (const entry of this.#order) {
+      const skipped = refused.get(entry.key);
+      if (skipped !== undefined) {
+        retryAfter = Math.min(retryAfter, skipped.retryAfter);
+        lastRefusal = skipped;
+        continue;
+      }
+      const snap = this.#breaker.state(entry.key);
+      if (snap === undefined || snap.state === 'closed' || (snap.state === 'half-open' && !snap.probing)) return { entry, panic: false };
+      retryAfter = Math.min(retryAfter, snap.retryAfter);
+    }
+    if (this.#panic) {
+      let best: Entry<S> | undefined;
+      for (const entry of this.#order) {
+        if (!refused.has(entry.key) && (best === undefined || entry.failedAt < best.failedAt)) best = entry;
+      }
+      if (best !== undefined) return { entry: best, panic: true };
+    }
+    throw new NoServerAvailableError(this.#order.length, Number.isFinite(retryAfter) ? retryAfter : 0, lastRefusal === undefined ? undefined : { cause: lastRefusal });
+  }
+}
+
+/** Reports an attempt to the breaker: only a dial failure counts against a host (rule 1). */
+function settle(permit: DialPermit, c: Classification): void {
+  if (c.kind === 'dial') permit.failed();
+  else if (c.kind === 'application' || c.kind === 'stream') permit.succeeded(); // it answered: alive
+  else permit.abandoned(); // says nothing about the dial
+}
+
+function serverAttempt<S>(attempt: RetryAttempt, server: S, panic: boolean): ServerAttempt<S> {
+  return {
+    server,
+    panic,
+    number: attempt.number,
+    signal: attempt.signal,
+    deadline: attempt.deadline,
+    get remaining(): number {
+      return attempt.remaining;
+    },
+  };
+}
