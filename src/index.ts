@@ -64,3 +64,26 @@ export {
   type UseOptions,
 } from './pool/connection-pool.js';
 export { type Lease, type RetireReason } from './pool/pooled-connection.js';
+
+// --- retry: classification, deadlines, backoff, budget, failover (issue 4) ---
+export {
+  type Classification,
+  type ClassificationOverride,
+  type ClassifyHook,
+  type ClassifyOptions,
+  type ClassifyPattern,
+  type FailureKind,
+  classify,
+  registerClassifier,
+} from './core/classify.js';
+export {
+  type RetryAttempt,
+  type RetryEvents,
+  type RetryOptions,
+  type RetryPredicate,
+  type RetryResult,
+  onRetryEvent,
+  retry,
+} from './retry/retry.js';
+export { RetryBudget, type RetryBudgetOptions, type RetryBudgetStats, sharedRetryBudget } from './retry/budget.js';
+export { type ServerAttempt, ServerSet, type ServerSetOptions } from './retry/server-set.js';
