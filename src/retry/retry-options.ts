@@ -1,0 +1,178 @@
+/**
+ * What `retry` takes and hands out: the attempt, the result, the options with their defaults,
+ * and their validation (on every call, errors naming the option and the bad value).
+ *
+ * @module
+ */
+import { fullJitter, type Schedule } from '../core/backoff.js';
+import { type Classification, type ClassifyOptions, checkClassifyOptions } from '../core/classify.js';
+import { type Clock, systemClock } from '../core/clock.js';
+import { checkDuration, checkFunction, checkInteger, checkNumber, opt, show } from '../core/validate.js';
+import { RetryBudget, sharedRetryBudget } from './budget.js';
+
+/** What `fn` gets on each attempt. */
+export interface RetryAttempt {
+  /** 1 for the first attempt. */
+  readonly number: number;
+  /**
+   * Aborted when the overall deadline passes (reason: DeadlineExceededError), the caller's
+   * signal aborts (its reason) or `shutdown` aborts (its reason). Pass it to the I/O.
+   */
+  readonly signal: AbortSignal;
+  /** The overall deadline, absolute, on the clock `retry` uses; Infinity when there is none. */
+  readonly deadline: number;
+  /**
+   * Milliseconds left of the overall deadline, read now (Infinity when there is none). Pass it on
+   * as this attempt's own timeout, e.g. a long poll's wait time.
+   */
+  readonly remaining: number;
+}
+
+/** How a call ended, for metrics that must cover the whole call (rule 12). */
+export interface RetryResult {
+  readonly ok: boolean;
+  /** Attempts started. */
+  readonly attempts: number;
+  /** From the call's start to its end, ms: every attempt and every wait between them. */
+  readonly elapsed: number;
+  /** What the call rejected with, when it failed. */
+  readonly error?: unknown;
+  /** The classification of the last attempt's failure, if an attempt failed. */
+  readonly classification?: Classification;
+}
+
+/**
+ * Decides whether a failure may be retried, overriding the default (`transient && (notSent ||
+ * idempotent)`); return undefined to keep the default. Not asked about refusals by the breaker,
+ * the caller's abort, shutdown or the deadline: those always end the call.
+ */
+export type RetryPredicate = (err: unknown, classification: Classification, attempt: RetryAttempt) => boolean | undefined;
+
+/** Options of `retry`. Validated on every call; every one has a default. */
+export interface RetryOptions {
+  /**
+   * The whole call's budget, ms from the start, across every attempt and wait. Default none
+   * (Infinity): only the caller knows how long its answer is worth; `maxAttempts` still bounds it.
+   */
+  timeout?: number;
+  /** The same as an absolute time on `clock`; with `timeout`, the earlier wins. Default none. */
+  deadline?: number;
+  /** The caller's cancellation: aborting rejects the call with `signal.reason`. Default none. */
+  signal?: AbortSignal;
+  /**
+   * The owner shutting down: aborting stops the call (and its wait) and rejects with
+   * `shutdown.reason` (seed 004's shutdownCh). Default none.
+   */
+  shutdown?: AbortSignal;
+  /**
+   * Most attempts, the first included. Default 3: the first try and two retries ride out one
+   * failover and one blip without tripling the load. `Infinity` (retry until the deadline) needs
+   * a `timeout` or `deadline`.
+   */
+  maxAttempts?: number;
+  /**
+   * Whether repeating the call is harmless. Default false: a failure the server may have seen is
+   * retried only when this is true; one it never saw (notSent) is retried either way.
+   */
+  idempotent?: boolean;
+  /**
+   * How long after the first attempt started a retry may still start, ms. Default Infinity: until
+   * the deadline. A fixed hold time shorter than a long poll made long polls unretryable (seed
+   * 004's RPCHoldTimeout): if you set one, make it the poll's own max time plus the hold time.
+   */
+  retryWindow?: number;
+  /**
+   * The wait before each retry. Default `fullJitter({ base: 100, max: 10_000 })`: clients that
+   * failed together retry at uniformly spread times (AWS's "full jitter"), the first retry within
+   * 100 ms, growing to at most 10 s.
+   */
+  backoff?: Schedule;
+  /** Overrides the default retry decision (e.g. "no leader" is always safe). Default none. */
+  retryable?: RetryPredicate;
+  /**
+   * The retry budget to withdraw from. Default {@link sharedRetryBudget}, one per process; `null`
+   * for none (every retry allowed by the rest of the options).
+   */
+  budget?: RetryBudget | null;
+  /** Time source for the deadline and the waits. Default {@link systemClock}. */
+  clock?: Clock;
+  /** Uniform [0, 1) source for the backoff's jitter. Default `Math.random`. */
+  random?: () => number;
+  /** Patterns and hook for {@link classify} (the caller's signal is added). Default none. */
+  classify?: ClassifyOptions;
+  /** Called once when the call ends, with whole-call data for metrics. Default none. */
+  onResult?: (result: RetryResult) => void;
+}
+
+/** Options resolved for one call: defaults applied, values checked, the deadline made absolute. */
+export interface Settings {
+  deadline: number;
+  budgetMs: number;
+  maxAttempts: number;
+  idempotent: boolean;
+  retryWindow: number;
+  backoff: Schedule;
+  retryable: RetryPredicate | undefined;
+  budget: RetryBudget | null;
+  clock: Clock;
+  random: () => number;
+  classify: ClassifyOptions | undefined;
+  signal: AbortSignal | undefined;
+  shutdown: AbortSignal | undefined;
+  onResult: ((result: RetryResult) => void) | undefined;
+  start: number;
+}
+
+let defaultBackoff: Schedule | undefined;
+
+function checkSignal(name: string, value: unknown): AbortSignal | undefined {
+  if (value === undefined) return undefined;
+  if (!(value instanceof AbortSignal)) throw new TypeError(`${name} must be an AbortSignal, got ${show(value)}`);
+  return value;
+}
+
+/**
+ * Applies the defaults to one call's options and checks them; the deadline becomes absolute on
+ * the call's clock (the earlier of `deadline` and `clock.now() + timeout`).
+ *
+ * @throws TypeError/RangeError naming the option and the bad value.
+ */
+export function settings(options: RetryOptions): Settings {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`retry options must be an object, got ${show(options)}`);
+  const clock = opt(options.clock, systemClock);
+  if (typeof clock !== 'object' || clock === null) throw new TypeError(`clock must be a Clock, got ${show(clock)}`);
+  checkFunction('clock.now', clock.now);
+  checkFunction('clock.setTimeout', clock.setTimeout);
+  checkFunction('clock.clearTimeout', clock.clearTimeout);
+  const start = clock.now();
+  const timeout = options.timeout === undefined ? Infinity : checkDuration('timeout', options.timeout, 0, true);
+  const absolute = options.deadline === undefined ? Infinity : checkNumber('deadline', options.deadline, Number.NEGATIVE_INFINITY);
+  const deadline = Math.min(absolute, start + timeout);
+  const maxAttempts = options.maxAttempts === Infinity ? Infinity : checkInteger('maxAttempts', opt(options.maxAttempts, 3), 1);
+  if (maxAttempts === Infinity && deadline === Infinity) {
+    throw new RangeError('maxAttempts Infinity needs a timeout or deadline: a retry loop must be bounded');
+  }
+  const idempotent = opt(options.idempotent, false);
+  if (typeof idempotent !== 'boolean') throw new TypeError(`idempotent must be a boolean, got ${show(idempotent)}`);
+  const budget = options.budget === undefined ? sharedRetryBudget() : options.budget;
+  if (budget !== null && !(budget instanceof RetryBudget)) throw new TypeError(`budget must be a RetryBudget or null, got ${show(budget)}`);
+  checkClassifyOptions('classify', options.classify);
+  defaultBackoff ??= fullJitter({ base: 100, max: 10_000 });
+  return {
+    start,
+    deadline,
+    budgetMs: deadline - start,
+    maxAttempts,
+    idempotent,
+    retryWindow: checkDuration('retryWindow', opt(options.retryWindow, Infinity), 0, true),
+    backoff: checkFunction<Schedule>('backoff', opt<Schedule>(options.backoff, defaultBackoff)),
+    retryable: options.retryable === undefined ? undefined : checkFunction<RetryPredicate>('retryable', options.retryable),
+    budget,
+    clock,
+    random: checkFunction<() => number>('random', opt(options.random, Math.random)),
+    classify: options.classify,
+    signal: checkSignal('signal', options.signal),
+    shutdown: checkSignal('shutdown', options.shutdown),
+    onResult: options.onResult === undefined ? undefined : checkFunction<(result: RetryResult) => void>('onResult', options.onResult),
+  };
+}
