@@ -188,6 +188,9 @@ function isDnsSyscall(syscall: string | undefined): boolean {
 /** Node's system and TLS errors, by code (and `syscall`: a connect that failed is a dial). */
 function systemVerdict(code: string, f: Facts): Verdict | undefined {
   if (CERT_CODES.has(code)) return verdict('dial', code, { transient: false });
+  // A broken TLS record on an established connection kills it with the request maybe sent;
+  // every other SSL error arrives during the handshake, before a byte of the request.
+  if (code.startsWith('ERR_SSL_') && /BAD_RECORD_MAC|DECRYPTION_FAILED|RECORD_OVERFLOW/.test(code)) return verdict('connection', code);
   if (code.startsWith('ERR_SSL_') || code === 'ERR_TLS_HANDSHAKE_TIMEOUT') return verdict('dial', code);
   if (f.syscall === 'connect' || isDnsSyscall(f.syscall)) return verdict('dial', code);
   // tls.connect: the peer hung up after TCP connected but before the handshake finished.
@@ -274,7 +277,7 @@ function dialguardVerdict(code: string): Verdict | undefined {
     case ErrorCodes.CONNECT_TIMEOUT:
       return verdict('dial', code);
     case ErrorCodes.CONNECTION_GONE:
-    case 'DIALGUARD_KEEPALIVE_TIMEOUT': // a keep-alive PING went unanswered: the peer is silent
+    case ErrorCodes.KEEPALIVE_TIMEOUT: // a keep-alive PING went unanswered: the peer is silent
       return verdict('connection', code);
     case ErrorCodes.REQUEST_TIMEOUT:
       return verdict('timeout', code);
