@@ -178,7 +178,6 @@ export class Http2Client {
     timeout: number,
   ): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: Buffer }> {
     const session = lease.connection;
-    if (lease.signal.aborted) return Promise.reject(lease.signal.reason);
     if (session.closed || session.destroyed) return Promise.reject(new PoolClosedError('HTTP/2 session'));
     const body = options.body;
     // Throws at once (ERR_HTTP2_INVALID_SESSION, ERR_HTTP2_GOAWAY_SESSION) when the session can
@@ -196,16 +195,20 @@ export class Http2Client {
         if (settled) return;
         settled = true;
         if (timer !== undefined) this.#clock.clearTimeout(timer);
-        lease.signal.removeEventListener('abort', onAbort);
+        signal?.removeEventListener('abort', onAbort);
         if (err === undefined) resolve(value!);
         else {
           if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
           reject(err);
         }
       };
-      const onAbort = (): void => finish(lease.signal.reason);
+      // The pool ends the call itself when the session dies (destroying it ends the stream too);
+      // a caller's abort must also cancel the stream, so the peer stops working on it.
+      const signal = options.signal;
+      const onAbort = (): void => finish(signal!.reason);
       const timer = Number.isFinite(timeout) ? this.#clock.setTimeout(() => finish(new RequestTimeoutError(timeout)), timeout) : undefined;
-      lease.signal.addEventListener('abort', onAbort, { once: true });
+      if (signal?.aborted === true) return finish(signal.reason);
+      signal?.addEventListener('abort', onAbort, { once: true });
       stream.on('response', (h) => {
         headers = h;
         status = Number(h[':status']);

@@ -16,6 +16,7 @@
  *
  * @module
  */
+import { setMaxListeners } from 'node:events';
 import { type Classification, classify as defaultClassify } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
@@ -24,7 +25,7 @@ import { checkDuration, checkFunction, checkInteger, opt } from '../core/validat
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial, sharedBreaker } from '../guard/dial.js';
 import type { HostBreaker } from '../guard/host-breaker.js';
 import { hostKey } from '../guard/host-key.js';
-import { type Lease, PooledConnection, type RetireReason } from './pooled-connection.js';
+import { type Lease, PooledConnection, type RetireReason, Ride } from './pooled-connection.js';
 
 /** How the pool learns that a connection's transport died or that its peer wants it retired. */
 export interface ConnectionWatch {
@@ -177,6 +178,7 @@ export class ConnectionPool<C> {
     this.#classify = checkFunction('classify', opt(options.classify, defaultClassify));
     this.#clock = opt(options.clock, systemClock);
     this.#lastSweep = this.#clock.now();
+    setMaxListeners(0, this.#closingSignal.signal); // one listener per connect attempt in flight
   }
 
   /**
@@ -190,7 +192,8 @@ export class ConnectionPool<C> {
     const { signal, idempotent = false } = options;
     this.#sweepIfDue();
     for (let turn = 1; ; turn++) {
-      const conn = await this.#acquire(target, signal);
+      const current = this.#closed === undefined && signal?.aborted !== true ? this.#slots.get(target)?.current : undefined;
+      const conn = current?.usable === true ? current : await this.#acquire(target, signal);
       const outcome = await this.#ride(conn, fn, signal, turn);
       if (outcome.ok) return outcome.value;
       const err = outcome.error;
@@ -317,37 +320,37 @@ export class ConnectionPool<C> {
     return attempt;
   }
 
+  /** Runs `fn` on `conn`; ends early, with the reason, if the connection dies or the caller aborts. */
   async #ride<T>(
     conn: PooledConnection<C>,
     fn: (lease: Lease<C>) => Promise<T>,
     signal: AbortSignal | undefined,
     turn: number,
   ): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
-    conn.leases++;
+    const ride = new Ride(conn, turn);
+    conn.rides.add(ride);
     this.#leases++;
     conn.lastUsed = this.#clock.now();
-    const controller = new AbortController();
-    const onGone = (): void => controller.abort(conn.goneSignal.reason);
-    const onCaller = (): void => controller.abort(signal!.reason);
-    conn.goneSignal.addEventListener('abort', onGone, { once: true });
-    signal?.addEventListener('abort', onCaller, { once: true });
-    const lease: Lease<C> = { connection: conn.connection, id: conn.id, target: conn.target, signal: controller.signal, turn };
+    const onCaller = signal === undefined ? undefined : (): void => ride.release(signal.reason);
+    if (onCaller !== undefined) signal!.addEventListener('abort', onCaller, { once: true });
     try {
-      let work: Promise<T>;
-      try {
-        work = Promise.resolve(fn(lease));
-      } catch (err) {
-        work = Promise.reject(err);
-      }
-      work.catch(noop); // if released first, its later rejection is nobody's business
-      const value = await Promise.race([work, rejectOnAbort(controller.signal)]);
-      return { ok: true, value };
-    } catch (error) {
-      return { ok: false, error };
+      return await new Promise<{ ok: true; value: T } | { ok: false; error: unknown }>((resolve) => {
+        ride.onRelease = (error) => resolve({ ok: false, error });
+        let work: Promise<T>;
+        try {
+          work = Promise.resolve(fn(ride));
+        } catch (err) {
+          work = Promise.reject(err);
+        }
+        // Whichever comes first wins; a request released early settles later, unheard.
+        work.then(
+          (value) => resolve({ ok: true, value }),
+          (error: unknown) => resolve({ ok: false, error }),
+        );
+      });
     } finally {
-      conn.goneSignal.removeEventListener('abort', onGone);
-      signal?.removeEventListener('abort', onCaller);
-      conn.leases--;
+      if (onCaller !== undefined) signal!.removeEventListener('abort', onCaller);
+      conn.rides.delete(ride);
       this.#leases--;
       conn.lastUsed = this.#clock.now();
       if (conn.retired !== undefined && conn.leases === 0) this.#closeConnection(conn);
@@ -387,7 +390,7 @@ export class ConnectionPool<C> {
     unwatch?.();
     let done: Promise<void>;
     try {
-      done = Promise.resolve(this.#connector.close(conn.connection, conn.goneSignal.reason ?? conn.retired));
+      done = Promise.resolve(this.#connector.close(conn.connection, conn.goneReason ?? conn.retired));
     } catch (err) {
       done = Promise.reject(err);
     }
@@ -429,13 +432,5 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): 
         reject(e);
       },
     );
-  });
-}
-
-/** Rejects with `signal.reason` when it aborts; stays pending (and is collected with it) otherwise. */
-function rejectOnAbort(signal: AbortSignal): Promise<never> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<never>((_, reject) => {
-    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
   });
 }

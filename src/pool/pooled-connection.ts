@@ -29,19 +29,61 @@ export interface Lease<C> {
 /** Why a connection stopped taking requests. */
 export type RetireReason = 'failure' | 'goaway' | 'idle' | 'closing';
 
+/**
+ * @internal One request riding a connection: the lease handed to it. Released at most once, by
+ * the connection dying or the caller aborting; its `signal` is made only if someone asks, so a
+ * request that never looks costs no AbortController.
+ */
+export class Ride<C> implements Lease<C> {
+  readonly connection: C;
+  readonly id: number;
+  readonly target: string;
+  readonly turn: number;
+  /** Why it was released, once it has been. */
+  released: unknown;
+  #isReleased = false;
+  #controller: AbortController | undefined;
+  /** Set by the pool: ends the ride at once with `reason`. */
+  onRelease: ((reason: unknown) => void) | undefined;
+
+  constructor(conn: PooledConnection<C>, turn: number) {
+    this.connection = conn.connection;
+    this.id = conn.id;
+    this.target = conn.target;
+    this.turn = turn;
+  }
+
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#isReleased) this.#controller.abort(this.released);
+    }
+    return this.#controller.signal;
+  }
+
+  /** Ends the ride with `reason` (first call wins). */
+  release(reason: unknown): void {
+    if (this.#isReleased) return;
+    this.#isReleased = true;
+    this.released = reason;
+    this.#controller?.abort(reason);
+    this.onRelease?.(reason);
+  }
+}
+
 /** @internal The pool's record of one connection. */
 export class PooledConnection<C> {
   readonly id: number;
   readonly target: string;
   readonly connection: C;
-  /** Leases riding it now. */
-  leases = 0;
-  /** Clock time a lease last started or ended. */
+  /** Requests riding it now. */
+  readonly rides = new Set<Ride<C>>();
+  /** Clock time a request last started or ended on it. */
   lastUsed: number;
   /** Set once: no new requests. */
   retired: RetireReason | undefined;
-  /** Set once: the transport is dead; `gone.signal` has released every lease. */
-  readonly #gone = new AbortController();
+  /** Set once: the transport is dead; every ride was released with it. */
+  goneReason: ConnectionGoneError | undefined;
   /** Set once the pool has asked the connector to close it. */
   closing: Promise<void> | undefined;
 
@@ -52,13 +94,12 @@ export class PooledConnection<C> {
     this.lastUsed = now;
   }
 
-  /** Aborts when the connection is gone. */
-  get goneSignal(): AbortSignal {
-    return this.#gone.signal;
+  get leases(): number {
+    return this.rides.size;
   }
 
   get isGone(): boolean {
-    return this.#gone.signal.aborted;
+    return this.goneReason !== undefined;
   }
 
   /** Whether a new request may ride it. */
@@ -73,11 +114,12 @@ export class PooledConnection<C> {
     return true;
   }
 
-  /** The transport is dead: retire it and release every lease riding it. False if already gone. */
+  /** The transport is dead: retire it and release every ride on it. False if already gone. */
   markGone(cause: unknown): boolean {
-    if (this.isGone) return false;
+    if (this.goneReason !== undefined) return false;
     this.retire('failure');
-    this.#gone.abort(new ConnectionGoneError(this.target, this.id, { cause }));
+    this.goneReason = new ConnectionGoneError(this.target, this.id, { cause });
+    for (const ride of [...this.rides]) ride.release(this.goneReason);
     return true;
   }
 }
