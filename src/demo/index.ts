@@ -5,6 +5,7 @@
  * @module
  */
 import { renderTable } from '../cli/table.js';
+import { deadConnectionScene } from './dead-connection-scene.js';
 import { deadHostScene } from './dead-host-scene.js';
 
 /** A scene: a title, what it shows, and how to run it. */
@@ -24,6 +25,16 @@ const scenes: Scene[] = [
       'timeouts and the next request pays them again. Guarded, three failed dials open the host\'s breaker;\n' +
       'later requests are refused in microseconds, and one probe dial resumes traffic once it is back.',
     run: async (log) => renderTable('dead host, per request', (await deadHostScene({ log })).rows),
+  },
+  {
+    name: 'dead-connection',
+    title: 'Requests queued on a dead connection (seed 003)',
+    story:
+      'An HTTP/2 peer dies and its address goes dark while requests keep arriving. Raw node:http2 queues them\n' +
+      'behind a new connect that has no timeout, so they wait for the kernel. The guarded client shares one\n' +
+      'bounded dial among them all, releases them together, stops dialling once the breaker opens, and\n' +
+      'resumes with one probe when the peer is back.',
+    run: async (log) => renderTable('requests queued on a dead connection', (await deadConnectionScene({ log })).rows),
   },
 ];
 

@@ -163,6 +163,19 @@ export class Http2Peer implements FaultPeer {
   }
 
   /**
+   * Resets (RST) every connection open now, streams in flight and all, but keeps listening: a
+   * connection dies mid-burst while the host stays up.
+   */
+  async resetConnections(): Promise<void> {
+    const open = [...this.#sockets];
+    for (const [socket, { upstream }] of open) {
+      socket.resetAndDestroy();
+      upstream.destroy();
+    }
+    await Promise.all(open.map(([, x]) => x.closed));
+  }
+
+  /**
    * Dies abruptly with whatever is in flight: every connection reset (RST), the listener closed.
    * Connects are refused until {@link listen} is called again.
    */

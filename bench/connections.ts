@@ -1,0 +1,343 @@
+/**
+ * bench/connections: seed 003's figures, dialguard's Http2Client against raw `node:http2` in one
+ * run.
+ *
+ *   node dist/bench/connections.js [--quick]
+ *
+ * The raw client is how most code uses node:http2: one cached session per origin, replaced on
+ * `close`/`error`; Node gives it no connect timeout and no keep-alive. Where raw never settles
+ * on its own, its wait is capped and reported as the cap (`*_capped: true`).
+ *
+ * - unreachable_concurrent_ms: N concurrent requests to a blackholed origin, 1 s connect timeout.
+ *   The raw client gets a 1 s request timeout by hand, the best it can do without a connect one.
+ * - dead_cached_ms: a warm session's peer is killed and its address goes dark (a blackhole on the
+ *   same port); N requests then queue on the client. Guarded: one shared dial, all released at
+ *   one connect timeout. Raw: queued behind a connect with no timeout (the kernel's ~130 s).
+ * - silent_peer_ms: a request in flight when the peer goes silent (TCP open, nothing flows).
+ * - healthy_ratio: 64 concurrent callers against an h2c server in another process, guarded / raw.
+ * - connections_per_call under churn: 5 % of calls get a failure a naive client takes for a dead
+ *   connection (a 503, RST_STREAM ENHANCE_YOUR_CALM or REFUSED_STREAM), and every 500 ms the peer
+ *   resets its connections outright. The raw client here drops its session on any failure.
+ */
+import { spawn } from 'node:child_process';
+import http2 from 'node:http2';
+import { once, setMaxListeners } from 'node:events';
+import { NaiveHttp2Client } from '../src/demo/naive-http2.js';
+import { Http2Client } from '../src/http2/index.js';
+import { HostBreaker } from '../src/index.js';
+import { blackhole, http2Peer } from '../src/testing/index.js';
+import { printJson, printTable, progress, round } from './lib/report.js';
+import { median } from './lib/timing.js';
+
+const quick = process.argv.includes('--quick');
+const CONNECT_TIMEOUT = 1_000;
+const KEEPALIVE = 1_000; // interval and timeout, for the silent-peer measure
+const RAW_CAP = quick ? 3_000 : 5_000;
+const HEALTHY_MS = quick ? 500 : 2_000;
+const HEALTHY_ROUNDS = quick ? 1 : 3;
+const CHURN_MS = quick ? 1_000 : 3_000;
+const SIZES = [8, 1000];
+
+type Settled = { ms: number; capped: boolean; errors: number };
+
+/** Runs `n` requests at once; resolves when all settled or at `cap` ms, whichever is first. */
+async function wave(n: number, send: (signal: AbortSignal) => Promise<unknown>, cap = Number.POSITIVE_INFINITY): Promise<Settled> {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  const t0 = performance.now();
+  let errors = 0;
+  const all = Promise.all(
+    Array.from({ length: n }, () =>
+      send(controller.signal).catch(() => {
+        errors++;
+      }),
+    ),
+  );
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const capped = await Promise.race([
+    all.then(() => false),
+    new Promise<boolean>((resolve) => {
+      if (Number.isFinite(cap)) timer = setTimeout(() => resolve(true), cap);
+    }),
+  ]);
+  clearTimeout(timer);
+  const ms = performance.now() - t0;
+  controller.abort(new Error('capped'));
+  await all;
+  return { ms, capped, errors };
+}
+
+function guarded(options: ConstructorParameters<typeof Http2Client>[0] = {}): { client: Http2Client; breaker: HostBreaker } {
+  const breaker = new HostBreaker();
+  return { client: new Http2Client({ connectTimeout: CONNECT_TIMEOUT, breaker, ...options }), breaker };
+}
+
+async function unreachable(): Promise<Record<string, { guarded: Settled; raw: Settled; dials: number; rawSessions: number }>> {
+  const out: Record<string, { guarded: Settled; raw: Settled; dials: number; rawSessions: number }> = {};
+  for (const n of SIZES) {
+    progress(`unreachable: ${n} concurrent requests to a blackholed origin`);
+    await using peer = await blackhole();
+    const url = `http://${peer.address}/`;
+    const g = guarded();
+    const gRes = await wave(n, () => g.client.request(url));
+    const dials = g.breaker.stats().failed + g.breaker.stats().succeeded;
+    await g.client.close();
+    const raw = new NaiveHttp2Client();
+    const rRes = await wave(n, () => raw.request(url, { timeout: CONNECT_TIMEOUT }));
+    raw.close();
+    out[`n${n}`] = { guarded: gRes, raw: rRes, dials, rawSessions: raw.sessionsOpened };
+  }
+  return out;
+}
+
+async function deadCached(): Promise<Record<string, { guarded: Settled; raw: Settled }>> {
+  const out: Record<string, { guarded: Settled; raw: Settled }> = {};
+  for (const n of SIZES) {
+    progress(`dead cached session: ${n} requests queued after the peer died and its address went dark`);
+    const peer = await http2Peer();
+    const url = `${peer.origin}/`;
+    const g = guarded();
+    const raw = new NaiveHttp2Client();
+    await g.client.request(url);
+    await raw.request(url);
+    const port = peer.port;
+    await peer.kill();
+    await using dark = await blackhole({ port });
+    await new Promise((r) => setTimeout(r, 50)); // let both clients see the reset
+    const [gRes, rRes] = await Promise.all([
+      wave(n, () => g.client.request(url)),
+      wave(n, (signal) => raw.request(url, { signal }), RAW_CAP),
+    ]);
+    await g.client.close();
+    raw.close();
+    await peer.close();
+    void dark;
+    out[`n${n}`] = { guarded: gRes, raw: rRes };
+  }
+  return out;
+}
+
+async function silentPeer(): Promise<{ guarded: Settled; raw: Settled; goneMs: number }> {
+  progress('silent peer: a request in flight when the peer stops answering (TCP stays open)');
+  await using peer = await http2Peer({
+    handler: (stream, headers) => {
+      if (headers[':path'] === '/hold') return;
+      stream.respond({ ':status': 200 });
+      stream.end('ok');
+    },
+  });
+  const g = guarded({ keepAliveInterval: KEEPALIVE, keepAliveTimeout: KEEPALIVE });
+  const raw = new NaiveHttp2Client();
+  await g.client.request(`${peer.origin}/`);
+  await raw.request(`${peer.origin}/`);
+  let silencedAt = Number.NaN;
+  let goneMs = Number.NaN;
+  g.client.on('gone', () => {
+    goneMs = performance.now() - silencedAt;
+  });
+  const cap = 3 * 2 * KEEPALIVE;
+  const since = async (p: Promise<unknown>, capped: () => boolean): Promise<Settled> => {
+    const error = await p.then(() => 0, () => 1);
+    return { ms: performance.now() - silencedAt, capped: capped(), errors: error };
+  };
+  // POST: not idempotent, so the released request reports the loss instead of going back to a
+  // peer that is still silent (a GET would, and then wait out a connect timeout on it).
+  const holdG = g.client.request(`${peer.origin}/hold`, { method: 'POST', body: 'x' });
+  const controller = new AbortController();
+  let rawCapped = false;
+  const holdR = raw.request(`${peer.origin}/hold`, { signal: controller.signal });
+  while (peer.streams < 4) await new Promise((r) => setTimeout(r, 5));
+  silencedAt = performance.now();
+  peer.silence();
+  const timer = setTimeout(() => {
+    rawCapped = true;
+    controller.abort(new Error('capped'));
+  }, cap);
+  const [gRes, rRes] = await Promise.all([since(holdG, () => false), since(holdR, () => rawCapped)]);
+  clearTimeout(timer);
+  await g.client.close();
+  raw.close();
+  return { guarded: gRes, raw: rRes, goneMs };
+}
+
+/** An h2c server in a child process, so the clients measured do not share its event loop. */
+async function serverProcess(): Promise<{ origin: string; stop: () => Promise<void> }> {
+  const code = `
+    const http2 = require('node:http2');
+    const s = http2.createServer();
+    s.on('stream', (st) => { st.respond({ ':status': 200 }); st.end('ok'); });
+    s.listen(0, '127.0.0.1', () => process.stdout.write(String(s.address().port) + '\\n'));
+  `;
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [chunk] = (await once(child.stdout, 'data')) as [Buffer];
+  return {
+    origin: `http://127.0.0.1:${String(chunk).trim()}`,
+    stop: async () => {
+      child.kill();
+      await once(child, 'exit');
+    },
+  };
+}
+
+/** Calls completed by `callers` loops in `ms`. */
+async function throughput(callers: number, ms: number, call: () => Promise<unknown>): Promise<number> {
+  const until = performance.now() + ms;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      while (performance.now() < until) {
+        await call();
+        done++;
+      }
+    }),
+  );
+  return (done / ms) * 1_000;
+}
+
+async function healthy(): Promise<{ guarded: number; raw: number; ratio: number }> {
+  progress(`healthy: 64 concurrent callers, ${HEALTHY_ROUNDS} alternating rounds of ${HEALTHY_MS} ms`);
+  const server = await serverProcess();
+  const url = `${server.origin}/`;
+  const g = guarded();
+  const raw = new NaiveHttp2Client();
+  await g.client.request(url);
+  await raw.request(url);
+  await throughput(64, 300, () => raw.request(url)); // warm-up both
+  await throughput(64, 300, () => g.client.request(url));
+  const gs: number[] = [];
+  const rs: number[] = [];
+  for (let i = 0; i < HEALTHY_ROUNDS; i++) {
+    rs.push(await throughput(64, HEALTHY_MS, () => raw.request(url)));
+    gs.push(await throughput(64, HEALTHY_MS, () => g.client.request(url)));
+  }
+  await g.client.close();
+  raw.close();
+  await server.stop();
+  const guardedRate = median(gs);
+  const rawRate = median(rs);
+  return { guarded: guardedRate, raw: rawRate, ratio: guardedRate / rawRate };
+}
+
+/** Answers 95 % of streams; the rest get a 503 or a reset that does not kill the connection. */
+function churnHandler(): (stream: http2.ServerHttp2Stream) => void {
+  let n = 0;
+  return (stream) => {
+    n++;
+    if (n % 20 === 0) {
+      const k = (n / 20) % 3;
+      if (k === 0) {
+        stream.respond({ ':status': 503 });
+        stream.end('unavailable');
+      } else stream.close(k === 1 ? http2.constants.NGHTTP2_ENHANCE_YOUR_CALM : http2.constants.NGHTTP2_REFUSED_STREAM);
+      return;
+    }
+    stream.respond({ ':status': 200 });
+    stream.end('ok');
+  };
+}
+
+async function churnRun(send: (url: string) => Promise<unknown>, closeClient: () => Promise<void>, label: string) {
+  await using peer = await http2Peer({ handler: churnHandler() });
+  const url = `${peer.origin}/`;
+  let calls = 0;
+  let failed = 0;
+  let resets = 0;
+  const killer = setInterval(() => {
+    resets++;
+    void peer.resetConnections();
+  }, 500);
+  const until = performance.now() + CHURN_MS;
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (performance.now() < until) {
+        calls++;
+        await send(url).catch(() => {
+          failed++;
+        });
+      }
+    }),
+  );
+  clearInterval(killer);
+  await closeClient();
+  const deadline = Date.now() + 2_000;
+  while (peer.openSessions > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  progress(`${label}: ${calls} calls, ${failed} failed, ${peer.attempts} connections, ${resets} transport resets`);
+  return { calls, failed, connections: peer.attempts, resets, leaked: peer.openSessions };
+}
+
+async function churn() {
+  progress(`churn: 64 callers for ${CHURN_MS} ms, 5 % of calls failed by the peer, transport reset every 500 ms`);
+  const g = guarded();
+  const gRes = await churnRun((url) => g.client.request(url), () => g.client.close(), 'guarded');
+  const gLeft = g.client.stats();
+  const raw = new NaiveHttp2Client({ dropOnError: true });
+  const rRes = await churnRun((url) => raw.request(url), async () => raw.close(), 'raw');
+  return { guarded: { ...gRes, clientConnectionsLeft: gLeft.connections }, raw: rRes };
+}
+
+async function main(): Promise<void> {
+  const unr = await unreachable();
+  const dead = await deadCached();
+  const silent = await silentPeer();
+  const health = await healthy();
+  const ch = await churn();
+
+  const cap = (s: Settled): string => (s.capped ? `>${Math.round(s.ms)} (capped)` : String(Math.round(s.ms)));
+  printTable(`connections: dialguard Http2Client vs raw node:http2, connect timeout ${CONNECT_TIMEOUT} ms`, [
+    ...SIZES.map((n) => ({
+      measure: `unreachable, ${n} concurrent (ms to settle all)`,
+      raw: cap(unr[`n${n}`]!.raw),
+      guarded: cap(unr[`n${n}`]!.guarded),
+      'guarded/raw': unr[`n${n}`]!.guarded.ms / unr[`n${n}`]!.raw.ms,
+      note: `guarded dials: ${unr[`n${n}`]!.dials}`,
+    })),
+    ...SIZES.map((n) => ({
+      measure: `dead cached session, ${n} queued (ms)`,
+      raw: cap(dead[`n${n}`]!.raw),
+      guarded: cap(dead[`n${n}`]!.guarded),
+      'guarded/raw': dead[`n${n}`]!.guarded.ms / dead[`n${n}`]!.raw.ms,
+      note: dead[`n${n}`]!.raw.capped ? 'raw still waiting on a connect with no timeout' : '',
+    })),
+    {
+      measure: `silent peer, request released after (ms; session gone at ${Math.round(silent.goneMs)})`,
+      raw: cap(silent.raw),
+      guarded: cap(silent.guarded),
+      'guarded/raw': silent.guarded.ms / silent.raw.ms,
+      note: `keep-alive ${KEEPALIVE}+${KEEPALIVE} ms`,
+    },
+    { measure: 'healthy, 64 callers (calls/s)', raw: health.raw, guarded: health.guarded, 'guarded/raw': health.ratio, note: '' },
+    {
+      measure: 'churn: connections per call',
+      raw: ch.raw.connections / ch.raw.calls,
+      guarded: ch.guarded.connections / ch.guarded.calls,
+      'guarded/raw': ch.guarded.connections / ch.guarded.calls / (ch.raw.connections / ch.raw.calls),
+      note: `${ch.guarded.resets} resets; leaked sessions ${ch.guarded.leaked}`,
+    },
+  ]);
+  printJson('connections', {
+    connect_timeout_ms: CONNECT_TIMEOUT,
+    unreachable_concurrent_ms: Object.fromEntries(SIZES.map((n) => [`n${n}`, round(unr[`n${n}`]!.guarded.ms)])),
+    unreachable_dials: Object.fromEntries(SIZES.map((n) => [`n${n}`, unr[`n${n}`]!.dials])),
+    raw_unreachable_concurrent_ms: Object.fromEntries(SIZES.map((n) => [`n${n}`, round(unr[`n${n}`]!.raw.ms)])),
+    dead_cached_ms: Object.fromEntries(SIZES.map((n) => [`n${n}`, round(dead[`n${n}`]!.guarded.ms)])),
+    raw_dead_cached_ms: Object.fromEntries(SIZES.map((n) => [`n${n}`, round(dead[`n${n}`]!.raw.ms)])),
+    raw_dead_cached_capped: SIZES.every((n) => dead[`n${n}`]!.raw.capped),
+    silent_peer_ms: round(silent.goneMs),
+    silent_peer_request_released_ms: round(silent.guarded.ms),
+    silent_peer_bound_ms: 2 * KEEPALIVE * 1.1,
+    raw_silent_peer_ms: round(silent.raw.ms),
+    raw_silent_peer_capped: silent.raw.capped,
+    healthy_ratio: round(health.ratio),
+    healthy_calls_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
+    connections_per_call: round(ch.guarded.connections / ch.guarded.calls),
+    raw_connections_per_call: round(ch.raw.connections / ch.raw.calls),
+    churn_calls: ch.guarded.calls,
+    churn_resets: ch.guarded.resets,
+    leaked_sessions: ch.guarded.leaked + ch.guarded.clientConnectionsLeft,
+  });
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`connections bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
