@@ -98,7 +98,7 @@ export interface RetryOptions {
   clock?: Clock;
   /** Uniform [0, 1) source for the backoff's jitter. Default `Math.random`. */
   random?: () => number;
-  /** Patterns and hook for {@link classify} (the caller's signal is added). Default none. */
+  /** Patterns and hook for `classify` (the caller's signal is added). Default none. */
   classify?: ClassifyOptions;
   /** Called once when the call ends, with whole-call data for metrics. Default none. */
   onResult?: (result: RetryResult) => void;

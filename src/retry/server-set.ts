@@ -158,9 +158,14 @@ export class ServerSet<S> {
    * server is refused the call fails with {@link NoServerAvailableError}, which ends the loop.
    */
   run<T>(fn: (server: S, attempt: ServerAttempt<S>) => T | PromiseLike<T>, options: RetryOptions = {}): Promise<T> {
-    checkFunction('fn', fn);
-    const classifyOptions = options.signal === undefined ? options.classify : { ...options.classify, signal: options.signal };
+    try {
+      checkFunction('fn', fn);
+    } catch (err) {
+      return Promise.reject(err); // like retry(): a bad argument rejects, never throws
+    }
     return retry(async (attempt) => {
+      // retry() has checked the options by the time an attempt runs.
+      const classifyOptions = options.signal === undefined ? options.classify : { ...options.classify, signal: options.signal };
       const refused = new Map<string, HostUnavailableError>();
       for (;;) {
         const { entry, panic } = this.#choose(refused);
