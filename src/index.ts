@@ -51,7 +51,7 @@ export {
   type HostSnapshot,
 } from './guard/host-breaker.js';
 export { hostKey } from './guard/host-key.js';
-export { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, dial, sharedBreaker } from './guard/dial.js';
+export { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialEvents, type DialOptions, dial, sharedBreaker } from './guard/dial.js';
 export { type ConnectOptions, type ConnectTarget, connect } from './guard/connect.js';
 export {
   type ConnectionPoolEvents,
@@ -64,6 +64,10 @@ export {
   type UseOptions,
 } from './pool/connection-pool.js';
 export { type Lease, type RetireReason } from './pool/pooled-connection.js';
+
+// --- observability: diagnostics channels and a state-change logger ---
+export { CHANNELS, type DialguardChannels, subscribe } from './observe/channels.js';
+export { type LogStateChangesOptions, type StateLogger, logStateChanges } from './observe/log-state-changes.js';
 
 // --- retry: classification, deadlines, backoff, budget, failover (issue 4) ---
 export {

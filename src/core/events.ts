@@ -27,8 +27,8 @@ export function channelFor(name: string): diagnosticsChannel.Channel {
 }
 
 /**
- * Typed events for one component. A listener that throws is isolated: the error is reported on
- * `process` as an `uncaughtException`-free warning and never unwinds the state machine that emitted.
+ * Typed events for one component. A listener that throws is isolated: the error becomes a process
+ * warning and never unwinds the state machine that emitted.
  */
 export class EventHub<Events extends { [K in keyof Events]: object }> {
   readonly #prefix: string;
@@ -50,6 +50,15 @@ export class EventHub<Events extends { [K in keyof Events]: object }> {
     return () => {
       set.delete(listener as Listener<never>);
     };
+  }
+
+  /**
+   * Whether anyone would hear `event` (a listener or a channel subscriber). Check it before
+   * building the payload of an event that fires per call, so nobody listening costs nothing.
+   */
+  active<K extends keyof Events>(event: K): boolean {
+    const set = this.#listeners.get(event);
+    return (set !== undefined && set.size > 0) || channelFor(this.#prefix + String(event)).hasSubscribers;
   }
 
   /** Delivers `payload` to the listeners of `event` and its diagnostics channel, if any. */

@@ -10,6 +10,7 @@
  */
 import { type Clock, systemClock } from '../core/clock.js';
 import { type ConnectPhase, ConnectTimeoutError } from '../core/errors.js';
+import { EventHub } from '../core/events.js';
 import { checkDuration, opt } from '../core/validate.js';
 import { type DialPermit, HostBreaker } from './host-breaker.js';
 
@@ -63,6 +64,17 @@ export interface DialOptions<C = unknown> {
 
 const noBreaker = new HostBreaker({ failureThreshold: 0 });
 
+/** Payloads of dial events (on `dialguard:dial:<event>`). */
+export interface DialEvents {
+  /**
+   * A dial that was admitted ended. Fires per dial (and costs nothing unless someone listens):
+   * for metrics such as dial time by outcome, not for logs.
+   */
+  settled: { host: string; outcome: 'succeeded' | 'failed' | 'abandoned'; duration: number; phase: string };
+}
+
+const events = new EventHub<DialEvents>('dial');
+
 /**
  * Dials `host` with `establish`, bounded by one timeout and guarded by a {@link HostBreaker}.
  *
@@ -88,12 +100,16 @@ export function dial<C>(
   }
   const { signal, dispose } = options;
   if (signal?.aborted) {
-    permit.abandoned();
+    permit.abandoned(); // never started: no dial to report
     return Promise.reject(signal.reason);
   }
   const clock = opt(options.clock, systemClock);
   const controller = new AbortController();
   const ctx: DialContext = { signal: controller.signal, permit, phase: 'tcp' };
+  const started = clock.now();
+  const report = (outcome: DialEvents['settled']['outcome']): void => {
+    if (events.active('settled')) events.emit('settled', { host: permit.host, outcome, duration: clock.now() - started, phase: String(ctx.phase) });
+  };
 
   return new Promise<C>((resolve, reject) => {
     let done = false;
@@ -106,6 +122,7 @@ export function dial<C>(
       if (done) return;
       end();
       permit.abandoned();
+      report('abandoned');
       controller.abort(signal!.reason);
       reject(signal!.reason);
     };
@@ -114,6 +131,7 @@ export function dial<C>(
       end();
       const err = new ConnectTimeoutError(permit.host, timeout, ctx.phase);
       permit.failed();
+      report('failed');
       controller.abort(err);
       reject(err);
     }, timeout);
@@ -133,12 +151,14 @@ export function dial<C>(
         }
         end();
         permit.succeeded();
+        report('succeeded');
         resolve(connection);
       },
       (err: unknown) => {
         if (done) return;
         end();
         permit.failed();
+        report('failed');
         controller.abort(err);
         reject(err);
       },

@@ -83,6 +83,11 @@ export interface HostBreakerEvents {
   'probe-granted': { host: string };
   /** A probe went unreported past `probeTimeout`; a new one is granted. */
   'probe-expired': { host: string; probeTimeout: number };
+  /**
+   * One admit was refused. Fires per refusal (and costs nothing unless someone listens): for
+   * counters only, never for logs, or a dead host becomes a log flood.
+   */
+  refused: { host: string; state: 'open' | 'half-open' };
 }
 
 /** A snapshot of one host, from {@link HostBreaker.state}. */
@@ -367,6 +372,7 @@ export class HostBreaker {
   /** The refusal for `entry`'s current window: made on the first refusal, then reused. */
   #refuse(entry: Entry, retryAfter: number, state: 'open' | 'half-open'): HostUnavailableError {
     this.#stats.refused++;
+    if (this.#events.active('refused')) this.#events.emit('refused', { host: entry.key, state });
     if (entry.refusalGeneration !== entry.generation || entry.refusal === undefined) {
       entry.refusal = new HostUnavailableError(entry.key, retryAfter, state, this.#clock);
       entry.refusalGeneration = entry.generation;

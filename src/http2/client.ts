@@ -11,6 +11,7 @@
  */
 import http2 from 'node:http2';
 import type tls from 'node:tls';
+import { type FailureKind, classify } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { PoolClosedError, RequestTimeoutError } from '../core/errors.js';
 import { checkDuration, opt } from '../core/validate.js';
@@ -18,7 +19,7 @@ import { DEFAULT_CONNECT_TIMEOUT } from '../guard/dial.js';
 import type { HostBreaker } from '../guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../pool/connection-pool.js';
 import type { Lease } from '../pool/pooled-connection.js';
-import type { Listener, Unsubscribe } from '../core/events.js';
+import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { SessionConnector } from './session-connector.js';
 
 /** Options of an {@link Http2Client}. */
@@ -87,6 +88,17 @@ export interface Http2Response {
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 
+/** Payloads of the HTTP/2 client's events (on `dialguard:http2:<event>`). */
+export interface Http2ClientEvents {
+  /**
+   * A request ended: whole-call latency, connect wait included. Fires per request (and costs
+   * nothing unless someone listens): for metrics, not logs.
+   */
+  settled: { ok: boolean; latency: number; status: number | undefined; kind: FailureKind | undefined };
+}
+
+const events = new EventHub<Http2ClientEvents>('http2');
+
 /** An HTTP/2 client: one guarded, watched session per origin. */
 export class Http2Client {
   readonly #pool: ConnectionPool<http2.ClientHttp2Session>;
@@ -141,13 +153,24 @@ export class Http2Client {
     }
     const method = (options.method ?? 'GET').toUpperCase();
     const idempotent = options.idempotent ?? IDEMPOTENT.has(method);
-    return this.#pool.use(
+    const call = this.#pool.use(
       target.origin,
       async (lease) => {
         const { status, headers, body } = await this.#exchange(lease, target, method, options, timeout);
         return { status, headers, body, connectionId: lease.id, latency: this.#clock.now() - started };
       },
       { signal: options.signal, idempotent },
+    );
+    if (!events.active('settled')) return call;
+    return call.then(
+      (r) => {
+        events.emit('settled', { ok: true, latency: r.latency, status: r.status, kind: undefined });
+        return r;
+      },
+      (err: unknown) => {
+        events.emit('settled', { ok: false, latency: this.#clock.now() - started, status: undefined, kind: classify(err).kind });
+        throw err;
+      },
     );
   }
 

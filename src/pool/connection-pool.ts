@@ -249,7 +249,13 @@ export class ConnectionPool<C> {
       this.#clock.clearTimeout(timer!);
       this.#onDrained = undefined;
     }
-    for (const conn of [...this.#live.keys()]) this.#gone(conn, new PoolClosedError());
+    // Whatever still rides a connection now is released (with PoolClosedError as the cause).
+    // That is a shutdown, not a dead connection: no 'gone' event, no gone count.
+    for (const conn of [...this.#live.keys()]) {
+      conn.markGone(new PoolClosedError());
+      this.#evict(conn);
+      this.#closeConnection(conn);
+    }
     // Attempts were abandoned above; wait for them to settle (a late connection is disposed).
     while (this.#inFlight.size > 0 || this.#closes.size > 0) await Promise.all([...this.#inFlight, ...this.#closes]);
   }

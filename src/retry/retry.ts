@@ -29,6 +29,11 @@ export interface RetryEvents {
   scheduled: { attempt: number; delay: number; code: string | undefined; kind: FailureKind };
   /** A retry was wanted but the budget refused it; `attempt` is the attempt that just failed. */
   'budget-exhausted': { attempt: number };
+  /**
+   * A call ended: whole-call latency, every attempt and wait included (rule 12). Fires per call
+   * (and costs nothing unless someone listens): for metrics, not logs.
+   */
+  settled: { ok: boolean; attempts: number; elapsed: number; kind: FailureKind | undefined };
 }
 
 /** Node's timers fire at once past 2^31-1 ms; longer waits are clamped, long deadlines re-armed. */
@@ -92,6 +97,9 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
     if (timer !== undefined) clock.clearTimeout(timer);
     s.signal?.removeEventListener('abort', onCaller);
     s.shutdown?.removeEventListener('abort', onShutdown);
+    if (events.active('settled')) {
+      events.emit('settled', { ok: result.ok, attempts: result.attempts, elapsed: result.elapsed, kind: result.classification?.kind });
+    }
     if (s.onResult === undefined) return;
     try {
       s.onResult(result);

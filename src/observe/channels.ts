@@ -1,0 +1,69 @@
+/**
+ * Every `node:diagnostics_channel` dialguard publishes on, with its payload. A channel costs
+ * nothing until someone subscribes: the publisher checks `hasSubscribers` first, as undici does.
+ *
+ * State changes (rare, fine to log): breaker opened / closed / probe granted / probe expired,
+ * connection opened / retired / gone / closed, retry budget exhausted.
+ * Per-call signals (for counters and histograms, never for logs): breaker refused, dial settled,
+ * retry scheduled, retry settled, HTTP/2 request settled.
+ *
+ * @module
+ */
+import diagnosticsChannel from 'node:diagnostics_channel';
+import type { ConnectionPoolEvents } from '../pool/connection-pool.js';
+import type { DialEvents } from '../guard/dial.js';
+import type { HostBreakerEvents } from '../guard/host-breaker.js';
+import type { Http2ClientEvents } from '../http2/client.js';
+import type { RetryEvents } from '../retry/retry.js';
+import type { Unsubscribe } from '../core/events.js';
+
+/** Channel name to payload type, for every channel dialguard publishes on. */
+export interface DialguardChannels {
+  'dialguard:breaker:opened': HostBreakerEvents['opened'];
+  'dialguard:breaker:closed': HostBreakerEvents['closed'];
+  'dialguard:breaker:probe-granted': HostBreakerEvents['probe-granted'];
+  'dialguard:breaker:probe-expired': HostBreakerEvents['probe-expired'];
+  'dialguard:breaker:refused': HostBreakerEvents['refused'];
+  'dialguard:dial:settled': DialEvents['settled'];
+  'dialguard:pool:opened': ConnectionPoolEvents['opened'];
+  'dialguard:pool:retired': ConnectionPoolEvents['retired'];
+  'dialguard:pool:gone': ConnectionPoolEvents['gone'];
+  'dialguard:pool:closed': ConnectionPoolEvents['closed'];
+  'dialguard:retry:scheduled': RetryEvents['scheduled'];
+  'dialguard:retry:budget-exhausted': RetryEvents['budget-exhausted'];
+  'dialguard:retry:settled': RetryEvents['settled'];
+  'dialguard:http2:settled': Http2ClientEvents['settled'];
+}
+
+/** The names of every channel dialguard publishes on. */
+export const CHANNELS = [
+  'dialguard:breaker:opened',
+  'dialguard:breaker:closed',
+  'dialguard:breaker:probe-granted',
+  'dialguard:breaker:probe-expired',
+  'dialguard:breaker:refused',
+  'dialguard:dial:settled',
+  'dialguard:pool:opened',
+  'dialguard:pool:retired',
+  'dialguard:pool:gone',
+  'dialguard:pool:closed',
+  'dialguard:retry:scheduled',
+  'dialguard:retry:budget-exhausted',
+  'dialguard:retry:settled',
+  'dialguard:http2:settled',
+] as const satisfies ReadonlyArray<keyof DialguardChannels>;
+
+/**
+ * Subscribes `listener` to one of dialguard's channels (every instance in the process publishes
+ * there); returns the function that unsubscribes.
+ */
+export function subscribe<K extends keyof DialguardChannels>(name: K, listener: (payload: DialguardChannels[K]) => void): Unsubscribe {
+  const handler = (message: unknown): void => listener(message as DialguardChannels[K]);
+  diagnosticsChannel.subscribe(name, handler);
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    diagnosticsChannel.unsubscribe(name, handler);
+  };
+}

@@ -1,0 +1,87 @@
+/**
+ * Logs what the guard does, and only when something changes: a host opened or closed, a probe
+ * lost, a connection found dead, the retry budget running dry. Never one line per refusal or per
+ * request, so a dead host cannot turn into a log flood (seed 000).
+ *
+ * @module
+ */
+import type { Unsubscribe } from '../core/events.js';
+import { checkDuration, checkFunction, opt } from '../core/validate.js';
+import { subscribe } from './channels.js';
+
+/** A pino-compatible logger: `(fields, message)`. */
+export interface StateLogger {
+  warn(fields: object, message: string): void;
+  info(fields: object, message: string): void;
+}
+
+/** Options of {@link logStateChanges}. */
+export interface LogStateChangesOptions {
+  /**
+   * The retry budget running dry is reported at most once per this many ms, with the number of
+   * refused retries since the last line. Default 60 000: an outage gets a line a minute, not one
+   * per refused retry.
+   */
+  budgetInterval?: number;
+  /** Clock for the budget interval, ms. Default `performance.now`. */
+  now?: () => number;
+}
+
+/**
+ * Sends every dialguard state change in this process to `logger`; returns the function that stops.
+ *
+ * - warn `host unreachable: no longer dialling it` { host, failures, openForMs, reopened }
+ * - info `host accepting connections again: dialling resumed` { host, openedForMs }
+ * - warn `probe dial went unreported: allowing another` { host, probeTimeoutMs }
+ * - warn `connection dead: released the requests riding it` { target, connectionId, released }
+ * - warn `retry budget exhausted: retries refused` { refused, sinceMs } (at most once per interval)
+ */
+export function logStateChanges(logger: StateLogger, options: LogStateChangesOptions = {}): Unsubscribe {
+  checkFunction('logger.warn', logger?.warn);
+  checkFunction('logger.info', logger?.info);
+  const interval = checkDuration('budgetInterval', opt(options.budgetInterval, 60_000));
+  const now = checkFunction<() => number>('now', opt(options.now, () => performance.now()));
+  const safe = (fn: () => void): void => {
+    try {
+      fn();
+    } catch (err) {
+      process.emitWarning(`dialguard: the logger threw: ${String(err)}`);
+    }
+  };
+  let refused = 0;
+  let lastBudgetLine = Number.NEGATIVE_INFINITY;
+  const stops = [
+    subscribe('dialguard:breaker:opened', (e) =>
+      safe(() =>
+        logger.warn(
+          { host: e.host, failures: e.failures, openForMs: Math.round(e.openFor), reopened: e.reopened },
+          'dialguard: host unreachable: no longer dialling it',
+        ),
+      ),
+    ),
+    subscribe('dialguard:breaker:closed', (e) =>
+      safe(() => logger.info({ host: e.host, openedForMs: Math.round(e.openedFor) }, 'dialguard: host accepting connections again: dialling resumed')),
+    ),
+    subscribe('dialguard:breaker:probe-expired', (e) =>
+      safe(() => logger.warn({ host: e.host, probeTimeoutMs: e.probeTimeout }, 'dialguard: probe dial went unreported: allowing another')),
+    ),
+    subscribe('dialguard:pool:gone', (e) =>
+      safe(() =>
+        logger.warn({ target: e.target, connectionId: e.id, released: e.leases }, 'dialguard: connection dead: released the requests riding it'),
+      ),
+    ),
+    subscribe('dialguard:retry:budget-exhausted', () => {
+      refused++;
+      const t = now();
+      if (t - lastBudgetLine < interval) return;
+      const sinceMs = Number.isFinite(lastBudgetLine) ? Math.round(t - lastBudgetLine) : 0;
+      lastBudgetLine = t;
+      const count = refused;
+      refused = 0;
+      safe(() => logger.warn({ refused: count, sinceMs }, 'dialguard: retry budget exhausted: retries refused'));
+    }),
+  ];
+  return () => {
+    for (const stop of stops) stop();
+  };
+}

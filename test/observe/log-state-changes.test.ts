@@ -1,0 +1,114 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { constant } from '../../src/core/backoff.js';
+import { dial } from '../../src/guard/dial.js';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { ConnectionPool } from '../../src/pool/connection-pool.js';
+import { logStateChanges } from '../../src/observe/log-state-changes.js';
+import { RetryBudget } from '../../src/retry/budget.js';
+import { retry } from '../../src/retry/retry.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
+import { DeadError, FakeConnector, testClassify } from '../pool/fake-connector.js';
+
+type Line = { level: 'warn' | 'info'; fields: Record<string, unknown>; message: string };
+
+function recorder(): { lines: Line[]; logger: { warn: (f: object, m: string) => void; info: (f: object, m: string) => void } } {
+  const lines: Line[] = [];
+  return {
+    lines,
+    logger: {
+      warn: (fields, message) => lines.push({ level: 'warn', fields: fields as Record<string, unknown>, message }),
+      info: (fields, message) => lines.push({ level: 'info', fields: fields as Record<string, unknown>, message }),
+    },
+  };
+}
+
+const refusedErr = () => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+
+let stop: (() => void) | undefined;
+afterEach(() => {
+  stop?.();
+  stop = undefined;
+});
+
+describe('logStateChanges', () => {
+  it('logs a dead host once when it opens and once when it closes, never per refusal', async () => {
+    const { lines, logger } = recorder();
+    stop = logStateChanges(logger);
+    const clock = new ManualClock();
+    const breaker = new HostBreaker({ clock, failureThreshold: 3, openDuration: 30_000 });
+    const host = 'proxy-3:443';
+    for (let i = 0; i < 3; i++) await dial(host, () => Promise.reject(refusedErr()), { breaker, clock }).catch(() => {});
+    for (let i = 0; i < 10_000; i++) await dial(host, () => Promise.resolve(1), { breaker, clock }).catch(() => {});
+    clock.advance(30_000);
+    await dial(host, () => Promise.resolve(1), { breaker, clock });
+    expect(lines).toEqual([
+      { level: 'warn', fields: { host, failures: 3, openForMs: 30_000, reopened: false }, message: expect.stringContaining('no longer dialling') },
+      { level: 'info', fields: { host, openedForMs: 30_000 }, message: expect.stringContaining('dialling resumed') },
+    ]);
+  });
+
+  it('logs a lost probe and a dead connection', async () => {
+    const { lines, logger } = recorder();
+    stop = logStateChanges(logger);
+    const clock = new ManualClock();
+    const breaker = new HostBreaker({ clock, failureThreshold: 1, openDuration: 1_000, probeTimeout: 100 });
+    breaker.admit('h:1').failed();
+    clock.advance(1_000);
+    breaker.admit('h:1'); // a probe whose report never comes
+    clock.advance(100);
+    breaker.admit('h:1').succeeded();
+    const connector = new FakeConnector();
+    connector.auto = 'resolve';
+    const pool = new ConnectionPool({ connector, breaker: null, classify: testClassify });
+    await pool.use('svc:1', () => Promise.reject(new DeadError('x'))).catch(() => {});
+    await pool.close();
+    expect(lines.map((l) => l.message.replace(/^dialguard: /, ''))).toEqual([
+      'host unreachable: no longer dialling it',
+      'probe dial went unreported: allowing another',
+      'host accepting connections again: dialling resumed',
+      'connection dead: released the requests riding it',
+    ]);
+    expect(lines[3]!.fields).toEqual({ target: 'svc:1', connectionId: 1, released: 0 }); // the failing request had already left
+  });
+
+  it('reports the retry budget running dry at most once per interval, with a count', async () => {
+    const { lines, logger } = recorder();
+    let t = 0;
+    stop = logStateChanges(logger, { budgetInterval: 60_000, now: () => t });
+    const empty = new RetryBudget({ percentCanRetry: 0, minRetriesPerSec: 0 });
+    const call = () => retry(() => Promise.reject(refusedErr()), { backoff: constant(0), budget: empty }).catch(() => {});
+    for (let i = 0; i < 50; i++) await call();
+    t = 60_000;
+    for (let i = 0; i < 7; i++) await call();
+    expect(lines.map((l) => l.fields)).toEqual([
+      { refused: 1, sinceMs: 0 },
+      { refused: 50, sinceMs: 60_000 },
+    ]);
+  });
+
+  it('stops when told, and survives a logger that throws', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => {
+      warnings.push(w.message);
+    };
+    process.on('warning', onWarning);
+    const unsubscribe = logStateChanges({
+      warn: () => {
+        throw new Error('logger down');
+      },
+      info: () => {},
+    });
+    const breaker = new HostBreaker({ failureThreshold: 1 });
+    breaker.admit('a:1').failed();
+    expect(breaker.state('a:1')?.state).toBe('open');
+    unsubscribe();
+    breaker.admit('b:1').failed();
+    await new Promise((r) => setImmediate(r));
+    process.off('warning', onWarning);
+    expect(warnings).toEqual([expect.stringContaining('logger down')]);
+  });
+
+  it('rejects a logger without warn/info', () => {
+    expect(() => logStateChanges({} as never)).toThrow(/logger.warn must be a function/);
+  });
+});
