@@ -71,9 +71,19 @@ function cancelledHere(details: string): boolean {
   );
 }
 
+/**
+ * How `details` begin when dialguard ended a grpc call itself (the breaker refused the host, a
+ * connect timed out, the connection was found dead). Such a status is only the messenger: its
+ * `cause`, a dialguard error, says what happened. Read by its code alone, an UNAVAILABLE with
+ * unfamiliar details would pass for a status the server sent.
+ */
+export const DIALGUARD_DETAILS_PREFIX = 'dialguard: ';
+
 /** The verdict for a grpc status `code` with `details`. */
 export function grpcVerdict(code: number, details: string): Verdict {
   const name = grpcStatusName(code);
+  // Not final: the cause decides (and without one, nothing is known).
+  if (details.startsWith(DIALGUARD_DETAILS_PREFIX)) return verdict('unknown', name, { final: false });
   if (code === 1 || code === 2 || code === 14) {
     // CANCELLED / UNKNOWN / UNAVAILABLE may carry a transport cause (seed 003).
     if (cancelledHere(details)) return verdict('cancelled', name, { notSent: details.startsWith('Channel closed') });

@@ -230,6 +230,18 @@ describe('classify: shapes read from the clients, for paths a loopback peer cann
   ])('%s', (_name, err, want) => check(err, want));
 });
 
+describe('classify: a grpc status dialguard made up defers to its cause', () => {
+  const status = (code: number, details: string, cause?: unknown): object => ({ code, details, metadata: {}, ...(cause === undefined ? {} : { cause }) });
+  it.each<[string, unknown, Expect]>([
+    ['UNAVAILABLE carrying a refusal', status(14, 'dialguard: a:1 is unavailable', new HostUnavailableError('a:1', 100, 'open')), k('refused', true, false, { transient: false, code: 'DIALGUARD_HOST_UNAVAILABLE' })],
+    ['UNAVAILABLE carrying a connect timeout', status(14, 'dialguard: connect timed out', new ConnectTimeoutError('a:1', 100, 'tcp')), k('dial', true, false, { transient: true })],
+    ['UNAVAILABLE carrying a dead connection', status(14, 'dialguard: gone', new ConnectionGoneError('a:1', 3)), k('connection', false, true, { transient: true })],
+    ['DEADLINE_EXCEEDED carrying a spent deadline', status(4, 'dialguard: deadline', new DeadlineExceededError(100, 1)), k('timeout', false, false, { transient: false })],
+    ['the same details without a cause: nothing known', status(14, 'dialguard: gone'), k('unknown', false, false, { transient: false })],
+    ['without the prefix the code speaks (a server sent it)', status(14, 'gone', new ConnectionGoneError('a:1', 3)), k('application', false, false)],
+  ])('%s', (_name, err, want) => check(err, want));
+});
+
 describe('classify: walking the chain', () => {
   it('the most specific error decides, and is the cause', () => {
     const root = sys('ECONNRESET', 'read');
