@@ -1,0 +1,147 @@
+/**
+ * The options of the retrying layer ({@link guardedRetry}) with their defaults and their checks
+ * (once, at construction: errors name the option and the bad value).
+ *
+ * @module
+ */
+import { type Schedule, fullJitter } from '../../core/backoff.js';
+import { type ClassifyOptions, checkClassifyOptions } from '../../core/classify.js';
+import { type Clock, systemClock } from '../../core/clock.js';
+import { checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
+import { sharedBreaker } from '../../guard/dial.js';
+import { HostBreaker } from '../../guard/host-breaker.js';
+import { RetryBudget, sharedRetryBudget } from '../../retry/budget.js';
+import type { RetryPredicate, RetryResult } from '../../retry/retry.js';
+
+/** Options of the retrying layer; every one has a default. */
+export interface GuardedRetryOptions {
+  /**
+   * The whole call's budget, ms, across every attempt, every wait between them and the response
+   * body. Each attempt's headers and body timeouts are cut to what is left of it. Default none:
+   * only the caller knows how long its answer is worth (a long poll may wait minutes); set it, or
+   * bound a call with its own `signal`.
+   */
+  timeout?: number;
+  /**
+   * Most attempts per call, the first included. Default 3 (as `retry()`): the first try and two
+   * retries ride out a failover and a blip without tripling the load. 1 turns retries off.
+   */
+  maxAttempts?: number;
+  /**
+   * The wait before each retry. Default `fullJitter({ base: 100, max: 10_000 })` (as `retry()`):
+   * clients that failed together come back at spread-out times. A `Retry-After` the server sent
+   * lengthens the wait to at least what it asked.
+   */
+  backoff?: Schedule;
+  /**
+   * The retry budget each retry must withdraw from. Default the process-wide
+   * `sharedRetryBudget()` (20 % of calls, at least 10/s), so a fleet cannot multiply an outage;
+   * `null` for none.
+   */
+  budget?: RetryBudget | null;
+  /**
+   * Statuses an idempotent request is tried again on. Default 429, 502, 503 and 504: the server
+   * (or the gateway in front of it) says it could not serve the request now. 500 is not among
+   * them: a server bug answers the same way twice. When no retry is left, the caller gets the
+   * last such response as it came, never an error.
+   */
+  retryStatuses?: readonly number[];
+  /**
+   * Longest `Retry-After` honoured, ms; a longer one ends the call with that response. Default
+   * 30 000: a longer wait is the caller's decision (it sees the header), not a library's. The
+   * call's `timeout` cuts it further: a retry that could not start before the deadline is not made.
+   */
+  maxRetryAfter?: number;
+  /**
+   * Cap on each attempt's wait for response headers, ms; 0 for none. Default 300 000 (undici's).
+   * Lower it to retry an idempotent call on a server that accepts and never answers.
+   */
+  headersTimeout?: number;
+  /**
+   * Cap on each attempt's wait between two body chunks, ms; 0 for none. Default 300 000 (undici's).
+   */
+  bodyTimeout?: number;
+  /**
+   * Overrides the retry decision for failures the rules leave open (return undefined to keep
+   * the default: `transient && (notSent || idempotent)`). Never asked about a refusal by the
+   * breaker, the caller's abort, a response already handed to the caller, or a one-shot body
+   * already read: those are never retried.
+   */
+  retryable?: RetryPredicate;
+  /**
+   * The breaker asked before each attempt, so a refused origin fails without entering undici.
+   * Default the process-wide `sharedBreaker()` (the one the guarded connector reports to by
+   * default); `null` for no check. Pass the breaker your connector uses.
+   */
+  breaker?: HostBreaker | null;
+  /** Patterns and hook for `classify`. Default none. */
+  classify?: ClassifyOptions;
+  /** Called once per call when it ends, with whole-call data (attempts, elapsed). Default none. */
+  onResult?: (result: RetryResult) => void;
+  /** Time source for the deadline and the waits. Default {@link systemClock}. */
+  clock?: Clock;
+  /** Uniform [0, 1) source for the backoff's jitter. Default `Math.random`. */
+  random?: () => number;
+}
+
+/** The retrying layer's options, checked and with their defaults. */
+export interface RetrySettings {
+  timeout: number;
+  maxAttempts: number;
+  backoff: Schedule;
+  budget: RetryBudget | null;
+  retryStatuses: ReadonlySet<number>;
+  maxRetryAfter: number;
+  headersTimeout: number;
+  bodyTimeout: number;
+  retryable: RetryPredicate | undefined;
+  breaker: HostBreaker | null;
+  classify: ClassifyOptions | undefined;
+  onResult: ((result: RetryResult) => void) | undefined;
+  clock: Clock;
+  random: () => number;
+}
+
+/** undici's default headers and body timeouts (300 s). */
+const UNDICI_TIMEOUT = 300_000;
+
+let defaultBackoff: Schedule | undefined;
+
+/**
+ * Applies the defaults and checks every option.
+ *
+ * @throws TypeError/RangeError naming the option and the bad value.
+ */
+export function retrySettings(options: GuardedRetryOptions): RetrySettings {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
+  const clock = opt(options.clock, systemClock);
+  if (typeof clock !== 'object' || clock === null) throw new TypeError(`clock must be a Clock, got ${show(clock)}`);
+  checkFunction('clock.now', clock.now);
+  checkFunction('clock.setTimeout', clock.setTimeout);
+  checkFunction('clock.clearTimeout', clock.clearTimeout);
+  const budget = options.budget === undefined ? sharedRetryBudget() : options.budget;
+  if (budget !== null && !(budget instanceof RetryBudget)) throw new TypeError(`budget must be a RetryBudget or null, got ${show(budget)}`);
+  const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
+  if (breaker !== null && !(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker or null, got ${show(breaker)}`);
+  const statuses = opt<readonly number[]>(options.retryStatuses, [429, 502, 503, 504]);
+  if (!Array.isArray(statuses)) throw new TypeError(`retryStatuses must be an array of statuses, got ${show(statuses)}`);
+  statuses.forEach((s, i) => checkInteger(`retryStatuses[${i}]`, s, 100, 599));
+  checkClassifyOptions('classify', options.classify);
+  defaultBackoff ??= fullJitter({ base: 100, max: 10_000 });
+  return {
+    timeout: options.timeout === undefined ? Infinity : checkDuration('timeout', options.timeout, 1, true),
+    maxAttempts: checkInteger('maxAttempts', opt(options.maxAttempts, 3), 1),
+    backoff: checkFunction<Schedule>('backoff', opt<Schedule>(options.backoff, defaultBackoff)),
+    budget,
+    retryStatuses: new Set(statuses),
+    maxRetryAfter: checkDuration('maxRetryAfter', opt(options.maxRetryAfter, 30_000), 0, true),
+    headersTimeout: checkDuration('headersTimeout', opt(options.headersTimeout, UNDICI_TIMEOUT)),
+    bodyTimeout: checkDuration('bodyTimeout', opt(options.bodyTimeout, UNDICI_TIMEOUT)),
+    retryable: options.retryable === undefined ? undefined : checkFunction<RetryPredicate>('retryable', options.retryable),
+    breaker,
+    classify: options.classify,
+    onResult: options.onResult === undefined ? undefined : checkFunction<(r: RetryResult) => void>('onResult', options.onResult),
+    clock,
+    random: checkFunction<() => number>('random', opt(options.random, Math.random)),
+  };
+}

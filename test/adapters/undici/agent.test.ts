@@ -1,0 +1,189 @@
+/**
+ * GuardedAgent with real undici against fault peers and real node:http servers on loopback: what
+ * a dead, silent or refusing origin costs, what the breaker hears (dials only), and recovery.
+ * Every test counts dials at the peer.
+ */
+import { Agent, fetch as undiciFetch, request } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { ConnectTimeoutError, DeadlineExceededError, HostUnavailableError, RetriesExhaustedError } from '../../../src/core/errors.js';
+import { blackhole } from '../../../src/testing/blackhole.js';
+import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
+import { netnsTest } from '../../helpers/netns.js';
+import { answer, failure, guarded, httpServer, leakChecked, manualBreaker, unwrapFetch } from './helpers.js';
+
+leakChecked();
+
+describe('GuardedAgent: a dead origin costs one bounded dial, not one per request', () => {
+  it('a blackholed origin: each attempt gives up at the connect timeout, then the breaker refuses without dialling', async () => {
+    await using peer = await blackhole();
+    const { breaker } = manualBreaker(3);
+    const { agent } = guarded({ breaker, connectTimeout: 200 });
+    const first = await failure(undiciFetch(`http://${peer.address}/`, { dispatcher: agent }));
+    const cause = unwrapFetch(first.error);
+    expect(cause).toBeInstanceOf(RetriesExhaustedError);
+    expect((cause as RetriesExhaustedError).errors.map((e) => (e as ConnectTimeoutError).code)).toEqual(Array(3).fill('DIALGUARD_CONNECT_TIMEOUT'));
+    expect(first.ms).toBeGreaterThanOrEqual(3 * 195);
+    expect(first.ms).toBeLessThan(3 * 200 + 2_000); // bounded, not an assertion of speed
+    expect(breaker.stats()).toMatchObject({ failed: 3, opened: 1 });
+    for (let i = 0; i < 20; i++) {
+      const { error, ms } = await failure(undiciFetch(`http://${peer.address}/`, { dispatcher: agent }));
+      expect(unwrapFetch(error)).toBeInstanceOf(HostUnavailableError);
+      expect(ms).toBeLessThan(200); // refused, never a dial
+    }
+    expect(breaker.stats()).toMatchObject({ failed: 3, refused: 20 });
+  });
+
+  it('a refusal is HostUnavailableError: the error of request(), the cause of fetch(); no socket is opened', async () => {
+    await using peer = await acceptAndHold();
+    const { breaker } = manualBreaker(1);
+    const { agent } = guarded({ breaker, connectTimeout: 100, tls: { rejectUnauthorized: false } });
+    const url = `https://${peer.address}/`;
+    await failure(request(url, { dispatcher: agent })); // the TLS handshake never completes: one dial, trips
+    expect(peer.attempts).toBe(1);
+    const viaRequest = await failure(request(url, { dispatcher: agent }));
+    expect(viaRequest.error).toBeInstanceOf(HostUnavailableError);
+    expect(viaRequest.error).toMatchObject({ code: 'DIALGUARD_HOST_UNAVAILABLE', host: peer.address, state: 'open' });
+    const viaFetch = await failure(undiciFetch(url, { dispatcher: agent }));
+    expect(viaFetch.error).toBeInstanceOf(TypeError);
+    expect((viaFetch.error as TypeError).cause).toBeInstanceOf(HostUnavailableError);
+    expect(peer.attempts).toBe(1);
+  });
+
+  it('accept-and-hold over TLS: the dial is bounded (phase tls), and concurrent requests share one dial', async () => {
+    await using peer = await acceptAndHold();
+    const { breaker } = manualBreaker(3);
+    const { agent } = guarded({ breaker, connectTimeout: 150, maxAttempts: 1, tls: { rejectUnauthorized: false } });
+    // 20 requests at once to an origin never reached: undici's pool would open 20 connections;
+    // the first dial scouts and the others share its outcome.
+    const results = await Promise.all(Array.from({ length: 20 }, () => failure(request(`https://${peer.address}/`, { dispatcher: agent }))));
+    for (const { error } of results) expect(error).toMatchObject({ code: 'DIALGUARD_CONNECT_TIMEOUT', phase: 'tls' });
+    expect(peer.attempts).toBe(1);
+    expect(breaker.stats()).toMatchObject({ failed: 1, opened: 0 });
+  });
+
+  it('accept-and-hold over HTTP (headers never come): bounded by the call timeout, not undici\'s 300 s', async () => {
+    await using peer = await acceptAndHold();
+    const { breaker } = manualBreaker(1);
+    const { agent } = guarded({ breaker, timeout: 300 });
+    const { error, ms } = await failure(undiciFetch(`http://${peer.address}/`, { dispatcher: agent }));
+    expect(unwrapFetch(error)).toBeInstanceOf(DeadlineExceededError);
+    expect(ms).toBeGreaterThanOrEqual(290);
+    expect(ms).toBeLessThan(300 + 1_500);
+    expect(peer.attempts).toBe(1);
+    // The dial succeeded: a silent server is not a dead host.
+    expect(breaker.state(peer.address)).toMatchObject({ state: 'closed', failures: 0 });
+  });
+});
+
+describe('GuardedAgent: responses never reach the breaker', () => {
+  it('a 500 is the response (not retried, not a failure): the breaker stays closed', async () => {
+    await using server = await httpServer(answer(500, 'boom'));
+    const { agent, breaker } = guarded({ breaker: manualBreaker(1).breaker });
+    for (let i = 0; i < 5; i++) {
+      const res = await undiciFetch(`${server.origin}/`, { dispatcher: agent });
+      expect(res.status).toBe(500);
+      expect(await res.text()).toBe('boom');
+    }
+    expect(server.requests).toBe(5);
+    expect(server.connections).toBeLessThanOrEqual(2); // undici's pool keeps them alive (raw undici opens 2 here too)
+    expect(breaker.state(server.address)).toMatchObject({ state: 'closed', failures: 0 });
+    expect(breaker.stats()).toMatchObject({ succeeded: server.connections, failed: 0, opened: 0 });
+  });
+
+  it('a 403 proves the host alive: a threshold of 1 never opens on any number of them', async () => {
+    await using server = await httpServer(answer(403, 'forbidden'));
+    const { agent, breaker } = guarded({ breaker: manualBreaker(1).breaker });
+    const statuses = await Promise.all(
+      Array.from({ length: 30 }, async () => (await request(`${server.origin}/`, { dispatcher: agent, method: 'POST', body: 'x' })).statusCode),
+    );
+    expect(statuses).toEqual(Array(30).fill(403));
+    expect(server.requests).toBe(30);
+    expect(breaker.stats()).toMatchObject({ failed: 0, opened: 0 });
+    expect(breaker.state(server.address)?.state).toBe('closed');
+  });
+});
+
+describe('GuardedAgent: the caller cancelling is not a failure of anything', () => {
+  it('five aborted requests on a slow healthy origin leave the breaker closed and are not retried', async () => {
+    await using server = await httpServer(() => {}); // headers never come
+    const { agent, breaker } = guarded({ breaker: manualBreaker(1).breaker });
+    for (let i = 0; i < 5; i++) {
+      const controller = new AbortController();
+      const p = failure(undiciFetch(`${server.origin}/`, { dispatcher: agent, signal: controller.signal }));
+      setTimeout(() => controller.abort(new Error('the user went away')), 30);
+      const { error } = await p;
+      expect(error).toMatchObject({ message: 'the user went away' });
+    }
+    expect(server.requests).toBe(5);
+    expect(breaker.state(server.address)).toMatchObject({ state: 'closed', failures: 0 });
+    expect(breaker.stats()).toMatchObject({ failed: 0, opened: 0 });
+  });
+
+  it('an abort during the backoff wait ends the call at once, with the caller\'s reason', async () => {
+    const peer = await refusing();
+    const { agent, breaker } = guarded({ breaker: manualBreaker(10).breaker, backoff: () => 60_000 });
+    const controller = new AbortController();
+    const p = failure(request(`http://${peer.address}/`, { dispatcher: agent, signal: controller.signal }));
+    setTimeout(() => controller.abort(new Error('enough')), 100);
+    const { error, ms } = await p;
+    expect(error).toMatchObject({ message: 'enough' });
+    expect(ms).toBeLessThan(5_000);
+    expect(breaker.stats()).toMatchObject({ failed: 1 }); // the one refused dial, nothing for the abort
+  });
+});
+
+describe('GuardedAgent: the host comes back', () => {
+  it('refused while open; after the window exactly one probe dials, and traffic resumes', async () => {
+    const dead = await refusing();
+    const { clock, breaker } = manualBreaker(1, 5_000);
+    const { agent } = guarded({ breaker, maxAttempts: 1 });
+    const url = `http://${dead.address}/`;
+    expect(unwrapFetch((await failure(undiciFetch(url, { dispatcher: agent }))).error)).toMatchObject({ code: 'ECONNREFUSED' });
+    expect(breaker.state(dead.address)?.state).toBe('open');
+    // The host returns on the same port, while its window is still open.
+    await using server = await httpServer(answer(200, 'back'), { port: dead.port });
+    expect(unwrapFetch((await failure(undiciFetch(url, { dispatcher: agent }))).error)).toBeInstanceOf(HostUnavailableError);
+    expect(server.connections).toBe(0);
+    clock.advance(5_000);
+    const res = await undiciFetch(url, { dispatcher: agent });
+    expect(await res.text()).toBe('back');
+    expect(server.connections).toBe(1);
+    expect(breaker.state(dead.address)?.state).toBe('closed');
+    expect(breaker.stats()).toMatchObject({ opened: 1, closed: 1, probesGranted: 1 });
+    const again = await Promise.all(Array.from({ length: 5 }, async () => (await undiciFetch(url, { dispatcher: agent })).status));
+    expect(again).toEqual(Array(5).fill(200));
+  });
+
+  it('raw undici, for contrast: every request to a refused origin dials again', async () => {
+    const peer = await refusing();
+    const raw = new Agent({ connectTimeout: 1_000 });
+    try {
+      for (let i = 0; i < 3; i++) {
+        expect(unwrapFetch((await failure(undiciFetch(`http://${peer.address}/`, { dispatcher: raw }))).error)).toMatchObject({ code: 'ECONNREFUSED' });
+      }
+    } finally {
+      await raw.destroy();
+    }
+  });
+});
+
+describe('GuardedAgent: in a network namespace of its own (nftables counts every SYN)', () => {
+  netnsTest(import.meta.url, 'a blackholed origin: 3 dials for request 1, none for requests 2..100, one probe after the window', async () => {
+    await using peer = await blackhole({ mode: 'nftables' });
+    const { clock, breaker } = manualBreaker(3, 30_000);
+    const { agent } = guarded({ breaker, connectTimeout: 150 });
+    const url = `http://${peer.address}/`;
+    await failure(undiciFetch(url, { dispatcher: agent }));
+    expect(peer.attempts).toBe(3);
+    for (let i = 2; i <= 100; i++) {
+      expect(unwrapFetch((await failure(undiciFetch(url, { dispatcher: agent }))).error)).toBeInstanceOf(HostUnavailableError);
+    }
+    expect(peer.attempts).toBe(3);
+    await peer.heal(); // an echo server: not HTTP, but the probe only needs the dial to succeed
+    clock.advance(30_000);
+    const probe = await failure(request(url, { dispatcher: agent, method: 'POST', body: 'x', headersTimeout: 100 }));
+    expect(probe.error).toBeDefined();
+    expect(peer.attempts).toBe(4);
+    expect(breaker.state(peer.address)?.state).toBe('closed');
+  });
+});
