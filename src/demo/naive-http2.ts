@@ -12,6 +12,8 @@ import http2 from 'node:http2';
 export interface NaiveHttp2Options {
   /** Drop the cached session after any failed request (the common "reconnect on error"). */
   dropOnError?: boolean;
+  /** Called with the origin each time a session (a dial) is started. */
+  onSession?: (origin: string) => void;
 }
 
 /** What a request returned. */
@@ -25,11 +27,13 @@ export class NaiveHttp2Client {
   readonly #sessions = new Map<string, http2.ClientHttp2Session>();
   readonly #all = new Set<http2.ClientHttp2Session>();
   readonly #dropOnError: boolean;
+  readonly #onSession: ((origin: string) => void) | undefined;
   /** Sessions created. */
   sessionsOpened = 0;
 
   constructor(options: NaiveHttp2Options = {}) {
     this.#dropOnError = options.dropOnError ?? false;
+    this.#onSession = options.onSession;
   }
 
   #session(origin: string): http2.ClientHttp2Session {
@@ -37,6 +41,7 @@ export class NaiveHttp2Client {
     if (session === undefined || session.closed || session.destroyed) {
       const s = http2.connect(origin);
       this.sessionsOpened++;
+      this.#onSession?.(origin);
       this.#all.add(s);
       const drop = (): void => {
         if (this.#sessions.get(origin) === s) this.#sessions.delete(origin);

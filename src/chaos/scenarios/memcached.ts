@@ -1,0 +1,199 @@
+/**
+ * Chaos scenario "memcached storm" (seed 002): real memcached servers, several client processes
+ * per lane, one node frozen with SIGSTOP. Counts the dials per second against the frozen node.
+ *
+ * memcached is Debian's package. The scenario finds it on PATH, or (as root, with apt) installs
+ * it, and says so; where it can do neither it reports itself skipped with the reason.
+ *
+ * @module
+ */
+import { type ChildProcess, fork, spawn, spawnSync } from 'node:child_process';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { MemcachedConnection } from '../memcached/connection.js';
+import type { WorkerConfig, WorkerReport } from '../memcached/worker.js';
+import { LaneRecorder } from '../recorder.js';
+import { type Scenario, type ScenarioContext, type ScenarioResult, wait } from '../scenario.js';
+
+const CLIENTS = 4;
+const LOOPS = 8;
+const REQUEST_TIMEOUT = 100;
+const CONNECT_TIMEOUT = 200;
+const OPEN_BASE = 1_000;
+const OPEN_MAX = 4_000;
+
+const workerPath = fileURLToPath(new URL('../memcached/worker.js', import.meta.url));
+
+function hasMemcached(): boolean {
+  return spawnSync('sh', ['-c', 'command -v memcached'], { encoding: 'utf8' }).status === 0;
+}
+
+/** Finds memcached, installing Debian's package if allowed; returns why not when it cannot. */
+export function ensureMemcached(log: (line: string) => void): string | undefined {
+  if (hasMemcached()) return undefined;
+  const root = process.getuid?.() === 0;
+  const apt = spawnSync('sh', ['-c', 'command -v apt-get']).status === 0;
+  if (!root || !apt || process.env.DIALGUARD_NO_INSTALL === '1') {
+    return 'memcached is not installed (Debian: apt-get install memcached); installing needs root and apt-get';
+  }
+  log('memcached: not found; installing Debian\'s package (apt-get install memcached)');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  let r = spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'memcached'], { env, timeout: 300_000, encoding: 'utf8' });
+  if (r.status !== 0) {
+    spawnSync('apt-get', ['update', '-qq'], { env, timeout: 300_000 });
+    r = spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'memcached'], { env, timeout: 300_000, encoding: 'utf8' });
+  }
+  return hasMemcached() ? undefined : `memcached could not be installed: ${(r.stderr || r.error?.message || '').trim().slice(0, 300)}`;
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** Starts one memcached on loopback and waits (bounded) until it answers `version`. */
+async function startMemcached(): Promise<{ node: string; proc: ChildProcess }> {
+  const port = await freePort();
+  const args = ['-l', '127.0.0.1', '-p', String(port), '-U', '0', '-t', '1', '-m', '16', '-c', '8192', '-b', '1024'];
+  if (process.getuid?.() === 0) args.push('-u', 'nobody');
+  const proc = spawn('memcached', args, { stdio: 'ignore' });
+  const node = `127.0.0.1:${port}`;
+  for (let i = 0; i < 100; i++) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = net.connect({ host: '127.0.0.1', port });
+      socket.on('error', () => resolve(false));
+      socket.on('connect', () => {
+        const c = new MemcachedConnection(socket);
+        c.version(200).then(
+          () => {
+            c.close();
+            resolve(true);
+          },
+          () => {
+            c.close();
+            resolve(false);
+          },
+        );
+      });
+    });
+    if (ok) return { node, proc };
+    await wait(20);
+  }
+  proc.kill('SIGKILL');
+  throw new Error(`memcached on ${node} did not start`);
+}
+
+export const memcachedStorm: Scenario = {
+  name: 'memcached',
+  title: 'A sick memcached node and a redial storm (seed 002)',
+  story:
+    `Three real memcached nodes serve ${CLIENTS} client processes per lane (${LOOPS} request loops each). One node is frozen ` +
+    'with SIGSTOP: its kernel still accepts TCP, but nothing answers. Unguarded clients drop the connection on every ' +
+    'timeout and redial at once; guarded ones dial through a ConnectionPool whose handshake and keep-alive notice the ' +
+    'silence, and whose breaker backs off (1 s doubling to 4 s, ±50 %).',
+  async run(ctx: ScenarioContext): Promise<ScenarioResult> {
+    const healthy = ctx.quick ? 1 : 3;
+    const faultFor = ctx.quick ? 6 : 12;
+    const after = ctx.quick ? 2 : 4;
+    const total = healthy + faultFor + after;
+    const skippedResult = (reason: string): ScenarioResult => {
+      const empty = new LaneRecorder(performance.now()).result(0);
+      return { name: 'memcached', title: memcachedStorm.title, duration: 0, fault: [0, 0], faultLabel: '', lanes: { unguarded: empty, guarded: empty }, skipped: reason, notes: [] };
+    };
+    const missing = ensureMemcached(ctx.log);
+    if (missing !== undefined) {
+      ctx.log(`memcached: SKIPPED: ${missing}`);
+      return skippedResult(missing);
+    }
+
+    const servers: Array<{ node: string; proc: ChildProcess }> = [];
+    const workers: ChildProcess[] = [];
+    try {
+      for (let i = 0; i < 3; i++) servers.push(await startMemcached());
+      const nodes = servers.map((s) => s.node);
+      const frozen = servers[1]!;
+      const start = performance.now();
+      const wallOffset = Date.now() - performance.now();
+      const lanes = { unguarded: new LaneRecorder(start), guarded: new LaneRecorder(start) };
+      lanes.unguarded.fault = lanes.guarded.fault = [healthy, healthy + faultFor];
+      const openClients = { unguarded: 0, guarded: 0 };
+      let phase = 'healthy';
+      ctx.live({ total, elapsed: () => lanes.guarded.elapsed(), lanes, openBreakers: () => openClients.guarded, phase: () => phase });
+
+      const done: Array<Promise<void>> = [];
+      for (const lane of ['unguarded', 'guarded'] as const) {
+        for (let i = 0; i < CLIENTS; i++) {
+          const config: WorkerConfig = {
+            lane,
+            nodes,
+            watch: frozen.node,
+            loops: LOOPS,
+            durationMs: total * 1_000,
+            requestTimeout: REQUEST_TIMEOUT,
+            connectTimeout: CONNECT_TIMEOUT,
+            openBase: OPEN_BASE,
+            openMax: OPEN_MAX,
+          };
+          const worker = fork(workerPath, [JSON.stringify(config)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+          workers.push(worker);
+          const rec = lanes[lane];
+          let reportedDone = false;
+          worker.on('message', (r: WorkerReport) => {
+            for (const [s, e, ok] of r.calls) rec.record(s - wallOffset, e - wallOffset, ok === 1);
+            for (const at of r.dials) rec.dial(at - wallOffset);
+            rec.connectionsOpened += r.opened;
+            for (const [open, at] of r.breaker) {
+              openClients[lane] += open === 1 ? 1 : -1;
+              if (open === 1 && openClients[lane] === 1) rec.breaker(true, at - wallOffset);
+              if (open === 0 && openClients[lane] === 0) rec.breaker(false, at - wallOffset);
+            }
+            if (r.done !== undefined) {
+              reportedDone = true;
+              rec.settledElsewhere(r.done.lost, r.done.double);
+            }
+          });
+          done.push(
+            new Promise<void>((resolve) =>
+              worker.once('exit', () => {
+                if (!reportedDone) rec.settledElsewhere(1, 0); // a client that died without reporting lost its calls
+                resolve();
+              }),
+            ),
+          );
+        }
+      }
+      await wait(healthy * 1_000);
+      phase = 'node frozen';
+      ctx.log(`memcached: freezing ${frozen.node} (SIGSTOP)`);
+      frozen.proc.kill('SIGSTOP');
+      await wait(faultFor * 1_000);
+      phase = 'node thawed';
+      ctx.log(`memcached: thawing ${frozen.node} (SIGCONT)`);
+      frozen.proc.kill('SIGCONT');
+      await Promise.race([Promise.all(done), wait((after + 20) * 1_000)]);
+      const duration = lanes.guarded.elapsed();
+      return {
+        name: 'memcached',
+        title: memcachedStorm.title,
+        duration,
+        fault: [healthy, healthy + faultFor],
+        faultLabel: `${frozen.node} frozen (SIGSTOP)`,
+        lanes: { unguarded: lanes.unguarded.result(duration), guarded: lanes.guarded.result(duration) },
+        notes: [
+          `${CLIENTS} client processes per lane, ${LOOPS} loops each, request timeout ${REQUEST_TIMEOUT} ms`,
+          `guarded: connect + version handshake ${CONNECT_TIMEOUT} ms, keep-alive 1 s, breaker 3 failures, open ${OPEN_BASE / 1_000}-${OPEN_MAX / 1_000} s ±50 %`,
+          `bound for the guarded lane: ${CLIENTS} clients / open window ≈ ${CLIENTS / (OPEN_BASE / 1_000)}-${CLIENTS / (OPEN_MAX / 1_000)} dials/s once open`,
+        ],
+      };
+    } finally {
+      for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
+      for (const s of servers) {
+        s.proc.kill('SIGCONT');
+        s.proc.kill('SIGKILL');
+      }
+    }
+  },
+};
