@@ -1,0 +1,127 @@
+/**
+ * The adapter's small parts, without sockets: Retry-After parsing, body replayability, and the
+ * dial scout's one-dial-per-unproven-host rule.
+ */
+import { Readable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { DialScout } from '../../../src/adapters/undici/dial-scout.js';
+import { requestBody } from '../../../src/adapters/undici/request-body.js';
+import { retryAfterMs } from '../../../src/adapters/undici/retry-after.js';
+
+describe('retryAfterMs', () => {
+  const wall = (): number => Date.parse('Sun, 06 Nov 1994 08:49:37 GMT');
+  it.each([
+    ['0', 0],
+    ['3', 3_000],
+    [' 120 ', 120_000],
+    ['Sun, 06 Nov 1994 08:49:47 GMT', 10_000],
+    ['Sunday, 06-Nov-94 08:49:47 GMT', 10_000],
+    ['Sun, 06 Nov 1994 08:49:27 GMT', 0], // in the past: at once
+  ])('%s -> %d ms', (value, ms) => {
+    expect(retryAfterMs(value, wall)).toBe(ms);
+  });
+  it.each([[undefined], [''], ['-1'], ['1.5'], ['soon'], ['12345678901'], ['2026-01-01']])('%s -> undefined', (value) => {
+    expect(retryAfterMs(value, wall)).toBeUndefined();
+  });
+  it('takes the first of repeated headers', () => {
+    expect(retryAfterMs(['2', '9'], wall)).toBe(2_000);
+  });
+});
+
+describe('requestBody', () => {
+  it.each([[undefined], [null], ['text'], [Buffer.from('b')], [new Uint8Array(2)], [new ArrayBuffer(2)], [[Buffer.from('a')]], [new Blob(['x'])]])(
+    '%o can always be sent again',
+    (body) => {
+      const b = requestBody(body);
+      expect(b.forAttempt()).toBe(body);
+      expect(b.consumed).toBe(false);
+    },
+  );
+
+  it('a stream is consumed once anything reads it, and not before', async () => {
+    const stream = Readable.from(['a', 'b']);
+    const b = requestBody(stream);
+    expect(b.forAttempt()).toBe(stream);
+    expect(b.consumed).toBe(false);
+    stream.on('data', () => {});
+    expect(b.consumed).toBe(true);
+    stream.destroy();
+  });
+
+  it('a generator is handed out wrapped, and consumed once an attempt starts iterating it', async () => {
+    async function* gen(): AsyncGenerator<string> {
+      yield 'x';
+    }
+    const b = requestBody(gen());
+    const first = b.forAttempt() as AsyncIterable<string>;
+    expect(b.consumed).toBe(false);
+    const second = b.forAttempt() as AsyncIterable<string>; // an attempt that never started reading
+    const chunks: string[] = [];
+    for await (const c of second) chunks.push(c);
+    expect(chunks).toEqual(['x']);
+    expect(b.consumed).toBe(true);
+    expect(first).not.toBe(second);
+  });
+
+  it('a sync iterable (not an array) is one-shot too', () => {
+    const b = requestBody(new Set(['a']).values());
+    const wrapped = b.forAttempt() as Iterable<string>;
+    expect([...wrapped]).toEqual(['a']);
+    expect(b.consumed).toBe(true);
+  });
+});
+
+describe('DialScout', () => {
+  /** A dial the test settles by hand, counting how many were started. */
+  function dials(): { started: number; dial: () => Promise<string>; settle: (ok: boolean) => void } {
+    const pending: Array<(ok: boolean) => void> = [];
+    const state = {
+      started: 0,
+      dial: () => {
+        state.started++;
+        return new Promise<string>((resolve, reject) => pending.push((ok) => (ok ? resolve('socket') : reject(new Error('refused')))));
+      },
+      settle: (ok: boolean) => pending.shift()?.(ok),
+    };
+    return state;
+  }
+
+  it('an unproven host: one dial, and the others share its failure without dialling', async () => {
+    const scout = new DialScout();
+    const d = dials();
+    const all = Array.from({ length: 10 }, () => scout.run('h:1', d.dial).catch((e: Error) => e.message));
+    expect(d.started).toBe(1);
+    d.settle(false);
+    expect(await Promise.all(all)).toEqual(Array(10).fill('refused'));
+    expect(d.started).toBe(1);
+    expect(scout.proven('h:1')).toBe(false);
+  });
+
+  it('once the scout connects, the others dial at once, in parallel; a proven host is never held', async () => {
+    const scout = new DialScout();
+    const d = dials();
+    const all = Array.from({ length: 5 }, () => scout.run('h:1', d.dial));
+    d.settle(true);
+    await new Promise((r) => setImmediate(r));
+    expect(d.started).toBe(5);
+    for (let i = 0; i < 4; i++) d.settle(true);
+    expect(await Promise.all(all)).toEqual(Array(5).fill('socket'));
+    expect(scout.proven('h:1')).toBe(true);
+    const more = Array.from({ length: 3 }, () => scout.run('h:1', d.dial));
+    expect(d.started).toBe(8);
+    for (let i = 0; i < 3; i++) d.settle(i < 2);
+    await Promise.allSettled(more);
+    // The last dial failed: the host is unproven again, and the next burst is scouted.
+    expect(scout.proven('h:1')).toBe(false);
+  });
+
+  it('hosts are scouted independently', () => {
+    const scout = new DialScout();
+    const d = dials();
+    void scout.run('a:1', d.dial);
+    void scout.run('b:1', d.dial);
+    expect(d.started).toBe(2);
+    d.settle(true);
+    d.settle(true);
+  });
+});

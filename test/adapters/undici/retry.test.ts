@@ -1,0 +1,226 @@
+/**
+ * The retrying layer with real undici against real node:http servers on loopback: what is
+ * retried (never sent: any method; maybe sent: idempotent only; never once the caller has the
+ * response or a one-shot body was read), in how much time, and what the caller gets at the end.
+ */
+import { Readable } from 'node:stream';
+import { Agent, type Dispatcher, fetch as undiciFetch, request } from 'undici';
+import { afterEach, describe, expect, it } from 'vitest';
+import { guardedRetry } from '../../../src/adapters/undici/index.js';
+import { DeadlineExceededError, RetryBudgetExhaustedError } from '../../../src/core/errors.js';
+import { onRetryEvent } from '../../../src/retry/retry.js';
+import { RetryBudget } from '../../../src/retry/budget.js';
+import { refusing } from '../../../src/testing/tcp-peers.js';
+import { type TestServer, answer, failure, guarded, httpServer, leakChecked, manualBreaker, unwrapFetch } from './helpers.js';
+
+leakChecked();
+
+const servers: TestServer[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.close()));
+});
+
+/**
+ * A port that refuses the first connect; when the retry loop schedules its retry, a server that
+ * answers with `handler` starts on it. So the first dial fails (the request was never sent) and
+ * the second reaches the server.
+ */
+async function comesUpOnRetry(handler: Parameters<typeof httpServer>[0]): Promise<{ url: string; server: () => TestServer | undefined }> {
+  const peer = await refusing();
+  let server: TestServer | undefined;
+  const stop = onRetryEvent('scheduled', () => {
+    stop();
+    void httpServer(handler, { port: peer.port }).then((s) => {
+      server = s;
+      servers.push(s);
+    });
+  });
+  return { url: `http://${peer.address}/`, server: () => server };
+}
+
+describe('never sent: retried for any method', () => {
+  it('a POST refused at connect is retried (it never reached the server), body and all', async () => {
+    const { url, server } = await comesUpOnRetry(answer(201, 'created'));
+    const { agent, breaker } = guarded({ backoff: () => 200, breaker: manualBreaker(5).breaker });
+    const res = await request(url, { dispatcher: agent, method: 'POST', body: 'payload' });
+    expect(res.statusCode).toBe(201);
+    expect(await res.body.text()).toBe('created');
+    expect(server()?.connections).toBe(1);
+    expect(server()?.bodies).toEqual(['payload']);
+    expect(breaker.stats()).toMatchObject({ failed: 1, succeeded: 1 });
+  });
+
+  it("fetch's POST (its body is a one-shot stream underneath) is retried too, since no attempt read it", async () => {
+    const { url, server } = await comesUpOnRetry(answer(200, 'ok'));
+    const { agent } = guarded({ backoff: () => 200 });
+    const res = await undiciFetch(url, { dispatcher: agent, method: 'POST', body: 'via fetch' });
+    expect(await res.text()).toBe('ok');
+    expect(server()?.bodies).toEqual(['via fetch']);
+  });
+
+  it('a Readable body survives a failed dial: it was never read', async () => {
+    const { url, server } = await comesUpOnRetry(answer(200, 'ok'));
+    const { agent } = guarded({ backoff: () => 200 });
+    const res = await request(url, { dispatcher: agent, method: 'POST', body: Readable.from(['str', 'eam']) });
+    expect(res.statusCode).toBe(200);
+    await res.body.dump();
+    expect(server()?.bodies).toEqual(['stream']);
+  });
+});
+
+describe('maybe sent: retried only when idempotent, and never once the caller has the response', () => {
+  /** Reads the request, then kills the connection without answering (the first `kills` times). */
+  const killAfterRequest = (kills: number) => (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse, n: number) => {
+    req.resume();
+    req.on('end', () => {
+      if (n <= kills) req.socket.destroy();
+      else res.end('second time lucky');
+    });
+  };
+
+  it('a POST whose connection dies after it was sent is not retried: the error says so', async () => {
+    await using server = await httpServer(killAfterRequest(1));
+    const { agent, breaker } = guarded();
+    const { error } = await failure(undiciFetch(`${server.origin}/`, { dispatcher: agent, method: 'POST', body: 'once' }));
+    expect(unwrapFetch(error)).toMatchObject({ code: 'UND_ERR_SOCKET' });
+    expect(server.requests).toBe(1);
+    expect(server.bodies).toEqual(['once']);
+    expect(breaker.stats()).toMatchObject({ failed: 0 }); // the dial succeeded: the host is alive
+  });
+
+  it('a GET whose server dies mid-request is retried on a fresh connection (the dead one is not reused)', async () => {
+    await using server = await httpServer(killAfterRequest(1));
+    const { agent } = guarded();
+    const res = await undiciFetch(`${server.origin}/`, { dispatcher: agent });
+    expect(await res.text()).toBe('second time lucky');
+    expect(server.requests).toBe(2);
+    expect(server.connections).toBe(2);
+  });
+
+  it('a PUT with a stream body is idempotent, but its body was read: not retried', async () => {
+    await using server = await httpServer(killAfterRequest(1));
+    const { agent } = guarded();
+    const { error } = await failure(request(`${server.origin}/`, { dispatcher: agent, method: 'PUT', body: Readable.from(['one-shot']) }));
+    expect(error).toMatchObject({ code: 'UND_ERR_SOCKET' });
+    expect(server.requests).toBe(1);
+  });
+
+  it('a connection that dies mid-body is not retried, even for a GET: the caller already has the response', async () => {
+    await using server = await httpServer((req, res) => {
+      res.writeHead(200, { 'content-length': '100' });
+      res.write('partial');
+      setTimeout(() => req.socket.destroy(), 20);
+    });
+    const { agent } = guarded();
+    const res = await undiciFetch(`${server.origin}/`, { dispatcher: agent });
+    expect(res.status).toBe(200);
+    const { error } = await failure(res.text());
+    expect(error).toBeInstanceOf(TypeError); // undici's 'terminated'
+    expect(server.requests).toBe(1);
+  });
+});
+
+describe('the call has one deadline; each attempt gets what is left of it', () => {
+  it("the second attempt's headers timeout is cut to the time left, not a fresh one", async () => {
+    // The first connection dies 300 ms into the call (a GET: retried); the second never answers.
+    await using server = await httpServer((req, _res, n) => {
+      if (n === 1) setTimeout(() => req.socket.destroy(), 300);
+    });
+    const seen: number[] = [];
+    const spy: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => {
+      seen.push(Number(opts.headersTimeout));
+      return dispatch(opts, handler);
+    };
+    const agent = new Agent().compose(spy, guardedRetry({ timeout: 600, headersTimeout: 500, backoff: () => 0, budget: null, breaker: null }));
+    const { error, ms } = await failure(request(`${server.origin}/`, { dispatcher: agent }));
+    await agent.destroy();
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(seen).toHaveLength(2);
+    expect(seen[0]).toBe(500); // the cap, below the 600 left
+    expect(seen[1]).toBeLessThanOrEqual(301); // 600 minus the 300 the first attempt used
+    expect(ms).toBeGreaterThanOrEqual(590);
+    expect(ms).toBeLessThan(600 + 1_000); // bounded by the call, never 300 + a fresh 500
+    expect(server.requests).toBe(2);
+  });
+
+  it('with no time left for the wait, the call fails now instead of sleeping past its deadline', async () => {
+    const peer = await refusing();
+    const { agent } = guarded({ timeout: 300, backoff: () => 10_000 });
+    const { error, ms } = await failure(request(`http://${peer.address}/`, { dispatcher: agent, method: 'POST', body: 'x' }));
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect((error as DeadlineExceededError).cause).toMatchObject({ code: 'ECONNREFUSED' });
+    expect(ms).toBeLessThan(300);
+  });
+});
+
+describe('statuses: the server answered', () => {
+  it('a 503 on a GET is retried; when retries run out the caller gets the last 503 itself, not an error', async () => {
+    await using server = await httpServer(answer(503, 'busy'));
+    const { agent } = guarded({ maxAttempts: 3 });
+    const res = await undiciFetch(`${server.origin}/`, { dispatcher: agent });
+    expect(res.status).toBe(503);
+    expect(await res.text()).toBe('busy');
+    expect(server.requests).toBe(3);
+  });
+
+  it('a 503 on a POST is the answer: not retried', async () => {
+    await using server = await httpServer(answer(503, 'busy'));
+    const { agent } = guarded();
+    const res = await request(`${server.origin}/`, { dispatcher: agent, method: 'POST', body: 'x' });
+    expect(res.statusCode).toBe(503);
+    await res.body.dump();
+    expect(server.requests).toBe(1);
+  });
+
+  it('Retry-After is honoured: the next attempt waits at least that long', async () => {
+    const at: number[] = [];
+    await using server = await httpServer((req, res, n) => {
+      at.push(performance.now());
+      answer(n === 1 ? 429 : 200, n === 1 ? 'slow down' : 'ok', n === 1 ? { 'retry-after': '1' } : {})(req, res);
+    });
+    const { agent } = guarded({ backoff: () => 0 });
+    const res = await undiciFetch(`${server.origin}/`, { dispatcher: agent });
+    expect(await res.text()).toBe('ok');
+    expect(at).toHaveLength(2);
+    expect(at[1]! - at[0]!).toBeGreaterThanOrEqual(990);
+  });
+
+  it("a Retry-After past the call's deadline (or past maxRetryAfter) ends the call with that response", async () => {
+    await using server = await httpServer(answer(503, 'later', { 'retry-after': '5' }));
+    const { agent: withDeadline } = guarded({ timeout: 2_000 });
+    const a = await undiciFetch(`${server.origin}/`, { dispatcher: withDeadline });
+    expect([a.status, await a.text()]).toEqual([503, 'later']);
+    const { agent: capped } = guarded({ maxRetryAfter: 1_000 });
+    const b = await undiciFetch(`${server.origin}/`, { dispatcher: capped });
+    expect(b.status).toBe(503);
+    await b.arrayBuffer();
+    expect(server.requests).toBe(2);
+  });
+
+  it('a retryable status with a body too big to hold back goes to the caller as it comes', async () => {
+    const big = 'x'.repeat(200 * 1024);
+    await using server = await httpServer(answer(503, big));
+    const { agent } = guarded();
+    const res = await undiciFetch(`${server.origin}/`, { dispatcher: agent });
+    expect(res.status).toBe(503);
+    expect((await res.text()).length).toBe(big.length);
+    expect(server.requests).toBe(1);
+  });
+});
+
+describe('the retry budget is shared', () => {
+  it('with the budget spent, a failed dial is not retried (RetryBudgetExhaustedError), and a 503 is delivered', async () => {
+    const peer = await refusing();
+    const budget = new RetryBudget({ percentCanRetry: 0, minRetriesPerSec: 0 });
+    const { agent } = guarded({ budget, breaker: manualBreaker(10).breaker });
+    const { error } = await failure(request(`http://${peer.address}/`, { dispatcher: agent }));
+    expect(error).toBeInstanceOf(RetryBudgetExhaustedError);
+    expect((error as RetryBudgetExhaustedError).cause).toMatchObject({ code: 'ECONNREFUSED' });
+    await using server = await httpServer(answer(503, 'busy'));
+    const res = await undiciFetch(`${server.origin}/`, { dispatcher: agent });
+    expect(res.status).toBe(503);
+    await res.text();
+    expect(server.requests).toBe(1);
+    expect(budget.stats()).toMatchObject({ withdrawn: 0, refused: 2 });
+  });
+});
