@@ -73,7 +73,8 @@ export async function driveCallers(
           () => settle(true),
           () => settle(false),
         );
-        if (pause > 0) await new Promise((r) => setTimeout(r, pause));
+        // A refused call settles within microtasks; yield so timers and I/O of the other lane run.
+        await new Promise((r) => (pause > 0 ? setTimeout(r, pause) : setImmediate(r)));
       }
     }),
   );

@@ -87,6 +87,7 @@ async function main(config: WorkerConfig): Promise<void> {
           () => settle(1),
           () => settle(0),
         );
+        await new Promise((r) => setImmediate(r)); // a refusal settles in microtasks: let timers run
       }
     }),
   );

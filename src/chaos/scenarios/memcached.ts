@@ -2,15 +2,14 @@
  * Chaos scenario "memcached storm" (seed 002): real memcached servers, several client processes
  * per lane, one node frozen with SIGSTOP. Counts the dials per second against the frozen node.
  *
- * memcached is Debian's package. The scenario finds it on PATH, or (as root, with apt) installs
- * it, and says so; where it can do neither it reports itself skipped with the reason.
+ * memcached is Debian's package: see `ensureMemcached`. Where it can be neither found nor
+ * installed, the scenario reports itself skipped with the reason.
  *
  * @module
  */
-import { type ChildProcess, fork, spawn, spawnSync } from 'node:child_process';
-import net from 'node:net';
+import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { MemcachedConnection } from '../memcached/connection.js';
+import { ensureMemcached, startMemcached } from '../memcached/server.js';
 import type { WorkerConfig, WorkerReport } from '../memcached/worker.js';
 import { LaneRecorder } from '../recorder.js';
 import { type Scenario, type ScenarioContext, type ScenarioResult, wait } from '../scenario.js';
@@ -23,68 +22,6 @@ const OPEN_BASE = 1_000;
 const OPEN_MAX = 4_000;
 
 const workerPath = fileURLToPath(new URL('../memcached/worker.js', import.meta.url));
-
-function hasMemcached(): boolean {
-  return spawnSync('sh', ['-c', 'command -v memcached'], { encoding: 'utf8' }).status === 0;
-}
-
-/** Finds memcached, installing Debian's package if allowed; returns why not when it cannot. */
-export function ensureMemcached(log: (line: string) => void): string | undefined {
-  if (hasMemcached()) return undefined;
-  const root = process.getuid?.() === 0;
-  const apt = spawnSync('sh', ['-c', 'command -v apt-get']).status === 0;
-  if (!root || !apt || process.env.DIALGUARD_NO_INSTALL === '1') {
-    return 'memcached is not installed (Debian: apt-get install memcached); installing needs root and apt-get';
-  }
-  log('memcached: not found; installing Debian\'s package (apt-get install memcached)');
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  let r = spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'memcached'], { env, timeout: 300_000, encoding: 'utf8' });
-  if (r.status !== 0) {
-    spawnSync('apt-get', ['update', '-qq'], { env, timeout: 300_000 });
-    r = spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'memcached'], { env, timeout: 300_000, encoding: 'utf8' });
-  }
-  return hasMemcached() ? undefined : `memcached could not be installed: ${(r.stderr || r.error?.message || '').trim().slice(0, 300)}`;
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-/** Starts one memcached on loopback and waits (bounded) until it answers `version`. */
-async function startMemcached(): Promise<{ node: string; proc: ChildProcess }> {
-  const port = await freePort();
-  const args = ['-l', '127.0.0.1', '-p', String(port), '-U', '0', '-t', '1', '-m', '16', '-c', '8192', '-b', '1024'];
-  if (process.getuid?.() === 0) args.push('-u', 'nobody');
-  const proc = spawn('memcached', args, { stdio: 'ignore' });
-  const node = `127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = net.connect({ host: '127.0.0.1', port });
-      socket.on('error', () => resolve(false));
-      socket.on('connect', () => {
-        const c = new MemcachedConnection(socket);
-        c.version(200).then(
-          () => {
-            c.close();
-            resolve(true);
-          },
-          () => {
-            c.close();
-            resolve(false);
-          },
-        );
-      });
-    });
-    if (ok) return { node, proc };
-    await wait(20);
-  }
-  proc.kill('SIGKILL');
-  throw new Error(`memcached on ${node} did not start`);
-}
 
 export const memcachedStorm: Scenario = {
   name: 'memcached',
@@ -109,7 +46,7 @@ export const memcachedStorm: Scenario = {
       return skippedResult(missing);
     }
 
-    const servers: Array<{ node: string; proc: ChildProcess }> = [];
+    const servers: Array<{ node: string; proc: ChildProcess; stop: () => Promise<void> }> = [];
     const workers: ChildProcess[] = [];
     try {
       for (let i = 0; i < 3; i++) servers.push(await startMemcached());
@@ -190,10 +127,7 @@ export const memcachedStorm: Scenario = {
       };
     } finally {
       for (const w of workers) if (w.exitCode === null) w.kill('SIGKILL');
-      for (const s of servers) {
-        s.proc.kill('SIGCONT');
-        s.proc.kill('SIGKILL');
-      }
+      await Promise.all(servers.map((s) => s.stop()));
     }
   },
 };
