@@ -153,6 +153,26 @@ describe('ConnectionPool: identity', () => {
     expect(connector.closed.map((x) => x.n)).toEqual([1]);
   });
 
+  it('a dead-transport failure from a retired connection never evicts the connection that replaced it', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const onA = hold(pool);
+    await flushMicrotasks();
+    connector.opened[0]!.watch!.retire('goaway'); // A takes no new requests; onA still rides it
+    const onB = hold(pool);
+    await flushMicrotasks();
+    expect(onB.leases[0]!.id).toBe(2);
+    onA.fail(new DeadError('A died while draining')); // reaches the pool: A was retired, not gone
+    await expect(onA.result).rejects.toThrow('A died');
+    const next = hold(pool);
+    await flushMicrotasks();
+    expect(next.leases[0]!.id).toBe(2); // still B
+    expect(connector.connects).toBe(2);
+    onB.finish('ok');
+    next.finish('ok');
+    await Promise.all([onB.result, next.result]);
+  });
+
   it('every evicted connection is closed exactly once', async () => {
     const { connector, pool } = setup();
     connector.auto = 'resolve';
