@@ -1,0 +1,253 @@
+/**
+ * How the grpc adapter opens, watches and closes grpc-js channels for its ConnectionPool.
+ *
+ * - connect: a new channel (its own subchannel, so its own connection), asked to connect and
+ *   watched until READY, inside the pool's bounded, breaker-guarded dial. TRANSIENT_FAILURE fails
+ *   the dial with grpc-js's own reason; the dial's timeout or abandonment closes the channel and
+ *   destroys what sockets it has (see tracked-credentials).
+ * - watch: a channel that leaves READY is never used again. grpc-js would reconnect it on its own,
+ *   with no bound, for the next call queued on it: that queue is exactly seed 003's stall. A closed
+ *   transport under it makes it gone (everything riding it released); otherwise (a GOAWAY) it is
+ *   retired and its calls finish. Either way it is closed at once, which fails any call waiting
+ *   for a pick on it as never sent, so those go back for a fresh channel.
+ * - close: `channel.close()`, once. Calls on the wire finish or fail on their own.
+ *
+ * @module
+ */
+import * as grpc from '@grpc/grpc-js';
+import net from 'node:net';
+import type { Clock } from '../../core/clock.js';
+import type { DialContext } from '../../guard/dial.js';
+import type { ConnectionWatch, Connector } from '../../pool/connection-pool.js';
+import { ChannelConnectError, lastError } from './connect-error.js';
+import type { SpecTable } from './target.js';
+import { ConnectTracker, trackCredentials } from './tracked-credentials.js';
+
+const { READY, IDLE, CONNECTING, TRANSIENT_FAILURE, SHUTDOWN } = grpc.connectivityState;
+
+/** One pooled grpc-js channel. */
+export interface PooledChannel {
+  readonly channel: grpc.Channel;
+  /** The pool key (channel spec) it serves. */
+  readonly key: string;
+  readonly tracker: ConnectTracker;
+  /** Set once `channel.close()` has been called. */
+  closed: boolean;
+  /** Re-reads the channel's state now and acts on it (set while watched). */
+  recheck: (() => void) | undefined;
+}
+
+/** Where a spec's channel stands, for `getConnectivityState` of the clients using it. */
+interface Standing {
+  live: PooledChannel | undefined;
+  connecting: number;
+  failed: boolean;
+  listeners: Set<() => void>;
+}
+
+/** Opens grpc-js channels for the pool. */
+export class ChannelConnector implements Connector<PooledChannel> {
+  readonly #specs: SpecTable;
+  readonly #clock: Clock;
+  readonly #standing = new Map<string, Standing>();
+
+  constructor(specs: SpecTable, clock: Clock) {
+    this.#specs = specs;
+    this.#clock = clock;
+  }
+
+  connect(key: string, ctx: DialContext): Promise<PooledChannel> {
+    const spec = this.#specs.get(key);
+    if (spec === undefined) return Promise.reject(new Error(`no client holds channel ${key} any more`));
+    const tracker = new ConnectTracker(isIpTarget(spec.target) ? 'tcp' : 'lookup');
+    ctx.phase = tracker.phase;
+    tracker.onPhase = (phase) => {
+      ctx.phase = phase;
+    };
+    const channel = new grpc.Channel(spec.target, trackCredentials(spec.credentials, tracker), spec.options);
+    const pooled: PooledChannel = { channel, key, tracker, closed: false, recheck: undefined };
+    const standing = this.#standingOf(key);
+    standing.connecting++;
+    standing.failed = false;
+    this.#notify(standing);
+
+    return new Promise<PooledChannel>((resolve, reject) => {
+      let done = false;
+      let started = false;
+      let probing = false;
+      const settle = (err: unknown): void => {
+        done = true;
+        ctx.signal.removeEventListener('abort', onAbort);
+        tracker.onPhase = undefined;
+        standing.connecting--;
+        if (err === undefined) {
+          standing.live = pooled;
+          this.#notify(standing);
+          resolve(pooled);
+          return;
+        }
+        tracker.abort();
+        closeChannel(pooled);
+        standing.failed = true;
+        this.#notify(standing);
+        this.#forgetIfUnused(key, standing);
+        reject(err);
+      };
+      const onAbort = (): void => {
+        if (!done && !probing) settle(ctx.signal.reason);
+      };
+      const check = (): void => {
+        if (done || probing) return;
+        const state = channel.getConnectivityState(false);
+        switch (state) {
+          case READY:
+            settle(undefined);
+            return;
+          case TRANSIENT_FAILURE:
+            // Failed. Ask grpc-js why (a millisecond or two), then close.
+            probing = true;
+            void lastError(channel, this.#clock).then((status) => settle(ctx.signal.aborted ? ctx.signal.reason : new ChannelConnectError(spec.target, status)));
+            return;
+          case SHUTDOWN:
+            settle(new Error(`channel to ${spec.target} shut down while connecting`));
+            return;
+          case IDLE:
+            // Before the first attempt the channel is IDLE; after it, IDLE means the connection
+            // closed during establishment (grpc-js would only try again for a queued call).
+            if (started) {
+              settle(
+                new ChannelConnectError(spec.target, {
+                  code: grpc.status.UNAVAILABLE,
+                  details: 'No connection established. Last error: Connection closed before the HTTP/2 handshake completed',
+                  metadata: new grpc.Metadata(),
+                }),
+              );
+              return;
+            }
+            break;
+          case CONNECTING:
+            started = true;
+            break;
+        }
+        channel.watchConnectivityState(state, Infinity, check);
+      };
+      ctx.signal.addEventListener('abort', onAbort, { once: true });
+      channel.getConnectivityState(true);
+      check();
+    });
+  }
+
+  close(pooled: PooledChannel): void {
+    closeChannel(pooled);
+    const standing = this.#standing.get(pooled.key);
+    if (standing?.live === pooled) {
+      standing.live = undefined;
+      this.#notify(standing);
+      this.#forgetIfUnused(pooled.key, standing);
+    }
+  }
+
+  watch(pooled: PooledChannel, watch: ConnectionWatch): () => void {
+    const { channel, tracker } = pooled;
+    let watching = true;
+    const onChange = (): void => {
+      if (!watching || pooled.closed) return;
+      const state = channel.getConnectivityState(false);
+      if (state === READY) {
+        channel.watchConnectivityState(state, Infinity, onChange);
+        return;
+      }
+      watching = false;
+      pooled.recheck = undefined;
+      if (tracker.transportClosed) watch.gone(new TransportClosedError(channel.getTarget()));
+      else watch.retire('goaway');
+      closeChannel(pooled);
+    };
+    pooled.recheck = onChange;
+    onChange();
+    return () => {
+      // The pending watcher fires once more when the channel closes, and returns at once.
+      watching = false;
+      pooled.recheck = undefined;
+    };
+  }
+
+  /**
+   * Where the channel for `key` stands, as a grpc connectivity state: READY with a live channel,
+   * CONNECTING while a dial runs, TRANSIENT_FAILURE after a failed one, IDLE otherwise.
+   */
+  stateOf(key: string): grpc.connectivityState {
+    const s = this.#standing.get(key);
+    if (s === undefined) return IDLE;
+    if (s.live !== undefined && !s.live.closed) return s.live.channel.getConnectivityState(false) === READY ? READY : IDLE;
+    if (s.connecting > 0) return CONNECTING;
+    return s.failed ? TRANSIENT_FAILURE : IDLE;
+  }
+
+  /** The live channel for `key`, if any. */
+  liveChannel(key: string): grpc.Channel | undefined {
+    const live = this.#standing.get(key)?.live;
+    return live === undefined || live.closed ? undefined : live.channel;
+  }
+
+  /** Calls `listener` whenever the standing of `key` may have changed; returns the stopper. */
+  onChange(key: string, listener: () => void): () => void {
+    const standing = this.#standingOf(key);
+    standing.listeners.add(listener);
+    return () => {
+      standing.listeners.delete(listener);
+      this.#forgetIfUnused(key, standing);
+    };
+  }
+
+  /** Tells every listener to look again (the guard closed). */
+  notifyAll(): void {
+    for (const s of [...this.#standing.values()]) this.#notify(s);
+  }
+
+  #standingOf(key: string): Standing {
+    let s = this.#standing.get(key);
+    if (s === undefined) {
+      s = { live: undefined, connecting: 0, failed: false, listeners: new Set() };
+      this.#standing.set(key, s);
+    }
+    return s;
+  }
+
+  #forgetIfUnused(key: string, s: Standing): void {
+    if (s.live === undefined && s.connecting === 0 && s.listeners.size === 0 && this.#standing.get(key) === s) this.#standing.delete(key);
+  }
+
+  #notify(s: Standing): void {
+    for (const listener of [...s.listeners]) listener();
+  }
+}
+
+/**
+ * The transport under a READY channel closed (reset, EOF, keep-alive unanswered): the connection
+ * is dead, not draining.
+ */
+export class TransportClosedError extends Error {
+  constructor(target: string) {
+    super(`the connection of the grpc channel to ${target} closed`);
+    this.name = 'TransportClosedError';
+  }
+}
+
+function closeChannel(pooled: PooledChannel): void {
+  if (pooled.closed) return;
+  pooled.closed = true;
+  try {
+    pooled.channel.close();
+  } catch {
+    /* already closed by grpc-js itself */
+  }
+}
+
+/** Whether `target` names IP addresses (no name to resolve). */
+function isIpTarget(target: string): boolean {
+  if (/^ipv[46]:/i.test(target)) return true;
+  const address = target.replace(/^dns:(\/\/[^/]*\/)?/i, '');
+  const host = address.startsWith('[') ? address.slice(1, address.indexOf(']')) : address.split(':').length > 2 ? address : address.split(':')[0]!;
+  return net.isIP(host) !== 0;
+}

@@ -1,0 +1,152 @@
+/**
+ * The grpc adapter's entry point: one {@link GrpcGuard} owns a ConnectionPool of grpc-js channels
+ * and hands out the channel factory and interceptor that make any grpc-js client guarded.
+ *
+ * ```ts
+ * const guard = new GrpcGuard({ connectTimeout: 2_000 });
+ * const client = new EchoClient('echo.internal:50051', grpc.credentials.createInsecure(), guard.clientOptions());
+ * ```
+ *
+ * @module
+ */
+import type * as grpc from '@grpc/grpc-js';
+import type { Listener, Unsubscribe } from '../../core/events.js';
+import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../../pool/connection-pool.js';
+import { ChannelConnector, type PooledChannel } from './channel-connector.js';
+import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
+import { type GrpcGuardOptions, type GrpcSettings, grpcSettings } from './options.js';
+import { retryInterceptor } from './retry-interceptor.js';
+import { type ChannelSpec, SpecTable, grpcHostKey, targetOfKey } from './target.js';
+
+/** grpc-js's `channelFactoryOverride` client option. */
+export type ChannelFactory = (target: string, credentials: grpc.ChannelCredentials, options: grpc.ChannelOptions) => grpc.ChannelInterface;
+
+const noop = (): void => {};
+
+/**
+ * Guards grpc-js clients: bounded connects that feed a per-host breaker, one shared channel per
+ * target, dead channels dropped with everything riding them released, keep-alive on, and unary
+ * calls retried inside the caller's deadline. See the module docs of each part.
+ */
+export class GrpcGuard {
+  readonly #settings: GrpcSettings;
+  readonly #specs: SpecTable;
+  readonly #connector: ChannelConnector;
+  readonly #pool: ConnectionPool<PooledChannel>;
+  readonly #host: ChannelHost;
+  #closing: Promise<void> | undefined;
+
+  /**
+   * grpc-js's `channelFactoryOverride`: every client made with it gets a {@link GuardedChannel}.
+   * Usually reached through {@link GrpcGuard.clientOptions}.
+   */
+  readonly channelFactory: ChannelFactory;
+
+  /**
+   * The retrying interceptor (see retry-interceptor): unary calls retried with the remaining
+   * deadline. A pass-through when `retry: false`. Usually reached through {@link GrpcGuard.clientOptions}.
+   */
+  readonly interceptor: grpc.Interceptor;
+
+  /** @throws TypeError/RangeError naming the option, for any invalid option. */
+  constructor(options: GrpcGuardOptions = {}) {
+    const s = grpcSettings(options);
+    this.#settings = s;
+    this.#specs = new SpecTable(s.channelOptions);
+    this.#connector = new ChannelConnector(this.#specs, s.clock);
+    const hostOf = s.hostOf ?? grpcHostKey;
+    this.#pool = new ConnectionPool<PooledChannel>({
+      connector: this.#connector,
+      connectTimeout: s.connectTimeout,
+      breaker: s.breaker,
+      hostOf: (key) => hostOf(targetOfKey(key)),
+      idleTimeout: s.idleTimeout,
+      sweepInterval: s.sweepInterval,
+      retiredRetries: s.retiredRetries,
+      closeTimeout: s.closeTimeout,
+      clock: s.clock,
+    });
+    const guard = this;
+    this.#host = {
+      pool: this.#pool,
+      specs: this.#specs,
+      connector: this.#connector,
+      clock: s.clock,
+      replayBufferSize: s.replayBufferSize,
+      idempotent: s.idempotent,
+      get closed(): boolean {
+        return guard.#closing !== undefined;
+      },
+      warm: (spec) => this.#warm(spec),
+    };
+    this.channelFactory = (target, credentials, channelOptions) => this.channel(target, credentials, channelOptions);
+    this.interceptor =
+      s.retry === false
+        ? (interceptorOptions, nextCall) => nextCall(interceptorOptions) as grpc.InterceptingCall
+        : retryInterceptor({ ...s.retry, clock: s.clock, idempotent: s.idempotent });
+  }
+
+  /**
+   * A guarded channel to `target` (any grpc-js target: `host:port`, `dns:///host:port`,
+   * `ipv4:addr:port`, ...). Usable as a client's `channelOverride`; closing it stops that client
+   * only (the pooled channel serves the guard's other clients until it is idle).
+   *
+   * @throws Error once the guard is closed (as a closed grpc-js channel does).
+   */
+  channel(target: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions): GuardedChannel {
+    if (typeof target !== 'string' || target.length === 0) throw new TypeError('target must be a non-empty string');
+    if (typeof credentials !== 'object' || credentials === null) throw new TypeError('credentials must be grpc ChannelCredentials');
+    if (this.#closing !== undefined) throw new Error('Channel has been shut down');
+    grpcHostKey(target); // a target that names no host fails here, not on the first call
+    return new GuardedChannel(this.#host, this.#specs.acquire(target, credentials, options));
+  }
+
+  /**
+   * Client options that make a grpc-js client guarded: the channel factory, and the retrying
+   * interceptor ahead of any given in `options` (each attempt then runs through them all). Pass
+   * the result as a generated or generic client's third constructor argument.
+   */
+  clientOptions(options: grpc.ClientOptions = {}): grpc.ClientOptions {
+    const { interceptors, interceptor_providers: providers, ...rest } = options;
+    if (providers !== undefined && providers.length > 0) {
+      throw new TypeError('clientOptions: pass interceptors, not interceptor_providers (grpc-js allows one of the two)');
+    }
+    return { ...rest, channelFactoryOverride: this.channelFactory, interceptors: [this.interceptor, ...(interceptors ?? [])] };
+  }
+
+  /** Channels open, connects in flight, calls riding channels, and counters since construction. */
+  stats(): PoolStats {
+    return this.#pool.stats();
+  }
+
+  /** Listens for channel events (opened, retired, gone, closed); returns the stopper. */
+  on<K extends keyof ConnectionPoolEvents>(event: K, listener: Listener<ConnectionPoolEvents[K]>): Unsubscribe {
+    return this.#pool.on(event, listener);
+  }
+
+  /**
+   * Takes no new calls (guarded channels throw on `createCall`, as closed grpc-js channels do),
+   * lets calls in flight finish for up to `closeTimeout`, then ends them and closes every channel.
+   * Resolves once nothing is left open. Idempotent.
+   */
+  close(): Promise<void> {
+    if (this.#closing === undefined) {
+      this.#closing = this.#pool.close();
+      this.#connector.notifyAll();
+    }
+    return this.#closing;
+  }
+
+  /** Connects `spec`'s channel without riding it (a call would connect it anyway). */
+  #warm(spec: ChannelSpec): void {
+    spec.calls++;
+    // A failure shows in the state (TRANSIENT_FAILURE); nobody is waiting for it here.
+    void this.#pool
+      .use(spec.key, async () => undefined)
+      .catch(noop)
+      .finally(() => {
+        spec.calls--;
+        this.#specs.forgetIfUnused(spec);
+      });
+  }
+}

@@ -1,0 +1,319 @@
+/**
+ * One call on a guarded channel: it waits for the pool's READY channel (never queueing inside
+ * grpc-js), then runs as a grpc-js call on it.
+ *
+ * - Refused by the breaker, or the connect failed or timed out: the call ends at once with a
+ *   status saying why (see status.ts); nothing is queued behind a connect that cannot succeed.
+ * - Its deadline covers the wait for a channel too: a call never outlives it.
+ * - What the caller sends while it waits (messages, half-close, read requests, credentials) is
+ *   kept and replayed onto the grpc-js call once there is one.
+ * - Until the server answers anything, the messages are kept (up to `replayBufferSize`), so the
+ *   pool can resend the call on a fresh channel when a sibling retired its own under it, or when
+ *   its connection died and the method is idempotent.
+ * - When the pool finds the channel dead, the call is released at once (its grpc-js call
+ *   cancelled), not left to wait for a transport grpc-js would only redial for it.
+ *
+ * @module
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { Clock, TimerHandle } from '../../core/clock.js';
+import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js';
+import type { ConnectionPool } from '../../pool/connection-pool.js';
+import type { Lease } from '../../pool/pooled-connection.js';
+import type { PooledChannel } from './channel-connector.js';
+import { type GuardStatus, isStatusObject, statusFor } from './status.js';
+import type { ChannelSpec, SpecTable } from './target.js';
+
+/** grpc-js's call interface, as its channels hand it out. */
+export type GrpcCall = ReturnType<grpc.ChannelInterface['createCall']>;
+type MessageContext = Parameters<GrpcCall['sendMessageWithContext']>[0];
+type ServerSurfaceCall = Parameters<grpc.ChannelInterface['createCall']>[3];
+
+/** What a call needs from its guard. */
+export interface CallHost {
+  readonly pool: ConnectionPool<PooledChannel>;
+  readonly specs: SpecTable;
+  readonly clock: Clock;
+  readonly replayBufferSize: number;
+  idempotent(method: string): boolean;
+}
+
+/** One message the caller sent: its write callback runs at most once, whatever is replayed. */
+interface Sent {
+  readonly context: MessageContext;
+  readonly message: Buffer;
+}
+
+/** One ride of the call on one channel. */
+interface Turn {
+  readonly call: GrpcCall;
+  /** The pooled channel's identity. */
+  readonly connectionId: number;
+  /** Still the call's current ride: what it delivers reaches the caller. */
+  active: boolean;
+  /** Its grpc-js call delivered a status. */
+  ended: boolean;
+}
+
+const OK = grpc.status.OK;
+const READY = grpc.connectivityState.READY;
+let callNumbers = 0;
+
+/** The grpc-js `Call` a {@link GuardedChannel} hands out. */
+export class GuardedCall implements GrpcCall {
+  readonly #host: CallHost;
+  readonly #spec: ChannelSpec;
+  readonly #method: string;
+  readonly #deadline: grpc.Deadline;
+  readonly #authority: string | null | undefined;
+  readonly #parent: ServerSurfaceCall;
+  readonly #flags: number | null | undefined;
+  readonly #number = ++callNumbers;
+  #listener: grpc.InterceptingListener | undefined;
+  #metadata: grpc.Metadata | undefined;
+  #credentials: grpc.CallCredentials | undefined;
+  /** Messages sent while no grpc-js call was there to take them. */
+  #queue: Sent[] = [];
+  /** Every message sent, while the call may still be resent. */
+  #replay: Sent[] | undefined = [];
+  #replayBytes = 0;
+  #halfClosed = false;
+  #readPending = false;
+  #turn: Turn | undefined;
+  #lastStatus: grpc.StatusObject | undefined;
+  #timer: TimerHandle | undefined;
+  #started = false;
+  #done = false;
+
+  constructor(
+    host: CallHost,
+    spec: ChannelSpec,
+    method: string,
+    deadline: grpc.Deadline,
+    authority: string | null | undefined,
+    parent: ServerSurfaceCall,
+    flags: number | null | undefined,
+  ) {
+    this.#host = host;
+    this.#spec = spec;
+    this.#method = method;
+    this.#deadline = deadline;
+    this.#authority = authority;
+    this.#parent = parent;
+    this.#flags = flags;
+  }
+
+  start(metadata: grpc.Metadata, listener: grpc.InterceptingListener): void {
+    if (this.#started) return;
+    this.#started = true;
+    this.#listener = listener;
+    this.#metadata = metadata;
+    if (this.#done) {
+      // Cancelled before it started: grpc-js still reports the status to the listener.
+      const status = this.#lastStatus!;
+      process.nextTick(() => listener.onReceiveStatus(status));
+      return;
+    }
+    this.#spec.calls++;
+    const left = remaining(this.#deadline);
+    if (left <= 0) {
+      process.nextTick(() => this.#expire(0));
+      return;
+    }
+    // The whole call, waits for a channel included (going back for a fresh one too), ends by it.
+    if (Number.isFinite(left)) this.#timer = this.#host.clock.setTimeout(() => this.#expire(left), left);
+    this.#host.pool
+      .use(this.#spec.key, (lease) => this.#ride(lease), { idempotent: this.#host.idempotent(this.#method) })
+      .then(
+        (status) => this.#end(status),
+        (err: unknown) => this.#fail(err),
+      );
+  }
+
+  sendMessageWithContext(context: MessageContext, message: Buffer): void {
+    if (this.#done) {
+      // The call is over; a writer waiting on this callback must not wait forever.
+      context.callback?.();
+      return;
+    }
+    const sent: Sent = { context: once(context), message };
+    if (this.#replay !== undefined) {
+      this.#replayBytes += message.length;
+      if (this.#replayBytes > this.#host.replayBufferSize) this.#replay = undefined;
+      else this.#replay.push(sent);
+    }
+    const turn = this.#turn;
+    if (turn?.active === true && !turn.ended) turn.call.sendMessageWithContext(sent.context, message);
+    else this.#queue.push(sent);
+  }
+
+  startRead(): void {
+    if (this.#done) return;
+    this.#readPending = true;
+    const turn = this.#turn;
+    if (turn?.active === true && !turn.ended) turn.call.startRead();
+  }
+
+  halfClose(): void {
+    if (this.#done || this.#halfClosed) return;
+    this.#halfClosed = true;
+    const turn = this.#turn;
+    if (turn?.active === true && !turn.ended) turn.call.halfClose();
+  }
+
+  cancelWithStatus(code: grpc.status, details: string): void {
+    if (this.#done) return;
+    this.#replay = undefined; // never resent after the caller gave up
+    const turn = this.#turn;
+    if (turn?.active === true && !turn.ended) {
+      // Its status comes back through the ride.
+      turn.call.cancelWithStatus(code, details);
+      return;
+    }
+    // Waiting for a channel: end now (the connect attempt carries on for its other waiters).
+    const status = { code, details, metadata: new grpc.Metadata() };
+    if (!this.#started) {
+      this.#done = true;
+      this.#lastStatus = status;
+      return;
+    }
+    this.#end(status);
+  }
+
+  getPeer(): string {
+    return this.#turn?.call.getPeer() ?? this.#spec.target;
+  }
+
+  getCallNumber(): number {
+    return this.#number;
+  }
+
+  setCredentials(credentials: grpc.CallCredentials): void {
+    this.#credentials = credentials;
+    this.#turn?.call.setCredentials(credentials);
+  }
+
+  getAuthContext(): ReturnType<GrpcCall['getAuthContext']> {
+    return this.#turn?.call.getAuthContext() ?? null;
+  }
+
+  /** Runs the call on the leased channel; settles with its status (rejects unless OK). */
+  #ride(lease: Lease<PooledChannel>): Promise<grpc.StatusObject> {
+    if (this.#done) return Promise.resolve(this.#lastStatus!);
+    const previous = this.#turn;
+    if (previous !== undefined) {
+      // Going back for a fresh channel: only a call that can be sent again unchanged.
+      previous.active = false;
+      if (!previous.ended) previous.call.cancelWithStatus(grpc.status.CANCELLED, 'dialguard: resent on another channel');
+      if (this.#replay === undefined) {
+        // Committed to the old channel (the server answered, or too much was sent to keep).
+        return Promise.reject(this.#lastStatus ?? statusFor(new ConnectionGoneError(this.#spec.target, previous.connectionId)));
+      }
+      this.#queue = [...this.#replay];
+    }
+    const pooled = lease.connection;
+    if (pooled.closed || pooled.channel.getConnectivityState(false) !== READY) {
+      // It left READY after the pool handed it out: retire it now, and go back as never sent.
+      pooled.recheck?.();
+      return Promise.reject<grpc.StatusObject>({
+        code: grpc.status.UNAVAILABLE,
+        details: 'Channel closed before call started',
+        metadata: new grpc.Metadata(),
+      });
+    }
+    const call = pooled.channel.createCall(this.#method, this.#deadline, this.#authority, this.#parent, this.#flags);
+    const turn: Turn = { call, connectionId: lease.id, active: true, ended: false };
+    this.#turn = turn;
+    if (this.#credentials !== undefined) call.setCredentials(this.#credentials);
+    const listener = this.#listener!;
+    return new Promise<grpc.StatusObject>((resolve, reject) => {
+      call.start(this.#metadata!.clone(), {
+        onReceiveMetadata: (metadata) => {
+          if (!turn.active) return;
+          this.#answered();
+          listener.onReceiveMetadata(metadata);
+        },
+        onReceiveMessage: (message) => {
+          if (!turn.active) return;
+          this.#answered();
+          this.#readPending = false;
+          listener.onReceiveMessage(message);
+        },
+        onReceiveStatus: (status) => {
+          turn.ended = true;
+          if (turn.active) this.#lastStatus = status;
+          if (status.code === OK) resolve(status);
+          else reject(status);
+        },
+      });
+      const queued = this.#queue;
+      this.#queue = [];
+      for (const sent of queued) call.sendMessageWithContext(sent.context, sent.message);
+      if (this.#halfClosed) call.halfClose();
+      if (this.#readPending) call.startRead();
+    });
+  }
+
+  /** The server answered: the call is committed to this channel and is never resent. */
+  #answered(): void {
+    this.#replay = undefined;
+  }
+
+  /** The pool gave up on the call (a dial failed, the breaker refused, the channel died). */
+  #fail(err: unknown): void {
+    const turn = this.#turn;
+    if (turn !== undefined && turn.active) {
+      turn.active = false;
+      if (!turn.ended) turn.call.cancelWithStatus(grpc.status.UNAVAILABLE, 'dialguard: the call was released');
+    }
+    this.#end(isStatusObject(err) ? err : statusFor(err));
+  }
+
+  /** The deadline passed. A grpc-js call under way reports it itself; a wait for a channel ends here. */
+  #expire(ms: number): void {
+    this.#timer = undefined;
+    const turn = this.#turn;
+    if (this.#done || (turn !== undefined && turn.active && !turn.ended)) return;
+    const err = new DeadlineExceededError(ms, 0, {
+      cause: new Error(`no READY channel to ${this.#spec.target} within the deadline`),
+    });
+    this.#end(statusFor(err, grpc.status.DEADLINE_EXCEEDED));
+  }
+
+  #end(status: GuardStatus): void {
+    if (this.#done) return;
+    this.#done = true;
+    if (this.#timer !== undefined) {
+      this.#host.clock.clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    this.#queue = [];
+    this.#replay = undefined;
+    if (this.#turn !== undefined) this.#turn.active = false;
+    this.#lastStatus = status;
+    this.#spec.calls--;
+    this.#host.specs.forgetIfUnused(this.#spec);
+    this.#listener!.onReceiveStatus(status);
+  }
+}
+
+/** Milliseconds until `deadline` (Infinity for none). */
+export function remaining(deadline: grpc.Deadline): number {
+  const at = deadline instanceof Date ? deadline.getTime() : deadline;
+  return at === Infinity ? Infinity : at - Date.now();
+}
+
+/** `context` whose write callback runs at most once, whichever grpc-js call it is handed to. */
+function once(context: MessageContext): MessageContext {
+  const callback = context.callback;
+  if (callback === undefined) return context;
+  let called = false;
+  return {
+    ...context,
+    callback: (err) => {
+      if (called) return;
+      called = true;
+      callback(err);
+    },
+  };
+}

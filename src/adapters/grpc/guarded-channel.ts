@@ -1,0 +1,138 @@
+/**
+ * The channel a guarded client holds: a grpc-js `ChannelInterface` in front of the guard's pool.
+ * Every client naming the same target, credentials and options rides the same pooled channel;
+ * this object only hands out {@link GuardedCall}s and reports the pooled channel's state.
+ *
+ * @module
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { TimerHandle } from '../../core/clock.js';
+import { unrefTimer } from '../../core/clock.js';
+import type { ChannelConnector } from './channel-connector.js';
+import { type CallHost, GuardedCall, remaining } from './guarded-call.js';
+import type { ChannelSpec } from './target.js';
+
+type ChannelRef = ReturnType<grpc.ChannelInterface['getChannelzRef']>;
+type ServerSurfaceCall = Parameters<grpc.ChannelInterface['createCall']>[3];
+
+/** What a guarded channel needs from its guard. */
+export interface ChannelHost extends CallHost {
+  readonly connector: ChannelConnector;
+  /** Whether the guard was closed. */
+  readonly closed: boolean;
+  /** Starts connecting `spec`'s channel if nothing is (for `getConnectivityState(true)`). */
+  warm(spec: ChannelSpec): void;
+}
+
+interface Watcher {
+  readonly currentState: grpc.connectivityState;
+  readonly callback: (error?: Error) => void;
+  timer: TimerHandle | undefined;
+}
+
+const { IDLE, SHUTDOWN } = grpc.connectivityState;
+
+/** A grpc-js channel whose calls ride the guard's pooled channel. */
+export class GuardedChannel implements grpc.ChannelInterface {
+  readonly #host: ChannelHost;
+  readonly #spec: ChannelSpec;
+  #closed = false;
+  readonly #watchers = new Set<Watcher>();
+  #unsubscribe: (() => void) | undefined;
+
+  /** @internal Made by `GrpcGuard.channel()`. */
+  constructor(host: ChannelHost, spec: ChannelSpec) {
+    this.#host = host;
+    this.#spec = spec;
+  }
+
+  /**
+   * Stops this client: new calls throw, as on a closed grpc-js channel; calls in flight finish.
+   * The pooled channel stays for the guard's other clients until it is idle or the guard closes.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#host.specs.release(this.#spec);
+    this.#notify();
+  }
+
+  getTarget(): string {
+    return this.#spec.target;
+  }
+
+  /**
+   * The pooled channel's state: READY when one is live, CONNECTING while one is being
+   * established, TRANSIENT_FAILURE after a failed establishment (or while the breaker refuses the
+   * host), IDLE otherwise, SHUTDOWN once this client or the guard closed.
+   */
+  getConnectivityState(tryToConnect: boolean): grpc.connectivityState {
+    if (this.#closed || this.#host.closed) return SHUTDOWN;
+    const state = this.#host.connector.stateOf(this.#spec.key);
+    if (tryToConnect && state === IDLE) this.#host.warm(this.#spec);
+    return state;
+  }
+
+  /**
+   * Calls `callback` once the state differs from `currentState` (at once if it already does), or
+   * with an error at `deadline`.
+   */
+  watchConnectivityState(currentState: grpc.connectivityState, deadline: Date | number, callback: (error?: Error) => void): void {
+    if (this.#closed || this.#host.closed) throw new Error('Channel has been shut down');
+    const watcher: Watcher = { currentState, callback, timer: undefined };
+    const left = remaining(deadline);
+    if (left <= 0) {
+      process.nextTick(callback, new Error('Deadline passed without connectivity state change'));
+      return;
+    }
+    if (Number.isFinite(left)) {
+      const { clock } = this.#host;
+      watcher.timer = unrefTimer(
+        clock.setTimeout(() => {
+          this.#remove(watcher);
+          callback(new Error('Deadline passed without connectivity state change'));
+        }, left),
+      );
+    }
+    this.#watchers.add(watcher);
+    this.#unsubscribe ??= this.#host.connector.onChange(this.#spec.key, () => this.#notify());
+    if (this.getConnectivityState(false) !== currentState) process.nextTick(() => this.#notify());
+  }
+
+  /** The live pooled channel's channelz reference; a placeholder (id -1) while there is none. */
+  getChannelzRef(): ChannelRef {
+    const live = this.#host.connector.liveChannel(this.#spec.key);
+    return live?.getChannelzRef() ?? ({ kind: 'channel', id: -1, name: this.#spec.target } as unknown as ChannelRef);
+  }
+
+  createCall(
+    method: string,
+    deadline: grpc.Deadline,
+    host: string | null | undefined,
+    parentCall: ServerSurfaceCall,
+    propagateFlags: number | null | undefined,
+  ): GuardedCall {
+    if (typeof method !== 'string') throw new TypeError('Channel#createCall: method must be a string');
+    if (!(typeof deadline === 'number' || deadline instanceof Date)) throw new TypeError('Channel#createCall: deadline must be a number or Date');
+    if (this.#closed || this.#host.closed) throw new Error('Channel has been shut down');
+    return new GuardedCall(this.#host, this.#spec, method, deadline, host, parentCall, propagateFlags);
+  }
+
+  #notify(): void {
+    const state = this.getConnectivityState(false);
+    for (const w of [...this.#watchers]) {
+      if (w.currentState === state) continue;
+      this.#remove(w);
+      w.callback();
+    }
+  }
+
+  #remove(w: Watcher): void {
+    if (w.timer !== undefined) this.#host.clock.clearTimeout(w.timer);
+    this.#watchers.delete(w);
+    if (this.#watchers.size === 0) {
+      this.#unsubscribe?.();
+      this.#unsubscribe = undefined;
+    }
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * The options of a {@link GrpcGuard}: what each one means, its default and why, and their checks
+ * (once, at construction, each error naming the option).
+ *
+ * @module
+ */
+import type * as grpc from '@grpc/grpc-js';
+import type { Schedule } from '../../core/backoff.js';
+import { type Clock, systemClock } from '../../core/clock.js';
+import { checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
+import { DEFAULT_CONNECT_TIMEOUT } from '../../guard/dial.js';
+import type { HostBreaker } from '../../guard/host-breaker.js';
+import { RetryBudget } from '../../retry/budget.js';
+
+/** How the guard's interceptor retries unary calls (see {@link GrpcGuardOptions.retry}). */
+export interface GrpcRetryOptions {
+  /**
+   * Most attempts of one call, the first included. Default 3: the first try and two retries ride
+   * out a failover and a blip without tripling the load (as `retry()`).
+   */
+  maxAttempts?: number;
+  /** Wait before each retry. Default `retry()`'s: full jitter from 100 ms up to 10 s. */
+  backoff?: Schedule;
+  /**
+   * The retry budget every call deposits into and every retry withdraws from. Default the
+   * process-wide one (`sharedRetryBudget()`: retries at most 20 % of calls); `null` for none.
+   */
+  budget?: RetryBudget | null;
+}
+
+/** Options of a {@link GrpcGuard}; every one has a default. */
+export interface GrpcGuardOptions {
+  /**
+   * Bound on establishing one channel (TCP + TLS + the HTTP/2 SETTINGS exchange), ms. grpc-js has
+   * none of its own. Default 5 000 (`DEFAULT_CONNECT_TIMEOUT`): a live host connects in
+   * milliseconds, a dead one costs 5 s instead of the kernel's ~130 s.
+   */
+  connectTimeout?: number;
+  /**
+   * The breaker fed by every channel establishment (and nothing else). Default the process-wide
+   * one (`sharedBreaker()`), so every client learns from every other; `null`: none.
+   */
+  breaker?: HostBreaker | null;
+  /**
+   * HTTP/2 PING interval, ms (`grpc.keepalive_time_ms`); 0 turns keep-alive off. Default 10 000
+   * (seed 003): with the timeout below a silent peer is found within ~20 s, and a call may still
+   * run for as long as its deadline allows. grpc-js sends none unless asked.
+   */
+  keepAliveInterval?: number;
+  /** How long a PING may go unanswered before the connection is dropped, ms (`grpc.keepalive_timeout_ms`). Default 10 000 (seed 003). */
+  keepAliveTimeout?: number;
+  /**
+   * PING while no call is active (`grpc.keepalive_permit_without_calls`). Default true (seed 003):
+   * an idle channel whose peer vanished is found before the next call rides it.
+   */
+  keepAliveWhileIdle?: boolean;
+  /**
+   * grpc-js channel options for every channel (max message sizes, `grpc.default_authority`, ...).
+   * A client's own options come on top, and explicit `grpc.keepalive_*` keys win over the three
+   * options above. `grpc.use_local_subchannel_pool` is always 1: each pooled channel must own its
+   * connection, or closing a dead one would hand the same dead connection to its replacement.
+   * Default none.
+   */
+  channelOptions?: grpc.ChannelOptions;
+  /** Close a channel no call has used for this long, ms. Default 600 000 (10 min, seed 003). */
+  idleTimeout?: number;
+  /** The idle sweep runs at most once per this many ms, on a call. Default 60 000 (seed 003). */
+  sweepInterval?: number;
+  /**
+   * Times a call may go back for a fresh channel after a sibling retired the one under it, when
+   * it can be resent unchanged. Default 3 (seed 003: outright failures fell geometrically over three
+   * turns while the extra connections stopped growing after the second).
+   */
+  retiredRetries?: number;
+  /** How long `close()` lets calls in flight finish before ending them, ms. Default 5 000. */
+  closeTimeout?: number;
+  /**
+   * Bytes of request messages a call keeps so it can be resent on a fresh channel (only until the
+   * server answers anything). Default 262 144 (256 KiB): every unary request and most short
+   * streams fit, and a long upload is not held in memory twice; past it a call is not resent.
+   */
+  replayBufferSize?: number;
+  /**
+   * Which methods (full path, `/package.Service/Method`) may run twice without harm. A call of
+   * one whose connection died under it is resent (and retried by the interceptor); other calls
+   * are only resent when the server certainly never saw them. Default none: grpc cannot tell.
+   */
+  idempotent?: (method: string) => boolean;
+  /**
+   * The interceptor's retries of unary calls, each attempt with the remaining deadline; `false`
+   * leaves retrying to the caller (the interceptor is then a pass-through). Default `{}`.
+   */
+  retry?: GrpcRetryOptions | false;
+  /**
+   * Maps a channel's target to its breaker key. Default {@link grpcHostKey}: `dns:///h:p`,
+   * `h:p`, `ipv4:a:p` all become `h:p`.
+   */
+  hostOf?: (target: string) => string;
+  /** Time source for timeouts, deadlines, idleness and backoff. Default the system clock. */
+  clock?: Clock;
+}
+
+/** Options resolved: defaults applied, values checked. */
+export interface GrpcSettings {
+  connectTimeout: number;
+  breaker: HostBreaker | null | undefined;
+  channelOptions: grpc.ChannelOptions;
+  idleTimeout: number | undefined;
+  sweepInterval: number | undefined;
+  retiredRetries: number | undefined;
+  closeTimeout: number | undefined;
+  replayBufferSize: number;
+  idempotent: (method: string) => boolean;
+  retry: Required<Pick<GrpcRetryOptions, 'maxAttempts'>> & Omit<GrpcRetryOptions, 'maxAttempts'> | false;
+  hostOf: ((target: string) => string) | undefined;
+  clock: Clock;
+}
+
+const never = (): boolean => false;
+
+/**
+ * Applies the defaults and checks every option.
+ *
+ * @throws TypeError/RangeError naming the option and the bad value.
+ */
+export function grpcSettings(options: GrpcGuardOptions): GrpcSettings {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
+  const interval = checkDuration('keepAliveInterval', opt(options.keepAliveInterval, 10_000));
+  const timeout = checkDuration('keepAliveTimeout', opt(options.keepAliveTimeout, 10_000), 1);
+  const whileIdle = opt(options.keepAliveWhileIdle, true);
+  if (typeof whileIdle !== 'boolean') throw new TypeError(`keepAliveWhileIdle must be a boolean, got ${show(whileIdle)}`);
+  const extra = opt(options.channelOptions, {});
+  if (typeof extra !== 'object' || extra === null) throw new TypeError(`channelOptions must be an object, got ${show(extra)}`);
+  const keepAlive: grpc.ChannelOptions =
+    interval > 0
+      ? { 'grpc.keepalive_time_ms': interval, 'grpc.keepalive_timeout_ms': timeout, 'grpc.keepalive_permit_without_calls': whileIdle ? 1 : 0 }
+      : {};
+  const clock = opt(options.clock, systemClock);
+  checkFunction('clock.now', clock?.now);
+  checkFunction('clock.setTimeout', clock.setTimeout);
+  checkFunction('clock.clearTimeout', clock.clearTimeout);
+  return {
+    connectTimeout: checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1),
+    breaker: options.breaker,
+    channelOptions: { ...keepAlive, ...extra },
+    // The pool checks and defaults these itself; passed through as given.
+    idleTimeout: options.idleTimeout,
+    sweepInterval: options.sweepInterval,
+    retiredRetries: options.retiredRetries,
+    closeTimeout: options.closeTimeout,
+    replayBufferSize: checkInteger('replayBufferSize', opt(options.replayBufferSize, 262_144), 0),
+    idempotent: checkFunction<(method: string) => boolean>('idempotent', opt(options.idempotent, never)),
+    retry: retrySettings(options.retry),
+    hostOf: options.hostOf === undefined ? undefined : checkFunction<(target: string) => string>('hostOf', options.hostOf),
+    clock,
+  };
+}
+
+function retrySettings(retry: GrpcRetryOptions | false | undefined): GrpcSettings['retry'] {
+  if (retry === false) return false;
+  const r = opt<GrpcRetryOptions>(retry, {});
+  if (typeof r !== 'object' || r === null) throw new TypeError(`retry must be an object or false, got ${show(r)}`);
+  if (r.backoff !== undefined) checkFunction('retry.backoff', r.backoff);
+  if (r.budget !== undefined && r.budget !== null && !(r.budget instanceof RetryBudget)) {
+    throw new TypeError(`retry.budget must be a RetryBudget or null, got ${show(r.budget)}`);
+  }
+  return { ...r, maxAttempts: checkInteger('retry.maxAttempts', opt(r.maxAttempts, 3), 1) };
+}

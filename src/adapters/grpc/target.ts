@@ -1,0 +1,158 @@
+/**
+ * Which channel a client gets: one per (target, credentials, channel options), shared by every
+ * client that names the same three, and the breaker key of a grpc target.
+ *
+ * @module
+ */
+import type * as grpc from '@grpc/grpc-js';
+import { hostKey } from '../../guard/host-key.js';
+
+/** grpc's default port, for a target that names none. */
+const GRPC_DEFAULT_PORT = 443;
+
+/**
+ * The breaker key of a grpc target: `dns:///h:p`, `dns:h:p`, `h:p`, `ipv4:a:p` and `ipv6:[a]:p`
+ * all become `h:p` (port 443 when none is named, as grpc does). For an `ipv4:`/`ipv6:` list the
+ * first address names the whole target. Other schemes (`unix:`, `vsock:`) are keyed by their
+ * target text, colons replaced.
+ *
+ * @throws TypeError for a target that names no host.
+ */
+export function grpcHostKey(target: string): string {
+  if (typeof target !== 'string' || target.length === 0) throw new TypeError(`target must be a non-empty string, got ${typeof target}`);
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(target)?.[1]?.toLowerCase();
+  let rest = target;
+  if (scheme === 'dns') {
+    rest = target.slice(4).replace(/^\/\/[^/]*\//, '');
+  } else if (scheme === 'ipv4' || scheme === 'ipv6') {
+    rest = target.slice(5).split(',')[0] ?? '';
+  } else if (scheme === 'unix' || scheme === 'unix-abstract' || scheme === 'vsock') {
+    return hostKey(target.replace(/:/g, '/'));
+  }
+  return withDefaultPort(rest);
+}
+
+function withDefaultPort(address: string): string {
+  // `[v6]:p`, `h:p` or a bare v6 address (two or more colons) say whether a port is there.
+  const bracketed = address.startsWith('[');
+  const colons = address.split(':').length - 1;
+  const hasPort = bracketed ? /\]:\d+$/.test(address) : colons === 1;
+  return hasPort ? hostKey(address) : hostKey(address, GRPC_DEFAULT_PORT);
+}
+
+/** One channel's identity: what a pooled channel to it is made from. */
+export interface ChannelSpec {
+  /** The pool's key for it: unique per (target, credentials, options). */
+  readonly key: string;
+  /** The grpc target as the client named it. */
+  readonly target: string;
+  readonly credentials: grpc.ChannelCredentials;
+  /** The final channel options (guard's, then the client's, then the forced ones). */
+  readonly options: grpc.ChannelOptions;
+  /** Clients holding it open. */
+  clients: number;
+  /** Calls started and not yet ended (they may still need a channel after their client closed). */
+  calls: number;
+}
+
+/** Options every pooled channel gets whatever it is given. */
+const FORCED: grpc.ChannelOptions = { 'grpc.use_local_subchannel_pool': 1 };
+
+/**
+ * The specs in use. Two clients share a channel when their targets and options match and
+ * grpc-js's own `_equals` says their credentials do (two `createInsecure()` calls do).
+ */
+export class SpecTable {
+  readonly #base: grpc.ChannelOptions;
+  readonly #specs = new Map<string, ChannelSpec>();
+  /** Pool keys by canonical identity, kept across releases so a spec made again gets its old key. */
+  readonly #keys = new Map<string, string>();
+  #nextKey = 0;
+  /** Distinct credentials seen, each with a number for the key. */
+  readonly #credentials: Array<{ credentials: grpc.ChannelCredentials; id: number }> = [];
+  #nextCredentials = 0;
+  #nextOpaque = 0;
+
+  constructor(base: grpc.ChannelOptions) {
+    this.#base = base;
+  }
+
+  /** The spec for a client's channel (made on first use); counts the client in. */
+  acquire(target: string, credentials: grpc.ChannelCredentials, clientOptions: grpc.ChannelOptions | undefined): ChannelSpec {
+    const options = { ...this.#base, ...clientOptions, ...FORCED };
+    const key = this.#keyOf(target, `${target}\n${this.#credentialsId(credentials)}\n${this.#optionsKey(options)}`);
+    let spec = this.#specs.get(key);
+    if (spec === undefined) {
+      spec = { key, target, credentials, options, clients: 0, calls: 0 };
+      this.#specs.set(key, spec);
+    }
+    spec.clients++;
+    return spec;
+  }
+
+  /** A client closed: forgets the spec once no client or call holds it (a live channel stays pooled). */
+  release(spec: ChannelSpec): void {
+    spec.clients--;
+    this.forgetIfUnused(spec);
+  }
+
+  /** Forgets `spec` if nothing holds it. */
+  forgetIfUnused(spec: ChannelSpec): void {
+    if (spec.clients <= 0 && spec.calls <= 0 && this.#specs.get(spec.key) === spec) this.#specs.delete(spec.key);
+  }
+
+  /** The spec behind a pool key, if a client still holds it. */
+  get(key: string): ChannelSpec | undefined {
+    return this.#specs.get(key);
+  }
+
+  /**
+   * The pool key for an identity: `target [n]`, n counting identities (readable in errors and
+   * events, never reused). Bounded: past 4096 identities the table starts over, which at worst
+   * gives an equal identity a channel of its own.
+   */
+  #keyOf(target: string, identity: string): string {
+    let key = this.#keys.get(identity);
+    if (key === undefined) {
+      if (this.#keys.size >= 4096) this.#keys.clear();
+      key = `${target} [${++this.#nextKey}]`;
+      this.#keys.set(identity, key);
+    }
+    return key;
+  }
+
+  #credentialsId(credentials: grpc.ChannelCredentials): number {
+    for (const c of this.#credentials) if (c.credentials === credentials || equal(c.credentials, credentials)) return c.id;
+    const id = ++this.#nextCredentials;
+    this.#credentials.push({ credentials, id });
+    // Bounded: past 64 distinct credentials, forget the oldest (a later equal one gets a new id
+    // and so a channel of its own, which costs a connection, never correctness).
+    if (this.#credentials.length > 64) this.#credentials.shift();
+    return id;
+  }
+
+  /** Options as canonical text (sorted keys); an option that is not plain data makes the key unique. */
+  #optionsKey(options: grpc.ChannelOptions): string {
+    const entries = Object.keys(options)
+      .sort()
+      .map((k) => [k, options[k]] as const);
+    for (const [, v] of entries) {
+      if (v !== null && typeof v === 'object') return `o#${++this.#nextOpaque}`;
+      if (typeof v === 'function' || typeof v === 'symbol' || typeof v === 'bigint') return `o#${++this.#nextOpaque}`;
+    }
+    return JSON.stringify(entries);
+  }
+}
+
+/** The grpc target a pool key names. */
+export function targetOfKey(key: string): string {
+  return key.replace(/ \[\d+\]$/, '');
+}
+
+function equal(a: grpc.ChannelCredentials, b: grpc.ChannelCredentials): boolean {
+  try {
+    return typeof a._equals === 'function' && a._equals(b);
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * Sees the sockets of one channel's connection as grpc-js builds it, so a connect the pool gave up
+ * on can be ended, and a timeout can name the stage that stalled.
+ *
+ * grpc-js cannot cancel a connection attempt: closing a channel mid-connect leaves its socket
+ * waiting for the peer (a peer that accepts TCP and never sends SETTINGS holds it for good). Its
+ * credentials, though, are handed every TCP socket once connected (to run TLS, or to pass it on
+ * when insecure). Wrapping them records each socket and the stage reached; aborting destroys them.
+ * Only the TCP connect itself stays out of reach: against a blackholed host grpc-js's SYNs go on
+ * until the kernel gives up (about 2 minutes on Linux), and a socket that connects after the
+ * abort is destroyed as soon as it is handed over.
+ *
+ * This uses grpc-js's `_createSecureConnector` (1.12 and later); with credentials that lack it the
+ * sockets go untracked and only the stage names are lost.
+ *
+ * @module
+ */
+import type net from 'node:net';
+import * as grpc from '@grpc/grpc-js';
+import type { ConnectPhase } from '../../core/errors.js';
+
+type CreateSecureConnector = grpc.ChannelCredentials['_createSecureConnector'];
+type SecureConnector = ReturnType<CreateSecureConnector>;
+type SecureConnectResult = Awaited<ReturnType<SecureConnector['connect']>>;
+
+/** What one channel's connection attempt has reached. */
+export class ConnectTracker {
+  /** The stage the connection is in; `onPhase` hears every change. */
+  phase: ConnectPhase;
+  onPhase: ((phase: ConnectPhase) => void) | undefined;
+  /** Whether the credentials could be wrapped (so sockets are seen at all). */
+  tracking = false;
+  readonly #sockets = new Set<net.Socket>();
+  #handedOver = 0;
+  #aborted = false;
+
+  constructor(phase: ConnectPhase) {
+    this.phase = phase;
+  }
+
+  /** Moves to `phase`. */
+  enter(phase: ConnectPhase): void {
+    this.phase = phase;
+    this.onPhase?.(phase);
+  }
+
+  /** Records a socket of this channel; destroys it at once if the attempt was already given up. */
+  add(socket: net.Socket): void {
+    if (this.#aborted) {
+      socket.destroy();
+      return;
+    }
+    if (this.#sockets.has(socket)) return;
+    this.#handedOver++;
+    this.#sockets.add(socket);
+    socket.once('close', () => this.#sockets.delete(socket));
+  }
+
+  /** Whether the attempt was given up. */
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  /**
+   * Whether the established connection's transport is closed (a dropped connection, as opposed to
+   * a GOAWAY, which leaves the socket open while calls drain). False when nothing was handed over.
+   */
+  get transportClosed(): boolean {
+    if (this.#handedOver === 0) return false;
+    for (const s of this.#sockets) if (!s.destroyed) return false;
+    return true;
+  }
+
+  /** Gives the attempt up: destroys every socket seen, and any handed over later. */
+  abort(): void {
+    this.#aborted = true;
+    for (const s of this.#sockets) s.destroy();
+    this.#sockets.clear();
+  }
+}
+
+/**
+ * `credentials` wrapped so that `tracker` sees the sockets and stages of the one channel built
+ * with them; `credentials` themselves when grpc-js offers no place to watch from.
+ */
+export function trackCredentials(credentials: grpc.ChannelCredentials, tracker: ConnectTracker): grpc.ChannelCredentials {
+  if (typeof (credentials as Partial<grpc.ChannelCredentials>)._createSecureConnector !== 'function') return credentials;
+  tracker.tracking = true;
+  return new TrackedCredentials(credentials, tracker);
+}
+
+class TrackedCredentials extends grpc.ChannelCredentials {
+  readonly #inner: grpc.ChannelCredentials;
+  readonly #tracker: ConnectTracker;
+
+  constructor(inner: grpc.ChannelCredentials, tracker: ConnectTracker) {
+    super();
+    this.#inner = inner;
+    this.#tracker = tracker;
+  }
+
+  override _isSecure(): boolean {
+    return this.#inner._isSecure();
+  }
+
+  override _equals(other: grpc.ChannelCredentials): boolean {
+    return other === this;
+  }
+
+  override _createSecureConnector(...args: Parameters<CreateSecureConnector>): SecureConnector {
+    const inner = this.#inner._createSecureConnector(...args);
+    const tracker = this.#tracker;
+    const secure = this.#inner._isSecure();
+    return {
+      waitForReady: () => {
+        // grpc-js asks right before its TCP connect: the name has resolved.
+        if (tracker.phase === 'lookup') tracker.enter('tcp');
+        return inner.waitForReady();
+      },
+      connect: async (socket: net.Socket): Promise<SecureConnectResult> => {
+        tracker.add(socket);
+        if (tracker.aborted) throw new Error('connection attempt given up');
+        tracker.enter(secure ? 'tls' : 'handshake');
+        const result = await inner.connect(socket);
+        if (result.socket !== socket) tracker.add(result.socket);
+        if (tracker.aborted) {
+          result.socket.destroy();
+          throw new Error('connection attempt given up');
+        }
+        tracker.enter('handshake');
+        return result;
+      },
+      getCallCredentials: () => inner.getCallCredentials(),
+      destroy: () => inner.destroy(),
+    };
+  }
+}

@@ -1,0 +1,190 @@
+/**
+ * Retries and deadlines: the interceptor gives each attempt the remaining deadline (read at the
+ * server), retries only what is safe, stops at a refusal, never outlives the caller's deadline;
+ * the pool resends an idempotent call whose connection died under it on a fresh channel.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
+import { classify } from '../../../src/core/classify.js';
+import { HostUnavailableError } from '../../../src/core/errors.js';
+import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { RetryBudget } from '../../../src/retry/budget.js';
+import { blackhole } from '../../../src/testing/blackhole.js';
+import { refusing } from '../../../src/testing/tcp-peers.js';
+import { eventually } from '../../helpers/eventually.js';
+import { expectNoLeaks, handles } from '../../helpers/leaks.js';
+import { EchoClient, call, countingRelay, echoServer, failure } from './helpers.js';
+
+let before: Record<string, number>;
+const cleanup: Array<() => unknown> = [];
+beforeEach(() => {
+  before = handles();
+});
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c();
+  await expectNoLeaks(before);
+});
+
+const everything = (): boolean => true;
+
+function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGuard; client: EchoClient; breaker: HostBreaker } {
+  const breaker = options.breaker ?? new HostBreaker();
+  const guard = new GrpcGuard({
+    connectTimeout: 1_000,
+    closeTimeout: 100,
+    retry: { backoff: () => 100, budget: null },
+    ...options,
+    breaker,
+  });
+  const client = new EchoClient(address, grpc.credentials.createInsecure(), guard.clientOptions());
+  cleanup.push(() => guard.close());
+  cleanup.push(() => client.close());
+  return { guard, client, breaker };
+}
+
+describe('grpc guard: the retrying interceptor', () => {
+  it('each attempt gets the remaining deadline, never a fresh one', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    server.failNext = { count: 2, code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' };
+    const { client } = setup(server.address, { idempotent: everything });
+    expect(String(await call(client, 'Echo', 'hi', { deadline: Date.now() + 3_000 }))).toBe('hi');
+    expect(server.calls.Echo).toBe(3);
+    const [d1, d2, d3] = server.deadlines as [number, number, number];
+    expect(d1).toBeLessThanOrEqual(3_000);
+    // Each retry waited 100 ms first: its deadline is what was left, not another 3 s.
+    expect(d2).toBeLessThanOrEqual(d1 - 100);
+    expect(d3).toBeLessThanOrEqual(d2 - 100);
+    expect(d3).toBeGreaterThan(1_000);
+  });
+
+  it('a failure the server may have seen is not retried for a method not declared idempotent', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    server.failNext = { count: 1, code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' };
+    const { client } = setup(server.address);
+    const err = await failure(call(client, 'Echo'));
+    expect({ code: err.code, details: err.details }).toEqual({ code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' });
+    expect(server.calls.Echo).toBe(1);
+  });
+
+  it('a status the server chose is final, even for an idempotent method', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const { client } = setup(server.address, { idempotent: everything });
+    const err = await failure(call(client, 'Fail', `${grpc.status.UNAVAILABLE}:draining`));
+    expect(err.details).toBe('draining');
+    expect(server.calls.Fail).toBe(1);
+  });
+
+  it('a failed connect is retried for any method (never sent), and the call gets through once the server is back', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const relay = await countingRelay(server);
+    cleanup.push(() => relay.close());
+    await relay.kill(); // refused for now
+    const { client, breaker } = setup(relay.address, { retry: { backoff: () => 300, budget: null } });
+    const reply = call(client, 'Echo', 'late');
+    await eventually(() => breaker.stats().failed, (n) => n === 1);
+    await relay.listen();
+    expect(String(await reply)).toBe('late');
+    expect(server.calls.Echo).toBe(1);
+    expect(breaker.stats()).toMatchObject({ failed: 1, succeeded: 1 });
+  });
+
+  it('a refusal by the breaker ends the call at the first attempt', async () => {
+    const peer = await refusing();
+    const breaker = new HostBreaker({ failureThreshold: 1 });
+    const { client } = setup(peer.address, { breaker });
+    expect(classify(await failure(call(client, 'Echo'))).kind).toBe('refused'); // 1 dial, then refused
+    const refusedBefore = breaker.stats().refused;
+    const err = await failure(call(client, 'Echo'));
+    expect(err.cause).toBeInstanceOf(HostUnavailableError);
+    expect(breaker.stats().refused - refusedBefore).toBe(1);
+    expect(breaker.stats().failed).toBe(1);
+  });
+
+  it('retries against a blackholed target stop at the caller\'s deadline', async () => {
+    const peer = await blackhole();
+    cleanup.push(() => peer.close());
+    const { client } = setup(peer.address, { connectTimeout: 200, retry: { backoff: () => 10, budget: null, maxAttempts: 10 } });
+    const t0 = performance.now();
+    const err = await failure(call(client, 'Echo', 'x', { deadline: Date.now() + 500 }));
+    expect(performance.now() - t0).toBeLessThan(500 + 1_000);
+    expect(err.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    expect(classify(err)).toMatchObject({ kind: 'timeout', transient: false });
+  });
+
+  it('a retry that could not start before the deadline is not slept for', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    server.failNext = { count: 5, code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' };
+    const { client } = setup(server.address, { idempotent: everything, retry: { backoff: () => 5_000, budget: null } });
+    const t0 = performance.now();
+    const err = await failure(call(client, 'Echo', 'x', { deadline: Date.now() + 1_000 }));
+    expect(performance.now() - t0).toBeLessThan(1_000);
+    expect(err.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    expect(server.calls.Echo).toBe(1);
+  });
+
+  it('an empty retry budget stops retries: the caller gets the last attempt\'s own status', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    server.failNext = { count: 5, code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' };
+    const budget = new RetryBudget({ percentCanRetry: 0, minRetriesPerSec: 0 });
+    const { client } = setup(server.address, { idempotent: everything, retry: { backoff: () => 10, budget } });
+    const err = await failure(call(client, 'Echo'));
+    expect({ code: err.code, details: err.details }).toEqual({ code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' });
+    expect(server.calls.Echo).toBe(1);
+  });
+
+  it('a caller that cancels during the backoff gets CANCELLED at once, and no further attempt runs', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    server.failNext = { count: 5, code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' };
+    const { client } = setup(server.address, { idempotent: everything, retry: { backoff: () => 2_000, budget: null } });
+    let unary: grpc.ClientUnaryCall | undefined;
+    const pending = failure(call(client, 'Echo', 'x', { onCall: (c) => (unary = c) }));
+    await eventually(() => server.calls.Echo, (n) => n === 1);
+    const t0 = performance.now();
+    unary!.cancel();
+    const err = await pending;
+    expect(performance.now() - t0).toBeLessThan(1_000);
+    expect(err.code).toBe(grpc.status.CANCELLED);
+    expect(server.calls.Echo).toBe(1);
+  });
+});
+
+describe('grpc guard: a call resent on a fresh channel', () => {
+  it('an idempotent call whose connection was reset under it is resent, and succeeds', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const relay = await countingRelay(server);
+    cleanup.push(() => relay.close());
+    const { client, guard } = setup(relay.address, { idempotent: everything, retry: false });
+    const held = Promise.all(Array.from({ length: 4 }, (_, i) => call(client, 'Hold', String(i))));
+    await eventually(() => server.held.size, (n) => n === 4);
+    await relay.resetConnections();
+    // The pool went back for a fresh channel and resent all four.
+    await eventually(() => server.calls.Hold, (n) => n === 8);
+    await eventually(() => server.held.size, (n) => n === 4);
+    server.releaseHeld();
+    expect((await held).map(String)).toEqual(['0', '1', '2', '3']);
+    expect(relay.attempts).toBe(2);
+    expect(guard.stats()).toMatchObject({ gone: 1, connections: 1 });
+  });
+
+  it('a call that is not idempotent is released with the failure instead', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const relay = await countingRelay(server);
+    cleanup.push(() => relay.close());
+    const { client } = setup(relay.address, { retry: false });
+    const held = Array.from({ length: 4 }, () => failure(call(client, 'Hold')));
+    await eventually(() => server.held.size, (n) => n === 4);
+    await relay.resetConnections();
+    for (const err of await Promise.all(held)) expect(classify(err)).toMatchObject({ kind: 'connection', connectionDead: true });
+    expect(server.calls.Hold).toBe(4);
+  });
+});
