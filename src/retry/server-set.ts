@@ -82,6 +82,17 @@ function defaultKey(server: unknown): string {
   throw new TypeError(`ServerSet: cannot derive a breaker key from ${show(server)}; pass options.key`);
 }
 
+/** `key(server)` as a breaker key; a bad one is reported as the `key` option's fault. */
+function keyOf<S>(key: (server: S) => string, server: S): string {
+  const k = key(server);
+  if (typeof k !== 'string') throw new TypeError(`key(server) must return a host string, got ${show(k)} for ${show(server)}`);
+  try {
+    return hostKey(k);
+  } catch (err) {
+    throw new TypeError(`key(server) returned ${show(k)}, which is not a host: ${(err as Error).message}`);
+  }
+}
+
 /** A list of interchangeable servers, each gated by a breaker. See the module docs. */
 export class ServerSet<S> {
   readonly #order: Array<Entry<S>> = [];
@@ -107,7 +118,7 @@ export class ServerSet<S> {
     }
     const seen = new Set<string>();
     for (const server of servers) {
-      const k = hostKey(key(server));
+      const k = keyOf(key, server);
       if (seen.has(k)) throw new TypeError(`ServerSet: ${k} is listed twice`);
       seen.add(k);
       this.#order.push({ server, key: k, failedAt: 0 });
