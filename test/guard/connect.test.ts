@@ -8,7 +8,6 @@ import { ManualClock } from '../../src/testing/manual-clock.js';
 import { acceptAndHold, echoPeer, refusing, resetOnAccept } from '../../src/testing/tcp-peers.js';
 import { eventually } from '../helpers/eventually.js';
 import { expectNoLeaks, handles } from '../helpers/leaks.js';
-import { netnsTest } from '../helpers/netns.js';
 
 let before: Record<string, number>;
 beforeEach(() => {
@@ -159,36 +158,5 @@ describe('connect: guarded', () => {
     socket.destroy();
     expect(String(data)).toBe('ping');
     expect(breaker.state(`[::1]:${peer.port}`)?.state).toBe('closed');
-  });
-});
-
-describe('connect: in a network namespace of its own (nftables drops SYNs, counts each attempt)', () => {
-  netnsTest(import.meta.url, 'the second request for a known dead host is refused without dialling', async () => {
-    await using peer = await blackhole({ mode: 'nftables' });
-    const { clock, breaker } = breakerOnManualClock(3, 30_000);
-    const target = { host: peer.host, port: peer.port };
-    // Request 1 spends its retries on dials; the breaker trips on the third.
-    for (let i = 0; i < 6; i++) await elapsed(connect(target, { timeout: 150, breaker }));
-    expect(peer.attempts).toBe(3);
-    // Requests 2..100 are refused in-process: the peer sees nothing more.
-    for (let i = 0; i < 99; i++) {
-      expect((await elapsed(connect(target, { timeout: 150, breaker }))).error).toBeInstanceOf(HostUnavailableError);
-    }
-    expect(peer.attempts).toBe(3);
-    // The host returns; after the window exactly one probe dials, and traffic resumes.
-    await peer.heal();
-    clock.advance(30_000);
-    const socket = await connect(target, { timeout: 2_000, breaker });
-    socket.destroy();
-    expect(peer.attempts).toBe(4);
-    expect(breaker.state(peer.address)?.state).toBe('closed');
-  });
-
-  netnsTest(import.meta.url, 'a blackholed dial gives up at the timeout, and the packet-drop peer counts it once', async () => {
-    await using peer = await blackhole({ mode: 'nftables' });
-    const { ms, error } = await elapsed(connect({ host: peer.host, port: peer.port }, { timeout: 300, breaker: null }));
-    expect(error).toMatchObject({ code: 'DIALGUARD_CONNECT_TIMEOUT', phase: 'tcp' });
-    expect(ms).toBeGreaterThanOrEqual(295);
-    expect(peer.attempts).toBe(1);
   });
 });

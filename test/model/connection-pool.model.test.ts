@@ -15,7 +15,7 @@ import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { type ConnectionWatch, ConnectionPool, type Connector } from '../../src/pool/connection-pool.js';
 import type { Lease } from '../../src/pool/pooled-connection.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
-import { replay } from './replay.js';
+import { replay, runs } from './replay.js';
 
 const TARGETS = ['t1:1', 't2:2'];
 
@@ -220,7 +220,7 @@ describe('ConnectionPool, model-based', () => {
         await fc.asyncModelRun(() => ({ model: {}, real }), cmds);
         await drain(real);
       }),
-      { numRuns: 10_000, ...replay() },
+      { numRuns: runs(10_000), ...replay() },
     );
   }, 120_000);
 });

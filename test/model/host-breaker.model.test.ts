@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { HostUnavailableError } from '../../src/core/errors.js';
 import { type DialPermit, HostBreaker } from '../../src/guard/host-breaker.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
-import { replay } from './replay.js';
+import { replay, runs } from './replay.js';
 
 const HOSTS = ['a:1', 'b:2'];
 const THRESHOLD = 3;
@@ -193,7 +193,7 @@ describe('HostBreaker, model-based', () => {
         const world: World = { model: new Model() };
         fc.modelRun(() => ({ model: world, real }), [...cmds].map((c) => wrap(c, agree)));
       }),
-      { numRuns: 10_000, ...replay() },
+      { numRuns: runs(10_000), ...replay() },
     );
   });
 
@@ -211,7 +211,7 @@ describe('HostBreaker, model-based', () => {
           expect(breaker.stats().hosts).toBeLessThanOrEqual(16);
         }
       }),
-      { numRuns: 500, ...replay() },
+      { numRuns: runs(500), ...replay() },
     );
   });
 });

@@ -16,7 +16,7 @@ import { ConnectionPool } from '../../src/pool/connection-pool.js';
 import { RetryBudget } from '../../src/retry/budget.js';
 import { retry } from '../../src/retry/retry.js';
 import { ServerSet } from '../../src/retry/server-set.js';
-import { replay } from './replay.js';
+import { replay, runs } from './replay.js';
 
 const KINDS = new Set(['refused', 'dial', 'connection', 'timeout', 'stream', 'cancelled', 'application', 'unknown']);
 
@@ -91,7 +91,7 @@ describe('classify, hostile input', () => {
         expect(typeof c.connectionDead).toBe('boolean');
         expect(c.connectionDead && c.kind !== 'connection').toBe(false);
       }),
-      { numRuns: 1_000, ...replay() },
+      { numRuns: runs(1_000), ...replay() },
     );
   });
 });
@@ -122,7 +122,7 @@ function checkSync(keys: readonly string[], make: (options: Record<string, unkno
         namesTheOption(err, keys);
       }
     }),
-    { numRuns: 400, ...replay() },
+    { numRuns: runs(400), ...replay() },
   );
 }
 
@@ -135,7 +135,7 @@ async function checkAsync(keys: readonly string[], call: (options: Record<string
         namesTheOption(err, keys);
       }
     }),
-    { numRuns: 300, ...replay() },
+    { numRuns: runs(300), ...replay() },
   );
 }
 

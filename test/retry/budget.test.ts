@@ -63,12 +63,12 @@ describe('RetryBudget: the window', () => {
   });
 
   // A budget that walked the slots step by step across a jump would never finish 1e15 ms (or
-  // 10 000 jumps of 1e9): this test's own timeout is the bound, not a speed assertion.
+  // 1 000 jumps of 1e9): this test's own timeout is the bound, not a speed assertion.
   it('a huge jump in time costs no more than one pass over the slots', { timeout: 10_000 }, () => {
     const { clock, budget } = make({ slots: 1_000 });
     deposit(budget, 10);
     clock.advance(1e15);
-    for (let i = 0; i < 10_000; i++) {
+    for (let i = 0; i < 1_000; i++) {
       clock.advance(1e9);
       budget.deposit();
     }

@@ -1,0 +1,61 @@
+/**
+ * connect() against a packet-drop blackhole, in a network namespace of the test's own (nftables
+ * needs CAP_NET_ADMIN there): the peer counts every attempt exactly. Each test re-runs itself
+ * under unshare, and the parent insists on hearing that the child ran.
+ */
+import net from 'node:net';
+import { describe, expect } from 'vitest';
+import { HostUnavailableError } from '../../src/core/errors.js';
+import { connect } from '../../src/guard/connect.js';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { blackhole } from '../../src/testing/blackhole.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
+import { netnsTest } from '../helpers/netns.js';
+
+function breakerOnManualClock(threshold = 3, openDuration = 30_000): { clock: ManualClock; breaker: HostBreaker } {
+  const clock = new ManualClock();
+  return { clock, breaker: new HostBreaker({ clock, failureThreshold: threshold, openDuration }) };
+}
+
+async function elapsed(p: Promise<unknown>): Promise<{ ms: number; error: unknown }> {
+  const t0 = performance.now();
+  const error = await p.then(
+    (s) => {
+      (s as net.Socket).destroy();
+      return undefined;
+    },
+    (e: unknown) => e,
+  );
+  return { ms: performance.now() - t0, error };
+}
+
+describe('connect: in a network namespace of its own (nftables drops SYNs, counts each attempt)', () => {
+  netnsTest(import.meta.url, 'the second request for a known dead host is refused without dialling', async () => {
+    await using peer = await blackhole({ mode: 'nftables' });
+    const { clock, breaker } = breakerOnManualClock(3, 30_000);
+    const target = { host: peer.host, port: peer.port };
+    // Request 1 spends its retries on dials; the breaker trips on the third.
+    for (let i = 0; i < 6; i++) await elapsed(connect(target, { timeout: 150, breaker }));
+    expect(peer.attempts).toBe(3);
+    // Requests 2..100 are refused in-process: the peer sees nothing more.
+    for (let i = 0; i < 99; i++) {
+      expect((await elapsed(connect(target, { timeout: 150, breaker }))).error).toBeInstanceOf(HostUnavailableError);
+    }
+    expect(peer.attempts).toBe(3);
+    // The host returns; after the window exactly one probe dials, and traffic resumes.
+    await peer.heal();
+    clock.advance(30_000);
+    const socket = await connect(target, { timeout: 2_000, breaker });
+    socket.destroy();
+    expect(peer.attempts).toBe(4);
+    expect(breaker.state(peer.address)?.state).toBe('closed');
+  });
+
+  netnsTest(import.meta.url, 'a blackholed dial gives up at the timeout, and the packet-drop peer counts it once', async () => {
+    await using peer = await blackhole({ mode: 'nftables' });
+    const { ms, error } = await elapsed(connect({ host: peer.host, port: peer.port }, { timeout: 300, breaker: null }));
+    expect(error).toMatchObject({ code: 'DIALGUARD_CONNECT_TIMEOUT', phase: 'tcp' });
+    expect(ms).toBeGreaterThanOrEqual(295);
+    expect(peer.attempts).toBe(1);
+  });
+});
