@@ -9,7 +9,7 @@
  *
  * @module
  */
-import type * as grpc from '@grpc/grpc-js';
+import * as grpc from '@grpc/grpc-js';
 import type { Listener, Unsubscribe } from '../../core/events.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../../pool/connection-pool.js';
 import { ChannelConnector, type PooledChannel } from './channel-connector.js';
@@ -69,6 +69,7 @@ export class GrpcGuard {
     const guard = this;
     this.#host = {
       pool: this.#pool,
+      ready: (key) => this.#connector.stateOf(key) === grpc.connectivityState.READY,
       specs: this.#specs,
       connector: this.#connector,
       clock: s.clock,
@@ -82,7 +83,7 @@ export class GrpcGuard {
     this.channelFactory = (target, credentials, channelOptions) => this.channel(target, credentials, channelOptions);
     this.interceptor =
       s.retry === false
-        ? (interceptorOptions, nextCall) => nextCall(interceptorOptions) as grpc.InterceptingCall
+        ? (interceptorOptions, nextCall) => new grpc.InterceptingCall(nextCall(interceptorOptions))
         : retryInterceptor({ ...s.retry, clock: s.clock, idempotent: s.idempotent });
   }
 

@@ -32,6 +32,8 @@ type ServerSurfaceCall = Parameters<grpc.ChannelInterface['createCall']>[3];
 /** What a call needs from its guard. */
 export interface CallHost {
   readonly pool: ConnectionPool<PooledChannel>;
+  /** Whether `key` has a READY channel now (a call then waits for nothing). */
+  ready(key: string): boolean;
   readonly specs: SpecTable;
   readonly clock: Clock;
   readonly replayBufferSize: number;
@@ -56,6 +58,8 @@ interface Turn {
 }
 
 const OK = grpc.status.OK;
+const IDEMPOTENT = Object.freeze({ idempotent: true });
+const NOT_IDEMPOTENT = Object.freeze({ idempotent: false });
 const READY = grpc.connectivityState.READY;
 let callNumbers = 0;
 
@@ -83,6 +87,8 @@ export class GuardedCall implements GrpcCall {
   #lastStatus: grpc.StatusObject | undefined;
   #timer: TimerHandle | undefined;
   #started = false;
+  /** Wall-clock ms when the call started (grpc deadlines are wall-clock). */
+  #startedAt = 0;
   #done = false;
 
   constructor(
@@ -106,6 +112,7 @@ export class GuardedCall implements GrpcCall {
   start(metadata: grpc.Metadata, listener: grpc.InterceptingListener): void {
     if (this.#started) return;
     this.#started = true;
+    this.#startedAt = Date.now();
     this.#listener = listener;
     this.#metadata = metadata;
     if (this.#done) {
@@ -115,15 +122,15 @@ export class GuardedCall implements GrpcCall {
       return;
     }
     this.#spec.calls++;
-    const left = remaining(this.#deadline);
-    if (left <= 0) {
-      process.nextTick(() => this.#expire(0));
+    if (remaining(this.#deadline) <= 0) {
+      process.nextTick(() => this.#expire());
       return;
     }
-    // The whole call, waits for a channel included (going back for a fresh one too), ends by it.
-    if (Number.isFinite(left)) this.#timer = this.#host.clock.setTimeout(() => this.#expire(left), left);
+    // A wait for a channel ends by the deadline. With a READY channel there is no wait: grpc-js
+    // enforces the deadline on its call, and a failed ride arms this if the pool goes back.
+    if (!this.#host.ready(this.#spec.key)) this.#armDeadline();
     this.#host.pool
-      .use(this.#spec.key, (lease) => this.#ride(lease), { idempotent: this.#host.idempotent(this.#method) })
+      .use(this.#spec.key, (lease) => this.#ride(lease), this.#host.idempotent(this.#method) ? IDEMPOTENT : NOT_IDEMPOTENT)
       .then(
         (status) => this.#end(status),
         (err: unknown) => this.#fail(err),
@@ -202,6 +209,7 @@ export class GuardedCall implements GrpcCall {
     if (this.#done) return Promise.resolve(this.#lastStatus!);
     const previous = this.#turn;
     if (previous !== undefined) {
+      this.#armDeadline();
       // Going back for a fresh channel: only a call that can be sent again unchanged.
       previous.active = false;
       if (!previous.ended) previous.call.cancelWithStatus(grpc.status.CANCELLED, 'dialguard: resent on another channel');
@@ -242,8 +250,15 @@ export class GuardedCall implements GrpcCall {
         onReceiveStatus: (status) => {
           turn.ended = true;
           if (turn.active) this.#lastStatus = status;
-          if (status.code === OK) resolve(status);
-          else reject(status);
+          if (status.code === OK) {
+            // Nothing left to decide: the caller hears now, the pool's bookkeeping follows.
+            if (turn.active) this.#end(status);
+            resolve(status);
+            return;
+          }
+          // The pool may go back for a fresh channel: that wait ends by the deadline too.
+          this.#armDeadline();
+          reject(status);
         },
       });
       const queued = this.#queue;
@@ -269,12 +284,21 @@ export class GuardedCall implements GrpcCall {
     this.#end(isStatusObject(err) ? err : statusFor(err));
   }
 
+  /** Ends the call at its deadline if it is still waiting for a channel then. */
+  #armDeadline(): void {
+    if (this.#done || this.#timer !== undefined) return;
+    const left = remaining(this.#deadline);
+    if (!Number.isFinite(left)) return;
+    this.#timer = this.#host.clock.setTimeout(() => this.#expire(), Math.max(0, left));
+  }
+
   /** The deadline passed. A grpc-js call under way reports it itself; a wait for a channel ends here. */
-  #expire(ms: number): void {
+  #expire(): void {
     this.#timer = undefined;
     const turn = this.#turn;
     if (this.#done || (turn !== undefined && turn.active && !turn.ended)) return;
-    const err = new DeadlineExceededError(ms, 0, {
+    const at = this.#deadline instanceof Date ? this.#deadline.getTime() : this.#deadline;
+    const err = new DeadlineExceededError(Math.max(0, at - this.#startedAt), 0, {
       cause: new Error(`no READY channel to ${this.#spec.target} within the deadline`),
     });
     this.#end(statusFor(err, grpc.status.DEADLINE_EXCEEDED));

@@ -18,8 +18,8 @@ import * as grpc from '@grpc/grpc-js';
 import type { Schedule } from '../../core/backoff.js';
 import type { Clock } from '../../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
-import type { RetryBudget } from '../../retry/budget.js';
-import { type RetryAttempt, retry } from '../../retry/retry.js';
+import { type RetryBudget, sharedRetryBudget } from '../../retry/budget.js';
+import { retry } from '../../retry/retry.js';
 import { remaining } from './guarded-call.js';
 import { isStatusObject, statusFor } from './status.js';
 
@@ -68,6 +68,8 @@ class UnaryRetry {
   #current: NextCallResult | undefined;
   #last: Received | undefined;
   #controller: AbortController | undefined;
+  readonly #budget: RetryBudget | null;
+  #started = false;
   #cancelled = false;
   #delivered = false;
 
@@ -75,6 +77,7 @@ class UnaryRetry {
     this.#options = options;
     this.#nextCall = nextCall;
     this.#settings = settings;
+    this.#budget = settings.budget === undefined ? sharedRetryBudget() : settings.budget;
     this.#first = nextCall(options);
     // The requester never calls `next`: the attempts run on calls of their own (the first on
     // #first), and what they receive reaches the caller's listener once the loop has decided.
@@ -91,59 +94,85 @@ class UnaryRetry {
     });
   }
 
+  /**
+   * Runs attempt 1 at once; only a failure enters `retry()`, which is handed that outcome as its
+   * own first attempt (classified, counted, backed off from, exactly as if it had run it). A call
+   * that succeeds first time so costs no retry machinery, only its deposit in the budget.
+   */
   #run(): void {
-    if (this.#cancelled || this.#controller !== undefined) return;
+    if (this.#cancelled || this.#started) return;
+    this.#started = true;
+    const { clock } = this.#settings;
+    const left = remaining(this.#options.deadline ?? Infinity);
+    const deadline = Number.isFinite(left) ? clock.now() + Math.max(0, left) : undefined;
+    this.#attempt(this.#first, this.#metadata!.clone(), (received, status) => {
+      if (status.code === grpc.status.OK) {
+        this.#budget?.deposit();
+        this.#deliver(received, status);
+        return;
+      }
+      if (this.#cancelled) return this.#deliver(this.#last, this.#statusOf(undefined));
+      // Past the deadline nothing more can be tried: attempt 1's own status is the answer.
+      if (deadline !== undefined && clock.now() >= deadline) return this.#deliver(this.#last, status);
+      this.#retry(status, deadline);
+    });
+  }
+
+  /** Attempts 2 and on, by `retry()`; `first` is how attempt 1 failed. */
+  #retry(first: grpc.StatusObject, deadline: number | undefined): void {
     const controller = new AbortController();
     this.#controller = controller;
-    const left = remaining(this.#options.deadline ?? Infinity);
     const { maxAttempts, backoff, budget, clock } = this.#settings;
-    retry((attempt) => this.#attempt(attempt), {
-      timeout: Number.isFinite(left) ? Math.max(0, left) : undefined,
-      maxAttempts,
-      backoff,
-      budget,
-      clock,
-      idempotent: this.#settings.idempotent(this.#options.method_definition.path),
-      signal: controller.signal,
-    }).then(
+    retry(
+      (attempt) => {
+        if (attempt.number === 1) return Promise.reject(first);
+        // The remaining deadline, as grpc-js wants it: wall-clock milliseconds.
+        const left = attempt.remaining;
+        const call = this.#nextCall({ ...this.#options, deadline: Number.isFinite(left) ? Date.now() + left : Infinity });
+        const onAbort = (): void => call.cancelWithStatus(grpc.status.CANCELLED, CANCELLED_ON_CLIENT);
+        attempt.signal.addEventListener('abort', onAbort, { once: true });
+        return new Promise<Received>((resolve, reject) =>
+          this.#attempt(call, this.#metadata!.clone(), (received, status) => {
+            attempt.signal.removeEventListener('abort', onAbort);
+            if (status.code === grpc.status.OK) resolve(received);
+            else reject(status);
+          }),
+        );
+      },
+      {
+        deadline,
+        maxAttempts,
+        backoff,
+        budget,
+        clock,
+        idempotent: this.#settings.idempotent(this.#options.method_definition.path),
+        signal: controller.signal,
+      },
+    ).then(
       (received) => this.#deliver(received, received.status!),
       (err: unknown) => this.#deliver(this.#last, this.#statusOf(err)),
     );
   }
 
-  /** One attempt: resolves with what it received when OK, rejects with its status otherwise. */
-  #attempt(attempt: RetryAttempt): Promise<Received> {
-    let call: NextCallResult;
-    if (attempt.number === 1) {
-      call = this.#first;
-    } else {
-      // The remaining deadline, as grpc-js wants it: wall-clock milliseconds.
-      const left = attempt.remaining;
-      call = this.#nextCall({ ...this.#options, deadline: Number.isFinite(left) ? Date.now() + left : Infinity });
-    }
+  /** Runs one attempt on `call`; `done` hears what it received and how it ended. */
+  #attempt(call: NextCallResult, metadata: grpc.Metadata, done: (received: Received, status: grpc.StatusObject) => void): void {
     this.#current = call;
-    return new Promise<Received>((resolve, reject) => {
-      const got: Received = { metadata: undefined, message: undefined, status: undefined };
-      const onAbort = (): void => call.cancelWithStatus(grpc.status.CANCELLED, CANCELLED_ON_CLIENT);
-      attempt.signal.addEventListener('abort', onAbort, { once: true });
-      call.start(this.#metadata!.clone(), {
-        onReceiveMetadata: (metadata) => {
-          got.metadata = metadata;
-        },
-        onReceiveMessage: (message) => {
-          got.message = message;
-        },
-        onReceiveStatus: (status) => {
-          attempt.signal.removeEventListener('abort', onAbort);
-          got.status = status;
-          this.#last = got;
-          if (status.code === grpc.status.OK) resolve(got);
-          else reject(status);
-        },
-      });
-      call.sendMessage(this.#message);
-      call.halfClose();
+    const got: Received = { metadata: undefined, message: undefined, status: undefined };
+    call.start(metadata, {
+      onReceiveMetadata: (md) => {
+        got.metadata = md;
+      },
+      onReceiveMessage: (message) => {
+        got.message = message;
+      },
+      onReceiveStatus: (status) => {
+        got.status = status;
+        this.#last = got;
+        done(got, status);
+      },
     });
+    call.sendMessage(this.#message);
+    call.halfClose();
   }
 
   /** The status the caller sees when the loop ends with `err`. */
@@ -173,13 +202,14 @@ class UnaryRetry {
   #cancel(): void {
     if (this.#cancelled || this.#delivered) return;
     this.#cancelled = true;
-    if (this.#controller === undefined) {
+    if (!this.#started) {
       // Cancelled before it was sent: end the unused call, and answer here.
       this.#first.cancelWithStatus(grpc.status.CANCELLED, CANCELLED_ON_CLIENT);
       if (this.#listener !== undefined) this.#deliver(undefined, this.#statusOf(undefined));
       return;
     }
-    this.#controller.abort(new Error(CANCELLED_ON_CLIENT));
+    // Ends the backoff or the attempt under way; the loop (or attempt 1) then reports CANCELLED.
+    this.#controller?.abort(new Error(CANCELLED_ON_CLIENT));
     this.#current?.cancelWithStatus(grpc.status.CANCELLED, CANCELLED_ON_CLIENT);
   }
 }

@@ -1,0 +1,317 @@
+/**
+ * bench/grpc: dialguard's GrpcGuard against raw @grpc/grpc-js, in one run, same generic client.
+ *
+ *   node dist/bench/grpc.js [--quick]
+ *
+ * The raw client is how most code uses grpc-js: `new Client(target, credentials)`, its own
+ * channel, no connect timeout (grpc-js has none), no keep-alive. The guarded one is the same
+ * client constructor given `guard.clientOptions()`.
+ *
+ * - healthy_ratio: 64 concurrent callers of a unary echo against a grpc-js server in a child
+ *   process (so it does not share the clients' event loop), guarded / raw calls per second,
+ *   alternating rounds, medians.
+ * - killed_peer_release_ms: 64 calls in flight when the server process is killed (SIGKILL): time
+ *   until all 64 are released. Each client runs against a server process of its own, alone, so
+ *   neither's release waits behind the other's on the event loop.
+ * - dead_queued_ms: 64 calls issued right after that, with the address gone dark (a blackhole on
+ *   the same port). Guarded calls share bounded dials (three attempts each by default, one with
+ *   `retry: false`: `dead_queued_one_attempt_ms`); raw grpc-js waits on a connect with no timeout
+ *   until each call's deadline (the cap, reported as such).
+ * - dead_target_call_ms: one call to a blackholed target once the breaker has opened (median of
+ *   batches), against raw grpc-js waiting out the call's deadline on the same target.
+ */
+import { spawn } from 'node:child_process';
+import { once, setMaxListeners } from 'node:events';
+import * as grpc from '@grpc/grpc-js';
+import { GrpcGuard } from '../src/adapters/grpc/index.js';
+import { HostBreaker } from '../src/index.js';
+import { blackhole } from '../src/testing/index.js';
+import { printJson, printTable, progress, round } from './lib/report.js';
+import { median } from './lib/timing.js';
+
+const quick = process.argv.includes('--quick');
+const CONNECT_TIMEOUT = 1_000;
+const CALLERS = 64;
+const HEALTHY_MS = quick ? 400 : 2_000;
+const HEALTHY_ROUNDS = quick ? 3 : 5;
+const RAW_CAP = quick ? 3_000 : 5_000;
+const DEADLINE = 10_000;
+
+const passthrough = (b: Buffer): Buffer => b;
+const unary = (name: string) => ({
+  path: `/dialguard.bench.Echo/${name}`,
+  requestStream: false,
+  responseStream: false,
+  requestSerialize: passthrough,
+  requestDeserialize: passthrough,
+  responseSerialize: passthrough,
+  responseDeserialize: passthrough,
+});
+const service = { Echo: unary('Echo'), Hold: unary('Hold') } satisfies grpc.ServiceDefinition;
+type Unary = (req: Buffer, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: Buffer) => void) => grpc.ClientUnaryCall;
+interface BenchClient extends grpc.Client {
+  Echo: Unary;
+  Hold: Unary;
+}
+const BenchClient = grpc.makeGenericClientConstructor(service, 'Echo') as unknown as new (
+  target: string,
+  credentials: grpc.ChannelCredentials,
+  options?: grpc.ClientOptions,
+) => BenchClient;
+
+const payload = Buffer.from('ping');
+
+function invoke(client: BenchClient, method: 'Echo' | 'Hold', deadline = Date.now() + DEADLINE): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    client[method](payload, new grpc.Metadata(), { deadline }, (err, res) => (err ? reject(err) : resolve(res!)));
+  });
+}
+
+/** A grpc-js server in a child process: Echo answers, Hold never does. */
+async function serverProcess(port = 0): Promise<{ target: string; port: number; kill: () => Promise<void> }> {
+  const code = `
+    const grpc = require('@grpc/grpc-js');
+    const p = (b) => b;
+    const m = (n) => ({ path: '/dialguard.bench.Echo/' + n, requestStream: false, responseStream: false,
+      requestSerialize: p, requestDeserialize: p, responseSerialize: p, responseDeserialize: p });
+    const s = new grpc.Server();
+    s.addService({ Echo: m('Echo'), Hold: m('Hold') }, { Echo: (c, cb) => cb(null, c.request), Hold: () => {} });
+    s.bindAsync('127.0.0.1:${port}', grpc.ServerCredentials.createInsecure(), (e, port) => {
+      if (e) { console.error(e.message); process.exit(1); }
+      process.stdout.write(port + '\\n');
+    });
+  `;
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [chunk] = (await once(child.stdout, 'data')) as [Buffer];
+  const bound = Number(String(chunk).trim());
+  return {
+    target: `127.0.0.1:${bound}`,
+    port: bound,
+    kill: async () => {
+      if (child.exitCode !== null) return;
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+    },
+  };
+}
+
+/**
+ * Calls completed per second by `callers` loops that start calls for `ms`, over the time until the
+ * last call ended (calls finish in bursts, so the nominal `ms` would quantise the figure).
+ */
+async function throughput(callers: number, ms: number, call: () => Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  const until = t0 + ms;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      while (performance.now() < until) {
+        await call();
+        done++;
+      }
+    }),
+  );
+  return (done / (performance.now() - t0)) * 1_000;
+}
+
+function newGuard(breaker = new HostBreaker()): GrpcGuard {
+  return new GrpcGuard({ connectTimeout: CONNECT_TIMEOUT, breaker, closeTimeout: 100 });
+}
+
+async function healthy(): Promise<{ guarded: number; raw: number; ratio: number; channels: number }> {
+  progress(`healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating rounds of ${HEALTHY_MS} ms each`);
+  const server = await serverProcess();
+  const guard = newGuard();
+  const guarded = new BenchClient(server.target, grpc.credentials.createInsecure(), guard.clientOptions());
+  const raw = new BenchClient(server.target, grpc.credentials.createInsecure());
+  await throughput(CALLERS, 300, () => invoke(raw, 'Echo')); // warm-up both
+  await throughput(CALLERS, 300, () => invoke(guarded, 'Echo'));
+  const gs: number[] = [];
+  const rs: number[] = [];
+  for (let i = 0; i < HEALTHY_ROUNDS; i++) {
+    // Alternate which goes first, so neither always runs on a warmer machine.
+    if (i % 2 === 0) {
+      rs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(raw, 'Echo')));
+      gs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(guarded, 'Echo')));
+    } else {
+      gs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(guarded, 'Echo')));
+      rs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(raw, 'Echo')));
+    }
+    progress(`round ${i + 1}: raw ${Math.round(rs.at(-1)!)} calls/s, guarded ${Math.round(gs.at(-1)!)} calls/s`);
+  }
+  const channels = guard.stats().opened;
+  guarded.close();
+  raw.close();
+  await guard.close();
+  await server.kill();
+  const g = median(gs);
+  const r = median(rs);
+  return { guarded: g, raw: r, ratio: g / r, channels };
+}
+
+type Settled = { ms: number; capped: boolean; failed: number };
+
+/** `p` handled at once: resolves true when it failed. */
+function quiet(p: Promise<unknown>): Promise<boolean> {
+  return p.then(
+    () => false,
+    () => true,
+  );
+}
+
+/** Waits for `calls` (made with {@link quiet}) to settle, timing from `t0`; gives up at `cap` ms and says so. */
+async function settleAll(calls: Array<Promise<boolean>>, t0: number, cap = Number.POSITIVE_INFINITY): Promise<Settled> {
+  let failed = 0;
+  const all = Promise.all(calls.map((c) => c.then((f) => void (f && failed++))));
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const capped = await Promise.race([
+    all.then(() => false),
+    new Promise<boolean>((resolve) => {
+      if (Number.isFinite(cap)) timer = setTimeout(() => resolve(true), cap);
+    }),
+  ]);
+  clearTimeout(timer);
+  return { ms: performance.now() - t0, capped, failed };
+}
+
+type Kind = 'raw' | 'guarded' | 'guarded, one attempt';
+
+/**
+ * One client of `kind` against its own server process: CALLERS calls in flight when the process
+ * is killed (time until all are released), then CALLERS more once the address has gone dark.
+ * Each kind runs alone, so no client's release waits behind another's on the event loop.
+ */
+async function killedPeer(kind: Kind): Promise<{ inFlight: Settled; queued: Settled; dials: number }> {
+  progress(`killed peer, ${kind}: ${CALLERS} calls in flight when the server process is killed, then ${CALLERS} more with the address dark`);
+  const server = await serverProcess();
+  const breaker = new HostBreaker();
+  const guard = new GrpcGuard({ connectTimeout: CONNECT_TIMEOUT, breaker, closeTimeout: 100, ...(kind === 'guarded, one attempt' ? { retry: false } : {}) });
+  const client =
+    kind === 'raw'
+      ? new BenchClient(server.target, grpc.credentials.createInsecure())
+      : new BenchClient(server.target, grpc.credentials.createInsecure(), guard.clientOptions());
+  await invoke(client, 'Echo');
+  const held = Array.from({ length: CALLERS }, () => quiet(invoke(client, 'Hold')));
+  await new Promise((r) => setTimeout(r, 200)); // let every call reach the server
+  const t0 = performance.now();
+  await server.kill();
+  const inFlight = await settleAll(held, t0, RAW_CAP);
+
+  const dark = await blackhole({ port: server.port });
+  const failedBefore = breaker.stats().failed;
+  const t1 = performance.now();
+  // Raw calls get the cap as their deadline: without one they would wait for the kernel (~130 s).
+  const deadline = kind === 'raw' ? Date.now() + RAW_CAP : Date.now() + DEADLINE;
+  const queued = await settleAll(
+    Array.from({ length: CALLERS }, () => quiet(invoke(client, 'Echo', deadline))),
+    t1,
+    RAW_CAP + 1_000,
+  );
+  const dials = breaker.stats().failed - failedBefore;
+  client.close();
+  await guard.close();
+  await dark.close();
+  return { inFlight, queued: { ...queued, capped: queued.capped || (kind === 'raw' && queued.ms >= RAW_CAP) }, dials };
+}
+
+async function deadTarget(): Promise<{ guardedMs: number; rawMs: number; tripMs: number; refused: number }> {
+  progress('dead target: calls to a blackholed target once the breaker has opened');
+  const peer = await blackhole();
+  const breaker = new HostBreaker({ failureThreshold: 3, openDuration: 60_000 });
+  const guard = newGuard(breaker);
+  const guarded = new BenchClient(peer.address, grpc.credentials.createInsecure(), guard.clientOptions());
+  const t0 = performance.now();
+  await invoke(guarded, 'Echo').catch(() => {}); // 3 attempts, 3 bounded dials: the breaker opens
+  while (breaker.state(peer.address)?.state !== 'open' && performance.now() - t0 < 10 * CONNECT_TIMEOUT) {
+    await invoke(guarded, 'Echo').catch(() => {});
+  }
+  const tripMs = performance.now() - t0;
+  const samples: number[] = [];
+  for (let batch = 0; batch < (quick ? 20 : 100); batch++) {
+    const s = performance.now();
+    for (let i = 0; i < 100; i++) await invoke(guarded, 'Echo').catch(() => {});
+    samples.push((performance.now() - s) / 100);
+  }
+  const refused = breaker.stats().refused;
+
+  const raw = new BenchClient(peer.address, grpc.credentials.createInsecure());
+  const rawDeadline = quick ? 1_000 : 2_000;
+  const r0 = performance.now();
+  await settleAll(
+    Array.from({ length: 8 }, () => quiet(invoke(raw, 'Echo', Date.now() + rawDeadline))),
+    r0,
+  );
+  const rawMs = performance.now() - r0;
+  guarded.close();
+  raw.close();
+  await guard.close();
+  await peer.close();
+  return { guardedMs: median(samples), rawMs, tripMs, refused };
+}
+
+async function main(): Promise<void> {
+  setMaxListeners(0);
+  const health = await healthy();
+  const killed = {
+    raw: await killedPeer('raw'),
+    guarded: await killedPeer('guarded'),
+    once: await killedPeer('guarded, one attempt'),
+  };
+  const dead = await deadTarget();
+
+  const show = (s: Settled): string => (s.capped ? `>${Math.round(s.ms)} (capped)` : String(Math.round(s.ms)));
+  printTable(`grpc: GrpcGuard vs raw @grpc/grpc-js (connect timeout ${CONNECT_TIMEOUT} ms, ${CALLERS} callers)`, [
+    { measure: `healthy, ${CALLERS} callers (calls/s, median of ${HEALTHY_ROUNDS})`, raw: health.raw, guarded: health.guarded, 'guarded/raw': health.ratio, note: `guarded channels opened: ${health.channels}` },
+    {
+      measure: `killed peer, ${CALLERS} in flight released (ms)`,
+      raw: show(killed.raw.inFlight),
+      guarded: show(killed.guarded.inFlight),
+      'guarded/raw': killed.guarded.inFlight.ms / killed.raw.inFlight.ms,
+      note: `released with an error: raw ${killed.raw.inFlight.failed}, guarded ${killed.guarded.inFlight.failed}`,
+    },
+    {
+      measure: `address dark, ${CALLERS} queued after the kill (ms)`,
+      raw: show(killed.raw.queued),
+      guarded: show(killed.guarded.queued),
+      'guarded/raw': killed.guarded.queued.ms / killed.raw.queued.ms,
+      note: `3 attempts each, ${killed.guarded.dials} shared dials; raw waits out its deadline`,
+    },
+    {
+      measure: `  the same, one attempt per call (ms)`,
+      raw: show(killed.raw.queued),
+      guarded: show(killed.once.queued),
+      'guarded/raw': killed.once.queued.ms / killed.raw.queued.ms,
+      note: `retry: false; ${killed.once.dials} shared dial(s)`,
+    },
+    {
+      measure: 'dead target, breaker open: one call (ms)',
+      raw: dead.rawMs,
+      guarded: dead.guardedMs,
+      'guarded/raw': dead.guardedMs / dead.rawMs,
+      note: `breaker opened after ${Math.round(dead.tripMs)} ms; ${dead.refused} refusals`,
+    },
+  ]);
+  printJson('grpc', {
+    connect_timeout_ms: CONNECT_TIMEOUT,
+    callers: CALLERS,
+    healthy_ratio: round(health.ratio),
+    healthy_calls_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
+    healthy_channels_opened: health.channels,
+    killed_peer_release_ms: round(killed.guarded.inFlight.ms),
+    raw_killed_peer_release_ms: round(killed.raw.inFlight.ms),
+    raw_killed_peer_capped: killed.raw.inFlight.capped,
+    dead_queued_ms: round(killed.guarded.queued.ms),
+    dead_queued_dials: killed.guarded.dials,
+    dead_queued_one_attempt_ms: round(killed.once.queued.ms),
+    raw_dead_queued_ms: round(killed.raw.queued.ms),
+    raw_dead_queued_capped: killed.raw.queued.capped,
+    dead_target_call_ms: round(dead.guardedMs),
+    raw_dead_target_call_ms: round(dead.rawMs),
+    dead_target_trip_ms: round(dead.tripMs),
+  });
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`grpc bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
