@@ -13,7 +13,7 @@ import { ConnectTimeoutError, ConnectionGoneError, HostUnavailableError } from '
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { blackhole } from '../../../src/testing/blackhole.js';
 import { http2Peer } from '../../../src/testing/http2-peer.js';
-import { ManualClock } from '../../../src/testing/manual-clock.js';
+import { ManualClock, flushMicrotasks } from '../../../src/testing/manual-clock.js';
 import { TcpPeer, refusing } from '../../../src/testing/tcp-peers.js';
 import { eventually } from '../../helpers/eventually.js';
 import { expectNoLeaks, handles } from '../../helpers/leaks.js';
@@ -297,6 +297,60 @@ describe('grpc guard: what a status does to the channel', () => {
     expect(classify(err).connectionDead).toBe(true);
     expect(guard.stats().gone + guard.stats().closed).toBeGreaterThanOrEqual(1);
     expect(guard.stats().connections).toBe(0);
+  });
+});
+
+describe('grpc guard: channel identity and lifetime', () => {
+  it('a late failure on a retired channel does not evict its replacement', async () => {
+    // A raw HTTP/2 peer speaking just enough grpc: each stream is answered when released.
+    const pending: Array<() => void> = [];
+    const peer = await http2Peer({
+      handler: (stream) => {
+        pending.push(() => {
+          if (stream.destroyed) return;
+          stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+          stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+          stream.end(Buffer.from([0, 0, 0, 0, 2, 0x6f, 0x6b]));
+        });
+      },
+    });
+    cleanup.push(() => peer.close());
+    const relay = await countingRelay(peer);
+    cleanup.push(() => relay.close());
+    const { client, guard } = setup(relay.address, { keepAliveInterval: 100, keepAliveTimeout: 100 });
+    const old = failure(call(client, 'Echo'));
+    await eventually(() => pending.length, (n) => n === 1);
+    peer.goaway(); // channel 1 retired; its call stays on it
+    await eventually(() => guard.stats().connections, (n) => n === 1);
+    const fresh = call(client, 'Echo');
+    await eventually(() => pending.length, (n) => n === 2);
+    pending[1]!();
+    expect(String(await fresh)).toBe('ok');
+    expect(relay.attempts).toBe(2);
+    relay.silence(0); // channel 1's peer goes quiet: keep-alive finds its transport dead, late
+    expect(classify(await old).connectionDead).toBe(true);
+    const after = call(client, 'Echo');
+    await eventually(() => pending.length, (n) => n === 3);
+    pending[2]!();
+    expect(String(await after)).toBe('ok');
+    expect(relay.attempts).toBe(2); // channel 2 was not evicted: no third connection
+  });
+
+  it('a channel no call has used for idleTimeout is closed at the next sweep, and its connection with it', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const relay = await countingRelay(server);
+    cleanup.push(() => relay.close());
+    const clock = new ManualClock();
+    const { client, guard } = setup(relay.address, { clock, idleTimeout: 60_000, sweepInterval: 1_000 });
+    await call(client, 'Echo');
+    await flushMicrotasks(); // the pool's bookkeeping of that call, right behind its answer
+    expect(relay.openSockets).toBe(1);
+    clock.advance(61_000);
+    await call(client, 'Echo'); // sweeps first: the idle channel goes, a new one serves the call
+    expect(relay.attempts).toBe(2);
+    expect(await eventually(() => relay.openSockets, (n) => n === 1)).toBe(1);
+    expect(guard.stats()).toMatchObject({ opened: 2, closed: 1, connections: 1 });
   });
 });
 

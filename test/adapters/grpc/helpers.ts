@@ -187,6 +187,7 @@ export class CountingRelay {
   attempts = 0;
   #server: net.Server | undefined;
   readonly #sockets = new Map<net.Socket, Promise<void>>();
+  readonly #upstreams = new Map<net.Socket, net.Socket>();
 
   constructor(upstream: { host: LoopbackHost; port: number }, host: LoopbackHost = upstream.host) {
     this.#upstream = upstream;
@@ -213,6 +214,8 @@ export class CountingRelay {
         this.#sockets.delete(socket);
       });
       this.#sockets.set(socket, closed);
+      this.#upstreams.set(socket, up);
+      socket.once('close', () => this.#upstreams.delete(socket));
       socket.pipe(up);
       up.pipe(socket);
       // Either side ending ends the relay; a reset toward the client stays a reset.
@@ -226,6 +229,28 @@ export class CountingRelay {
     this.port = (server.address() as net.AddressInfo).port;
     this.#server = server;
     return this;
+  }
+
+  /**
+   * The `index`-th open client connection goes silent: nothing flows either way (PINGs go
+   * unanswered) while TCP stays open, like a peer whose host froze.
+   */
+  silence(index: number): void {
+    const socket = [...this.#sockets.keys()][index];
+    const up = socket === undefined ? undefined : this.#upstreams.get(socket);
+    if (socket === undefined || up === undefined) throw new Error(`no open connection #${index}`);
+    socket.unpipe(up);
+    up.unpipe(socket);
+    socket.pause();
+    up.pause();
+  }
+
+  /** Resets (RST) the `index`-th client connection still open (0: the oldest); keeps listening. */
+  async resetConnection(index: number): Promise<void> {
+    const entry = [...this.#sockets][index];
+    if (entry === undefined) throw new Error(`no open connection #${index}`);
+    entry[0].resetAndDestroy();
+    await entry[1];
   }
 
   /** Resets (RST) every client connection; keeps listening. */
