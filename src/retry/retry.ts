@@ -46,6 +46,18 @@ export function onRetryEvent<K extends keyof RetryEvents>(event: K, listener: Li
   return events.on(event, listener);
 }
 
+/**
+ * Publishes a call's end as the `settled` event, when anyone listens. For a layer that ends a
+ * call without entering retry() (its first attempt succeeded), so every call is reported once.
+ *
+ * @internal
+ */
+export function reportSettled(result: RetryResult): void {
+  if (events.active('settled')) {
+    events.emit('settled', { ok: result.ok, attempts: result.attempts, elapsed: result.elapsed, kind: result.classification?.kind });
+  }
+}
+
 /** Why the call was interrupted from outside an attempt's own outcome. */
 type Stop = 'caller' | 'shutdown' | 'deadline';
 
@@ -72,11 +84,46 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
   let last: Classification | undefined;
   let stop: Stop | undefined;
 
-  const controller = new AbortController();
+  // The call's AbortSignal (`attempt.signal`) is made only when something reads it, and the
+  // attempt being awaited is interrupted through `interrupt` rather than an 'abort' listener: on
+  // Node 20 making an AbortSignal costs several µs and listening to one as much again, more than
+  // the rest of a call's overhead together, and a call that succeeds at once should pay neither.
+  let controller: AbortController | undefined;
+  let haltReason: unknown;
+  let interrupt: ((reason: unknown) => void) | undefined;
+  const signal = (): AbortSignal => {
+    if (controller === undefined) {
+      controller = new AbortController();
+      if (stop !== undefined) controller.abort(haltReason);
+    }
+    return controller.signal;
+  };
   const halt = (why: Stop, reason: unknown): void => {
     if (stop !== undefined) return;
     stop = why;
-    controller.abort(reason);
+    haltReason = reason;
+    controller?.abort(reason);
+    interrupt?.(reason);
+  };
+  /** Settles with `p`, or rejects with the reason as soon as the call is halted (`p` left handled). */
+  const untilHalted = <V>(p: Promise<V>): Promise<V> => {
+    if (stop !== undefined) {
+      p.catch(() => {});
+      return Promise.reject(haltReason);
+    }
+    return new Promise<V>((resolve, reject) => {
+      interrupt = reject;
+      p.then(
+        (value) => {
+          interrupt = undefined;
+          resolve(value);
+        },
+        (err: unknown) => {
+          interrupt = undefined;
+          reject(err);
+        },
+      );
+    });
   };
   const onCaller = (): void => halt('caller', s.signal!.reason);
   const onShutdown = (): void => halt('shutdown', s.shutdown!.reason);
@@ -97,9 +144,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
     if (timer !== undefined) clock.clearTimeout(timer);
     s.signal?.removeEventListener('abort', onCaller);
     s.shutdown?.removeEventListener('abort', onShutdown);
-    if (events.active('settled')) {
-      events.emit('settled', { ok: result.ok, attempts: result.attempts, elapsed: result.elapsed, kind: result.classification?.kind });
-    }
+    reportSettled(result);
     if (s.onResult === undefined) return;
     try {
       s.onResult(result);
@@ -114,15 +159,16 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
   /** The error for an interruption: the signal's reason, or the deadline with what came before. */
   const interrupted = (): never => {
     if (stop === 'deadline') {
-      return fail(new DeadlineExceededError(s.budgetMs, attempts, causeOf(errors, controller.signal.reason, 'deadline exceeded')));
+      return fail(new DeadlineExceededError(s.budgetMs, attempts, causeOf(errors, haltReason, 'deadline exceeded')));
     }
-    return fail(stop === 'caller' ? s.signal!.reason : s.shutdown!.reason);
+    return fail(haltReason); // the caller's or the owner's reason
   };
 
   if (s.signal?.aborted) return fail(s.signal.reason);
   if (s.shutdown?.aborted) return fail(s.shutdown.reason);
   s.signal?.addEventListener('abort', onCaller, { once: true });
   s.shutdown?.addEventListener('abort', onShutdown, { once: true });
+  s.cancel?.((reason) => halt('caller', reason));
   s.budget?.deposit();
   if (s.deadline !== Infinity) armDeadline();
 
@@ -135,25 +181,23 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
   }
 
   async function loop(): Promise<T> {
-    let firstStart = 0;
     let previousDelay = 0;
     for (;;) {
       // No attempt starts at or after the deadline, even if its timer has not fired yet.
       if (stop === undefined && clock.now() >= s.deadline) halt('deadline', new DeadlineExceededError(s.budgetMs, attempts));
       if (stop !== undefined) return interrupted();
       attempts++;
-      const attempt = makeAttempt(attempts, controller.signal, s.deadline, clock);
-      if (attempts === 1) firstStart = clock.now();
+      const attempt = new Attempt(attempts, s.deadline, clock, signal);
       let error: unknown;
       try {
-        const value = await untilAborted(invoke(fn, attempt), controller.signal);
+        const value = await untilHalted(invoke(fn, attempt));
         finish({ ok: true, attempts, elapsed: clock.now() - s.start });
         return value;
       } catch (err) {
         error = err;
       }
       if (stop !== undefined) {
-        if (error !== controller.signal.reason) errors.push(error);
+        if (error !== haltReason) errors.push(error);
         return interrupted();
       }
       errors.push(error);
@@ -173,7 +217,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
         // The next attempt could not start before the deadline: fail now rather than sleep.
         return fail(new DeadlineExceededError(s.budgetMs, attempts, causeOf(errors, undefined, 'deadline exceeded')));
       }
-      if (now + delay - firstStart > s.retryWindow) {
+      if (now + delay - s.start > s.retryWindow) {
         return fail(new RetriesExhaustedError(errors, `retry window of ${s.retryWindow} ms passed`));
       }
       if (s.budget !== null && !s.budget.tryWithdraw()) {
@@ -182,7 +226,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
       }
       events.emit('scheduled', { attempt: attempts + 1, delay, code: c.code, kind: c.kind });
       try {
-        await sleep(clock, delay, controller.signal);
+        await sleep(clock, delay, signal());
       } catch {
         return interrupted();
       }
@@ -190,15 +234,27 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
   }
 }
 
-function makeAttempt(number: number, signal: AbortSignal, deadline: number, clock: Clock): RetryAttempt {
-  return {
-    number,
-    signal,
-    deadline,
-    get remaining(): number {
-      return deadline === Infinity ? Infinity : Math.max(0, deadline - clock.now());
-    },
-  };
+/** One attempt, as `fn` sees it. A class: an object literal with accessors is slow to make. */
+class Attempt implements RetryAttempt {
+  readonly #clock: Clock;
+  readonly #signal: () => AbortSignal;
+  constructor(
+    readonly number: number,
+    readonly deadline: number,
+    clock: Clock,
+    signal: () => AbortSignal,
+  ) {
+    this.#clock = clock;
+    this.#signal = signal;
+  }
+
+  get signal(): AbortSignal {
+    return this.#signal();
+  }
+
+  get remaining(): number {
+    return this.deadline === Infinity ? Infinity : Math.max(0, this.deadline - this.#clock.now());
+  }
 }
 
 function invoke<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>, attempt: RetryAttempt): Promise<T> {
@@ -207,28 +263,6 @@ function invoke<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>, attempt: R
   } catch (err) {
     return Promise.reject(err);
   }
-}
-
-/** Settles with `p`, or rejects with `signal.reason` as soon as it aborts (leaving `p` handled). */
-function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    p.catch(() => {});
-    return Promise.reject(signal.reason);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err);
-      },
-    );
-  });
 }
 
 /** A schedule's delay made safe to sleep: a number in [0, MAX_TIMER]. */
