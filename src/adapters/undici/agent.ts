@@ -10,8 +10,9 @@
  *
  * Underneath is a plain undici `Agent`, so its pool, keep-alive and pipelining stay in charge of
  * healthy connections. Two things change: its connector is {@link guardedConnector} (bounded
- * dials, the breaker fed with dial outcomes only), and every request goes through
- * {@link guardedRetry} (safe retries inside the call's time). Both share one breaker.
+ * dials, the breaker fed with dial outcomes only), and every request goes through the retrying
+ * layer of {@link guardedRetry} (safe retries inside the call's time), called directly rather
+ * than through `compose()`. Both share one breaker.
  *
  * @module
  */
@@ -20,8 +21,8 @@ import { checkFunction, opt, show } from '../../core/validate.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import type { HostBreaker } from '../../guard/host-breaker.js';
 import { type GuardedConnectorOptions, guardedConnector } from './connector.js';
-import type { GuardedRetryOptions } from './options.js';
-import { guardedRetry } from './retry-interceptor.js';
+import { type GuardedRetryOptions, type RetrySettings, retrySettings } from './options.js';
+import { dispatchGuarded } from './retry-interceptor.js';
 
 /** undici Agent options that pass through (`connect` and `connectTimeout` are dialguard's). */
 export type UndiciAgentOptions = Omit<Agent.Options, 'connect' | 'connectTimeout'>;
@@ -52,7 +53,8 @@ export class GuardedAgent extends Dispatcher {
   /** The breaker this agent's dials report to (and its calls ask first), or null. */
   readonly breaker: HostBreaker | null;
   readonly #agent: Agent;
-  readonly #dispatch: Dispatcher.Dispatch;
+  readonly #settings: RetrySettings;
+  readonly #inner: Dispatcher.Dispatch;
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: GuardedAgentOptions = {}) {
@@ -67,9 +69,9 @@ export class GuardedAgent extends Dispatcher {
     this.breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
     const connectorOptions: GuardedConnectorOptions = { breaker: this.breaker };
     for (const key of CONNECTOR_KEYS) if (options[key] !== undefined) (connectorOptions as Record<string, unknown>)[key] = options[key];
-    const interceptor = guardedRetry({ ...options, breaker: this.breaker });
+    this.#settings = retrySettings({ ...options, breaker: this.breaker });
     this.#agent = new Agent({ ...undiciOptions, connect: guardedConnector(connectorOptions) });
-    this.#dispatch = this.#agent.compose(interceptor).dispatch;
+    this.#inner = this.#agent.dispatch.bind(this.#agent);
     for (const event of ['connect', 'disconnect', 'connectionError', 'drain'] as const) {
       this.#agent.on(event as 'connect', (...args: unknown[]) => (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args));
     }
@@ -77,7 +79,7 @@ export class GuardedAgent extends Dispatcher {
 
   /** Dispatches one request through the retrying layer (see `Dispatcher.dispatch`). */
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    return this.#dispatch(options, handler);
+    return dispatchGuarded(this.#settings, this.#inner, options, handler);
   }
 
   /** True once `close()` or `destroy()` was called. */

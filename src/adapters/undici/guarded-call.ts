@@ -1,252 +1,289 @@
 /**
  * One request through the retrying layer: the caller's handler sees one request, while
- * underneath it dialguard's `retry()` runs as many undici attempts as is safe.
+ * underneath it as many undici attempts run as is safe.
  *
- * - The caller gets its controller at once, so an abort reaches the call whatever it is doing:
- *   waiting for a dial, waiting out a backoff, reading the body. An abort is never a failure of
- *   anything: it ends the call with the caller's reason and the breaker hears nothing of it.
+ * - The first attempt runs at once. Only if it fails does dialguard's `retry()` take the call
+ *   over, with the first failure as its attempt 1 and the call's own start, so the deadline,
+ *   the retry budget, the backoff and the whole-call latency are exactly retry()'s. A call that
+ *   succeeds at once never builds a retry loop: on a healthy host the loop costs more CPU than
+ *   the few percent a request through a local pool can spare.
+ * - The caller gets its abort function at once, so an abort reaches the call whatever it is
+ *   doing: waiting for a dial, waiting out a backoff, reading the body. An abort is never a
+ *   failure of anything: the call ends with the caller's reason and the breaker hears nothing.
  * - Each attempt's headers and body timeouts are cut to what is left of the call's deadline.
- * - A refused origin fails before entering undici: the breaker is asked first.
+ * - An origin whose last call failed to dial is checked with the breaker before each attempt,
+ *   so while it is refused, requests fail without entering undici.
  * - Once the response is handed to the caller, the call is committed: nothing is retried.
- * - A response with a retryable status (429, 502, 503, 504 by default) to an idempotent request
- *   is held back (its body buffered, up to 64 KiB) while another attempt may still be made; its
- *   `Retry-After` lengthens the wait. When no retry comes, the caller gets that response as it
- *   came: the server answered, so the caller sees the answer, not an error.
+ * - A response with a retryable status to an idempotent request is held back (see attempt.ts)
+ *   while another attempt may still be made; its `Retry-After` lengthens the wait. When no retry
+ *   comes, the caller gets that response as it came, never an error in its place.
  * - A one-shot body (a stream, fetch's body) that an attempt started reading is never sent again.
+ *
+ * Both sides speak undici's callback-per-event handler interface (see handlers.ts).
  *
  * @module
  */
-import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { RetriesExhaustedError } from '../../core/errors.js';
+import { classify } from '../../core/classify.js';
+import { type TimerHandle, unrefTimer } from '../../core/clock.js';
+import { DeadlineExceededError, RetriesExhaustedError } from '../../core/errors.js';
 import { hostKey } from '../../guard/host-key.js';
-import { type RetryAttempt, type RetryPredicate, retry } from '../../retry/retry.js';
-import type { Schedule } from '../../core/backoff.js';
+import { type RetryAttempt, type RetryPredicate, type RetryResult, reportSettled, retry } from '../../retry/retry.js';
+import { Attempt, type AttemptOwner, HeldResponse } from './attempt.js';
+import type { LegacyHandler, RawHeaders } from './handlers.js';
 import type { RetrySettings } from './options.js';
 import { type RequestBody, requestBody } from './request-body.js';
+import { rawHeader } from './handlers.js';
 import { retryAfterMs } from './retry-after.js';
-
-type Dispatch = Dispatcher.Dispatch;
-type Handler = Dispatcher.DispatchHandler;
-type Controller = Dispatcher.DispatchController;
 
 /** Methods that may be repeated (RFC 9110 §9.2.2) when the request's own `idempotent` is unset. */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
-/** Most body bytes of a held response buffered; past it the response goes to the caller. */
-const MAX_HELD = 64 * 1024;
+/** Most origins remembered as suspect per agent; past it the memory starts over. */
+const MAX_SUSPECTS = 1024;
 
-/** A response with a retryable status, held back while the call decides whether to try again. */
-class HeldResponse extends Error {
-  override readonly name = 'HeldResponse';
-  constructor(
-    readonly statusCode: number,
-    readonly headers: IncomingHttpHeaders,
-    readonly statusMessage: string | undefined,
-    readonly chunks: Buffer[],
-    readonly trailers: IncomingHttpHeaders,
-  ) {
-    super(`the server answered ${statusCode}`);
-  }
-}
-
-/** An attempt's deadline cut: `cap` (0 = none) lowered to `remaining` when the call has a deadline. */
+/** An attempt's timeout: `cap` (0 = none) lowered to `remaining` when the call has a deadline. */
 function cut(cap: number, remaining: number): number {
   if (remaining === Infinity) return cap;
   const left = Math.max(1, Math.ceil(remaining));
   return cap === 0 ? left : Math.min(cap, left);
 }
 
-/** One request, retried underneath its caller's handler. Also the controller the caller holds. */
-export class GuardedCall implements Controller {
+/** One request, retried underneath its caller's handler. */
+export class GuardedCall implements AttemptOwner {
   readonly #s: RetrySettings;
-  readonly #dispatch: Dispatch;
+  readonly #dispatch: Dispatcher.Dispatch;
   readonly #opts: Dispatcher.DispatchOptions;
-  readonly #handler: Handler;
+  readonly caller: LegacyHandler;
   readonly #body: RequestBody;
   readonly #idempotent: boolean;
-  readonly #key: string | undefined;
+  readonly #origin: string;
   readonly #headersTimeout: number;
   readonly #bodyTimeout: number;
-  readonly #abort = new AbortController();
+  #started = 0;
+  #deadline = Infinity;
+  /** The deadline timer of the first attempt (retry() keeps its own once it takes over). */
+  #timer: TimerHandle | undefined;
+  /** Stops retry() with the caller's reason, once retry() has taken the call over. */
+  #cancel: ((reason: unknown) => void) | undefined;
+  #retrying = false;
+  #reason: Error | undefined;
   #current: Attempt | undefined;
   /** The last attempt's held response, until another attempt starts. */
   #held: HeldResponse | undefined;
   #retryAfter = 0;
   #finished = false;
-  #paused = false;
 
-  constructor(s: RetrySettings, dispatch: Dispatch, opts: Dispatcher.DispatchOptions, handler: Handler) {
+  constructor(s: RetrySettings, dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions, caller: LegacyHandler) {
     this.#s = s;
     this.#dispatch = dispatch;
     this.#opts = opts;
-    this.#handler = handler;
+    this.caller = caller;
     this.#body = requestBody(opts.body);
-    const method = String(opts.method).toUpperCase();
-    this.#idempotent = typeof opts.idempotent === 'boolean' ? opts.idempotent : IDEMPOTENT.has(method);
-    this.#key = breakerKey(s, opts.origin);
+    const method = opts.method;
+    this.#idempotent = typeof opts.idempotent === 'boolean' ? opts.idempotent : IDEMPOTENT.has(method) || IDEMPOTENT.has(String(method).toUpperCase());
+    this.#origin = typeof opts.origin === 'string' ? opts.origin : String(opts.origin);
     this.#headersTimeout = lowest(s.headersTimeout, opts.headersTimeout);
     this.#bodyTimeout = lowest(s.bodyTimeout, opts.bodyTimeout);
   }
 
-  /** Hands the caller its controller and runs the attempts. */
+  /** Hands the caller its abort function and makes the first attempt. */
   start(): void {
+    const s = this.#s;
+    this.#started = s.clock.now();
     try {
-      this.#handler.onRequestStart?.(this, {});
+      this.caller.onConnect?.((err) => this.abort(err));
     } catch (err) {
-      this.abort(asError(err)); // ends the call with it
+      this.abort(asError(err)); // the caller's own onConnect threw: the call ends with that
     }
-    retry((a) => this.#attempt(a), {
-      signal: this.#abort.signal,
-      timeout: this.#s.timeout,
-      maxAttempts: this.#s.maxAttempts,
-      idempotent: this.#idempotent,
-      backoff: this.#backoff,
-      retryable: this.#retryable,
-      budget: this.#s.budget,
-      clock: this.#s.clock,
-      random: this.#s.random,
-      classify: this.#s.classify,
-      onResult: this.#s.onResult,
-    }).then(undefined, (err: unknown) => this.#fail(err));
-  }
-
-  // --- the controller the caller holds ---
-
-  get aborted(): boolean {
-    return this.#abort.signal.aborted;
-  }
-
-  get reason(): Error | null {
-    return this.#abort.signal.aborted ? (this.#abort.signal.reason as Error) : null;
-  }
-
-  get paused(): boolean {
-    return this.#paused;
-  }
-
-  get rawHeaders(): Controller['rawHeaders'] {
-    return this.#current?.controller?.rawHeaders;
-  }
-
-  get rawTrailers(): Controller['rawTrailers'] {
-    return this.#current?.controller?.rawTrailers;
+    if (this.#finished) return;
+    if (s.timeout !== Infinity) {
+      this.#deadline = this.#started + s.timeout;
+      this.#timer = unrefTimer(s.clock.setTimeout(() => this.#firstTimedOut(), s.timeout));
+    }
+    const refusal = this.#refusal();
+    if (refusal !== undefined) {
+      this.#firstFailed(refusal);
+      return;
+    }
+    this.#run(1, this.#deadline, (err) => (err === undefined ? this.#firstSucceeded() : this.#firstFailed(err)));
   }
 
   /** The caller gives up: the call ends with `reason`, whatever it was doing. */
   abort(reason?: Error): void {
-    if (this.#finished || this.#abort.signal.aborted) return;
-    this.#abort.abort(reason ?? new DOMException('This operation was aborted', 'AbortError'));
+    if (this.#finished || this.#reason !== undefined) return;
+    const r = reason ?? new DOMException('This operation was aborted', 'AbortError');
+    this.#reason = r;
+    if (this.#retrying) {
+      this.#cancel?.(r);
+      return;
+    }
+    this.#current?.abandon(r);
+    this.#end({ ok: false, attempts: 1, elapsed: this.#s.clock.now() - this.#started, error: r });
+    this.caller.onError?.(r);
   }
 
-  pause(): void {
-    this.#paused = true;
-    this.#current?.controller?.pause();
-  }
+  // --- what attempts ask and report (AttemptOwner) ---
 
-  resume(): void {
-    this.#paused = false;
-    this.#current?.controller?.resume();
-  }
-
-  // --- what attempts report ---
-
-  /** Whether a response with `status` should be held back for a possible retry. */
-  hold(attempt: Attempt, status: number, headers: IncomingHttpHeaders): boolean {
+  hold(attempt: Attempt, status: number, rawHeaders: RawHeaders): boolean {
     const s = this.#s;
     if (!s.retryStatuses.has(status) || !this.#idempotent || this.#body.consumed) return false;
-    if (attempt.number >= s.maxAttempts || this.#abort.signal.aborted) return false;
-    const after = retryAfterMs(headers['retry-after']) ?? 0;
+    if (attempt.number >= s.maxAttempts || this.#reason !== undefined) return false;
+    const after = retryAfterMs(rawHeader(rawHeaders, 'retry-after')) ?? 0;
     if (after > s.maxRetryAfter || s.clock.now() + after >= attempt.deadline) return false;
     this.#retryAfter = after;
     return true;
   }
 
-  /** The response goes to the caller: from now on nothing is retried. */
-  commit(status: number, headers: IncomingHttpHeaders, statusMessage: string | undefined): void {
-    this.#handler.onResponseStart?.(this, status, headers, statusMessage);
-  }
-
-  /** An informational (1xx) response, passed on without committing. */
-  info(status: number, headers: IncomingHttpHeaders, statusMessage: string | undefined): void {
-    this.#handler.onResponseStart?.(this, status, headers, statusMessage);
-  }
-
-  data(chunk: Buffer): void {
-    this.#handler.onResponseData?.(this, chunk);
-  }
-
-  end(trailers: IncomingHttpHeaders): void {
+  complete(trailers: RawHeaders | null): void {
     this.#finished = true;
-    this.#handler.onResponseEnd?.(this, trailers);
+    const suspects = this.#s.suspects;
+    if (suspects.size > 0) suspects.delete(this.#origin); // it answered: no longer suspect
+    this.caller.onComplete?.(trailers);
   }
 
-  // --- the loop ---
+  // --- the first attempt, outside retry() ---
+
+  #firstSucceeded(): void {
+    if (this.#retrying) return;
+    this.#end({ ok: true, attempts: 1, elapsed: this.#s.clock.now() - this.#started });
+  }
+
+  #firstTimedOut(): void {
+    this.#timer = undefined;
+    if (this.#finished || this.#retrying) return;
+    const err = new DeadlineExceededError(this.#s.timeout, 1);
+    this.#current?.abandon(err);
+    this.#finished = true;
+    this.#end({ ok: false, attempts: 1, elapsed: this.#s.clock.now() - this.#started, error: err });
+    this.caller.onError?.(err);
+  }
+
+  /** The first attempt failed: retry() takes the call over, its attempt 1 being this failure. */
+  #firstFailed(first: unknown): void {
+    if (this.#finished || this.#retrying) return;
+    this.#retrying = true;
+    if (this.#timer !== undefined) this.#s.clock.clearTimeout(this.#timer);
+    const s = this.#s;
+    retry((a) => (a.number === 1 ? Promise.reject(first) : this.#attempt(a)), {
+      start: this.#started,
+      cancel: (cancel) => {
+        this.#cancel = cancel;
+      },
+      timeout: s.timeout,
+      maxAttempts: s.maxAttempts,
+      idempotent: this.#idempotent,
+      backoff: (n, previous, random) => Math.max(this.#retryAfter, s.backoff(n, previous, random)),
+      retryable: (err, classification, attempt) => this.#retryable(err, classification, attempt),
+      budget: s.budget,
+      clock: s.clock,
+      random: s.random,
+      classify: s.classify,
+      onResult: s.onResult,
+    }).then(undefined, (err: unknown) => this.#fail(err));
+  }
+
+  /** A call that ended without retry(): the budget hears of it, and so do the metrics. */
+  #end(result: RetryResult): void {
+    this.#finished = true;
+    if (this.#timer !== undefined) {
+      this.#s.clock.clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    const s = this.#s;
+    s.budget?.deposit();
+    reportSettled(result);
+    if (s.onResult === undefined) return;
+    try {
+      s.onResult(result);
+    } catch (err) {
+      process.emitWarning(`dialguard: retry onResult threw: ${String(err)}`);
+    }
+  }
+
+  // --- attempts under retry() ---
 
   #attempt(a: RetryAttempt): Promise<void> {
     this.#held = undefined;
     this.#retryAfter = 0;
     const refusal = this.#refusal();
     if (refusal !== undefined) return Promise.reject(refusal);
-    const remaining = a.remaining;
-    const attempt = new Attempt(this, a.number, a.deadline);
-    this.#current = attempt;
-    const opts = {
-      ...this.#opts,
-      body: this.#body.forAttempt() as Dispatcher.DispatchOptions['body'],
-      headersTimeout: cut(this.#headersTimeout, remaining),
-      bodyTimeout: cut(this.#bodyTimeout, remaining),
-    };
-    try {
-      this.#dispatch(opts, attempt);
-    } catch (err) {
-      attempt.onResponseError(undefined, err as Error);
-    }
-    return attempt.promise.then(undefined, (err: unknown) => {
-      if (err instanceof HeldResponse) this.#held = err;
-      throw err;
-    });
+    return new Promise<void>((resolve, reject) => this.#run(a.number, a.deadline, (err) => (err === undefined ? resolve() : reject(err))));
   }
 
-  readonly #backoff: Schedule = (n, previous, random) => Math.max(this.#retryAfter, this.#s.backoff(n, previous, random));
+  /** Dispatches attempt `number` to undici; `done` hears how it ended. */
+  #run(number: number, deadline: number, done: (err: unknown) => void): void {
+    const attempt = new Attempt(this, number, deadline, (err) => {
+      if (err instanceof HeldResponse) this.#held = err;
+      done(err);
+    });
+    this.#current = attempt;
+    const remaining = deadline === Infinity ? Infinity : Math.max(0, deadline - this.#s.clock.now());
+    // Copied then set, not spread with extra keys: V8 builds `{ ...o, k: v }` on a slow path
+    // (several µs per request, measured), a copy and three stores in well under one.
+    const opts: Dispatcher.DispatchOptions = Object.assign({}, this.#opts);
+    opts.body = this.#body.forAttempt() as Dispatcher.DispatchOptions['body'];
+    opts.headersTimeout = cut(this.#headersTimeout, remaining);
+    opts.bodyTimeout = cut(this.#bodyTimeout, remaining);
+    try {
+      this.#dispatch(opts, attempt as Dispatcher.DispatchHandler);
+    } catch (err) {
+      attempt.onError(asError(err));
+    }
+  }
 
-  readonly #retryable: RetryPredicate = (err, classification, attempt) => {
+  #retryable(...[err, classification, attempt]: Parameters<RetryPredicate>): ReturnType<RetryPredicate> {
     // Never again once the caller has the response, or once a one-shot body has been read.
-    if (this.#current?.forwarded === true || this.#body.consumed) return false;
+    if (this.#current?.forwarded === true || this.#body.consumed || this.#reason !== undefined) return false;
     if (err instanceof HeldResponse) return true; // decided when it was held
     return this.#s.retryable?.(err, classification, attempt);
-  };
+  }
 
-  /** The breaker's refusal of this origin, if it would refuse a dial now (no I/O either way). */
+  /**
+   * The breaker's refusal of this origin, if its last call failed to dial and the breaker would
+   * refuse a dial now (no I/O either way). Healthy origins are not looked up at all.
+   */
   #refusal(): unknown {
-    const breaker = this.#s.breaker;
-    if (breaker === null || this.#key === undefined) return undefined;
-    const state = breaker.state(this.#key);
+    const { breaker, suspects } = this.#s;
+    if (breaker === null || suspects.size === 0 || !suspects.has(this.#origin)) return undefined;
+    let key: string;
+    try {
+      key = hostKey(this.#origin);
+    } catch {
+      return undefined;
+    }
+    const state = breaker.state(key);
     if (state === undefined || state.state === 'closed' || state.retryAfter <= 0) return undefined;
     try {
       // Refuses (and counts the refusal), as the snapshot said; a permit granted because the
       // window ended in between is given back untouched, and the dial will ask again.
-      breaker.admit(this.#key).abandoned();
+      breaker.admit(key).abandoned();
       return undefined;
     } catch (err) {
       return err;
     }
   }
 
-  /** The call ends without a response of its own: the held one, or the error. */
+  /** retry() gave up: the caller gets the held response, or the error. */
   #fail(err: unknown): void {
     if (this.#finished) return;
     this.#finished = true;
-    this.#current?.abandon(err);
+    this.#current?.abandon(asError(err));
+    const kind = classify(err).kind;
+    if (kind === 'dial' || kind === 'refused') this.#suspect();
     const held = this.#held;
-    const handler = this.#handler;
-    if (held !== undefined && !this.#abort.signal.aborted) {
-      handler.onResponseStart?.(this, held.statusCode, held.headers, held.statusMessage);
-      for (const chunk of held.chunks) handler.onResponseData?.(this, chunk);
-      handler.onResponseEnd?.(this, held.trailers);
+    if (held !== undefined && this.#reason === undefined) {
+      held.deliver(this.caller);
       return;
     }
-    handler.onResponseError?.(this, asError(ownError(err)));
+    this.caller.onError?.(asError(ownError(err)));
+  }
+
+  /** Remembers that this origin's last call failed to dial: its next calls ask the breaker first. */
+  #suspect(): void {
+    const suspects = this.#s.suspects;
+    if (suspects.size >= MAX_SUSPECTS) suspects.clear();
+    suspects.add(this.#origin);
   }
 }
 
@@ -263,105 +300,8 @@ function asError(err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err));
 }
 
-/** The handler of one undici attempt. */
-class Attempt implements Handler {
-  readonly #call: GuardedCall;
-  readonly number: number;
-  readonly deadline: number;
-  readonly promise: Promise<void>;
-  #resolve!: () => void;
-  #reject!: (err: unknown) => void;
-  controller: Controller | undefined;
-  /** The response (or part of it) went to the caller. */
-  forwarded = false;
-  #done = false;
-  #abandoned: { reason: unknown } | undefined;
-  #held: { status: number; headers: IncomingHttpHeaders; statusMessage: string | undefined; chunks: Buffer[]; size: number } | undefined;
-
-  constructor(call: GuardedCall, number: number, deadline: number) {
-    this.#call = call;
-    this.number = number;
-    this.deadline = deadline;
-    this.promise = new Promise<void>((resolve, reject) => {
-      this.#resolve = resolve;
-      this.#reject = reject;
-    });
-  }
-
-  /** The call left this attempt: stop it, and ignore whatever it reports from now on. */
-  abandon(reason: unknown): void {
-    if (this.#done || this.#abandoned !== undefined) return;
-    this.#abandoned = { reason };
-    this.controller?.abort(asError(reason));
-  }
-
-  onRequestStart(controller: Controller): void {
-    this.controller = controller;
-    if (this.#abandoned !== undefined) {
-      controller.abort(asError(this.#abandoned.reason));
-    }
-  }
-
-  onResponseStart(_c: Controller, status: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
-    if (this.#done || this.#abandoned !== undefined) return;
-    if (status < 200) return this.#call.info(status, headers, statusMessage);
-    if (this.#call.hold(this, status, headers)) {
-      this.#held = { status, headers, statusMessage, chunks: [], size: 0 };
-      return;
-    }
-    this.forwarded = true;
-    this.#call.commit(status, headers, statusMessage);
-  }
-
-  onResponseData(_c: Controller, chunk: Buffer): void {
-    if (this.#done || this.#abandoned !== undefined) return;
-    const held = this.#held;
-    if (held === undefined) {
-      if (this.forwarded) this.#call.data(chunk);
-      return;
-    }
-    held.chunks.push(chunk);
-    held.size += chunk.length;
-    if (held.size <= MAX_HELD) return;
-    // Too big to hold: the caller gets it as it comes, and it will not be retried.
-    this.#held = undefined;
-    this.forwarded = true;
-    this.#call.commit(held.status, held.headers, held.statusMessage);
-    for (const c of held.chunks) this.#call.data(c);
-  }
-
-  onResponseEnd(_c: Controller, trailers: IncomingHttpHeaders): void {
-    if (this.#done || this.#abandoned !== undefined) return;
-    this.#done = true;
-    const held = this.#held;
-    if (held !== undefined) {
-      this.#reject(new HeldResponse(held.status, held.headers, held.statusMessage, held.chunks, trailers));
-      return;
-    }
-    this.#call.end(trailers);
-    this.#resolve();
-  }
-
-  onResponseError(_c: Controller | undefined, err: Error): void {
-    if (this.#done || this.#abandoned !== undefined) return;
-    this.#done = true;
-    this.#reject(err);
-  }
-}
-
-/** The breaker key of `origin` (as the connector files it), or undefined if it has none. */
-function breakerKey(s: RetrySettings, origin: string | URL | undefined): string | undefined {
-  if (s.breaker === null || origin === undefined) return undefined;
-  try {
-    return hostKey(typeof origin === 'string' ? origin : origin.origin);
-  } catch {
-    return undefined;
-  }
-}
-
 /** The lower of a configured cap and a request's own timeout (0 = none). */
 function lowest(cap: number, own: number | null | undefined): number {
-  if (typeof own !== 'number' || !Number.isFinite(own) || own < 0) return cap;
-  if (own === 0) return cap;
+  if (typeof own !== 'number' || !Number.isFinite(own) || own <= 0) return cap;
   return cap === 0 ? own : Math.min(cap, own);
 }

@@ -100,6 +100,11 @@ export interface RetrySettings {
   onResult: ((result: RetryResult) => void) | undefined;
   clock: Clock;
   random: () => number;
+  /**
+   * State, not an option: the origins whose last call failed to dial. Only their calls ask the
+   * breaker before entering undici; a healthy origin costs no lookup.
+   */
+  suspects: Set<string>;
 }
 
 /** undici's default headers and body timeouts (300 s). */
@@ -143,5 +148,6 @@ export function retrySettings(options: GuardedRetryOptions): RetrySettings {
     onResult: options.onResult === undefined ? undefined : checkFunction<(r: RetryResult) => void>('onResult', options.onResult),
     clock,
     random: checkFunction<() => number>('random', opt(options.random, Math.random)),
+    suspects: new Set(),
   };
 }

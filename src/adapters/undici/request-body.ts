@@ -86,8 +86,11 @@ function isIterable(body: object): body is AsyncIterable<unknown> | Iterable<unk
   );
 }
 
+const NONE = new Replayable(undefined);
+
 /** Wraps `body` (a dispatch option's body) in the {@link RequestBody} that fits it. */
 export function requestBody(body: Body): RequestBody {
+  if (body === undefined) return NONE;
   if (typeof body !== 'object' || body === null) return new Replayable(body);
   if (Buffer.isBuffer(body) || ArrayBuffer.isView(body) || body instanceof ArrayBuffer || Array.isArray(body)) return new Replayable(body);
   if (isStream(body)) return new StreamBody(body);

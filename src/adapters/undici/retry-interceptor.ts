@@ -8,12 +8,29 @@
  * ```
  *
  * Upgrades (WebSocket, CONNECT) pass through untouched: a tunnel is not a request to repeat.
+ * `GuardedAgent` dispatches the same way without `compose()`, which would convert every
+ * response's headers twice between undici's two handler interfaces.
  *
  * @module
  */
 import type { Dispatcher } from 'undici';
 import { GuardedCall } from './guarded-call.js';
-import { type GuardedRetryOptions, retrySettings } from './options.js';
+import { legacy } from './handlers.js';
+import { type GuardedRetryOptions, type RetrySettings, retrySettings } from './options.js';
+
+/**
+ * Dispatches one request through the retrying layer onto `dispatch` (upgrades straight to it).
+ *
+ * @throws TypeError when `handler` is not an object (as undici's own dispatchers do).
+ */
+export function dispatchGuarded(s: RetrySettings, dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+  if (typeof handler !== 'object' || handler === null) throw new TypeError('handler must be an object');
+  if ((opts.upgrade !== undefined && opts.upgrade !== null && opts.upgrade !== false) || opts.method === 'CONNECT') {
+    return dispatch(opts, handler);
+  }
+  new GuardedCall(s, dispatch, opts, legacy(handler)).start();
+  return true;
+}
 
 /**
  * Builds the retrying interceptor. Use it with `compose` on any undici dispatcher; pair it with
@@ -25,10 +42,6 @@ export function guardedRetry(options: GuardedRetryOptions = {}): Dispatcher.Disp
   const s = retrySettings(options);
   return (dispatch) =>
     function guardedRetryDispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-      if ((opts.upgrade !== undefined && opts.upgrade !== null && opts.upgrade !== false) || opts.method === 'CONNECT') {
-        return dispatch(opts, handler);
-      }
-      new GuardedCall(s, dispatch, opts, handler).start();
-      return true;
+      return dispatchGuarded(s, dispatch, opts, handler);
     };
 }

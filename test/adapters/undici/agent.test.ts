@@ -3,11 +3,13 @@
  * a dead, silent or refusing origin costs, what the breaker hears (dials only), and recovery.
  * Every test counts dials at the peer.
  */
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { Agent, fetch as undiciFetch, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError, DeadlineExceededError, HostUnavailableError, RetriesExhaustedError } from '../../../src/core/errors.js';
 import { blackhole } from '../../../src/testing/blackhole.js';
 import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
+import { eventually } from '../../helpers/eventually.js';
 import { netnsTest } from '../../helpers/netns.js';
 import { answer, failure, guarded, httpServer, leakChecked, manualBreaker, unwrapFetch } from './helpers.js';
 
@@ -185,5 +187,42 @@ describe('GuardedAgent: in a network namespace of its own (nftables counts every
     expect(probe.error).toBeDefined();
     expect(peer.attempts).toBe(4);
     expect(breaker.state(peer.address)?.state).toBe('closed');
+  });
+});
+
+describe('GuardedAgent: the breaker gates dials, not connections that work', () => {
+  it('with the breaker open for an origin, a live pooled connection still serves; a new dial is refused', async () => {
+    await using server = await httpServer(answer(200, 'alive'));
+    const { breaker } = manualBreaker(3);
+    const { agent: warm } = guarded({ breaker });
+    expect(await (await request(`${server.origin}/`, { dispatcher: warm })).body.text()).toBe('alive');
+    // undici hands the connection back to its pool a moment after the body ends.
+    expect(await eventually(() => (warm.stats[server.origin] as { free?: number } | undefined)?.free, (n) => n === 1)).toBe(1);
+    // Another client in the process failed three dials to this host: the shared breaker opens.
+    for (let i = 0; i < 3; i++) breaker.admit(server.address).failed();
+    expect(breaker.state(server.address)?.state).toBe('open');
+    expect(await (await request(`${server.origin}/`, { dispatcher: warm })).body.text()).toBe('alive');
+    expect(server.connections).toBe(1);
+    const { agent: cold } = guarded({ breaker, maxAttempts: 1 });
+    expect((await failure(request(`${server.origin}/`, { dispatcher: cold }))).error).toBeInstanceOf(HostUnavailableError);
+    expect(server.connections).toBe(1);
+  });
+
+  it('once an origin failed to dial, its refused requests never enter undici', async () => {
+    const peer = await refusing();
+    const { agent } = guarded({ breaker: manualBreaker(1).breaker, maxAttempts: 1 });
+    const url = `http://${peer.address}/`;
+    await failure(request(url, { dispatcher: agent }));
+    let created = 0;
+    const onCreate = (): void => {
+      created++;
+    };
+    diagnosticsChannel.subscribe('undici:request:create', onCreate);
+    try {
+      for (let i = 0; i < 10; i++) expect((await failure(request(url, { dispatcher: agent }))).error).toBeInstanceOf(HostUnavailableError);
+    } finally {
+      diagnosticsChannel.unsubscribe('undici:request:create', onCreate);
+    }
+    expect(created).toBe(0);
   });
 });

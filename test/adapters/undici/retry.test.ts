@@ -8,7 +8,7 @@ import { Agent, type Dispatcher, fetch as undiciFetch, request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { guardedRetry } from '../../../src/adapters/undici/index.js';
 import { DeadlineExceededError, RetryBudgetExhaustedError } from '../../../src/core/errors.js';
-import { onRetryEvent } from '../../../src/retry/retry.js';
+import { type RetryResult, onRetryEvent } from '../../../src/retry/retry.js';
 import { RetryBudget } from '../../../src/retry/budget.js';
 import { refusing } from '../../../src/testing/tcp-peers.js';
 import { type TestServer, answer, failure, guarded, httpServer, leakChecked, manualBreaker, unwrapFetch } from './helpers.js';
@@ -90,11 +90,18 @@ describe('maybe sent: retried only when idempotent, and never once the caller ha
 
   it('a GET whose server dies mid-request is retried on a fresh connection (the dead one is not reused)', async () => {
     await using server = await httpServer(killAfterRequest(1));
-    const { agent } = guarded();
+    const results: RetryResult[] = [];
+    const { agent } = guarded({ onResult: (r) => results.push(r) });
     const res = await undiciFetch(`${server.origin}/`, { dispatcher: agent });
     expect(await res.text()).toBe('second time lucky');
     expect(server.requests).toBe(2);
     expect(server.connections).toBe(2);
+    // One call, reported once, covering both attempts; the next call succeeds at its first.
+    await (await undiciFetch(`${server.origin}/`, { dispatcher: agent })).text();
+    expect(results.map((r) => [r.ok, r.attempts])).toEqual([
+      [true, 2],
+      [true, 1],
+    ]);
   });
 
   it('a PUT with a stream body is idempotent, but its body was read: not retried', async () => {

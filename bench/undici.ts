@@ -1,0 +1,256 @@
+/**
+ * bench/undici: dialguard's GuardedAgent against a raw undici Agent, in one run.
+ *
+ *   node dist/bench/undici.js [--quick] [--timeout MS] [--no-netns]
+ *
+ * - healthy_ratio: requests per second through a GuardedAgent / through a raw undici Agent, 64
+ *   concurrent callers against a node:http server in a child process (so it does not share the
+ *   clients' event loop). Raw and guarded rounds alternate; the median of the rounds' ratios.
+ *   healthy_cpu_ratio is the same for this process's CPU time per request (raw / guarded), which
+ *   a busy machine disturbs less than throughput.
+ * - dead_host_request_ms: the 2nd..100th request (undici's `request()`) to a blackholed origin,
+ *   median. Raw undici pays one connect timeout for each; the guarded agent refuses once its
+ *   breaker has opened (request 1 spends its retries tripping it). The same through `fetch()`
+ *   is reported beside it.
+ * - dials_per_100_requests: dials made for 100 requests to that origin, raw and guarded; counted
+ *   at the peer (nftables, inside a network namespace of the bench's own) where possible, else at
+ *   the client (undici's `connect` diagnostics channel, the breaker's counters).
+ */
+import { spawn } from 'node:child_process';
+import diagnosticsChannel from 'node:diagnostics_channel';
+import { once } from 'node:events';
+import { Agent, type Dispatcher, fetch as undiciFetch, request } from 'undici';
+import { GuardedAgent } from '../src/adapters/undici/index.js';
+import { HostBreaker } from '../src/index.js';
+import { type Blackhole, blackhole } from '../src/testing/index.js';
+import { inBenchNetns, reexecInNetns } from './lib/netns.js';
+import { printJson, printTable, progress, round } from './lib/report.js';
+import { median, percentile } from './lib/timing.js';
+
+reexecInNetns();
+
+const args = process.argv.slice(2);
+const quick = args.includes('--quick');
+const flag = (name: string, fallback: number): number => {
+  const i = args.indexOf(name);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+};
+const TIMEOUT = flag('--timeout', quick ? 200 : 1_000);
+const CALLERS = 64;
+const HEALTHY_MS = quick ? 300 : 1_000;
+const HEALTHY_ROUNDS = quick ? 4 : 12;
+const REQUESTS = 100;
+
+/** A node:http server in a child process: its event loop is not the clients'. */
+async function serverProcess(): Promise<{ origin: string; stop: () => Promise<void> }> {
+  const code = `
+    const http = require('node:http');
+    const s = http.createServer({ keepAliveTimeout: 60000 }, (req, res) => { req.resume(); res.end('ok'); });
+    s.listen(0, '127.0.0.1', () => process.stdout.write(String(s.address().port) + '\\n'));
+  `;
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [chunk] = (await once(child.stdout, 'data')) as [Buffer];
+  return {
+    origin: `http://127.0.0.1:${String(chunk).trim()}`,
+    stop: async () => {
+      child.kill();
+      await once(child, 'exit');
+    },
+  };
+}
+
+/** Requests completed per second by `CALLERS` loops for `ms`, and this process's CPU µs per request. */
+async function throughput(dispatcher: Dispatcher, url: string, ms: number): Promise<{ rps: number; cpuUs: number }> {
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const until = t0 + ms;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: CALLERS }, async () => {
+      while (performance.now() < until) {
+        const res = await request(url, { dispatcher });
+        await res.body.dump();
+        done++;
+      }
+    }),
+  );
+  const cpu = process.cpuUsage(cpu0);
+  return { rps: (done / (performance.now() - t0)) * 1_000, cpuUs: (cpu.user + cpu.system) / done };
+}
+
+interface Healthy {
+  raw: number;
+  guarded: number;
+  /** Median of the rounds' guarded/raw throughput. */
+  ratio: number;
+  ratios: number[];
+  /** Median of the rounds' raw/guarded CPU per request: the client's own cost, less sensitive to a busy machine. */
+  cpuRatio: number;
+  rawCpuUs: number;
+  guardedCpuUs: number;
+}
+
+async function healthy(): Promise<Healthy> {
+  progress(`healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating rounds of ${HEALTHY_MS} ms each`);
+  const server = await serverProcess();
+  const url = `${server.origin}/`;
+  const raw = new Agent();
+  const guarded = new GuardedAgent({ breaker: new HostBreaker() });
+  try {
+    await throughput(raw, url, 500); // warm-up: connections open, code paths hot
+    await throughput(guarded, url, 500);
+    const rs: number[] = [];
+    const gs: number[] = [];
+    const ratios: number[] = [];
+    const cpuRatios: number[] = [];
+    const rawCpu: number[] = [];
+    const guardedCpu: number[] = [];
+    for (let i = 0; i < HEALTHY_ROUNDS; i++) {
+      // Alternate which goes first, so neither always runs on a warmer machine.
+      const pair = i % 2 === 0 ? [raw, guarded] : [guarded, raw];
+      const a = await throughput(pair[0]!, url, HEALTHY_MS);
+      const b = await throughput(pair[1]!, url, HEALTHY_MS);
+      const [r, g] = i % 2 === 0 ? [a, b] : [b, a];
+      rs.push(r.rps);
+      gs.push(g.rps);
+      ratios.push(g.rps / r.rps);
+      rawCpu.push(r.cpuUs);
+      guardedCpu.push(g.cpuUs);
+      cpuRatios.push(r.cpuUs / g.cpuUs);
+      progress(`round ${i + 1}: raw ${Math.round(r.rps)}/s, guarded ${Math.round(g.rps)}/s, ratio ${(g.rps / r.rps).toFixed(3)}; CPU/request raw ${r.cpuUs.toFixed(1)} µs, guarded ${g.cpuUs.toFixed(1)} µs`);
+    }
+    return {
+      raw: median(rs),
+      guarded: median(gs),
+      ratio: median(ratios),
+      ratios,
+      cpuRatio: median(cpuRatios),
+      rawCpuUs: median(rawCpu),
+      guardedCpuUs: median(guardedCpu),
+    };
+  } finally {
+    await Promise.all([raw.destroy(), guarded.destroy()]);
+    await server.stop();
+  }
+}
+
+/** Counts the connects undici starts (its own diagnostics channel), for the raw agent. */
+function countUndiciConnects(): { readonly count: number; stop: () => void } {
+  let count = 0;
+  const onConnect = (): void => {
+    count++;
+  };
+  diagnosticsChannel.subscribe('undici:client:beforeConnect', onConnect);
+  return {
+    get count() {
+      return count;
+    },
+    stop: () => diagnosticsChannel.unsubscribe('undici:client:beforeConnect', onConnect),
+  };
+}
+
+async function settle(p: Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  try {
+    const res = await p;
+    await (res as { body?: { dump?: () => Promise<void> } }).body?.dump?.();
+  } catch {
+    /* failing is the point */
+  }
+  return performance.now() - t0;
+}
+
+interface DeadResult {
+  firstMs: number;
+  laterMs: number[];
+  laterFetchMs: number[];
+  dials: number;
+}
+
+async function deadRaw(peer: Blackhole, exact: boolean): Promise<DeadResult> {
+  progress(`dead origin, raw undici Agent (connectTimeout ${TIMEOUT} ms): ${REQUESTS} requests, concurrent to keep the wait at one timeout`);
+  const url = `http://${peer.address}/`;
+  const raw = new Agent({ connectTimeout: TIMEOUT });
+  const counter = countUndiciConnects();
+  const before = exact ? peer.attempts : 0;
+  try {
+    const firstMs = await settle(request(url, { dispatcher: raw }));
+    const laterMs = await Promise.all(Array.from({ length: REQUESTS - 1 }, () => settle(request(url, { dispatcher: raw }))));
+    const laterFetchMs = await Promise.all(Array.from({ length: 10 }, () => settle(undiciFetch(url, { dispatcher: raw }))));
+    const dials = exact ? peer.attempts - before - 10 : counter.count - 10;
+    return { firstMs, laterMs, laterFetchMs, dials };
+  } finally {
+    counter.stop();
+    await raw.destroy();
+  }
+}
+
+async function deadGuarded(peer: Blackhole, exact: boolean): Promise<DeadResult & { breaker: HostBreaker }> {
+  progress(`dead origin, GuardedAgent (connectTimeout ${TIMEOUT} ms, 3 attempts, threshold 3): ${REQUESTS} requests, one after another`);
+  const url = `http://${peer.address}/`;
+  const breaker = new HostBreaker({ failureThreshold: 3, openDuration: 60_000 });
+  const guarded = new GuardedAgent({ breaker, connectTimeout: TIMEOUT });
+  const before = exact ? peer.attempts : 0;
+  try {
+    const firstMs = await settle(request(url, { dispatcher: guarded }));
+    const laterMs: number[] = [];
+    for (let i = 1; i < REQUESTS; i++) laterMs.push(await settle(request(url, { dispatcher: guarded })));
+    const s = breaker.stats();
+    const dials = exact ? peer.attempts - before : s.succeeded + s.failed + s.abandoned + s.stale;
+    const laterFetchMs: number[] = [];
+    for (let i = 0; i < REQUESTS; i++) laterFetchMs.push(await settle(undiciFetch(url, { dispatcher: guarded })));
+    return { firstMs, laterMs, laterFetchMs, dials, breaker };
+  } finally {
+    await guarded.destroy();
+  }
+}
+
+async function main(): Promise<void> {
+  const health = await healthy();
+
+  const mode = inBenchNetns ? 'nftables' : 'accept-queue';
+  progress(`dead origin: a blackhole via ${mode}; dials counted ${inBenchNetns ? 'at the peer' : 'at the client'}`);
+  const peer = await blackhole({ mode });
+  let raw: DeadResult;
+  let guarded: DeadResult;
+  try {
+    raw = await deadRaw(peer, inBenchNetns);
+    guarded = await deadGuarded(peer, inBenchNetns);
+  } finally {
+    await peer.close();
+  }
+
+  const rawLater = median(raw.laterMs);
+  const guardedLater = median(guarded.laterMs);
+  printTable(`undici: GuardedAgent vs raw undici Agent, connect timeout ${TIMEOUT} ms, dials counted ${inBenchNetns ? 'at the peer (nftables)' : 'at the client'}`, [
+    { measure: `healthy, ${CALLERS} callers (requests/s, median)`, raw: health.raw, guarded: health.guarded, 'guarded/raw': health.ratio },
+    { measure: 'healthy: client CPU per request (µs, median)', raw: health.rawCpuUs, guarded: health.guardedCpuUs, 'guarded/raw': health.guardedCpuUs / health.rawCpuUs },
+    { measure: 'dead origin: request 1 (ms)', raw: raw.firstMs, guarded: guarded.firstMs, 'guarded/raw': guarded.firstMs / raw.firstMs },
+    { measure: `dead origin: requests 2..${REQUESTS} (ms, median)`, raw: rawLater, guarded: guardedLater, 'guarded/raw': guardedLater / rawLater },
+    { measure: `dead origin: requests 2..${REQUESTS} (ms, p99)`, raw: percentile(raw.laterMs, 99), guarded: percentile(guarded.laterMs, 99), 'guarded/raw': percentile(guarded.laterMs, 99) / percentile(raw.laterMs, 99) },
+    { measure: 'dead origin: one fetch() (ms, median)', raw: median(raw.laterFetchMs), guarded: median(guarded.laterFetchMs), 'guarded/raw': median(guarded.laterFetchMs) / median(raw.laterFetchMs) },
+    { measure: `dead origin: dials for ${REQUESTS} requests`, raw: raw.dials, guarded: guarded.dials, 'guarded/raw': guarded.dials / raw.dials },
+  ]);
+  process.stdout.write(`\n(healthy rounds, guarded/raw: ${health.ratios.map((r) => r.toFixed(3)).join(' ')})\n`);
+  printJson('undici', {
+    connect_timeout_ms: TIMEOUT,
+    callers: CALLERS,
+    dial_count: inBenchNetns ? 'peer' : 'client',
+    healthy_ratio: round(health.ratio),
+    healthy_requests_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
+    healthy_cpu_ratio: round(health.cpuRatio),
+    dead_host_request_ms: round(guardedLater),
+    raw_dead_host_request_ms: round(rawLater),
+    dead_host_fetch_ms: round(median(guarded.laterFetchMs)),
+    raw_dead_host_fetch_ms: round(median(raw.laterFetchMs)),
+    dead_host_first_request_ms: round(guarded.firstMs),
+    raw_dead_host_first_request_ms: round(raw.firstMs),
+    dials_per_100_requests: guarded.dials,
+    raw_dials_per_100_requests: raw.dials,
+  });
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`undici bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

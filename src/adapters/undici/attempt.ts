@@ -1,0 +1,135 @@
+/**
+ * One undici attempt of a guarded call: the handler undici drives, which passes the response on
+ * to the caller, or holds back a response with a retryable status while the call decides
+ * whether to try again.
+ *
+ * @module
+ */
+import type { LegacyHandler, RawHeaders } from './handlers.js';
+
+/** Most body bytes of a held response buffered; past it the response goes to the caller. */
+const MAX_HELD = 64 * 1024;
+
+const noop = (): void => {};
+
+/** A response with a retryable status, held back while the call decides whether to try again. */
+export class HeldResponse extends Error {
+  override readonly name = 'HeldResponse';
+  constructor(
+    readonly statusCode: number,
+    readonly rawHeaders: RawHeaders,
+    readonly statusText: string,
+    readonly chunks: Buffer[],
+    readonly trailers: RawHeaders | null,
+  ) {
+    super(`the server answered ${statusCode}`);
+  }
+
+  /** Hands the whole response to `caller`, as undici would have. */
+  deliver(caller: LegacyHandler): void {
+    caller.onResponseStarted?.();
+    caller.onHeaders?.(this.statusCode, this.rawHeaders, noop, this.statusText);
+    for (const chunk of this.chunks) caller.onData?.(chunk);
+    caller.onComplete?.(this.trailers);
+  }
+}
+
+/** What an attempt asks of, and reports to, the call it belongs to. */
+export interface AttemptOwner {
+  /** The caller's handler, which a response that is not held back goes to. */
+  readonly caller: LegacyHandler;
+  /** Whether a response with `status` should be held back for a possible retry. */
+  hold(attempt: Attempt, status: number, rawHeaders: RawHeaders): boolean;
+  /** The response went to the caller in full. */
+  complete(trailers: RawHeaders | null): void;
+}
+
+/** The handler of one undici attempt; `done` hears how it ended (an error, or nothing). */
+export class Attempt implements LegacyHandler {
+  readonly #owner: AttemptOwner;
+  readonly number: number;
+  readonly deadline: number;
+  readonly #done: (err: unknown) => void;
+  #abort: ((err?: Error) => void) | undefined;
+  /** The response (or part of it) went to the caller: from now on it is not retried. */
+  forwarded = false;
+  #settled = false;
+  #abandoned: Error | undefined;
+  #held: { status: number; rawHeaders: RawHeaders; resume: () => void; statusText: string; chunks: Buffer[]; size: number } | undefined;
+
+  constructor(owner: AttemptOwner, number: number, deadline: number, done: (err: unknown) => void) {
+    this.#owner = owner;
+    this.number = number;
+    this.deadline = deadline;
+    this.#done = done;
+  }
+
+  /** The call left this attempt: stop it, and ignore whatever it reports from now on. */
+  abandon(reason: Error): void {
+    if (this.#settled || this.#abandoned !== undefined) return;
+    this.#abandoned = reason;
+    this.#abort?.(reason);
+  }
+
+  /** Ends the attempt with `err` (undefined: success) unless it already ended or was left. */
+  #settle(err: unknown): void {
+    if (this.#settled || this.#abandoned !== undefined) return;
+    this.#settled = true;
+    this.#done(err);
+  }
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.#abort = abort;
+    if (this.#abandoned !== undefined) abort(this.#abandoned);
+  }
+
+  onHeaders(status: number, rawHeaders: RawHeaders, resume: () => void, statusText: string): boolean {
+    if (this.#settled || this.#abandoned !== undefined) return true;
+    const caller = this.#owner.caller;
+    if (status < 200) return caller.onHeaders?.(status, rawHeaders, resume, statusText) ?? true; // 1xx: passed on
+    if (this.#owner.hold(this, status, rawHeaders)) {
+      this.#held = { status, rawHeaders, resume, statusText, chunks: [], size: 0 };
+      return true;
+    }
+    this.forwarded = true;
+    caller.onResponseStarted?.();
+    return caller.onHeaders?.(status, rawHeaders, resume, statusText) ?? true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.#settled || this.#abandoned !== undefined) return true;
+    const held = this.#held;
+    if (held === undefined) return this.forwarded ? (this.#owner.caller.onData?.(chunk) ?? true) : true;
+    held.chunks.push(chunk);
+    held.size += chunk.length;
+    if (held.size <= MAX_HELD) return true;
+    // Too big to hold back: the caller gets it as it comes, and it will not be retried.
+    this.#held = undefined;
+    this.forwarded = true;
+    const caller = this.#owner.caller;
+    caller.onResponseStarted?.();
+    caller.onHeaders?.(held.status, held.rawHeaders, held.resume, held.statusText);
+    let more = true;
+    for (const c of held.chunks) more = caller.onData?.(c) ?? true;
+    return more;
+  }
+
+  onComplete(trailers: RawHeaders | null): void {
+    if (this.#settled || this.#abandoned !== undefined) return;
+    const held = this.#held;
+    if (held !== undefined) {
+      this.#settle(new HeldResponse(held.status, held.rawHeaders, held.statusText, held.chunks, trailers));
+      return;
+    }
+    this.#settled = true;
+    try {
+      this.#owner.complete(trailers);
+    } finally {
+      this.#done(undefined); // even if the caller's onComplete threw: it had the whole response
+    }
+  }
+
+  onError(err: Error): void {
+    this.#settle(err);
+  }
+}
