@@ -33,8 +33,12 @@ export interface PooledChannel {
   readonly tracker: ConnectTracker;
   /** Set once `channel.close()` has been called. */
   closed: boolean;
-  /** Re-reads the channel's state now and acts on it (set while watched). */
-  recheck: (() => void) | undefined;
+  /**
+   * Retires the channel now if it is not READY (set while watched): for a call that finds it so
+   * before the watcher has told the pool. Retires only, never marks it gone: that would release
+   * the very call asking, which was never sent.
+   */
+  retireIfNotReady: (() => void) | undefined;
 }
 
 /** Where a spec's channel stands, for `getConnectivityState` of the clients using it. */
@@ -65,7 +69,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
       ctx.phase = phase;
     };
     const channel = new grpc.Channel(spec.target, trackCredentials(spec.credentials, tracker), spec.options);
-    const pooled: PooledChannel = { channel, key, tracker, closed: false, recheck: undefined };
+    const pooled: PooledChannel = { channel, key, tracker, closed: false, retireIfNotReady: undefined };
     const standing = this.#standingOf(key);
     standing.connecting++;
     standing.failed = false;
@@ -150,25 +154,28 @@ export class ChannelConnector implements Connector<PooledChannel> {
   watch(pooled: PooledChannel, watch: ConnectionWatch): () => void {
     const { channel, tracker } = pooled;
     let watching = true;
-    const onChange = (): void => {
-      if (!watching || pooled.closed) return;
-      const state = channel.getConnectivityState(false);
-      if (state === READY) {
-        channel.watchConnectivityState(state, Infinity, onChange);
-        return;
-      }
+    /** Acts on the channel having left READY; `mayBeGone`: may mark it gone (not for a caller riding it). */
+    const leave = (mayBeGone: boolean): void => {
       watching = false;
-      pooled.recheck = undefined;
-      if (tracker.transportClosed) watch.gone(new TransportClosedError(channel.getTarget()));
+      pooled.retireIfNotReady = undefined;
+      if (mayBeGone && tracker.transportClosed) watch.gone(new TransportClosedError(channel.getTarget()));
       else watch.retire('goaway');
       closeChannel(pooled);
     };
-    pooled.recheck = onChange;
+    const onChange = (): void => {
+      if (!watching || pooled.closed) return;
+      const state = channel.getConnectivityState(false);
+      if (state === READY) channel.watchConnectivityState(state, Infinity, onChange);
+      else leave(true);
+    };
+    pooled.retireIfNotReady = () => {
+      if (watching && !pooled.closed && channel.getConnectivityState(false) !== READY) leave(false);
+    };
     onChange();
     return () => {
       // The pending watcher fires once more when the channel closes, and returns at once.
       watching = false;
-      pooled.recheck = undefined;
+      pooled.retireIfNotReady = undefined;
     };
   }
 

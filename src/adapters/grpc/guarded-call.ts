@@ -222,7 +222,7 @@ export class GuardedCall implements GrpcCall {
     const pooled = lease.connection;
     if (pooled.closed || pooled.channel.getConnectivityState(false) !== READY) {
       // It left READY after the pool handed it out: retire it now, and go back as never sent.
-      pooled.recheck?.();
+      pooled.retireIfNotReady?.();
       return Promise.reject<grpc.StatusObject>({
         code: grpc.status.UNAVAILABLE,
         details: 'Channel closed before call started',
