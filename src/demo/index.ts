@@ -7,6 +7,7 @@
 import { renderTable } from '../cli/table.js';
 import { deadConnectionScene } from './dead-connection-scene.js';
 import { deadHostScene } from './dead-host-scene.js';
+import { fetchScene } from './fetch-scene.js';
 
 /** A scene: a title, what it shows, and how to run it. */
 interface Scene {
@@ -35,6 +36,15 @@ const scenes: Scene[] = [
       'bounded dial among them all, releases them together, stops dialling once the breaker opens, and\n' +
       'resumes with one probe when the peer is back.',
     run: async (log) => renderTable('requests queued on a dead connection', (await deadConnectionScene({ log })).rows),
+  },
+  {
+    name: 'fetch',
+    title: "Node's fetch against a dead origin (issue 5)",
+    story:
+      'The origin stops answering SYNs. Raw fetch with AbortSignal.timeout pays the timeout on every call and\n' +
+      'dials again each time. With a GuardedAgent as its dispatcher, three failed dials open the breaker; later\n' +
+      'fetches reject at once with HostUnavailableError as their cause, and one probe dial resumes traffic.',
+    run: async (log) => renderTable('fetch against a dead origin', (await fetchScene({ log })).rows),
   },
 ];
 
