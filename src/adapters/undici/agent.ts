@@ -9,7 +9,9 @@
  * ```
  *
  * Underneath is a plain undici `Agent`, so its pool, keep-alive and pipelining stay in charge of
- * healthy connections. Two things change: its connector is {@link guardedConnector} (bounded
+ * healthy connections. A connection that fails the way `classify` calls dead (a reset, an EOF
+ * mid-response, a broken parse) is destroyed by undici itself before the request fails, so the
+ * retry that follows (an idempotent one) always rides a fresh connection, never the dead one. Two things change: its connector is {@link guardedConnector} (bounded
  * dials, the breaker fed with dial outcomes only), and every request goes through the retrying
  * layer of {@link guardedRetry} (safe retries inside the call's time), called directly rather
  * than through `compose()`. Both share one breaker.

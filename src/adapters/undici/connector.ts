@@ -14,7 +14,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { buildConnector } from 'undici';
 import { type Clock, systemClock } from '../../core/clock.js';
-import { checkDuration, checkInteger, opt, show } from '../../core/validate.js';
+import { checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, dial, sharedBreaker } from '../../guard/dial.js';
 import { openSocket } from '../../guard/connect.js';
 import { HostBreaker } from '../../guard/host-breaker.js';
@@ -57,8 +57,8 @@ export interface GuardedConnectorOptions {
   /** TLS for `https:` origins. Default none (Node's defaults and CA store). */
   tls?: GuardedTlsOptions;
   /**
-   * TLS sessions kept for resumption, one per servername. Default 100 (undici's): a reconnect
-   * to a recent origin skips a full handshake; 0 keeps none.
+   * TLS sessions kept for resumption, one per servername (or address). Default 100 (undici's):
+   * a reconnect to a recent origin skips a full handshake; 0 keeps none.
    */
   maxCachedSessions?: number;
   /**
@@ -110,9 +110,10 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
     if (!TLS_KEYS.has(key)) throw new TypeError(`tls.${key} is not supported (supported: ${[...TLS_KEYS].join(', ')})`);
   }
   const clock = opt(options.clock, systemClock);
-  if (typeof clock !== 'object' || clock === null || typeof clock.setTimeout !== 'function') {
-    throw new TypeError(`clock must be a Clock, got ${show(clock)}`);
-  }
+  if (typeof clock !== 'object' || clock === null) throw new TypeError(`clock must be a Clock, got ${show(clock)}`);
+  checkFunction('clock.now', clock.now);
+  checkFunction('clock.setTimeout', clock.setTimeout);
+  checkFunction('clock.clearTimeout', clock.clearTimeout);
   return {
     timeout: checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1),
     breaker,
@@ -159,7 +160,7 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
         dial(key, (ctx) => openSocket({ host, port }, { tls: tlsOptions, socket }, ctx), dialOptions).then((sock) => {
           // As undici's own connector does: the kernel probes an idle pooled connection.
           if (s.keepAliveDelay > 0) sock.setKeepAlive(true, s.keepAliveDelay);
-          if (tlsOptions?.servername !== undefined) remember(s.sessions, tlsOptions.servername, sock as tls.TLSSocket);
+          if (tlsOptions !== undefined) remember(s.sessions, tlsOptions.servername ?? host, sock as tls.TLSSocket);
           return sock;
         });
     } catch (err) {
@@ -181,7 +182,7 @@ function destroy(socket: net.Socket): void {
 function tlsFor(s: ConnectorSettings, opts: buildConnector.Options, host: string): tls.ConnectionOptions {
   const servername = opts.servername || s.tls.servername || (net.isIP(host) === 0 ? host : undefined);
   const allowH2 = (opts as { allowH2?: boolean }).allowH2 === true;
-  const session = servername === undefined ? undefined : s.sessions.get(servername);
+  const session = s.sessions.get(servername ?? host);
   return {
     ...s.tls,
     ...(servername === undefined ? {} : { servername }),
@@ -190,13 +191,13 @@ function tlsFor(s: ConnectorSettings, opts: buildConnector.Options, host: string
   };
 }
 
-/** Keeps the sessions `socket` is handed (TLS 1.3 sends them after the handshake). */
-function remember(cache: SessionCache, servername: string, socket: tls.TLSSocket): void {
+/** Keeps the sessions `socket` is handed (TLS 1.3 sends them after the handshake), by servername (or address). */
+function remember(cache: SessionCache, key: string, socket: tls.TLSSocket): void {
   if (cache.capacity === 0) return;
-  socket.on('session', (session: Buffer) => cache.set(servername, session));
+  socket.on('session', (session: Buffer) => cache.set(key, session));
 }
 
-/** TLS sessions by servername, bounded: the least recently stored goes first. */
+/** TLS sessions by servername (the address when there is none), bounded: the least recently stored goes first. */
 class SessionCache {
   readonly #sessions = new Map<string, Buffer>();
   constructor(readonly capacity: number) {}

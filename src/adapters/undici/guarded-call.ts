@@ -30,10 +30,9 @@ import { DeadlineExceededError, RetriesExhaustedError } from '../../core/errors.
 import { hostKey } from '../../guard/host-key.js';
 import { type RetryAttempt, type RetryPredicate, type RetryResult, reportSettled, retry } from '../../retry/retry.js';
 import { Attempt, type AttemptOwner, HeldResponse } from './attempt.js';
-import type { LegacyHandler, RawHeaders } from './handlers.js';
+import { type LegacyHandler, type RawHeaders, rawHeader } from './handlers.js';
 import type { RetrySettings } from './options.js';
 import { type RequestBody, requestBody } from './request-body.js';
-import { rawHeader } from './handlers.js';
 import { retryAfterMs } from './retry-after.js';
 
 /** Methods that may be repeated (RFC 9110 §9.2.2) when the request's own `idempotent` is unset. */
@@ -163,8 +162,9 @@ export class GuardedCall implements AttemptOwner {
   #firstFailed(first: unknown): void {
     if (this.#finished || this.#retrying) return;
     this.#retrying = true;
-    if (this.#timer !== undefined) this.#s.clock.clearTimeout(this.#timer);
     const s = this.#s;
+    if (this.#timer !== undefined) s.clock.clearTimeout(this.#timer); // retry() arms its own, from the same start
+    this.#timer = undefined;
     retry((a) => (a.number === 1 ? Promise.reject(first) : this.#attempt(a)), {
       start: this.#started,
       cancel: (cancel) => {
@@ -269,10 +269,12 @@ export class GuardedCall implements AttemptOwner {
     if (this.#finished) return;
     this.#finished = true;
     this.#current?.abandon(asError(err));
-    const kind = classify(err).kind;
+    // A deadline that cut a run of failed dials still marks the origin: what failed was dialling.
+    const kind = classify(err instanceof DeadlineExceededError && err.cause !== undefined ? err.cause : err).kind;
     if (kind === 'dial' || kind === 'refused') this.#suspect();
     const held = this.#held;
     if (held !== undefined && this.#reason === undefined) {
+      this.#s.suspects.delete(this.#origin); // it answered
       held.deliver(this.caller);
       return;
     }

@@ -7,6 +7,7 @@ import { Readable } from 'node:stream';
 import { Agent, type Dispatcher, fetch as undiciFetch, request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { guardedRetry } from '../../../src/adapters/undici/index.js';
+import { classify } from '../../../src/core/classify.js';
 import { DeadlineExceededError, RetryBudgetExhaustedError } from '../../../src/core/errors.js';
 import { type RetryResult, onRetryEvent } from '../../../src/retry/retry.js';
 import { RetryBudget } from '../../../src/retry/budget.js';
@@ -102,6 +103,34 @@ describe('maybe sent: retried only when idempotent, and never once the caller ha
       [true, 2],
       [true, 1],
     ]);
+  });
+
+  it('the server process dies mid-request and comes back: the GET is retried onto it, the POST is not', async () => {
+    for (const method of ['GET', 'POST'] as const) {
+      let server: TestServer | undefined = await httpServer((req) => {
+        req.resume();
+        void server?.kill(); // dies holding the request: every socket reset, the port refusing
+      });
+      const port = server.port;
+      const stop = onRetryEvent('scheduled', () => {
+        stop();
+        void httpServer(answer(200, 'restarted'), { port }).then((s) => servers.push(s));
+      });
+      const { agent, breaker } = guarded({ backoff: () => 200, breaker: manualBreaker(5).breaker });
+      const call = request(`http://127.0.0.1:${port}/`, { dispatcher: agent, method, body: method === 'POST' ? 'x' : undefined });
+      if (method === 'GET') {
+        const res = await call;
+        expect(await res.body.text()).toBe('restarted');
+        expect(servers.at(-1)?.requests).toBe(1);
+      } else {
+        // A reset under a sent request (ECONNRESET): it may have been processed.
+        expect(classify((await failure(call)).error)).toMatchObject({ kind: 'connection', notSent: false });
+        stop();
+      }
+      expect(server.requests).toBe(1);
+      expect(breaker.stats().failed).toBe(0); // the dial that carried the request had succeeded
+      server = undefined;
+    }
   });
 
   it('a PUT with a stream body is idempotent, but its body was read: not retried', async () => {
