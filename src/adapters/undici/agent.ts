@@ -19,6 +19,7 @@
  * @module
  */
 import { Agent, Dispatcher } from 'undici';
+import type { Clock } from '../../core/clock.js';
 import { checkFunction, opt, show } from '../../core/validate.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import type { HostBreaker } from '../../guard/host-breaker.js';
@@ -26,8 +27,12 @@ import { type GuardedConnectorOptions, guardedConnector } from './connector.js';
 import { type GuardedRetryOptions, type RetrySettings, retrySettings } from './options.js';
 import { dispatchGuarded } from './retry-interceptor.js';
 
-/** undici Agent options that pass through (`connect` and `connectTimeout` are dialguard's). */
-export type UndiciAgentOptions = Omit<Agent.Options, 'connect' | 'connectTimeout'>;
+/**
+ * undici Agent options that pass through. `connect`, `connectTimeout`, `headersTimeout` and
+ * `bodyTimeout` are dialguard's: the connector dials, and each attempt's timeouts are set per
+ * request from the agent's own options and the call's deadline.
+ */
+export type UndiciAgentOptions = Omit<Agent.Options, 'connect' | 'connectTimeout' | 'headersTimeout' | 'bodyTimeout'>;
 
 /** Options of a {@link GuardedAgent}: the retrying layer's, the connector's, and undici's own. */
 export interface GuardedAgentOptions extends GuardedRetryOptions, GuardedConnectorOptions {
@@ -43,6 +48,8 @@ export interface GuardedAgentOptions extends GuardedRetryOptions, GuardedConnect
    * agent's `headersTimeout`/`bodyTimeout` and the call's deadline.
    */
   undici?: UndiciAgentOptions;
+  /** Time source for dial timeouts, the call's deadline and the waits. Default the system clock. */
+  clock?: Clock;
 }
 
 const CONNECTOR_KEYS = ['connectTimeout', 'tls', 'maxCachedSessions', 'keepAliveInitialDelay', 'clock'] as const;
@@ -66,6 +73,9 @@ export class GuardedAgent extends Dispatcher {
     if (typeof undiciOptions !== 'object' || undiciOptions === null) throw new TypeError(`undici must be an object, got ${show(undiciOptions)}`);
     for (const key of ['connect', 'connectTimeout'] as const) {
       if (key in undiciOptions) throw new TypeError(`undici.${key} is dialguard's: use the connectTimeout and tls options instead`);
+    }
+    for (const key of ['headersTimeout', 'bodyTimeout'] as const) {
+      if (key in undiciOptions) throw new TypeError(`undici.${key} is dialguard's: use the ${key} option instead (it is set per attempt)`);
     }
     if (undiciOptions.factory !== undefined) checkFunction('undici.factory', undiciOptions.factory);
     this.breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;

@@ -161,6 +161,7 @@ describe('options are checked at construction, naming the option and the value',
     [{ tls: { socket: 1 } }, /tls.socket is not supported/],
     [{ undici: { connect: () => {} } }, /undici.connect is dialguard's/],
     [{ undici: { connectTimeout: 10 } }, /undici.connectTimeout is dialguard's/],
+    [{ undici: { headersTimeout: 10 } }, /undici.headersTimeout is dialguard's: use the headersTimeout option/],
   ])('%o', (options, message) => {
     expect(() => new GuardedAgent(options as never)).toThrow(message);
   });
