@@ -10,7 +10,6 @@ import { ConnectTimeoutError, DeadlineExceededError, HostUnavailableError, Retri
 import { blackhole } from '../../../src/testing/blackhole.js';
 import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
 import { eventually } from '../../helpers/eventually.js';
-import { netnsTest } from '../../helpers/netns.js';
 import { answer, failure, guarded, httpServer, leakChecked, manualBreaker, unwrapFetch } from './helpers.js';
 
 leakChecked();
@@ -166,27 +165,6 @@ describe('GuardedAgent: the host comes back', () => {
     } finally {
       await raw.destroy();
     }
-  });
-});
-
-describe('GuardedAgent: in a network namespace of its own (nftables counts every SYN)', () => {
-  netnsTest(import.meta.url, 'a blackholed origin: 3 dials for request 1, none for requests 2..100, one probe after the window', async () => {
-    await using peer = await blackhole({ mode: 'nftables' });
-    const { clock, breaker } = manualBreaker(3, 30_000);
-    const { agent } = guarded({ breaker, connectTimeout: 150 });
-    const url = `http://${peer.address}/`;
-    await failure(undiciFetch(url, { dispatcher: agent }));
-    expect(peer.attempts).toBe(3);
-    for (let i = 2; i <= 100; i++) {
-      expect(unwrapFetch((await failure(undiciFetch(url, { dispatcher: agent }))).error)).toBeInstanceOf(HostUnavailableError);
-    }
-    expect(peer.attempts).toBe(3);
-    await peer.heal(); // an echo server: not HTTP, but the probe only needs the dial to succeed
-    clock.advance(30_000);
-    const probe = await failure(request(url, { dispatcher: agent, method: 'POST', body: 'x', headersTimeout: 100 }));
-    expect(probe.error).toBeDefined();
-    expect(peer.attempts).toBe(4);
-    expect(breaker.state(peer.address)?.state).toBe('closed');
   });
 });
 
