@@ -34,6 +34,8 @@ export class GrpcGuard {
   readonly #connector: ChannelConnector;
   readonly #pool: ConnectionPool<PooledChannel>;
   readonly #host: ChannelHost;
+  /** The interceptor for clients with no other interceptor (it need not copy metadata per attempt). */
+  readonly #soleInterceptor: grpc.Interceptor;
   #closing: Promise<void> | undefined;
 
   /**
@@ -81,10 +83,13 @@ export class GrpcGuard {
       warm: (spec) => this.#warm(spec),
     };
     this.channelFactory = (target, credentials, channelOptions) => this.channel(target, credentials, channelOptions);
-    this.interceptor =
-      s.retry === false
-        ? (interceptorOptions, nextCall) => new grpc.InterceptingCall(nextCall(interceptorOptions))
-        : retryInterceptor({ ...s.retry, clock: s.clock, idempotent: s.idempotent });
+    if (s.retry === false) {
+      this.interceptor = (interceptorOptions, nextCall) => new grpc.InterceptingCall(nextCall(interceptorOptions));
+      this.#soleInterceptor = this.interceptor;
+    } else {
+      this.interceptor = retryInterceptor({ ...s.retry, clock: s.clock, idempotent: s.idempotent });
+      this.#soleInterceptor = retryInterceptor({ ...s.retry, clock: s.clock, idempotent: s.idempotent, alone: true });
+    }
   }
 
   /**
@@ -112,7 +117,9 @@ export class GrpcGuard {
     if (providers !== undefined && providers.length > 0) {
       throw new TypeError('clientOptions: pass interceptors, not interceptor_providers (grpc-js allows one of the two)');
     }
-    return { ...rest, channelFactoryOverride: this.channelFactory, interceptors: [this.interceptor, ...(interceptors ?? [])] };
+    const theirs = interceptors ?? [];
+    const ours = theirs.length === 0 ? this.#soleInterceptor : this.interceptor;
+    return { ...rest, channelFactoryOverride: this.channelFactory, interceptors: [ours, ...theirs] };
   }
 
   /** Channels open, connects in flight, calls riding channels, and counters since construction. */

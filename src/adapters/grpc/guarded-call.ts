@@ -76,10 +76,12 @@ export class GuardedCall implements GrpcCall {
   #listener: grpc.InterceptingListener | undefined;
   #metadata: grpc.Metadata | undefined;
   #credentials: grpc.CallCredentials | undefined;
-  /** Messages sent while no grpc-js call was there to take them. */
-  #queue: Sent[] = [];
-  /** Every message sent, while the call may still be resent. */
-  #replay: Sent[] | undefined = [];
+  /** Messages sent while no grpc-js call was there to take them (made on first use). */
+  #queue: Sent[] | undefined;
+  /** Every message sent (made on first use), while the call may still be resent. */
+  #replay: Sent[] | undefined;
+  /** Whether the call may still be resent: nothing answered, the replay buffer not overrun. */
+  #resendable = true;
   #replayBytes = 0;
   #halfClosed = false;
   #readPending = false;
@@ -144,14 +146,14 @@ export class GuardedCall implements GrpcCall {
       return;
     }
     const sent: Sent = { context: once(context), message };
-    if (this.#replay !== undefined) {
+    if (this.#resendable) {
       this.#replayBytes += message.length;
-      if (this.#replayBytes > this.#host.replayBufferSize) this.#replay = undefined;
-      else this.#replay.push(sent);
+      if (this.#replayBytes > this.#host.replayBufferSize) this.#noResend();
+      else (this.#replay ??= []).push(sent);
     }
     const turn = this.#turn;
     if (turn?.active === true && !turn.ended) turn.call.sendMessageWithContext(sent.context, message);
-    else this.#queue.push(sent);
+    else (this.#queue ??= []).push(sent);
   }
 
   startRead(): void {
@@ -170,7 +172,7 @@ export class GuardedCall implements GrpcCall {
 
   cancelWithStatus(code: grpc.status, details: string): void {
     if (this.#done) return;
-    this.#replay = undefined; // never resent after the caller gave up
+    this.#noResend(); // never resent after the caller gave up
     const turn = this.#turn;
     if (turn?.active === true && !turn.ended) {
       // Its status comes back through the ride.
@@ -213,11 +215,11 @@ export class GuardedCall implements GrpcCall {
       // Going back for a fresh channel: only a call that can be sent again unchanged.
       previous.active = false;
       if (!previous.ended) previous.call.cancelWithStatus(grpc.status.CANCELLED, 'dialguard: resent on another channel');
-      if (this.#replay === undefined) {
+      if (!this.#resendable) {
         // Committed to the old channel (the server answered, or too much was sent to keep).
         return Promise.reject(this.#lastStatus ?? statusFor(new ConnectionGoneError(this.#spec.target, previous.connectionId)));
       }
-      this.#queue = [...this.#replay];
+      this.#queue = this.#replay === undefined ? undefined : [...this.#replay];
     }
     const pooled = lease.connection;
     if (pooled.closed || pooled.channel.getConnectivityState(false) !== READY) {
@@ -235,7 +237,9 @@ export class GuardedCall implements GrpcCall {
     if (this.#credentials !== undefined) call.setCredentials(this.#credentials);
     const listener = this.#listener!;
     return new Promise<grpc.StatusObject>((resolve, reject) => {
-      call.start(this.#metadata!.clone(), {
+      // The caller's own metadata, as a raw grpc-js channel would get it. grpc-js only sets and
+      // removes its own headers on it (encodings), so a resend may reuse it as it is.
+      call.start(this.#metadata!, {
         onReceiveMetadata: (metadata) => {
           if (!turn.active) return;
           this.#answered();
@@ -262,8 +266,8 @@ export class GuardedCall implements GrpcCall {
         },
       });
       const queued = this.#queue;
-      this.#queue = [];
-      for (const sent of queued) call.sendMessageWithContext(sent.context, sent.message);
+      this.#queue = undefined;
+      if (queued !== undefined) for (const sent of queued) call.sendMessageWithContext(sent.context, sent.message);
       if (this.#halfClosed) call.halfClose();
       if (this.#readPending) call.startRead();
     });
@@ -271,6 +275,11 @@ export class GuardedCall implements GrpcCall {
 
   /** The server answered: the call is committed to this channel and is never resent. */
   #answered(): void {
+    if (this.#resendable) this.#noResend();
+  }
+
+  #noResend(): void {
+    this.#resendable = false;
     this.#replay = undefined;
   }
 
@@ -311,8 +320,8 @@ export class GuardedCall implements GrpcCall {
       this.#host.clock.clearTimeout(this.#timer);
       this.#timer = undefined;
     }
-    this.#queue = [];
-    this.#replay = undefined;
+    this.#queue = undefined;
+    this.#noResend();
     if (this.#turn !== undefined) this.#turn.active = false;
     this.#lastStatus = status;
     this.#spec.calls--;

@@ -30,6 +30,12 @@ export interface RetryInterceptorSettings {
   budget?: RetryBudget | null | undefined;
   clock: Clock;
   idempotent(method: string): boolean;
+  /**
+   * Whether no other interceptor runs below this one. Each attempt then gets the caller's metadata
+   * as it is (grpc-js only sets and removes its own headers on it); otherwise each gets a copy, so
+   * an interceptor that adds a header adds it once per attempt. Default false.
+   */
+  alone?: boolean;
 }
 
 /** grpc-js's intercepting call, as `NextCall` returns it. */
@@ -105,7 +111,7 @@ class UnaryRetry {
     const { clock } = this.#settings;
     const left = remaining(this.#options.deadline ?? Infinity);
     const deadline = Number.isFinite(left) ? clock.now() + Math.max(0, left) : undefined;
-    this.#attempt(this.#first, this.#metadata!.clone(), (received, status) => {
+    this.#attempt(this.#first, this.#metadataForAttempt(), (received, status) => {
       if (status.code === grpc.status.OK) {
         this.#budget?.deposit();
         this.#deliver(received, status);
@@ -132,7 +138,7 @@ class UnaryRetry {
         const onAbort = (): void => call.cancelWithStatus(grpc.status.CANCELLED, CANCELLED_ON_CLIENT);
         attempt.signal.addEventListener('abort', onAbort, { once: true });
         return new Promise<Received>((resolve, reject) =>
-          this.#attempt(call, this.#metadata!.clone(), (received, status) => {
+          this.#attempt(call, this.#metadataForAttempt(), (received, status) => {
             attempt.signal.removeEventListener('abort', onAbort);
             if (status.code === grpc.status.OK) resolve(received);
             else reject(status);
@@ -152,6 +158,10 @@ class UnaryRetry {
       (received) => this.#deliver(received, received.status!),
       (err: unknown) => this.#deliver(this.#last, this.#statusOf(err)),
     );
+  }
+
+  #metadataForAttempt(): grpc.Metadata {
+    return this.#settings.alone === true ? this.#metadata! : this.#metadata!.clone();
   }
 
   /** Runs one attempt on `call`; `done` hears what it received and how it ended. */

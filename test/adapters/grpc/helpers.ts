@@ -82,6 +82,8 @@ export class EchoServer {
   readonly calls = { Echo: 0, Hold: 0, Fail: 0, Count: 0, Chat: 0 };
   /** The deadline each call arrived with (ms from its arrival; Infinity for none). */
   readonly deadlines: number[] = [];
+  /** The `x-token` values each Echo call arrived with. */
+  readonly tokens: string[][] = [];
   /** Set to fail the next N Echo calls with this status. */
   failNext: { count: number; code: grpc.status; details: string } | undefined;
 
@@ -104,6 +106,7 @@ export class EchoServer {
       Echo: (c: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
         this.calls.Echo++;
         this.#noteDeadline(c);
+        this.tokens.push(c.metadata.get('x-token').map(String));
         const f = this.failNext;
         if (f !== undefined && f.count > 0) {
           f.count--;

@@ -59,6 +59,25 @@ describe('grpc guard: the retrying interceptor', () => {
     expect(d3).toBeGreaterThan(1_000);
   });
 
+  it('an interceptor of the caller\'s that adds a header adds it once on every attempt', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    server.failNext = { count: 1, code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' };
+    const guard = new GrpcGuard({ breaker: new HostBreaker(), idempotent: everything, retry: { backoff: () => 10, budget: null } });
+    cleanup.push(() => guard.close());
+    const addToken: grpc.Interceptor = (options, next) =>
+      new grpc.InterceptingCall(next(options), {
+        start: (metadata, listener, go) => {
+          metadata.add('x-token', 't');
+          go(metadata, listener);
+        },
+      });
+    const client = new EchoClient(server.address, grpc.credentials.createInsecure(), guard.clientOptions({ interceptors: [addToken] }));
+    cleanup.push(() => client.close());
+    expect(String(await call(client, 'Echo', 'hi'))).toBe('hi');
+    expect(server.tokens).toEqual([['t'], ['t']]);
+  });
+
   it('a failure the server may have seen is not retried for a method not declared idempotent', async () => {
     const server = await echoServer();
     cleanup.push(() => server.close());

@@ -112,6 +112,7 @@ describe('grpc guard options', () => {
     const options = guard.clientOptions({ interceptors: [mine], 'grpc.max_receive_message_length': 5 });
     expect(options.channelFactoryOverride).toBe(guard.channelFactory);
     expect(options.interceptors).toEqual([guard.interceptor, mine]);
+    expect(guard.clientOptions().interceptors).toHaveLength(1);
     expect(options['grpc.max_receive_message_length']).toBe(5);
     expect(() => guard.clientOptions({ interceptor_providers: [() => mine] })).toThrow(/interceptor_providers/);
     await guard.close();
