@@ -24,7 +24,7 @@ import { checkFunction, opt, show } from '../../core/validate.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import type { HostBreaker } from '../../guard/host-breaker.js';
 import { type GuardedConnectorOptions, guardedConnector } from './connector.js';
-import { type GuardedRetryOptions, type RetrySettings, retrySettings } from './options.js';
+import { type GuardedRetryOptions, type RetrySettings, UNDICI_TIMEOUT, retrySettings } from './options.js';
 import { dispatchGuarded } from './retry-interceptor.js';
 
 /**
@@ -82,6 +82,8 @@ export class GuardedAgent extends Dispatcher {
     const connectorOptions: GuardedConnectorOptions = { breaker: this.breaker };
     for (const key of CONNECTOR_KEYS) if (options[key] !== undefined) (connectorOptions as Record<string, unknown>)[key] = options[key];
     this.#settings = retrySettings({ ...options, breaker: this.breaker });
+    // The Agent below is made with undici's default timeouts (its own are refused above).
+    this.#settings.dispatcherTimeouts = { headers: UNDICI_TIMEOUT, body: UNDICI_TIMEOUT };
     this.#agent = new Agent({ ...undiciOptions, connect: guardedConnector(connectorOptions) });
     this.#inner = this.#agent.dispatch.bind(this.#agent);
     for (const event of ['connect', 'disconnect', 'connectionError', 'drain'] as const) {

@@ -55,8 +55,8 @@ export class GuardedCall implements AttemptOwner {
   readonly #opts: Dispatcher.DispatchOptions;
   readonly caller: LegacyHandler;
   readonly #body: RequestBody;
-  readonly #idempotent: boolean;
-  readonly #origin: string;
+  /** Read from the options only when needed: each read of a field the caller did not set costs (see the constructor). */
+  #idempotentMemo: boolean | undefined;
   readonly #headersTimeout: number;
   readonly #bodyTimeout: number;
   #started = 0;
@@ -78,12 +78,28 @@ export class GuardedCall implements AttemptOwner {
     this.#dispatch = dispatch;
     this.#opts = opts;
     this.caller = caller;
+    // undici's request() and fetch() build their options by spreading, which leaves an object V8
+    // reads slowly (a fraction of a µs per field, more for a field that is absent): only what
+    // every request needs is read here; the method, `idempotent` and the origin when a
+    // decision needs them.
     this.#body = requestBody(opts.body);
-    const method = opts.method;
-    this.#idempotent = typeof opts.idempotent === 'boolean' ? opts.idempotent : IDEMPOTENT.has(method) || IDEMPOTENT.has(String(method).toUpperCase());
-    this.#origin = typeof opts.origin === 'string' ? opts.origin : String(opts.origin);
     this.#headersTimeout = lowest(s.headersTimeout, opts.headersTimeout);
     this.#bodyTimeout = lowest(s.bodyTimeout, opts.bodyTimeout);
+  }
+
+  /** Whether the request may be repeated: its own `idempotent`, else by method (RFC 9110). */
+  get #idempotent(): boolean {
+    if (this.#idempotentMemo === undefined) {
+      const { method, idempotent } = this.#opts;
+      this.#idempotentMemo = typeof idempotent === 'boolean' ? idempotent : IDEMPOTENT.has(method) || IDEMPOTENT.has(String(method).toUpperCase());
+    }
+    return this.#idempotentMemo;
+  }
+
+  /** The origin as the caller gave it, the suspects' key. */
+  get #origin(): string {
+    const origin = this.#opts.origin;
+    return typeof origin === 'string' ? origin : String(origin);
   }
 
   /** Hands the caller its abort function and makes the first attempt. */
@@ -219,12 +235,25 @@ export class GuardedCall implements AttemptOwner {
     });
     this.#current = attempt;
     const remaining = deadline === Infinity ? Infinity : Math.max(0, deadline - this.#s.clock.now());
-    // Copied then set, not spread with extra keys: V8 builds `{ ...o, k: v }` on a slow path
-    // (several µs per request, measured), a copy and three stores in well under one.
-    const opts: Dispatcher.DispatchOptions = Object.assign({}, this.#opts);
-    opts.body = this.#body.forAttempt() as Dispatcher.DispatchOptions['body'];
-    opts.headersTimeout = cut(this.#headersTimeout, remaining);
-    opts.bodyTimeout = cut(this.#bodyTimeout, remaining);
+    const headersTimeout = cut(this.#headersTimeout, remaining);
+    const bodyTimeout = cut(this.#bodyTimeout, remaining);
+    let opts = this.#opts;
+    const underneath = this.#s.dispatcherTimeouts;
+    // The caller's options go down as they are when they would come out the same (the usual
+    // case: no deadline, default timeouts, a body sent as given); else a copy with this
+    // attempt's. Copied then set, not spread with extra keys: V8 builds `{ ...o, k: v }` on a
+    // slow path (several µs per request, measured), a copy and three stores in well under one.
+    if (
+      underneath === undefined ||
+      headersTimeout !== (opts.headersTimeout ?? underneath.headers) ||
+      bodyTimeout !== (opts.bodyTimeout ?? underneath.body) ||
+      !this.#body.asGiven
+    ) {
+      opts = Object.assign({}, opts);
+      opts.body = this.#body.forAttempt() as Dispatcher.DispatchOptions['body'];
+      opts.headersTimeout = headersTimeout;
+      opts.bodyTimeout = bodyTimeout;
+    }
     try {
       this.#dispatch(opts, attempt as Dispatcher.DispatchHandler);
     } catch (err) {

@@ -101,6 +101,13 @@ export interface RetrySettings {
   clock: Clock;
   random: () => number;
   /**
+   * The headers and body timeouts the dispatcher underneath applies to a request that names
+   * none, when known (the GuardedAgent's own Agent: undici's 300 s). An attempt whose timeouts
+   * would be those, with a body that needs no wrapping, is dispatched with the caller's own
+   * options object rather than a copy. Undefined: always copy.
+   */
+  dispatcherTimeouts: { headers: number; body: number } | undefined;
+  /**
    * State, not an option: the origins whose last call failed to dial. Only their calls ask the
    * breaker before entering undici; a healthy origin costs no lookup.
    */
@@ -108,7 +115,7 @@ export interface RetrySettings {
 }
 
 /** undici's default headers and body timeouts (300 s). */
-const UNDICI_TIMEOUT = 300_000;
+export const UNDICI_TIMEOUT = 300_000;
 
 let defaultBackoff: Schedule | undefined;
 
@@ -148,6 +155,7 @@ export function retrySettings(options: GuardedRetryOptions): RetrySettings {
     onResult: options.onResult === undefined ? undefined : checkFunction<(r: RetryResult) => void>('onResult', options.onResult),
     clock,
     random: checkFunction<() => number>('random', opt(options.random, Math.random)),
+    dispatcherTimeouts: undefined,
     suspects: new Set(),
   };
 }

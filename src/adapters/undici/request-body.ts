@@ -19,6 +19,8 @@ type Body = unknown;
 export interface RequestBody {
   /** The body to hand the attempt about to start. */
   forAttempt(): Body;
+  /** True when {@link forAttempt} hands out the body as it was given (no wrapper). */
+  readonly asGiven: boolean;
   /** True when a one-shot body has been read (fully or partly): it cannot be sent again. */
   readonly consumed: boolean;
 }
@@ -26,6 +28,7 @@ export interface RequestBody {
 /** A body that is sent again as it is (none, bytes, Blob, FormData, an array). */
 class Replayable implements RequestBody {
   readonly consumed = false;
+  readonly asGiven = true;
   constructor(readonly body: Body) {}
   forAttempt(): Body {
     return this.body;
@@ -34,6 +37,7 @@ class Replayable implements RequestBody {
 
 /** A readable stream: read at most once. */
 class StreamBody implements RequestBody {
+  readonly asGiven = true;
   constructor(readonly stream: Readable) {}
   forAttempt(): Body {
     return this.stream;
@@ -47,6 +51,7 @@ class StreamBody implements RequestBody {
 
 /** A one-shot iterable (a generator, fetch's body): handed out through a wrapper that notes use. */
 class IterableBody implements RequestBody {
+  readonly asGiven = false;
   #started = false;
   constructor(readonly source: AsyncIterable<unknown> | Iterable<unknown>) {}
   get consumed(): boolean {
