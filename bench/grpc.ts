@@ -8,8 +8,9 @@
  * client constructor given `guard.clientOptions()`.
  *
  * - healthy_ratio: 64 concurrent callers of a unary echo against a grpc-js server in a child
- *   process (so it does not share the clients' event loop), guarded / raw calls per second,
- *   alternating rounds, medians.
+ *   process (so it does not share the clients' event loop), guarded / raw calls per second: short
+ *   rounds taking turns, the median of the ratios of adjacent pairs. healthy_cpu_ratio: the same
+ *   for the client's CPU time per call (raw / guarded), which other processes' load disturbs less.
  * - killed_peer_release_ms: 64 calls in flight when the server process is killed (SIGKILL): time
  *   until all 64 are released. Each client runs against a server process of its own, alone, so
  *   neither's release waits behind the other's on the event loop.
@@ -32,8 +33,8 @@ import { median } from './lib/timing.js';
 const quick = process.argv.includes('--quick');
 const CONNECT_TIMEOUT = 1_000;
 const CALLERS = 64;
-const HEALTHY_MS = quick ? 400 : 2_000;
-const HEALTHY_ROUNDS = quick ? 3 : 5;
+const HEALTHY_MS = quick ? 250 : 500;
+const HEALTHY_ROUNDS = quick ? 6 : 20;
 const RAW_CAP = quick ? 3_000 : 5_000;
 const DEADLINE = 10_000;
 
@@ -95,12 +96,20 @@ async function serverProcess(port = 0): Promise<{ target: string; port: number; 
   };
 }
 
+/** One round: calls per second, and the client process's CPU time per call (µs). */
+interface Round {
+  perSecond: number;
+  cpuPerCall: number;
+}
+
 /**
  * Calls completed per second by `callers` loops that start calls for `ms`, over the time until the
- * last call ended (calls finish in bursts, so the nominal `ms` would quantise the figure).
+ * last call ended (calls finish in bursts, so the nominal `ms` would quantise the figure), and the
+ * CPU this process spent per call meanwhile.
  */
-async function throughput(callers: number, ms: number, call: () => Promise<unknown>): Promise<number> {
+async function throughput(callers: number, ms: number, call: () => Promise<unknown>): Promise<Round> {
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   const until = t0 + ms;
   let done = 0;
   await Promise.all(
@@ -111,25 +120,41 @@ async function throughput(callers: number, ms: number, call: () => Promise<unkno
       }
     }),
   );
-  return (done / (performance.now() - t0)) * 1_000;
+  const cpu = process.cpuUsage(cpu0);
+  return { perSecond: (done / (performance.now() - t0)) * 1_000, cpuPerCall: (cpu.user + cpu.system) / done };
 }
 
 function newGuard(breaker = new HostBreaker()): GrpcGuard {
   return new GrpcGuard({ connectTimeout: CONNECT_TIMEOUT, breaker, closeTimeout: 100 });
 }
 
-async function healthy(): Promise<{ guarded: number; raw: number; ratio: number; channels: number }> {
-  progress(`healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating rounds of ${HEALTHY_MS} ms each`);
+interface Healthy {
+  guarded: number;
+  raw: number;
+  /** Median over pairs of adjacent rounds of guarded / raw calls per second. */
+  ratio: number;
+  /** Median over pairs of raw / guarded CPU per call (1 = the same cost). */
+  cpuRatio: number;
+  cpuPerCall: { guarded: number; raw: number };
+  channels: number;
+}
+
+/**
+ * Raw and guarded take turns in short rounds (which goes first alternates) and each pair of
+ * adjacent rounds gives one ratio: other processes' load drifts between rounds far more than
+ * within a pair, so the median of pair ratios is steadier than a ratio of medians.
+ */
+async function healthy(): Promise<Healthy> {
+  progress(`healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
   const server = await serverProcess();
   const guard = newGuard();
   const guarded = new BenchClient(server.target, grpc.credentials.createInsecure(), guard.clientOptions());
   const raw = new BenchClient(server.target, grpc.credentials.createInsecure());
   await throughput(CALLERS, 300, () => invoke(raw, 'Echo')); // warm-up both
   await throughput(CALLERS, 300, () => invoke(guarded, 'Echo'));
-  const gs: number[] = [];
-  const rs: number[] = [];
+  const gs: Round[] = [];
+  const rs: Round[] = [];
   for (let i = 0; i < HEALTHY_ROUNDS; i++) {
-    // Alternate which goes first, so neither always runs on a warmer machine.
     if (i % 2 === 0) {
       rs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(raw, 'Echo')));
       gs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(guarded, 'Echo')));
@@ -137,16 +162,22 @@ async function healthy(): Promise<{ guarded: number; raw: number; ratio: number;
       gs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(guarded, 'Echo')));
       rs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(raw, 'Echo')));
     }
-    progress(`round ${i + 1}: raw ${Math.round(rs.at(-1)!)} calls/s, guarded ${Math.round(gs.at(-1)!)} calls/s`);
   }
+  progress(`raw calls/s: ${rs.map((r) => Math.round(r.perSecond)).join(' ')}`);
+  progress(`guarded calls/s: ${gs.map((r) => Math.round(r.perSecond)).join(' ')}`);
   const channels = guard.stats().opened;
   guarded.close();
   raw.close();
   await guard.close();
   await server.kill();
-  const g = median(gs);
-  const r = median(rs);
-  return { guarded: g, raw: r, ratio: g / r, channels };
+  return {
+    guarded: median(gs.map((r) => r.perSecond)),
+    raw: median(rs.map((r) => r.perSecond)),
+    ratio: median(gs.map((g, i) => g.perSecond / rs[i]!.perSecond)),
+    cpuRatio: median(gs.map((g, i) => rs[i]!.cpuPerCall / g.cpuPerCall)),
+    cpuPerCall: { guarded: median(gs.map((r) => r.cpuPerCall)), raw: median(rs.map((r) => r.cpuPerCall)) },
+    channels,
+  };
 }
 
 type Settled = { ms: number; capped: boolean; failed: number };
@@ -261,7 +292,20 @@ async function main(): Promise<void> {
 
   const show = (s: Settled): string => (s.capped ? `>${Math.round(s.ms)} (capped)` : String(Math.round(s.ms)));
   printTable(`grpc: GrpcGuard vs raw @grpc/grpc-js (connect timeout ${CONNECT_TIMEOUT} ms, ${CALLERS} callers)`, [
-    { measure: `healthy, ${CALLERS} callers (calls/s, median of ${HEALTHY_ROUNDS})`, raw: health.raw, guarded: health.guarded, 'guarded/raw': health.ratio, note: `guarded channels opened: ${health.channels}` },
+    {
+      measure: `healthy, ${CALLERS} callers (calls/s, median of ${HEALTHY_ROUNDS} rounds)`,
+      raw: health.raw,
+      guarded: health.guarded,
+      'guarded/raw': health.ratio,
+      note: `median of pair ratios; guarded channels opened: ${health.channels}`,
+    },
+    {
+      measure: '  client CPU per call (µs, median)',
+      raw: health.cpuPerCall.raw,
+      guarded: health.cpuPerCall.guarded,
+      'guarded/raw': health.cpuPerCall.guarded / health.cpuPerCall.raw,
+      note: `raw/guarded CPU, median of pairs: ${round(health.cpuRatio)}`,
+    },
     {
       measure: `killed peer, ${CALLERS} in flight released (ms)`,
       raw: show(killed.raw.inFlight),
@@ -296,6 +340,8 @@ async function main(): Promise<void> {
     callers: CALLERS,
     healthy_ratio: round(health.ratio),
     healthy_calls_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
+    healthy_cpu_ratio: round(health.cpuRatio),
+    healthy_cpu_us_per_call: { guarded: round(health.cpuPerCall.guarded), raw: round(health.cpuPerCall.raw) },
     healthy_channels_opened: health.channels,
     killed_peer_release_ms: round(killed.guarded.inFlight.ms),
     raw_killed_peer_release_ms: round(killed.raw.inFlight.ms),

@@ -1,6 +1,6 @@
 /**
  * The grpc adapter's entry point: one {@link GrpcGuard} owns a ConnectionPool of grpc-js channels
- * and hands out the channel factory and interceptor that make any grpc-js client guarded.
+ * and hands out the channel factory that makes any grpc-js client guarded.
  *
  * ```ts
  * const guard = new GrpcGuard({ connectTimeout: 2_000 });
@@ -12,10 +12,10 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Listener, Unsubscribe } from '../../core/events.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../../pool/connection-pool.js';
+import { sharedRetryBudget } from '../../retry/budget.js';
 import { ChannelConnector, type PooledChannel } from './channel-connector.js';
 import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
 import { type GrpcGuardOptions, type GrpcSettings, grpcSettings } from './options.js';
-import { retryInterceptor } from './retry-interceptor.js';
 import { type ChannelSpec, SpecTable, grpcHostKey, targetOfKey } from './target.js';
 
 /** grpc-js's `channelFactoryOverride` client option. */
@@ -25,8 +25,8 @@ const noop = (): void => {};
 
 /**
  * Guards grpc-js clients: bounded connects that feed a per-host breaker, one shared channel per
- * target, dead channels dropped with everything riding them released, keep-alive on, and unary
- * calls retried inside the caller's deadline. See the module docs of each part.
+ * target, dead channels dropped with everything riding them released, keep-alive on, and calls
+ * retried inside the caller's deadline. See the module docs of each part.
  */
 export class GrpcGuard {
   readonly #settings: GrpcSettings;
@@ -34,8 +34,6 @@ export class GrpcGuard {
   readonly #connector: ChannelConnector;
   readonly #pool: ConnectionPool<PooledChannel>;
   readonly #host: ChannelHost;
-  /** The interceptor for clients with no other interceptor (it need not copy metadata per attempt). */
-  readonly #soleInterceptor: grpc.Interceptor;
   #closing: Promise<void> | undefined;
 
   /**
@@ -43,12 +41,6 @@ export class GrpcGuard {
    * Usually reached through {@link GrpcGuard.clientOptions}.
    */
   readonly channelFactory: ChannelFactory;
-
-  /**
-   * The retrying interceptor (see retry-interceptor): unary calls retried with the remaining
-   * deadline. A pass-through when `retry: false`. Usually reached through {@link GrpcGuard.clientOptions}.
-   */
-  readonly interceptor: grpc.Interceptor;
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: GrpcGuardOptions = {}) {
@@ -77,19 +69,21 @@ export class GrpcGuard {
       clock: s.clock,
       replayBufferSize: s.replayBufferSize,
       idempotent: s.idempotent,
+      retry:
+        s.retry === false
+          ? undefined
+          : {
+              maxAttempts: s.retry.maxAttempts,
+              backoff: s.retry.backoff,
+              budget: s.retry.budget === undefined ? sharedRetryBudget() : s.retry.budget,
+              clock: s.clock,
+            },
       get closed(): boolean {
         return guard.#closing !== undefined;
       },
       warm: (spec) => this.#warm(spec),
     };
     this.channelFactory = (target, credentials, channelOptions) => this.channel(target, credentials, channelOptions);
-    if (s.retry === false) {
-      this.interceptor = (interceptorOptions, nextCall) => new grpc.InterceptingCall(nextCall(interceptorOptions));
-      this.#soleInterceptor = this.interceptor;
-    } else {
-      this.interceptor = retryInterceptor({ ...s.retry, clock: s.clock, idempotent: s.idempotent });
-      this.#soleInterceptor = retryInterceptor({ ...s.retry, clock: s.clock, idempotent: s.idempotent, alone: true });
-    }
   }
 
   /**
@@ -108,18 +102,12 @@ export class GrpcGuard {
   }
 
   /**
-   * Client options that make a grpc-js client guarded: the channel factory, and the retrying
-   * interceptor ahead of any given in `options` (each attempt then runs through them all). Pass
-   * the result as a generated or generic client's third constructor argument.
+   * Client options that make a grpc-js client guarded: `options` (channel options, interceptors)
+   * with the channel factory. Pass the result as a generated or generic client's third
+   * constructor argument.
    */
   clientOptions(options: grpc.ClientOptions = {}): grpc.ClientOptions {
-    const { interceptors, interceptor_providers: providers, ...rest } = options;
-    if (providers !== undefined && providers.length > 0) {
-      throw new TypeError('clientOptions: pass interceptors, not interceptor_providers (grpc-js allows one of the two)');
-    }
-    const theirs = interceptors ?? [];
-    const ours = theirs.length === 0 ? this.#soleInterceptor : this.interceptor;
-    return { ...rest, channelFactoryOverride: this.channelFactory, interceptors: [ours, ...theirs] };
+    return { ...options, channelFactoryOverride: this.channelFactory };
   }
 
   /** Channels open, connects in flight, calls riding channels, and counters since construction. */

@@ -12,6 +12,9 @@
  *   its connection died and the method is idempotent.
  * - When the pool finds the channel dead, the call is released at once (its grpc-js call
  *   cancelled), not left to wait for a transport grpc-js would only redial for it.
+ * - A failure `retry()` would retry (see call-retry) is retried while the call can still be sent
+ *   again unchanged: every attempt with the same absolute deadline, so each gets what remains of
+ *   it (grpc-js sends it as `grpc-timeout`). Streaming calls too, until the server answers.
  *
  * @module
  */
@@ -20,6 +23,8 @@ import type { Clock, TimerHandle } from '../../core/clock.js';
 import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js';
 import type { ConnectionPool } from '../../pool/connection-pool.js';
 import type { Lease } from '../../pool/pooled-connection.js';
+import { retry } from '../../retry/retry.js';
+import { type CallRetry, finalFailure, remaining, worthRetrying } from './call-retry.js';
 import type { PooledChannel } from './channel-connector.js';
 import { type GuardStatus, isStatusObject, statusFor } from './status.js';
 import type { ChannelSpec, SpecTable } from './target.js';
@@ -38,6 +43,8 @@ export interface CallHost {
   readonly clock: Clock;
   readonly replayBufferSize: number;
   idempotent(method: string): boolean;
+  /** How calls are retried; undefined: not at all (the pool may still resend one, see above). */
+  readonly retry: CallRetry | undefined;
 }
 
 /** One message the caller sent: its write callback runs at most once, whatever is replayed. */
@@ -91,6 +98,8 @@ export class GuardedCall implements GrpcCall {
   #started = false;
   /** Wall-clock ms when the call started (grpc deadlines are wall-clock). */
   #startedAt = 0;
+  /** Aborts the retry loop (its backoff) when the call ends otherwise; made when one starts. */
+  #retrying: AbortController | undefined;
   #done = false;
 
   constructor(
@@ -131,12 +140,59 @@ export class GuardedCall implements GrpcCall {
     // A wait for a channel ends by the deadline. With a READY channel there is no wait: grpc-js
     // enforces the deadline on its call, and a failed ride arms this if the pool goes back.
     if (!this.#host.ready(this.#spec.key)) this.#armDeadline();
-    this.#host.pool
-      .use(this.#spec.key, (lease) => this.#ride(lease), this.#host.idempotent(this.#method) ? IDEMPOTENT : NOT_IDEMPOTENT)
-      .then(
-        (status) => this.#end(status),
-        (err: unknown) => this.#fail(err),
-      );
+    this.#attempt().then(
+      (status) => {
+        this.#host.retry?.budget?.deposit();
+        this.#end(status);
+      },
+      (err: unknown) => this.#retryOrFail(err),
+    );
+  }
+
+  /** One attempt: a ride on the pool's channel (which may itself go back for a fresh one). */
+  #attempt(): Promise<grpc.StatusObject> {
+    const idempotent = this.#host.idempotent(this.#method);
+    return this.#host.pool.use(this.#spec.key, (lease) => this.#ride(lease), idempotent ? IDEMPOTENT : NOT_IDEMPOTENT);
+  }
+
+  /** The first attempt failed with `err`: retries it if `retry()` would, else ends the call. */
+  #retryOrFail(err: unknown): void {
+    if (this.#done) return;
+    const policy = this.#host.retry;
+    const idempotent = this.#host.idempotent(this.#method);
+    const left = remaining(this.#deadline);
+    if (policy === undefined || policy.maxAttempts <= 1 || !this.#resendable || left <= 0 || !worthRetrying(err, idempotent)) {
+      policy?.budget?.deposit();
+      this.#fail(err);
+      return;
+    }
+    const controller = new AbortController();
+    this.#retrying = controller;
+    let last = err;
+    retry(
+      (attempt) => {
+        if (attempt.number === 1) return Promise.reject(err);
+        return this.#attempt().catch((e: unknown) => {
+          last = e;
+          throw e;
+        });
+      },
+      {
+        // The same deadline as the call's, on the retry loop's clock.
+        deadline: Number.isFinite(left) ? policy.clock.now() + left : undefined,
+        maxAttempts: policy.maxAttempts,
+        backoff: policy.backoff,
+        budget: policy.budget,
+        clock: policy.clock,
+        idempotent,
+        signal: controller.signal,
+        // Never once the server has answered, or more was sent than could be kept.
+        retryable: () => (this.#resendable ? undefined : false),
+      },
+    ).then(
+      (status) => this.#end(status),
+      (e: unknown) => this.#fail(finalFailure(e, last)),
+    );
   }
 
   sendMessageWithContext(context: MessageContext, message: Buffer): void {
@@ -179,7 +235,8 @@ export class GuardedCall implements GrpcCall {
       turn.call.cancelWithStatus(code, details);
       return;
     }
-    // Waiting for a channel: end now (the connect attempt carries on for its other waiters).
+    // Waiting for a channel, or for a retry: end now (a connect attempt carries on for its other
+    // waiters).
     const status = { code, details, metadata: new grpc.Metadata() };
     if (!this.#started) {
       this.#done = true;
@@ -283,14 +340,15 @@ export class GuardedCall implements GrpcCall {
     this.#replay = undefined;
   }
 
-  /** The pool gave up on the call (a dial failed, the breaker refused, the channel died). */
+  /** The call failed for good (a dial failed, the breaker refused, the channel died, retries ran out). */
   #fail(err: unknown): void {
     const turn = this.#turn;
-    if (turn !== undefined && turn.active) {
-      turn.active = false;
-      if (!turn.ended) turn.call.cancelWithStatus(grpc.status.UNAVAILABLE, 'dialguard: the call was released');
-    }
-    this.#end(isStatusObject(err) ? err : statusFor(err));
+    if (turn !== undefined) turn.active = false;
+    this.#end(isStatusObject(err) ? err : statusFor(err, err instanceof DeadlineExceededError ? grpc.status.DEADLINE_EXCEEDED : grpc.status.UNAVAILABLE));
+    // The caller has its answer. A grpc-js call on a dead transport ends on its own within the same
+    // turn of the event loop; one that has not by then (its channel was dropped for a sibling's
+    // failure) is cancelled, so nothing keeps running unheard.
+    if (turn !== undefined && !turn.ended) setImmediate(cancelIfRunning, turn);
   }
 
   /** Ends the call at its deadline if it is still waiting for a channel then. */
@@ -316,6 +374,7 @@ export class GuardedCall implements GrpcCall {
   #end(status: GuardStatus): void {
     if (this.#done) return;
     this.#done = true;
+    this.#retrying?.abort(status);
     if (this.#timer !== undefined) {
       this.#host.clock.clearTimeout(this.#timer);
       this.#timer = undefined;
@@ -330,10 +389,8 @@ export class GuardedCall implements GrpcCall {
   }
 }
 
-/** Milliseconds until `deadline` (Infinity for none). */
-export function remaining(deadline: grpc.Deadline): number {
-  const at = deadline instanceof Date ? deadline.getTime() : deadline;
-  return at === Infinity ? Infinity : at - Date.now();
+function cancelIfRunning(turn: Turn): void {
+  if (!turn.ended) turn.call.cancelWithStatus(grpc.status.UNAVAILABLE, 'dialguard: the call was released');
 }
 
 /** `context` whose write callback runs at most once, whichever grpc-js call it is handed to. */

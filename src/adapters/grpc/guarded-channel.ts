@@ -9,7 +9,8 @@ import * as grpc from '@grpc/grpc-js';
 import type { TimerHandle } from '../../core/clock.js';
 import { unrefTimer } from '../../core/clock.js';
 import type { ChannelConnector } from './channel-connector.js';
-import { type CallHost, GuardedCall, remaining } from './guarded-call.js';
+import { remaining } from './call-retry.js';
+import { type CallHost, GuardedCall } from './guarded-call.js';
 import type { ChannelSpec } from './target.js';
 
 type ChannelRef = ReturnType<grpc.ChannelInterface['getChannelzRef']>;

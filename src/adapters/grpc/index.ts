@@ -10,8 +10,8 @@
  * Each target gets one shared, pooled channel, established under a bounded connect timeout whose
  * outcome (and nothing else) feeds the target's HostBreaker. While the breaker refuses a host its
  * calls fail at once with UNAVAILABLE carrying the `HostUnavailableError`. A channel whose
- * connection dies is dropped with every call riding it; keep-alive is on; unary calls are retried
- * inside the caller's deadline. See {@link GrpcGuard}.
+ * connection dies is dropped with every call riding it; keep-alive is on; calls are retried inside
+ * the caller's deadline. See {@link GrpcGuard}.
  *
  * @module
  */
@@ -23,4 +23,3 @@ export { ChannelConnectError } from './connect-error.js';
 export { TransportClosedError } from './channel-connector.js';
 export { METADATA_CODE, METADATA_RETRY_AFTER, type GuardStatus } from './status.js';
 export { grpcHostKey } from './target.js';
-export { retryInterceptor, type RetryInterceptorSettings } from './retry-interceptor.js';

@@ -12,7 +12,7 @@ import { DEFAULT_CONNECT_TIMEOUT } from '../../guard/dial.js';
 import type { HostBreaker } from '../../guard/host-breaker.js';
 import { RetryBudget } from '../../retry/budget.js';
 
-/** How the guard's interceptor retries unary calls (see {@link GrpcGuardOptions.retry}). */
+/** How guarded calls are retried (see {@link GrpcGuardOptions.retry}). */
 export interface GrpcRetryOptions {
   /**
    * Most attempts of one call, the first included. Default 3: the first try and two retries ride
@@ -82,13 +82,16 @@ export interface GrpcGuardOptions {
   replayBufferSize?: number;
   /**
    * Which methods (full path, `/package.Service/Method`) may run twice without harm. A call of
-   * one whose connection died under it is resent (and retried by the interceptor); other calls
-   * are only resent when the server certainly never saw them. Default none: grpc cannot tell.
+   * one whose connection died under it is resent; other calls are only resent when the server
+   * certainly never saw them. Default none: grpc cannot tell.
    */
   idempotent?: (method: string) => boolean;
   /**
-   * The interceptor's retries of unary calls, each attempt with the remaining deadline; `false`
-   * leaves retrying to the caller (the interceptor is then a pass-through). Default `{}`.
+   * Retries, with `retry()`'s rule (a failure the server never saw, for any call; one it may have
+   * seen, for an idempotent method; never a refusal by the breaker or a status the server sent),
+   * jittered backoff and retry budget. Every attempt gets what remains of the call's deadline, and
+   * a call is retried only until the server answers it (streaming calls included). `false` leaves
+   * retrying to the caller. Default `{}`.
    */
   retry?: GrpcRetryOptions | false;
   /**

@@ -84,7 +84,7 @@ export class EchoServer {
   readonly deadlines: number[] = [];
   /** The `x-token` values each Echo call arrived with. */
   readonly tokens: string[][] = [];
-  /** Set to fail the next N Echo calls with this status. */
+  /** Set to fail the next N Echo (or Count) calls with this status. */
   failNext: { count: number; code: grpc.status; details: string } | undefined;
 
   constructor(host: LoopbackHost = '127.0.0.1') {
@@ -137,9 +137,17 @@ export class EchoServer {
       },
       Count: (c: grpc.ServerWritableStream<Buffer, Buffer>) => {
         this.calls.Count++;
-        const n = Number(String(c.request));
-        for (let i = 0; i < n; i++) c.write(Buffer.from(String(i)));
-        c.end();
+        const f = this.failNext;
+        if (f !== undefined && f.count > 0) {
+          f.count--;
+          c.emit('error', { code: f.code, details: f.details });
+          return;
+        }
+        // `n`: n messages then OK; `n:fail`: n messages then UNAVAILABLE 'rpc error: EOF'.
+        const [count, fail] = String(c.request).split(':');
+        for (let i = 0; i < Number(count); i++) c.write(Buffer.from(String(i)));
+        if (fail === 'fail') c.emit('error', { code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' });
+        else c.end();
       },
       Chat: (c: grpc.ServerDuplexStream<Buffer, Buffer>) => {
         this.calls.Chat++;

@@ -43,7 +43,7 @@ function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGu
   return { guard, client, breaker };
 }
 
-describe('grpc guard: the retrying interceptor', () => {
+describe('grpc guard: retries', () => {
   it('each attempt gets the remaining deadline, never a fresh one', async () => {
     const server = await echoServer();
     cleanup.push(() => server.close());
@@ -86,6 +86,40 @@ describe('grpc guard: the retrying interceptor', () => {
     const err = await failure(call(client, 'Echo'));
     expect({ code: err.code, details: err.details }).toEqual({ code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' });
     expect(server.calls.Echo).toBe(1);
+  });
+
+  it('a server-streaming call is retried too, while the server has answered nothing', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    server.failNext = { count: 1, code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' };
+    const { client } = setup(server.address, { idempotent: everything });
+    const got: string[] = [];
+    await new Promise<void>((resolve, reject) => {
+      const s = client.Count(Buffer.from('3'), new grpc.Metadata(), { deadline: Date.now() + 3_000 });
+      s.on('data', (d: Buffer) => got.push(String(d)));
+      s.on('error', reject);
+      s.on('end', () => resolve());
+    });
+    expect(got).toEqual(['0', '1', '2']);
+    expect(server.calls.Count).toBe(2);
+  });
+
+  it('a streaming call the server has answered is never retried', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const { client } = setup(server.address, { idempotent: everything });
+    const got: string[] = [];
+    const err = await failure(
+      new Promise<void>((resolve, reject) => {
+        const s = client.Count(Buffer.from('2:fail'), new grpc.Metadata(), { deadline: Date.now() + 3_000 });
+        s.on('data', (d: Buffer) => got.push(String(d)));
+        s.on('error', reject);
+        s.on('end', () => resolve());
+      }),
+    );
+    expect({ code: err.code, details: err.details }).toEqual({ code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' });
+    expect(got).toEqual(['0', '1']);
+    expect(server.calls.Count).toBe(1);
   });
 
   it('a status the server chose is final, even for an idempotent method', async () => {
