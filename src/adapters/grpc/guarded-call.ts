@@ -26,6 +26,7 @@ import type { Lease } from '../../pool/pooled-connection.js';
 import { retry } from '../../retry/retry.js';
 import { type CallRetry, finalFailure, remaining, worthRetrying } from './call-retry.js';
 import type { PooledChannel } from './channel-connector.js';
+import { SendLog } from './send-log.js';
 import { type GuardStatus, isStatusObject, statusFor } from './status.js';
 import type { ChannelSpec, SpecTable } from './target.js';
 
@@ -45,12 +46,6 @@ export interface CallHost {
   idempotent(method: string): boolean;
   /** How calls are retried; undefined: not at all (the pool may still resend one, see above). */
   readonly retry: CallRetry | undefined;
-}
-
-/** One message the caller sent: its write callback runs at most once, whatever is replayed. */
-interface Sent {
-  readonly context: MessageContext;
-  readonly message: Buffer;
 }
 
 /** One ride of the call on one channel. */
@@ -83,13 +78,8 @@ export class GuardedCall implements GrpcCall {
   #listener: grpc.InterceptingListener | undefined;
   #metadata: grpc.Metadata | undefined;
   #credentials: grpc.CallCredentials | undefined;
-  /** Messages sent while no grpc-js call was there to take them (made on first use). */
-  #queue: Sent[] | undefined;
-  /** Every message sent (made on first use), while the call may still be resent. */
-  #replay: Sent[] | undefined;
-  /** Whether the call may still be resent: nothing answered, the replay buffer not overrun. */
-  #resendable = true;
-  #replayBytes = 0;
+  /** What the caller sent: queued while no grpc-js call takes it, kept while it may be resent. */
+  readonly #sent: SendLog;
   #halfClosed = false;
   #readPending = false;
   #turn: Turn | undefined;
@@ -118,6 +108,7 @@ export class GuardedCall implements GrpcCall {
     this.#authority = authority;
     this.#parent = parent;
     this.#flags = flags;
+    this.#sent = new SendLog(host.replayBufferSize);
   }
 
   start(metadata: grpc.Metadata, listener: grpc.InterceptingListener): void {
@@ -161,7 +152,7 @@ export class GuardedCall implements GrpcCall {
     const policy = this.#host.retry;
     const idempotent = this.#host.idempotent(this.#method);
     const left = remaining(this.#deadline);
-    if (policy === undefined || policy.maxAttempts <= 1 || !this.#resendable || left <= 0 || !worthRetrying(err, idempotent)) {
+    if (policy === undefined || policy.maxAttempts <= 1 || !this.#sent.resendable || left <= 0 || !worthRetrying(err, idempotent)) {
       policy?.budget?.deposit();
       this.#fail(err);
       return;
@@ -187,7 +178,7 @@ export class GuardedCall implements GrpcCall {
         idempotent,
         signal: controller.signal,
         // Never once the server has answered, or more was sent than could be kept.
-        retryable: () => (this.#resendable ? undefined : false),
+        retryable: () => (this.#sent.resendable ? undefined : false),
       },
     ).then(
       (status) => this.#end(status),
@@ -201,15 +192,10 @@ export class GuardedCall implements GrpcCall {
       context.callback?.();
       return;
     }
-    const sent: Sent = { context: once(context), message };
-    if (this.#resendable) {
-      this.#replayBytes += message.length;
-      if (this.#replayBytes > this.#host.replayBufferSize) this.#noResend();
-      else (this.#replay ??= []).push(sent);
-    }
+    const sent = this.#sent.record(context, message);
     const turn = this.#turn;
     if (turn?.active === true && !turn.ended) turn.call.sendMessageWithContext(sent.context, message);
-    else (this.#queue ??= []).push(sent);
+    else this.#sent.queue(sent);
   }
 
   startRead(): void {
@@ -228,7 +214,7 @@ export class GuardedCall implements GrpcCall {
 
   cancelWithStatus(code: grpc.status, details: string): void {
     if (this.#done) return;
-    this.#noResend(); // never resent after the caller gave up
+    this.#sent.commit(); // never resent after the caller gave up
     const turn = this.#turn;
     if (turn?.active === true && !turn.ended) {
       // Its status comes back through the ride.
@@ -272,11 +258,10 @@ export class GuardedCall implements GrpcCall {
       // Going back for a fresh channel: only a call that can be sent again unchanged.
       previous.active = false;
       if (!previous.ended) previous.call.cancelWithStatus(grpc.status.CANCELLED, 'dialguard: resent on another channel');
-      if (!this.#resendable) {
+      if (!this.#sent.rewind()) {
         // Committed to the old channel (the server answered, or too much was sent to keep).
         return Promise.reject(this.#lastStatus ?? statusFor(new ConnectionGoneError(this.#spec.target, previous.connectionId)));
       }
-      this.#queue = this.#replay === undefined ? undefined : [...this.#replay];
     }
     const pooled = lease.connection;
     if (pooled.closed || pooled.channel.getConnectivityState(false) !== READY) {
@@ -299,12 +284,12 @@ export class GuardedCall implements GrpcCall {
       call.start(this.#metadata!, {
         onReceiveMetadata: (metadata) => {
           if (!turn.active) return;
-          this.#answered();
+          this.#sent.commit(); // the server answered: committed to this channel
           listener.onReceiveMetadata(metadata);
         },
         onReceiveMessage: (message) => {
           if (!turn.active) return;
-          this.#answered();
+          this.#sent.commit(); // the server answered: committed to this channel
           this.#readPending = false;
           listener.onReceiveMessage(message);
         },
@@ -322,22 +307,11 @@ export class GuardedCall implements GrpcCall {
           reject(status);
         },
       });
-      const queued = this.#queue;
-      this.#queue = undefined;
+      const queued = this.#sent.take();
       if (queued !== undefined) for (const sent of queued) call.sendMessageWithContext(sent.context, sent.message);
       if (this.#halfClosed) call.halfClose();
       if (this.#readPending) call.startRead();
     });
-  }
-
-  /** The server answered: the call is committed to this channel and is never resent. */
-  #answered(): void {
-    if (this.#resendable) this.#noResend();
-  }
-
-  #noResend(): void {
-    this.#resendable = false;
-    this.#replay = undefined;
   }
 
   /** The call failed for good (a dial failed, the breaker refused, the channel died, retries ran out). */
@@ -379,8 +353,7 @@ export class GuardedCall implements GrpcCall {
       this.#host.clock.clearTimeout(this.#timer);
       this.#timer = undefined;
     }
-    this.#queue = undefined;
-    this.#noResend();
+    this.#sent.clear();
     if (this.#turn !== undefined) this.#turn.active = false;
     this.#lastStatus = status;
     this.#spec.calls--;
@@ -391,19 +364,4 @@ export class GuardedCall implements GrpcCall {
 
 function cancelIfRunning(turn: Turn): void {
   if (!turn.ended) turn.call.cancelWithStatus(grpc.status.UNAVAILABLE, 'dialguard: the call was released');
-}
-
-/** `context` whose write callback runs at most once, whichever grpc-js call it is handed to. */
-function once(context: MessageContext): MessageContext {
-  const callback = context.callback;
-  if (callback === undefined) return context;
-  let called = false;
-  return {
-    ...context,
-    callback: (err) => {
-      if (called) return;
-      called = true;
-      callback(err);
-    },
-  };
 }

@@ -1,7 +1,8 @@
 /**
- * Retries and deadlines: the interceptor gives each attempt the remaining deadline (read at the
- * server), retries only what is safe, stops at a refusal, never outlives the caller's deadline;
- * the pool resends an idempotent call whose connection died under it on a fresh channel.
+ * Retries and deadlines: each attempt gets the remaining deadline (read at the server), only what
+ * is safe is retried (streaming calls too, until the server answers), a refusal ends the call, and
+ * no call outlives the caller's deadline; the pool resends an idempotent call whose connection
+ * died under it on a fresh channel.
  */
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';

@@ -1,0 +1,93 @@
+/**
+ * What a guarded call has sent: the messages waiting for a grpc-js call to take them, and, while
+ * the call may still be sent again unchanged, every message sent so far (up to a byte limit).
+ *
+ * @module
+ */
+import type * as grpc from '@grpc/grpc-js';
+
+type MessageContext = Parameters<ReturnType<grpc.ChannelInterface['createCall']>['sendMessageWithContext']>[0];
+
+/** One message the caller sent: its write callback runs at most once, however often it is sent. */
+export interface Sent {
+  readonly context: MessageContext;
+  readonly message: Buffer;
+}
+
+/** A call's sent messages; see the module docs. */
+export class SendLog {
+  readonly #limit: number;
+  /** Messages no grpc-js call has taken yet (made on first use). */
+  #queue: Sent[] | undefined;
+  /** Every message sent (made on first use), while the call may still be resent. */
+  #all: Sent[] | undefined;
+  #bytes = 0;
+  #resendable = true;
+
+  /** @param limit - bytes kept for a resend; past it the call is never resent. */
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  /** Whether the call may still be sent again unchanged. */
+  get resendable(): boolean {
+    return this.#resendable;
+  }
+
+  /** Records a message the caller sent; returns it as it is to be handed on. */
+  record(context: MessageContext, message: Buffer): Sent {
+    const sent: Sent = { context: once(context), message };
+    if (this.#resendable) {
+      this.#bytes += message.length;
+      if (this.#bytes > this.#limit) this.commit();
+      else (this.#all ??= []).push(sent);
+    }
+    return sent;
+  }
+
+  /** Keeps `sent` until a grpc-js call can take it. */
+  queue(sent: Sent): void {
+    (this.#queue ??= []).push(sent);
+  }
+
+  /** The messages waiting, handed over (the queue empties). */
+  take(): Sent[] | undefined {
+    const queued = this.#queue;
+    this.#queue = undefined;
+    return queued;
+  }
+
+  /** Queues every message sent so far, for a resend. False (nothing queued) if it may not be resent. */
+  rewind(): boolean {
+    if (!this.#resendable) return false;
+    this.#queue = this.#all === undefined ? undefined : [...this.#all];
+    return true;
+  }
+
+  /** The call is committed (the server answered, or the caller gave up): never resent. */
+  commit(): void {
+    this.#resendable = false;
+    this.#all = undefined;
+  }
+
+  /** The call is over: drops everything. */
+  clear(): void {
+    this.#queue = undefined;
+    this.commit();
+  }
+}
+
+/** `context` whose write callback runs at most once, whichever grpc-js call it is handed to. */
+function once(context: MessageContext): MessageContext {
+  const callback = context.callback;
+  if (callback === undefined) return context;
+  let called = false;
+  return {
+    ...context,
+    callback: (err) => {
+      if (called) return;
+      called = true;
+      callback(err);
+    },
+  };
+}
