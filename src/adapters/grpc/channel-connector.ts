@@ -161,6 +161,8 @@ export class ChannelConnector implements Connector<PooledChannel> {
       if (mayBeGone && tracker.transportClosed) watch.gone(new TransportClosedError(channel.getTarget()));
       else watch.retire('goaway');
       closeChannel(pooled);
+      const standing = this.#standing.get(pooled.key);
+      if (standing !== undefined) this.#notify(standing);
     };
     const onChange = (): void => {
       if (!watching || pooled.closed) return;

@@ -13,6 +13,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Listener, Unsubscribe } from '../../core/events.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../../pool/connection-pool.js';
 import { sharedRetryBudget } from '../../retry/budget.js';
+import { sharedBreaker } from '../../guard/dial.js';
 import { ChannelConnector, type PooledChannel } from './channel-connector.js';
 import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
 import { type GrpcGuardOptions, type GrpcSettings, grpcSettings } from './options.js';
@@ -49,10 +50,11 @@ export class GrpcGuard {
     this.#specs = new SpecTable(s.channelOptions);
     this.#connector = new ChannelConnector(this.#specs, s.clock);
     const hostOf = s.hostOf ?? grpcHostKey;
+    const breaker = s.breaker === undefined ? sharedBreaker() : s.breaker;
     this.#pool = new ConnectionPool<PooledChannel>({
       connector: this.#connector,
       connectTimeout: s.connectTimeout,
-      breaker: s.breaker,
+      breaker,
       hostOf: (key) => hostOf(targetOfKey(key)),
       idleTimeout: s.idleTimeout,
       sweepInterval: s.sweepInterval,
@@ -82,6 +84,8 @@ export class GrpcGuard {
         return guard.#closing !== undefined;
       },
       warm: (spec) => this.#warm(spec),
+      // Open, or half-open with its probe out: a call now would be refused.
+      refused: (spec) => (breaker?.state(hostOf(spec.target))?.retryAfter ?? 0) > 0,
     };
     this.channelFactory = (target, credentials, channelOptions) => this.channel(target, credentials, channelOptions);
   }

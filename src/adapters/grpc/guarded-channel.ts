@@ -23,6 +23,8 @@ export interface ChannelHost extends CallHost {
   readonly closed: boolean;
   /** Starts connecting `spec`'s channel if nothing is (for `getConnectivityState(true)`). */
   warm(spec: ChannelSpec): void;
+  /** Whether the breaker refuses `spec`'s host now. */
+  refused(spec: ChannelSpec): boolean;
 }
 
 interface Watcher {
@@ -31,7 +33,7 @@ interface Watcher {
   timer: TimerHandle | undefined;
 }
 
-const { IDLE, SHUTDOWN } = grpc.connectivityState;
+const { IDLE, SHUTDOWN, TRANSIENT_FAILURE } = grpc.connectivityState;
 
 /** A grpc-js channel whose calls ride the guard's pooled channel. */
 export class GuardedChannel implements grpc.ChannelInterface {
@@ -70,8 +72,10 @@ export class GuardedChannel implements grpc.ChannelInterface {
   getConnectivityState(tryToConnect: boolean): grpc.connectivityState {
     if (this.#closed || this.#host.closed) return SHUTDOWN;
     const state = this.#host.connector.stateOf(this.#spec.key);
-    if (tryToConnect && state === IDLE) this.#host.warm(this.#spec);
-    return state;
+    if (state !== IDLE) return state;
+    if (this.#host.refused(this.#spec)) return TRANSIENT_FAILURE;
+    if (tryToConnect) this.#host.warm(this.#spec);
+    return IDLE;
   }
 
   /**

@@ -81,6 +81,7 @@ describe('grpc guard: a target that cannot be reached', () => {
       expect(classify(err)).toMatchObject({ kind: 'dial', notSent: true, code: 'ECONNREFUSED' });
     }
     expect(breaker.state(peer.address)?.state).toBe('open');
+    expect(client.getChannel().getConnectivityState(true)).toBe(grpc.connectivityState.TRANSIENT_FAILURE);
     const dials = guard.stats().opened + breaker.stats().failed;
     const t0 = performance.now();
     for (let i = 0; i < 20; i++) {
