@@ -30,11 +30,17 @@ afterEach(async () => {
   await expectNoLeaks(before);
 });
 
+/** Closes `guard` and checks it left no channel, connect attempt or call behind. */
+async function closed(guard: GrpcGuard): Promise<void> {
+  await guard.close();
+  expect(guard.stats()).toMatchObject({ connections: 0, attempts: 0, leases: 0 });
+}
+
 function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGuard; client: EchoClient; breaker: HostBreaker } {
   const breaker = options.breaker ?? new HostBreaker();
   const guard = new GrpcGuard({ connectTimeout: CONNECT_TIMEOUT, retry: false, closeTimeout: 100, ...options, breaker });
   const client = new EchoClient(address, grpc.credentials.createInsecure(), guard.clientOptions());
-  cleanup.push(() => guard.close());
+  cleanup.push(() => closed(guard));
   cleanup.push(() => client.close());
   return { guard, client, breaker };
 }

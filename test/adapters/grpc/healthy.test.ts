@@ -20,9 +20,15 @@ afterEach(async () => {
   await expectNoLeaks(before);
 });
 
+/** Closes `guard` and checks it left no channel, connect attempt or call behind. */
+async function closed(guard: GrpcGuard): Promise<void> {
+  await guard.close();
+  expect(guard.stats()).toMatchObject({ connections: 0, attempts: 0, leases: 0 });
+}
+
 function guard(options: GrpcGuardOptions = {}): GrpcGuard {
   const g = new GrpcGuard({ connectTimeout: 1_000, breaker: new HostBreaker(), ...options });
-  cleanup.push(() => g.close());
+  cleanup.push(() => closed(g));
   return g;
 }
 

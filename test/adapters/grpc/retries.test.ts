@@ -27,6 +27,12 @@ afterEach(async () => {
   await expectNoLeaks(before);
 });
 
+/** Closes `guard` and checks it left no channel, connect attempt or call behind. */
+async function closed(guard: GrpcGuard): Promise<void> {
+  await guard.close();
+  expect(guard.stats()).toMatchObject({ connections: 0, attempts: 0, leases: 0 });
+}
+
 const everything = (): boolean => true;
 
 function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGuard; client: EchoClient; breaker: HostBreaker } {
@@ -39,7 +45,7 @@ function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGu
     breaker,
   });
   const client = new EchoClient(address, grpc.credentials.createInsecure(), guard.clientOptions());
-  cleanup.push(() => guard.close());
+  cleanup.push(() => closed(guard));
   cleanup.push(() => client.close());
   return { guard, client, breaker };
 }
@@ -65,7 +71,7 @@ describe('grpc guard: retries', () => {
     cleanup.push(() => server.close());
     server.failNext = { count: 1, code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' };
     const guard = new GrpcGuard({ breaker: new HostBreaker(), idempotent: everything, retry: { backoff: () => 10, budget: null } });
-    cleanup.push(() => guard.close());
+    cleanup.push(() => closed(guard));
     const addToken: grpc.Interceptor = (options, next) =>
       new grpc.InterceptingCall(next(options), {
         start: (metadata, listener, go) => {
