@@ -16,7 +16,7 @@ import { sharedRetryBudget } from '../../retry/budget.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import { ChannelConnector, type PooledChannel } from './channel-connector.js';
 import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
-import { type GrpcGuardOptions, type GrpcSettings, grpcSettings } from './options.js';
+import { type GrpcGuardOptions, grpcSettings } from './options.js';
 import { type ChannelSpec, SpecTable, grpcHostKey, targetOfKey } from './target.js';
 
 /** grpc-js's `channelFactoryOverride` client option. */
@@ -30,7 +30,6 @@ const noop = (): void => {};
  * retried inside the caller's deadline. See the module docs of each part.
  */
 export class GrpcGuard {
-  readonly #settings: GrpcSettings;
   readonly #specs: SpecTable;
   readonly #connector: ChannelConnector;
   readonly #pool: ConnectionPool<PooledChannel>;
@@ -46,7 +45,6 @@ export class GrpcGuard {
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: GrpcGuardOptions = {}) {
     const s = grpcSettings(options);
-    this.#settings = s;
     this.#specs = new SpecTable(s.channelOptions);
     this.#connector = new ChannelConnector(this.#specs, s.clock);
     const hostOf = s.hostOf ?? grpcHostKey;
