@@ -35,9 +35,12 @@ export function grpcStatusName(code: number): string {
   return STATUS[code] ?? String(code);
 }
 
-/** A system error code quoted in the details (`read ECONNRESET`, `connect ECONNREFUSED ...`). */
+/**
+ * A system error code quoted in the details (`read ECONNRESET`, `connect ECONNREFUSED ...`):
+ * E and three or more capitals (never `EOF`), or a getaddrinfo `EAI_*` code.
+ */
 function errnoIn(details: string): string | undefined {
-  return /\b(E[A-Z]{3,}[A-Z_]*|EAI_[A-Z]+)\b/.exec(details)?.[1];
+  return /\b(E[A-Z]{3,}|EAI_[A-Z]+)\b/.exec(details)?.[1];
 }
 
 /** The transport under the call failed: the connection, not the call, is what died. */
@@ -54,7 +57,8 @@ function transportDied(details: string): boolean {
 /** No connection was ever made for this call: the picker failed or names did not resolve. */
 function neverConnected(details: string): boolean {
   return (
-    details.startsWith('No connection established') ||
+    // pick_first says it plainly; round_robin and weighted_round_robin put their name first.
+    /^(?:(?:weighted_)?round_robin: )?No connection established/.test(details) ||
     /failed to connect/i.test(details) ||
     details.startsWith('Name resolution failed') ||
     details.startsWith('Failed to parse DNS address')
@@ -100,7 +104,8 @@ export function grpcVerdict(code: number, details: string): Verdict {
       // a transport cause is a cancellation, never anyone's failure.
       return details === 'Call cancelled' ? streamReset('CANCEL') : verdict('cancelled', name);
     case 2:
-      if (details === 'No status information received') return verdict('stream', name, { transient: false });
+      // The stream ended without a status (a stream verdict is not transient).
+      if (details === 'No status information received') return verdict('stream', name);
       return verdict('application', name);
     case 4:
       // grpc-js lists where the call was when its deadline passed; without a remote address it
@@ -114,10 +119,9 @@ export function grpcVerdict(code: number, details: string): Verdict {
       // grpc-js's reading of RST_STREAM(ENHANCE_YOUR_CALM): one stream, not the connection.
       return details.startsWith('Bandwidth exhausted or memory limit exceeded') ? streamReset('ENHANCE_YOUR_CALM') : verdict('application', name);
     case 13: {
-      const triggered = /triggered by internal client error: (.*)$/s.exec(details);
-      if (triggered !== null) {
-        const cause = triggered[1] ?? '';
-        return transportDied(cause) ? verdict('connection', errnoIn(cause) ?? name) : verdict('stream', name, { transient: false });
+      const cause = /triggered by internal client error: (.*)/s.exec(details)?.[1];
+      if (cause !== undefined) {
+        return transportDied(cause) ? verdict('connection', errnoIn(cause) ?? name) : verdict('stream', name);
       }
       const rst = /^Received RST_STREAM with code (\d+)/.exec(details);
       if (rst !== null) return streamReset(h2Name(Number(rst[1])));
