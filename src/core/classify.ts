@@ -16,6 +16,7 @@ import {
   type Facts,
   type Verdict,
   factsOf,
+  intIn,
   patternVerdict,
   safeGet,
   structuralVerdict,
@@ -121,7 +122,7 @@ const MAX_NODES = 64;
 /** ...nor reads more than this many members of one AggregateError. */
 const MAX_CHILDREN = 16;
 
-const KINDS: ReadonlySet<string> = new Set(['refused', 'dial', 'connection', 'timeout', 'stream', 'cancelled', 'application', 'unknown']);
+const KINDS: ReadonlySet<unknown> = new Set(['refused', 'dial', 'connection', 'timeout', 'stream', 'cancelled', 'application', 'unknown']);
 
 interface Registered {
   readonly patterns: readonly ClassifyPattern[];
@@ -137,7 +138,9 @@ const registry: Registered[] = [];
  */
 export function registerClassifier(extra: { patterns?: readonly ClassifyPattern[]; hook?: ClassifyHook }): Unsubscribe {
   checkClassifyOptions('registerClassifier', extra);
-  const entry: Registered = { patterns: [...(extra.patterns ?? [])], hook: extra.hook };
+  // Stryker disable next-line ArrayDeclaration: a stray entry in a copy of no patterns is not a pattern and matches nothing.
+  const given = extra.patterns ?? [];
+  const entry: Registered = { patterns: [...given], hook: extra.hook };
   registry.push(entry);
   return () => {
     const i = registry.indexOf(entry);
@@ -169,7 +172,8 @@ export function checkClassifyOptions(name: string, options: unknown): void {
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError(`${name}.signal must be an AbortSignal, got ${show(o.signal)}`);
 }
 
-interface Found extends Verdict {
+/** What the walk found: the deciding verdict and the error it came from (`final` is read per error only). */
+interface Found extends Omit<Verdict, 'final'> {
   cause: unknown;
 }
 
@@ -177,8 +181,11 @@ interface Walk {
   readonly visited: Set<unknown>;
   nodes: number;
   readonly patterns: readonly ClassifyPattern[];
+  /**
+   * The caller's abort reason: undefined until the signal aborts, and never undefined after (an
+   * `abort()` without a reason stores an AbortError). No node with facts is undefined.
+   */
   readonly reason: unknown;
-  readonly hasReason: boolean;
   /** The deepest string code seen, for a result nothing decided. */
   code: string | undefined;
 }
@@ -192,15 +199,13 @@ interface Walk {
  */
 export function classify(err: unknown, options?: ClassifyOptions): Classification {
   checkClassifyOptions('classify options', options);
-  const patterns: ClassifyPattern[] = [...(options?.patterns ?? [])];
-  for (const r of registry) patterns.push(...r.patterns);
-  const signal = options?.signal;
+  const patterns = registry.flatMap((r) => r.patterns);
+  if (options?.patterns !== undefined) patterns.unshift(...options.patterns);
   const walk: Walk = {
     visited: new Set(),
     nodes: 0,
     patterns,
-    hasReason: signal?.aborted === true,
-    reason: signal?.aborted === true ? signal.reason : undefined,
+    reason: options?.signal?.reason,
     code: undefined,
   };
   const found = decide(err, 0, walk);
@@ -247,7 +252,7 @@ function runHook(hook: ClassifyHook, err: unknown, c: Classification): Classific
   if (typeof o !== 'object' || o === null) return c;
   const over = o as Record<string, unknown>;
   const next = { ...c } as { -readonly [K in keyof Classification]: Classification[K] };
-  if (typeof over.kind === 'string' && KINDS.has(over.kind)) next.kind = over.kind as FailureKind;
+  if (KINDS.has(over.kind)) next.kind = over.kind as FailureKind;
   if (typeof over.notSent === 'boolean') next.notSent = over.notSent;
   if (typeof over.transient === 'boolean') next.transient = over.transient;
   if (typeof over.connectionDead === 'boolean') next.connectionDead = over.connectionDead;
@@ -255,18 +260,14 @@ function runHook(hook: ClassifyHook, err: unknown, c: Classification): Classific
   return next;
 }
 
-function isObject(value: unknown): value is object {
-  return (typeof value === 'object' && value !== null) || typeof value === 'function';
-}
-
 /** The members of an AggregateError (bounded), or undefined for anything else. */
-function membersOf(node: object, f: Facts): unknown[] | undefined {
+function membersOf(node: unknown, f: Facts): unknown[] | undefined {
   let aggregate = f.name === 'AggregateError';
   if (!aggregate) {
     try {
       aggregate = node instanceof AggregateError;
     } catch {
-      return undefined;
+      // A Proxy whose getPrototypeOf throws: not an AggregateError.
     }
   }
   if (!aggregate) return undefined;
@@ -275,35 +276,36 @@ function membersOf(node: object, f: Facts): unknown[] | undefined {
   try {
     isArray = Array.isArray(errors);
   } catch {
-    return undefined;
+    // A revoked Proxy: no members to read.
   }
   if (!isArray) return undefined;
-  const length = Number(safeGet(errors as object, 'length'));
+  const length = Number(safeGet(errors, 'length'));
   const out: unknown[] = [];
-  for (let i = 0; i < Math.min(MAX_CHILDREN, Number.isFinite(length) ? length : 0); i++) out.push(safeGet(errors as object, i));
+  for (let i = 0; i < Math.min(MAX_CHILDREN, Number.isFinite(length) ? length : 0); i++) out.push(safeGet(errors, i));
   return out;
 }
 
-/** Finds the verdict for `node` and what it wraps. */
+/**
+ * Finds the verdict for `node` and what it wraps. Each value is visited once (so a cycle ends
+ * where it closes); only objects, functions and strings have facts, and a string has no members
+ * and no cause.
+ */
 function decide(node: unknown, depth: number, w: Walk): Found | undefined {
-  if (depth >= MAX_DEPTH || w.nodes >= MAX_NODES) return undefined;
-  if (isObject(node)) {
-    if (w.visited.has(node)) return undefined;
-    w.visited.add(node);
-  }
+  if (depth >= MAX_DEPTH || w.nodes >= MAX_NODES || w.visited.has(node)) return undefined;
+  w.visited.add(node);
   w.nodes++;
   const f = factsOf(node);
   if (f === undefined) return undefined;
   if (typeof f.code === 'string') w.code = f.code;
 
-  const members = isObject(node) ? membersOf(node, f) : undefined;
+  const members = membersOf(node, f);
   // An AggregateError's own code is only its first member's; the members decide.
   const own = members === undefined ? verdictOf(node, f, w) : userVerdict(f, undefined, w);
   if (own?.final) return { ...own, cause: node };
 
   let inner: Found | undefined;
   if (members !== undefined) inner = combine(members.map((m) => decide(m, depth + 1, w)).filter((x): x is Found => x !== undefined));
-  if (inner === undefined && isObject(node)) {
+  if (inner === undefined) {
     const cause = safeGet(node, 'cause');
     if (cause !== undefined) inner = decide(cause, depth + 1, w);
   }
@@ -316,12 +318,9 @@ function decide(node: unknown, depth: number, w: Walk): Found | undefined {
 
 /** One error's own verdict: the caller's abort reason, a user pattern, its structure, built-in text. */
 function verdictOf(node: unknown, f: Facts, w: Walk): Verdict | undefined {
-  if (w.hasReason && node === w.reason) return verdict('cancelled', typeof f.code === 'string' ? f.code : 'ABORT_ERR');
+  if (node === w.reason) return verdict('cancelled', typeof f.code === 'string' ? f.code : 'ABORT_ERR');
   const { code, details } = f;
-  let base =
-    typeof code === 'number' && details !== undefined && Number.isInteger(code) && code >= 0 && code <= 16
-      ? grpcVerdict(code, details)
-      : structuralVerdict(f);
+  let base = intIn(code, 0, 16) && details !== undefined ? grpcVerdict(code, details) : structuralVerdict(f);
   if (base === undefined || base.kind === 'application') {
     const text = patternVerdict(f);
     // Text can upgrade what a server answered (a 500 carrying `rpc error: EOF`), never override
@@ -333,13 +332,11 @@ function verdictOf(node: unknown, f: Facts, w: Walk): Verdict | undefined {
 
 /** The first user pattern that matches this error's text, applied over `base`. */
 function userVerdict(f: Facts, base: Verdict | undefined, w: Walk): Verdict | undefined {
-  if (w.patterns.length === 0) return undefined;
-  const texts = f.details === undefined ? [f.message] : [f.message, f.details];
   for (const p of w.patterns) {
-    const hit = texts.some((t) => (typeof p.match === 'string' ? t.includes(p.match) : safeSearch(t, p.match)));
-    if (!hit) continue;
+    if (!(occursIn(f.message, p.match) || (f.details !== undefined && occursIn(f.details, p.match)))) continue;
     const kind = p.kind ?? base?.kind ?? 'unknown';
-    const start = base !== undefined && base.kind === kind ? base : verdict(kind, base?.code ?? (typeof f.code === 'string' ? f.code : undefined));
+    // Without a code of its own the verdict takes the walk's, which is this error's if it has one.
+    const start = base !== undefined && base.kind === kind ? base : verdict(kind, base?.code);
     return {
       kind,
       code: p.code ?? start.code,
@@ -355,17 +352,21 @@ function userVerdict(f: Facts, base: Verdict | undefined, w: Walk): Verdict | un
 /** Stateless copies of user RegExps that carry `g` or `y` (which make matching positional). */
 const plainCopies = new WeakMap<RegExp, RegExp>();
 
-function safeSearch(text: string, re: RegExp): boolean {
+/** Whether a user pattern's `match` occurs in `text`; a RegExp that throws matches nothing. */
+function occursIn(text: string, match: string | RegExp): boolean {
+  if (typeof match === 'string') return text.includes(match);
   try {
-    let plain = re;
-    if (re.global || re.sticky) {
-      plain = plainCopies.get(re) ?? new RegExp(re.source, re.flags.replace(/[gy]/g, ''));
-      plainCopies.set(re, plain);
+    let plain = match;
+    // Stryker disable next-line ConditionalExpression: a copy of a RegExp without g or y matches exactly as it does; the test only spares the copy.
+    if (match.global || match.sticky) {
+      plain = plainCopies.get(match) ?? new RegExp(match.source, match.flags.replace(/[gy]/g, ''));
+      plainCopies.set(match, plain);
     }
     return plain.test(text);
   } catch {
-    return false;
+    // A RegExp subclass whose exec throws, or a hostile `source`.
   }
+  return false;
 }
 
 /**
@@ -383,6 +384,5 @@ function combine(members: Found[]): Found | undefined {
     notSent: members.every((m) => m.notSent),
     transient: members.some((m) => m.transient),
     connectionDead: agree && members.every((m) => m.connectionDead),
-    final: true,
   };
 }
