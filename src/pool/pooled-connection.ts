@@ -26,8 +26,8 @@ export interface Lease<C> {
   readonly turn: number;
 }
 
-/** Why a connection stopped taking requests. */
-export type RetireReason = 'failure' | 'goaway' | 'idle' | 'closing';
+/** Why a connection stopped taking requests while its transport was still alive. */
+export type RetireReason = 'goaway' | 'idle' | 'closing';
 
 /**
  * @internal One request riding a connection: the lease handed to it. Released at most once, by
@@ -91,7 +91,7 @@ export class PooledConnection<C> {
   #leases = 0;
   /** Clock time a request last started or ended on it. */
   lastUsed: number;
-  /** Set once: no new requests. */
+  /** Set once: no new requests, those in flight may finish. */
   retired: RetireReason | undefined;
   /** Set once: the transport is dead; every ride was released with it. */
   goneReason: ConnectionGoneError | undefined;
@@ -140,13 +140,9 @@ export class PooledConnection<C> {
     return all;
   }
 
-  get isGone(): boolean {
-    return this.goneReason !== undefined;
-  }
-
-  /** Whether a new request may ride it. */
+  /** Whether a new request may ride it: neither retired nor gone. */
   get usable(): boolean {
-    return this.retired === undefined;
+    return this.retired === undefined && this.goneReason === undefined;
   }
 
   /** Takes no new requests from now on. Returns false if it already had retired. */
@@ -156,10 +152,9 @@ export class PooledConnection<C> {
     return true;
   }
 
-  /** The transport is dead: retire it and release every ride on it. False if already gone. */
+  /** The transport is dead: release every ride on it. False if already gone. */
   markGone(cause: unknown): boolean {
     if (this.goneReason !== undefined) return false;
-    this.retire('failure');
     this.goneReason = new ConnectionGoneError(this.target, this.id, { cause });
     for (const ride of this.rides()) ride.release(this.goneReason);
     return true;
