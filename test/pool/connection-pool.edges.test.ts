@@ -3,7 +3,7 @@
  * stage, listeners left behind, what close() waits for, the bound on going back, what the
  * connector is told on close, and the sweep's clock arithmetic.
  */
-import { getEventListeners } from 'node:events';
+import { getEventListeners, setMaxListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError, ConnectionGoneError, PoolClosedError } from '../../src/core/errors.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
@@ -79,6 +79,7 @@ describe('ConnectionPool: aborts', () => {
   it('leaves no listener on the caller signal, after waiting for an attempt or riding', async () => {
     const { connector, pool } = setup();
     const signal = new AbortController().signal;
+    setMaxListeners(0, signal); // 20 waiters at once, by design
     const calls = Array.from({ length: 20 }, () => pool.use(T, async () => 1, { signal }));
     await flushMicrotasks();
     connector.resolveLast();
