@@ -31,7 +31,11 @@ export interface Verdict {
 /** The fields of one error that the rules read, read once and defensively. */
 export interface Facts {
   readonly name: string | undefined;
-  readonly code: string | number | undefined;
+  /**
+   * `code` as found. The rules read it only as a string (an errno, a library's or dialguard's
+   * code) or as an integer (a grpc status), and check which before reading.
+   */
+  readonly code: unknown;
   /** The message, bounded (see {@link boundText}); '' when there is none. */
   readonly message: string;
   readonly syscall: string | undefined;
@@ -78,7 +82,6 @@ export function factsOf(value: unknown): Facts | undefined {
     return { name: undefined, code: undefined, message: boundText(value), syscall: undefined, details: undefined, status: undefined };
   }
   if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return undefined;
-  const code = safeGet(value, 'code');
   const details = str(safeGet(value, 'details'));
   let status: number | undefined;
   for (const key of ['statusCode', 'status']) {
@@ -90,8 +93,7 @@ export function factsOf(value: unknown): Facts | undefined {
   }
   return {
     name: str(safeGet(value, 'name')),
-    // Stryker disable next-line ConditionalExpression: every rule reads a code only as a string or a number; this keeps the type to those.
-    code: typeof code === 'string' || typeof code === 'number' ? code : undefined,
+    code: safeGet(value, 'code'),
     message: boundText(str(safeGet(value, 'message')) ?? ''),
     syscall: str(safeGet(value, 'syscall')),
     details: details === undefined ? undefined : boundText(details),
