@@ -76,11 +76,8 @@ describe('classify: EOF a remote server turned into a string (seed 004)', () => 
     check(new Error('Unexpected response code: 500 (No cluster leader)'), k('application', false, false, { transient: false, code: 'HTTP_500' }));
   });
 
-  it('looks at the end of a huge message, quickly', () => {
-    const big = `${'x'.repeat(10_000_000)}: EOF`;
-    const t0 = performance.now();
-    check(new Error(big), remoteEof);
-    expect(performance.now() - t0).toBeLessThan(200);
+  it('looks at the end of a huge message', () => {
+    check(new Error(`${'x'.repeat(10_000_000)}: EOF`), remoteEof);
   });
 });
 
@@ -269,10 +266,9 @@ describe('classify: walking the chain', () => {
 describe('classify: hostile inputs never crash or hang', () => {
   afterEach(() => vi.restoreAllMocks());
 
+  // A hang fails by the test timeout; what each case bounds is counted, never timed.
   function survives(err: unknown): Classification {
-    const t0 = performance.now();
     const c = classify(err);
-    expect(performance.now() - t0).toBeLessThan(250);
     expect(Object.isFrozen(c)).toBe(true);
     return c;
   }
@@ -307,22 +303,36 @@ describe('classify: hostile inputs never crash or hang', () => {
   });
 
   it('a 100 000-deep chain is cut off at a bounded depth', () => {
+    let causesRead = 0;
     let err: object = sys('ECONNRESET', 'read');
-    for (let i = 0; i < 100_000; i++) err = { message: `wrap ${i}`, cause: err };
+    for (let i = 0; i < 100_000; i++) {
+      const inner = err;
+      err = {
+        message: `wrap ${i}`,
+        get cause() {
+          causesRead++;
+          return inner;
+        },
+      };
+    }
     expect(survives(err).kind).toBe('unknown');
+    expect(causesRead).toBeLessThanOrEqual(32);
     let shallow: Error = sys('ECONNRESET', 'read');
     for (let i = 0; i < 10; i++) shallow = new Error(`wrap ${i}`, { cause: shallow });
     expect(survives(shallow).kind).toBe('connection');
   });
 
   it('a cause getter that invents a new error every time is bounded too', () => {
+    let invented = 0;
     const endless = (n: number): object => ({
       message: `level ${n}`,
       get cause() {
+        invented++;
         return endless(n + 1);
       },
     });
     expect(survives(endless(0)).kind).toBe('unknown');
+    expect(invented).toBeLessThanOrEqual(32);
   });
 
   it('getters that throw', () => {
@@ -360,8 +370,21 @@ describe('classify: hostile inputs never crash or hang', () => {
   });
 
   it('an AggregateError with a million members reads a bounded few', () => {
-    const many = new AggregateError(Array.from({ length: 1_000_000 }, (_, i) => ({ message: `m${i}`, code: 'ECONNREFUSED', syscall: 'connect' })));
+    const read = new Set<PropertyKey>();
+    // A million members that exist only when read.
+    const members = new Proxy([], {
+      get(target, key) {
+        if (key === 'length') return 1_000_000;
+        if (typeof key === 'string' && /^\d+$/.test(key)) {
+          read.add(key);
+          return { message: `m${key}`, code: 'ECONNREFUSED', syscall: 'connect' };
+        }
+        return Reflect.get(target, key);
+      },
+    });
+    const many = Object.defineProperty(new AggregateError([]), 'errors', { value: members });
     expect(survives(many).kind).toBe('dial');
+    expect(read.size).toBe(16);
     const badErrors = new AggregateError([]);
     Object.defineProperty(badErrors, 'errors', {
       get() {
@@ -372,9 +395,15 @@ describe('classify: hostile inputs never crash or hang', () => {
   });
 
   it('a user RegExp is never run against more than a bounded text', () => {
-    const err = new Error('a'.repeat(5_000_000));
-    const t0 = performance.now();
-    classify(err, { patterns: [{ match: /a+b/, transient: true }] });
-    expect(performance.now() - t0).toBeLessThan(250);
+    const lengths: number[] = [];
+    class Recording extends RegExp {
+      override exec(text: string): RegExpExecArray | null {
+        lengths.push(text.length);
+        return super.exec(text);
+      }
+    }
+    classify(new Error('a'.repeat(5_000_000)), { patterns: [{ match: new Recording('a+b'), transient: true }] });
+    expect(lengths.length).toBeGreaterThan(0);
+    for (const n of lengths) expect(n).toBeLessThanOrEqual(4096 + 2048 + 3);
   });
 });
