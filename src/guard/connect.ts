@@ -6,7 +6,7 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
-import { type DialContext, type DialOptions, dial } from './dial.js';
+import { type DialContext, type DialOptions, dialWith } from './dial.js';
 import { hostKey } from './host-key.js';
 
 /** Where to connect. */
@@ -47,7 +47,7 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
   } catch (err) {
     return Promise.reject(err);
   }
-  return dial(key, (ctx) => openSocket(target, options, ctx), { ...options, dispose: options.dispose ?? destroy });
+  return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy);
 }
 
 function destroy(socket: net.Socket): void {

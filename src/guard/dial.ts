@@ -9,7 +9,7 @@
  * @module
  */
 import { type Clock, systemClock } from '../core/clock.js';
-import { type ConnectPhase, ConnectTimeoutError } from '../core/errors.js';
+import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
 import { checkDuration, opt } from '../core/validate.js';
 import { type DialPermit, HostBreaker } from './host-breaker.js';
@@ -84,21 +84,34 @@ const events = new EventHub<DialEvents>('dial');
  *
  * @param host - the breaker key (anything `hostKey` accepts, e.g. `host:port`).
  */
-export function dial<C>(
+export function dial<C>(host: string, establish: (ctx: DialContext) => Promise<C>, options: DialOptions<C> = {}): Promise<C> {
+  return dialWith(host, establish, options, options.dispose);
+}
+
+/**
+ * {@link dial} with `dispose` apart from the options, so a caller supplying its own (connect)
+ * need not copy the options object on every call, refused ones included.
+ *
+ * @internal
+ */
+export function dialWith<C>(
   host: string,
   establish: (ctx: DialContext) => Promise<C>,
-  options: DialOptions<C> = {},
+  options: DialOptions<C>,
+  dispose: ((connection: C) => void) | undefined,
 ): Promise<C> {
   let permit: DialPermit;
   let timeout: number;
   try {
     timeout = checkDuration('timeout', opt(options.timeout, DEFAULT_CONNECT_TIMEOUT), 1);
     const breaker = options.breaker === undefined ? sharedBreaker() : (options.breaker ?? noBreaker);
-    permit = breaker.admit(host);
+    const answer = breaker.tryAdmit(host); // a refusal as a value: no throw on the hot path
+    if (answer instanceof HostUnavailableError) return Promise.reject(answer);
+    permit = answer;
   } catch (err) {
     return Promise.reject(err);
   }
-  const { signal, dispose } = options;
+  const { signal } = options;
   if (signal?.aborted) {
     permit.abandoned(); // never started: no dial to report
     return Promise.reject(signal.reason);

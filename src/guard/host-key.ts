@@ -24,12 +24,13 @@ const schemePorts: Readonly<Record<string, number>> = {
  * @throws TypeError when `host` is not a non-empty string or `port` is not a valid port.
  */
 export function hostKey(host: string, port?: number | string): string {
-  if (port !== undefined) return normalise(host, port);
-  const hit = memo.get(host);
+  // The memo is keyed by the spelling as given; a NUL never occurs in a host, so it separates.
+  const spelling = port === undefined ? host : typeof host === 'string' ? `${host}\u0000${port}` : undefined;
+  const hit = spelling === undefined ? undefined : memo.get(spelling);
   if (hit !== undefined) return hit;
-  const key = normalise(host, undefined);
+  const key = normalise(host, port);
   if (memo.size >= MEMO_CAPACITY) memo.clear();
-  memo.set(host, key);
+  memo.set(spelling ?? key, key);
   return key;
 }
 

@@ -80,6 +80,16 @@ describe('HostBreaker: refusal', () => {
     expect(err.message).toContain(H);
   });
 
+  it('tryAdmit returns the same refusal admit throws, without throwing', () => {
+    const { breaker } = make({ failureThreshold: 1 });
+    failDials(breaker, 1);
+    const answer = breaker.tryAdmit(H);
+    expect(answer).toBeInstanceOf(HostUnavailableError);
+    expect(refusal(breaker)).toBe(answer); // one instance per window
+    expect(breaker.stats().refused).toBe(2);
+    expect(breaker.tryAdmit('other:1')).not.toBeInstanceOf(HostUnavailableError);
+  });
+
   it('counts refusals without emitting an event per refusal', () => {
     const { breaker } = make({ failureThreshold: 1 });
     const events: string[] = [];
