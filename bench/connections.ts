@@ -19,17 +19,20 @@
  *   connection (a 503, RST_STREAM ENHANCE_YOUR_CALM or REFUSED_STREAM), and every 500 ms the peer
  *   resets its connections outright. The raw client here drops its session on any failure.
  */
-import { spawn } from 'node:child_process';
 import http2 from 'node:http2';
-import { once, setMaxListeners } from 'node:events';
+import { spawnSync } from 'node:child_process';
+import { setMaxListeners } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import { NaiveHttp2Client } from '../src/demo/naive-http2.js';
 import { Http2Client } from '../src/http2/index.js';
 import { HostBreaker } from '../src/index.js';
 import { blackhole, http2Peer } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
-import { median } from './lib/timing.js';
+import { quick } from './lib/args.js';
+import { childServer } from './lib/child-server.js';
+import { capped, median } from './lib/timing.js';
 
-const quick = process.argv.includes('--quick');
+
 const CONNECT_TIMEOUT = 1_000;
 const KEEPALIVE = 1_000; // interval and timeout, for the silent-peer measure
 const RAW_CAP = quick ? 3_000 : 5_000;
@@ -53,18 +56,11 @@ async function wave(n: number, send: (signal: AbortSignal) => Promise<unknown>, 
       }),
     ),
   );
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const capped = await Promise.race([
-    all.then(() => false),
-    new Promise<boolean>((resolve) => {
-      if (Number.isFinite(cap)) timer = setTimeout(() => resolve(true), cap);
-    }),
-  ]);
-  clearTimeout(timer);
+  const hit = await capped(all, cap);
   const ms = performance.now() - t0;
   controller.abort(new Error('capped'));
   await all;
-  return { ms, capped, errors };
+  return { ms, capped: hit, errors };
 }
 
 function guarded(options: ConstructorParameters<typeof Http2Client>[0] = {}): { client: Http2Client; breaker: HostBreaker } {
@@ -162,21 +158,13 @@ async function silentPeer(): Promise<{ guarded: Settled; raw: Settled; goneMs: n
 
 /** An h2c server in a child process, so the clients measured do not share its event loop. */
 async function serverProcess(): Promise<{ origin: string; stop: () => Promise<void> }> {
-  const code = `
+  const { port, stop } = await childServer(`
     const http2 = require('node:http2');
     const s = http2.createServer();
     s.on('stream', (st) => { st.respond({ ':status': 200 }); st.end('ok'); });
     s.listen(0, '127.0.0.1', () => process.stdout.write(String(s.address().port) + '\\n'));
-  `;
-  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const [chunk] = (await once(child.stdout, 'data')) as [Buffer];
-  return {
-    origin: `http://127.0.0.1:${String(chunk).trim()}`,
-    stop: async () => {
-      child.kill();
-      await once(child, 'exit');
-    },
-  };
+  `);
+  return { origin: `http://127.0.0.1:${port}`, stop: () => stop() };
 }
 
 /** Calls completed by `callers` loops in `ms`. */
@@ -265,14 +253,42 @@ async function churnRun(send: (url: string) => Promise<unknown>, closeClient: ()
   return { calls, failed, connections: peer.attempts, resets, leaked: peer.openSessions };
 }
 
-async function churn() {
+type ChurnResult = Awaited<ReturnType<typeof churnRun>> & { clientConnectionsLeft: number; crashed?: string };
+
+/** One churn lane, in this process: prints its result as JSON (the child side of {@link churn}). */
+async function churnLane(lane: 'guarded' | 'raw'): Promise<void> {
+  let result: ChurnResult;
+  if (lane === 'guarded') {
+    const g = guarded();
+    const r = await churnRun((url) => g.client.request(url), () => g.client.close(), 'guarded');
+    result = { ...r, clientConnectionsLeft: g.client.stats().connections };
+  } else {
+    const raw = new NaiveHttp2Client({ dropOnError: true });
+    result = { ...(await churnRun((url) => raw.request(url), async () => raw.close(), 'raw')), clientConnectionsLeft: 0 };
+  }
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+/**
+ * Each lane runs in a child process of its own: Node 20's http2 has crashed here (heap corruption,
+ * "malloc(): mismatching next->prev_size") under the raw client's churn, and one lane's crash must
+ * not take the other's figures, or the bench, with it. A crash is reported as such.
+ */
+async function churn(): Promise<{ guarded: ChurnResult; raw: ChurnResult }> {
   progress(`churn: 64 callers for ${CHURN_MS} ms, 5 % of calls failed by the peer, transport reset every 500 ms`);
-  const g = guarded();
-  const gRes = await churnRun((url) => g.client.request(url), () => g.client.close(), 'guarded');
-  const gLeft = g.client.stats();
-  const raw = new NaiveHttp2Client({ dropOnError: true });
-  const rRes = await churnRun((url) => raw.request(url), async () => raw.close(), 'raw');
-  return { guarded: { ...gRes, clientConnectionsLeft: gLeft.connections }, raw: rRes };
+  const run = (lane: string): ChurnResult => {
+    const r = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--churn-lane', lane, ...(quick ? ['--quick'] : [])], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+      timeout: CHURN_MS + 60_000,
+    });
+    const line = r.stdout.trim().split('\n').pop() ?? '';
+    if (r.status === 0 && line.startsWith('{')) return JSON.parse(line) as ChurnResult;
+    const crashed = `exit ${r.status ?? r.signal}`;
+    progress(`churn ${lane}: the process died (${crashed})`);
+    return { calls: 0, failed: 0, connections: 0, resets: 0, leaked: 0, clientConnectionsLeft: 0, crashed };
+  };
+  return { guarded: run('guarded'), raw: run('raw') };
 }
 
 async function main(): Promise<void> {
@@ -308,10 +324,10 @@ async function main(): Promise<void> {
     { measure: 'healthy, 64 callers (calls/s)', raw: health.raw, guarded: health.guarded, 'guarded/raw': health.ratio, note: '' },
     {
       measure: 'churn: connections per call',
-      raw: ch.raw.connections / ch.raw.calls,
-      guarded: ch.guarded.connections / ch.guarded.calls,
+      raw: ch.raw.crashed ?? ch.raw.connections / ch.raw.calls,
+      guarded: ch.guarded.crashed ?? ch.guarded.connections / ch.guarded.calls,
       'guarded/raw': ch.guarded.connections / ch.guarded.calls / (ch.raw.connections / ch.raw.calls),
-      note: `${ch.guarded.resets} resets; leaked sessions ${ch.guarded.leaked}`,
+      note: `${ch.guarded.resets} resets; leaked sessions ${ch.guarded.leaked}${ch.raw.crashed === undefined ? '' : '; raw client process crashed'}`,
     },
   ]);
   printJson('connections', {
@@ -334,10 +350,12 @@ async function main(): Promise<void> {
     churn_calls: ch.guarded.calls,
     churn_resets: ch.guarded.resets,
     leaked_sessions: ch.guarded.leaked + ch.guarded.clientConnectionsLeft,
+    churn_crashed: { guarded: ch.guarded.crashed ?? false, raw: ch.raw.crashed ?? false },
   });
 }
 
-main().catch((err: unknown) => {
+const laneAt = process.argv.indexOf('--churn-lane');
+(laneAt >= 0 ? churnLane(process.argv[laneAt + 1] as 'guarded' | 'raw') : main()).catch((err: unknown) => {
   process.stderr.write(`connections bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });

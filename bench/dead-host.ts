@@ -16,18 +16,13 @@ import { HostBreaker, connect, isPermanent } from '../src/index.js';
 import { type Blackhole, blackhole } from '../src/testing/index.js';
 import { inBenchNetns, reexecInNetns } from './lib/netns.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
+import { numberFlag, quick } from './lib/args.js';
 import { median, perCallMicros, perCallMicrosSync, timed } from './lib/timing.js';
 
 reexecInNetns();
 
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
-const flag = (name: string, fallback: number): number => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
-const TIMEOUT = flag('--timeout', quick ? 200 : 2_000); // seed 000 chose 2 s
-const OPEN = flag('--open', quick ? 2_000 : 30_000); // seed 000's open window
+const TIMEOUT = numberFlag('--timeout', quick ? 200 : 2_000); // seed 000 chose 2 s
+const OPEN = numberFlag('--open', quick ? 2_000 : 30_000); // seed 000's open window
 const THRESHOLD = 3;
 const ATTEMPTS = 6; // seed 000's worker retry budget
 const REQUESTS = 100;

@@ -21,16 +21,16 @@
  * - dead_target_call_ms: one call to a blackholed target once the breaker has opened (median of
  *   batches), against raw grpc-js waiting out the call's deadline on the same target.
  */
-import { spawn } from 'node:child_process';
-import { once, setMaxListeners } from 'node:events';
+import { setMaxListeners } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { GrpcGuard } from '../src/adapters/grpc/index.js';
 import { HostBreaker } from '../src/index.js';
 import { blackhole } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
-import { median } from './lib/timing.js';
+import { quick } from './lib/args.js';
+import { childServer } from './lib/child-server.js';
+import { capped, median } from './lib/timing.js';
 
-const quick = process.argv.includes('--quick');
 const CONNECT_TIMEOUT = 1_000;
 const CALLERS = 64;
 const HEALTHY_MS = quick ? 250 : 500;
@@ -71,7 +71,7 @@ function invoke(client: BenchClient, method: 'Echo' | 'Hold', deadline = Date.no
 
 /** A grpc-js server in a child process: Echo answers, Hold never does. */
 async function serverProcess(port = 0): Promise<{ target: string; port: number; kill: () => Promise<void> }> {
-  const code = `
+  const server = await childServer(`
     const grpc = require('@grpc/grpc-js');
     const p = (b) => b;
     const m = (n) => ({ path: '/dialguard.bench.Echo/' + n, requestStream: false, responseStream: false,
@@ -82,19 +82,8 @@ async function serverProcess(port = 0): Promise<{ target: string; port: number; 
       if (e) { console.error(e.message); process.exit(1); }
       process.stdout.write(port + '\\n');
     });
-  `;
-  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const [chunk] = (await once(child.stdout, 'data')) as [Buffer];
-  const bound = Number(String(chunk).trim());
-  return {
-    target: `127.0.0.1:${bound}`,
-    port: bound,
-    kill: async () => {
-      if (child.exitCode !== null) return;
-      child.kill('SIGKILL');
-      await once(child, 'exit');
-    },
-  };
+  `);
+  return { target: `127.0.0.1:${server.port}`, port: server.port, kill: () => server.stop('SIGKILL') };
 }
 
 /** One round: calls per second, and the client process's CPU time per call (µs). */
@@ -196,15 +185,8 @@ function quiet(p: Promise<unknown>): Promise<boolean> {
 async function settleAll(calls: Array<Promise<boolean>>, t0: number, cap = Number.POSITIVE_INFINITY): Promise<Settled> {
   let failed = 0;
   const all = Promise.all(calls.map((c) => c.then((f) => void (f && failed++))));
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const capped = await Promise.race([
-    all.then(() => false),
-    new Promise<boolean>((resolve) => {
-      if (Number.isFinite(cap)) timer = setTimeout(() => resolve(true), cap);
-    }),
-  ]);
-  clearTimeout(timer);
-  return { ms: performance.now() - t0, capped, failed };
+  const hit = await capped(all, cap);
+  return { ms: performance.now() - t0, capped: hit, failed };
 }
 
 type Kind = 'raw' | 'guarded' | 'guarded, one attempt';

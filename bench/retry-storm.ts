@@ -25,29 +25,15 @@ import { type DialPermit, HostBreaker } from '../src/guard/host-breaker.js';
 import { RetryBudget } from '../src/retry/budget.js';
 import { retry } from '../src/retry/retry.js';
 import { ManualClock } from '../src/testing/manual-clock.js';
+import { seededRandom as seeded } from '../src/testing/seeded-random.js';
+import { quick } from './lib/args.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
+import { percentile } from './lib/timing.js';
 
-const quick = process.argv.includes('--quick');
 const CLIENTS = quick ? 50 : 200;
 const MINUTE = 60_000;
 const HOST = 'sick-node:11211';
 
-/** A seeded uniform [0, 1) source (mulberry32): random, yet the same every run. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.round((p / 100) * (sorted.length - 1))))]!;
-}
 
 // ---------------------------------------------------------------------------------------------
 // 1. Dead server: dials per client per minute, guarded by a HostBreaker vs unguarded.

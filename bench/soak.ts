@@ -18,6 +18,7 @@ import { Http2Client } from '../src/http2/index.js';
 import { openSocket } from '../src/guard/connect.js';
 import { ConnectionPool, type DialContext, HostBreaker } from '../src/index.js';
 import { type Http2Peer, type HttpPeer, type TcpPeer, blackhole, echoPeer, http2Peer, httpPeer } from '../src/testing/index.js';
+import { numberFlag, quick } from './lib/args.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
 
 if (typeof globalThis.gc !== 'function') {
@@ -27,10 +28,7 @@ if (typeof globalThis.gc !== 'function') {
 }
 const gc = globalThis.gc as () => void;
 
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
-const secondsAt = args.indexOf('--seconds');
-const SECONDS = secondsAt >= 0 ? Number(args[secondsAt + 1]) : quick ? 20 : 120;
+const SECONDS = numberFlag('--seconds', quick ? 20 : 120);
 const LOOPS = 12;
 const FAULT_EVERY = 2_500;
 

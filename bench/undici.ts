@@ -16,26 +16,20 @@
  *   at the peer (nftables, inside a network namespace of the bench's own) where possible, else at
  *   the client (undici's `connect` diagnostics channel, the breaker's counters).
  */
-import { spawn } from 'node:child_process';
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { once } from 'node:events';
 import { Agent, type Dispatcher, fetch as undiciFetch, request } from 'undici';
 import { GuardedAgent } from '../src/adapters/undici/index.js';
 import { HostBreaker } from '../src/index.js';
 import { type Blackhole, blackhole } from '../src/testing/index.js';
 import { inBenchNetns, reexecInNetns } from './lib/netns.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
+import { numberFlag, quick } from './lib/args.js';
+import { childServer } from './lib/child-server.js';
 import { median, percentile } from './lib/timing.js';
 
 reexecInNetns();
 
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
-const flag = (name: string, fallback: number): number => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
-const TIMEOUT = flag('--timeout', quick ? 200 : 1_000);
+const TIMEOUT = numberFlag('--timeout', quick ? 200 : 1_000);
 const CALLERS = 64;
 // Many short alternating rounds: on a shared machine the noise comes in bursts, and the median
 // of many raw/guarded pairs sees through them better than a few long rounds.
@@ -45,20 +39,12 @@ const REQUESTS = 100;
 
 /** A node:http server in a child process: its event loop is not the clients'. */
 async function serverProcess(): Promise<{ origin: string; stop: () => Promise<void> }> {
-  const code = `
+  const { port, stop } = await childServer(`
     const http = require('node:http');
     const s = http.createServer({ keepAliveTimeout: 60000 }, (req, res) => { req.resume(); res.end('ok'); });
     s.listen(0, '127.0.0.1', () => process.stdout.write(String(s.address().port) + '\\n'));
-  `;
-  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const [chunk] = (await once(child.stdout, 'data')) as [Buffer];
-  return {
-    origin: `http://127.0.0.1:${String(chunk).trim()}`,
-    stop: async () => {
-      child.kill();
-      await once(child, 'exit');
-    },
-  };
+  `);
+  return { origin: `http://127.0.0.1:${port}`, stop: () => stop() };
 }
 
 /** Requests completed per second by `CALLERS` loops for `ms`, and this process's CPU µs per request. */

@@ -67,3 +67,19 @@ export function perCallMicrosSync(op: () => unknown, batches = 100, perBatch = 1
   }
   return median(samples);
 }
+
+/**
+ * Waits for `work`, but at most `cap` ms: resolves with whether the cap was hit (Infinity: no cap).
+ * For raw clients that would otherwise wait for the kernel.
+ */
+export async function capped(work: Promise<unknown>, cap: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const hit = await Promise.race([
+    work.then(() => false),
+    new Promise<boolean>((resolve) => {
+      if (Number.isFinite(cap)) timer = setTimeout(() => resolve(true), cap);
+    }),
+  ]);
+  clearTimeout(timer);
+  return hit;
+}

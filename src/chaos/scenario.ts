@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { blackhole } from '../testing/blackhole.js';
 import type { LaneRecorder, LaneResult } from './recorder.js';
 
 /** What a running scenario shows the live view. */
@@ -83,4 +84,39 @@ export async function driveCallers(
 /** Resolves after `ms` of real time (scenarios run on the wall clock by design). */
 export function wait(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, Math.max(0, ms)));
+}
+
+/** A peer that can die and come back on the same port (the fault kit's TCP and HTTP/2 peers). */
+export interface KillablePeer {
+  readonly address: string;
+  readonly port: number;
+  kill(): Promise<void>;
+  listen(): Promise<unknown>;
+}
+
+/**
+ * The timeline of the peer-death scenarios: `healthy` seconds of normal service; then the victim
+ * dies and its address goes dark (a blackhole on its port, as when a pod's IP stops routing) for
+ * `faultFor` seconds; then it is back on the same port for `after` seconds.
+ */
+export async function darkTimeline(
+  victim: KillablePeer,
+  seconds: { healthy: number; faultFor: number; after: number },
+  on: { phase: (label: string) => void; log: (line: string) => void },
+): Promise<void> {
+  await wait(seconds.healthy * 1_000);
+  on.phase('dead, address dark');
+  on.log(`${victim.address} dies; its address goes dark`);
+  const port = victim.port;
+  await victim.kill();
+  const dark = await blackhole({ port });
+  try {
+    await wait(seconds.faultFor * 1_000);
+  } finally {
+    await dark.close();
+  }
+  on.phase('back');
+  on.log(`${victim.address} is back`);
+  await victim.listen();
+  await wait(seconds.after * 1_000);
 }

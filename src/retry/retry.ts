@@ -47,14 +47,21 @@ export function onRetryEvent<K extends keyof RetryEvents>(event: K, listener: Li
 }
 
 /**
- * Publishes a call's end as the `settled` event, when anyone listens. For a layer that ends a
- * call without entering retry() (its first attempt succeeded), so every call is reported once.
+ * Reports a call's end: the `settled` event (when anyone listens) and the caller's `onResult`
+ * (a throwing one becomes a warning). Also for a layer that ends a call without entering retry()
+ * (its first attempt succeeded), so every call is reported once, the same way.
  *
  * @internal
  */
-export function reportSettled(result: RetryResult): void {
+export function reportSettled(result: RetryResult, onResult?: (result: RetryResult) => void): void {
   if (events.active('settled')) {
     events.emit('settled', { ok: result.ok, attempts: result.attempts, elapsed: result.elapsed, kind: result.classification?.kind });
+  }
+  if (onResult === undefined) return;
+  try {
+    onResult(result);
+  } catch (err) {
+    process.emitWarning(`dialguard: retry onResult threw: ${String(err)}`);
   }
 }
 
@@ -144,13 +151,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
     if (timer !== undefined) clock.clearTimeout(timer);
     s.signal?.removeEventListener('abort', onCaller);
     s.shutdown?.removeEventListener('abort', onShutdown);
-    reportSettled(result);
-    if (s.onResult === undefined) return;
-    try {
-      s.onResult(result);
-    } catch (err) {
-      process.emitWarning(`dialguard: retry onResult threw: ${String(err)}`);
-    }
+    reportSettled(result, s.onResult);
   };
   const fail = (error: unknown): never => {
     finish({ ok: false, attempts, elapsed: clock.now() - s.start, error, ...(last === undefined ? {} : { classification: last }) });

@@ -8,7 +8,7 @@
  */
 import http from 'node:http';
 import net from 'node:net';
-import { type FaultPeer, type LoopbackHost, type PeerOptions, addressOf, loopback } from './tcp-peers.js';
+import { type FaultPeer, type LoopbackHost, type PeerOptions, addressOf, listenOn, loopback } from './tcp-peers.js';
 
 /** Answers one request. Default: 200 with body `ok`. */
 export type HttpHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
@@ -87,14 +87,7 @@ export class HttpPeer implements FaultPeer {
       if (this.#silent) socket.pause();
       this.#http.emit('connection', socket);
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen({ host: this.host, port: this.#port }, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    this.#port = (server.address() as net.AddressInfo).port;
+    this.#port = await listenOn(server, this.host, this.#port);
     this.#server = server;
     return this;
   }

@@ -16,7 +16,7 @@
 import http2 from 'node:http2';
 import net from 'node:net';
 import { TEST_CERT, TEST_KEY } from './test-cert.js';
-import { type FaultPeer, type LoopbackHost, type PeerOptions, addressOf, loopback } from './tcp-peers.js';
+import { type FaultPeer, type LoopbackHost, type PeerOptions, addressOf, listenOn, loopback } from './tcp-peers.js';
 
 /** Answers one stream. Default: 200 with body `ok` (after `delay` ms if set). */
 export type Http2Handler = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
@@ -113,14 +113,7 @@ export class Http2Peer implements FaultPeer {
     if (this.#server !== undefined) return this;
     if (this.#h2 === undefined) await this.#startInternal();
     const server = net.createServer({ noDelay: true }, (socket) => this.#accept(socket));
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen({ host: this.host, port: this.#port }, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    this.#port = (server.address() as net.AddressInfo).port;
+    this.#port = await listenOn(server, this.host, this.#port);
     this.#server = server;
     return this;
   }
@@ -212,14 +205,7 @@ export class Http2Peer implements FaultPeer {
       else if (mode.kind === 'serve') this.#handler(stream, headers);
       // silent: never answered
     });
-    await new Promise<void>((resolve, reject) => {
-      h2.once('error', reject);
-      h2.listen({ host: '127.0.0.1', port: 0 }, () => {
-        h2.off('error', reject);
-        resolve();
-      });
-    });
-    this.#h2Port = (h2.address() as net.AddressInfo).port;
+    this.#h2Port = await listenOn(h2, '127.0.0.1', 0);
     this.#h2 = h2;
   }
 

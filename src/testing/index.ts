@@ -22,3 +22,4 @@ export { NftUnavailableError, nft, nftUsable } from './nft.js';
 export { type Http2Handler, Http2Peer, type Http2PeerOptions, http2Peer } from './http2-peer.js';
 export { TEST_CERT, TEST_KEY } from './test-cert.js';
 export { type HttpHandler, HttpPeer, type HttpPeerOptions, httpPeer } from './http-peer.js';
+export { seededRandom } from './seeded-random.js';

@@ -47,6 +47,17 @@ export function addressOf(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
+/** Binds `server` to `host:port` (0: any free port) and resolves with the port it got. */
+export function listenOn(server: net.Server, host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host, port }, () => {
+      server.off('error', reject);
+      resolve((server.address() as net.AddressInfo).port);
+    });
+  });
+}
+
 /**
  * A TCP listener that hands each accepted socket to `onSocket`, tracks it, and can be killed
  * (every socket reset, listener closed) and restarted on the same port. The base of the TCP peers.
@@ -106,14 +117,7 @@ export class TcpPeer implements FaultPeer {
       this.#sockets.set(socket, closed);
       this.#onSocket(socket);
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen({ host: this.host, port: this.#port }, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    this.#port = (server.address() as net.AddressInfo).port;
+    this.#port = await listenOn(server, this.host, this.#port);
     this.#server = server;
     return this;
   }
@@ -177,11 +181,7 @@ export async function refusing(options: PeerOptions = {}): Promise<RefusingPeer>
   let port = options.port ?? 0;
   if (port === 0) {
     const probe = net.createServer();
-    await new Promise<void>((resolve, reject) => {
-      probe.once('error', reject);
-      probe.listen({ host, port: 0 }, resolve);
-    });
-    port = (probe.address() as net.AddressInfo).port;
+    port = await listenOn(probe, host, 0);
     await new Promise<void>((resolve) => probe.close(() => resolve()));
   }
   const close = async (): Promise<void> => {};

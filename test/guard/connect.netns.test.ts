@@ -3,31 +3,14 @@
  * needs CAP_NET_ADMIN there): the peer counts every attempt exactly. Each test re-runs itself
  * under unshare, and the parent insists on hearing that the child ran.
  */
-import net from 'node:net';
 import { describe, expect } from 'vitest';
 import { HostUnavailableError } from '../../src/core/errors.js';
 import { connect } from '../../src/guard/connect.js';
-import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { blackhole } from '../../src/testing/blackhole.js';
-import { ManualClock } from '../../src/testing/manual-clock.js';
 import { netnsTest } from '../helpers/netns.js';
+import { breakerOnManualClock, elapsed } from '../helpers/sockets.js';
 
-function breakerOnManualClock(threshold = 3, openDuration = 30_000): { clock: ManualClock; breaker: HostBreaker } {
-  const clock = new ManualClock();
-  return { clock, breaker: new HostBreaker({ clock, failureThreshold: threshold, openDuration }) };
-}
 
-async function elapsed(p: Promise<unknown>): Promise<{ ms: number; error: unknown }> {
-  const t0 = performance.now();
-  const error = await p.then(
-    (s) => {
-      (s as net.Socket).destroy();
-      return undefined;
-    },
-    (e: unknown) => e,
-  );
-  return { ms: performance.now() - t0, error };
-}
 
 describe('connect: in a network namespace of its own (nftables drops SYNs, counts each attempt)', () => {
   netnsTest(import.meta.url, 'the second request for a known dead host is refused without dialling', async () => {

@@ -1,39 +1,16 @@
-import net from 'node:net';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError, HostUnavailableError } from '../../src/core/errors.js';
 import { connect } from '../../src/guard/connect.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { blackhole } from '../../src/testing/blackhole.js';
-import { ManualClock } from '../../src/testing/manual-clock.js';
 import { acceptAndHold, echoPeer, refusing, resetOnAccept } from '../../src/testing/tcp-peers.js';
 import { eventually } from '../helpers/eventually.js';
-import { expectNoLeaks, handles } from '../helpers/leaks.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+import { breakerOnManualClock, elapsed } from '../helpers/sockets.js';
 
-let before: Record<string, number>;
-beforeEach(() => {
-  before = handles();
-});
-afterEach(async () => {
-  await expectNoLeaks(before);
-});
+leakCheckEach();
 
-/** A breaker on a manual clock: its windows move only when the test says so. */
-function breakerOnManualClock(threshold = 3, openDuration = 30_000): { clock: ManualClock; breaker: HostBreaker } {
-  const clock = new ManualClock();
-  return { clock, breaker: new HostBreaker({ clock, failureThreshold: threshold, openDuration }) };
-}
 
-async function elapsed(p: Promise<unknown>): Promise<{ ms: number; error: unknown }> {
-  const t0 = performance.now();
-  const error = await p.then(
-    (s) => {
-      (s as net.Socket).destroy();
-      return undefined;
-    },
-    (e: unknown) => e,
-  );
-  return { ms: performance.now() - t0, error };
-}
 
 describe('connect: bounded', () => {
   it('gives up on a blackholed host at the timeout, in the tcp phase (Node alone would wait ~130 s)', async () => {

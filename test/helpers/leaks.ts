@@ -3,7 +3,7 @@
  * test leaves none behind. Closing is asynchronous, so the check waits a bounded time for the
  * count to come back down before failing with what is still open.
  */
-import { expect } from 'vitest';
+import { afterEach, beforeEach, expect } from 'vitest';
 
 const kinds = ['TCPSocketWrap', 'TCPServerWrap', 'TLSWrap', 'Timeout', 'Immediate', 'Http2Session', 'UDPWrap'];
 
@@ -27,4 +27,22 @@ export async function expectNoLeaks(before: Record<string, number>, ms = 2_000):
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   expect(excess, 'handles left open').toEqual({});
+}
+
+/**
+ * For every test of the calling file: counts handles before it, runs the clean-ups it queued
+ * (last queued, first run), then insists nothing is left open. Returns the queue to push
+ * clean-ups onto. Call once at the top of a test file.
+ */
+export function leakCheckEach(): Array<() => unknown> {
+  const cleanups: Array<() => unknown> = [];
+  let before: Record<string, number>;
+  beforeEach(() => {
+    before = handles();
+  });
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+    await expectNoLeaks(before);
+  });
+  return cleanups;
 }

@@ -1,5 +1,5 @@
 import http2 from 'node:http2';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   ConnectTimeoutError,
   ConnectionGoneError,
@@ -15,22 +15,14 @@ import { http2Peer } from '../../src/testing/http2-peer.js';
 import { acceptAndHold } from '../../src/testing/tcp-peers.js';
 import { TEST_CERT } from '../../src/testing/test-cert.js';
 import { eventually } from '../helpers/eventually.js';
-import { expectNoLeaks, handles } from '../helpers/leaks.js';
+import { leakCheckEach } from '../helpers/leaks.js';
 
-let before: Record<string, number>;
-const clients: Http2Client[] = [];
-beforeEach(() => {
-  before = handles();
-});
-afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.close()));
-  await expectNoLeaks(before);
-});
+const cleanup = leakCheckEach();
 
 function client(options: Http2ClientOptions = {}): { client: Http2Client; breaker: HostBreaker } {
   const breaker = options.breaker ?? new HostBreaker();
   const c = new Http2Client({ connectTimeout: 1_000, tls: { ca: TEST_CERT }, ...options, breaker });
-  clients.push(c);
+  cleanup.push(() => c.close());
   return { client: c, breaker };
 }
 

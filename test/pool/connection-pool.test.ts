@@ -363,20 +363,6 @@ describe('ConnectionPool: idle sweep', () => {
     longPoll.finish('done');
     await longPoll.result;
   });
-
-  it('sweeps at most once per sweepInterval', async () => {
-    const { clock, connector, pool } = setup({ idleTimeout: 1_000, sweepInterval: 60_000 });
-    connector.auto = 'resolve';
-    await pool.use(T, async () => 1);
-    clock.advance(59_999);
-    await pool.use('other:1', async () => 1);
-    await flushMicrotasks();
-    expect(connector.closed).toHaveLength(0);
-    clock.advance(1);
-    await pool.use('other:1', async () => 1);
-    await flushMicrotasks();
-    expect(connector.closed.map((c) => c.target)).toEqual([T]);
-  });
 });
 
 describe('ConnectionPool: close', () => {

@@ -51,14 +51,5 @@ export function track<T>(p: Promise<T>, clock: Clock): Tracked<T> {
   return t;
 }
 
-/** A seeded uniform [0, 1) source (mulberry32), so jitter is random yet repeatable. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
+/** A seeded uniform [0, 1) source, so jitter is random yet repeatable. */
+export { seededRandom as seeded } from '../../src/testing/seeded-random.js';

@@ -1,48 +1,13 @@
 import net from 'node:net';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { blackhole } from '../../src/testing/blackhole.js';
 import { acceptAndHold, echoPeer, refusing, resetOnAccept } from '../../src/testing/tcp-peers.js';
 import { eventually } from '../helpers/eventually.js';
-import { expectNoLeaks, handles } from '../helpers/leaks.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+import { probe } from '../helpers/sockets.js';
 
-let before: Record<string, number>;
-beforeEach(() => {
-  before = handles();
-});
-afterEach(async () => {
-  await expectNoLeaks(before);
-});
+leakCheckEach();
 
-type Outcome = { connected: boolean; error?: string; data?: string; closed?: boolean };
-
-/** Raw net.connect, bounded by `ms`, reporting what happened (no dialguard involved). */
-function probe(host: string, port: number, ms: number, send?: string): Promise<Outcome> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host, port });
-    const out: Outcome = { connected: false };
-    const done = (): void => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(out);
-    };
-    const timer = setTimeout(done, ms);
-    socket.on('connect', () => {
-      out.connected = true;
-      if (send !== undefined) socket.write(send);
-    });
-    socket.on('data', (d) => {
-      out.data = (out.data ?? '') + String(d);
-      if (out.data === send) done();
-    });
-    socket.on('error', (e: NodeJS.ErrnoException) => {
-      out.error = e.code;
-      done();
-    });
-    socket.on('end', () => {
-      out.closed = true;
-    });
-  });
-}
 
 describe('fault peers', () => {
   it('blackhole (accept-queue): connects never complete, until the host heals and echoes', async () => {

@@ -208,13 +208,7 @@ export class GuardedCall implements AttemptOwner {
     }
     const s = this.#s;
     s.budget?.deposit();
-    reportSettled(result);
-    if (s.onResult === undefined) return;
-    try {
-      s.onResult(result);
-    } catch (err) {
-      process.emitWarning(`dialguard: retry onResult threw: ${String(err)}`);
-    }
+    reportSettled(result, s.onResult);
   }
 
   // --- attempts under retry() ---

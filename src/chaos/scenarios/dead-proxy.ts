@@ -13,11 +13,10 @@ import { isPermanent } from '../../core/errors.js';
 import { connect } from '../../guard/connect.js';
 import { HostBreaker } from '../../guard/host-breaker.js';
 import { subscribe } from '../../observe/channels.js';
-import { blackhole } from '../../testing/blackhole.js';
 import { type TcpPeer, echoPeer } from '../../testing/tcp-peers.js';
 import { UnguardedDialer } from '../../demo/unguarded.js';
 import { LaneRecorder } from '../recorder.js';
-import { type Scenario, type ScenarioContext, type ScenarioResult, driveCallers, wait } from '../scenario.js';
+import { type Scenario, type ScenarioContext, type ScenarioResult, darkTimeline, driveCallers } from '../scenario.js';
 
 const WORKERS = 16;
 const ATTEMPTS = 6;
@@ -121,27 +120,13 @@ export const deadProxy: Scenario = {
       driveCallers(unguarded, WORKERS, () => stopping, rawCall),
       driveCallers(guarded, WORKERS, () => stopping, guardedCall),
     ]);
-    let dark: Awaited<ReturnType<typeof blackhole>> | undefined;
     try {
-      await wait(healthy * 1_000);
-      phase = 'host dead';
-      ctx.log(`dead-proxy: ${victim.address} dies; its address goes dark`);
-      const port = victim.port;
-      await victim.kill();
-      dark = await blackhole({ port });
-      await wait(faultFor * 1_000);
-      phase = 'host back';
-      ctx.log(`dead-proxy: ${victim.address} is back`);
-      await dark.close();
-      dark = undefined;
-      await victim.listen();
-      await wait(after * 1_000);
+      await darkTimeline(victim, { healthy, faultFor, after }, { phase: (p) => (phase = p), log: (l) => ctx.log(`dead-proxy: ${l}`) });
       stopping = true;
       phase = 'draining';
       await lanes;
     } finally {
       stopping = true;
-      await dark?.close();
       for (const s of stops) s();
       await Promise.all(peers.map((p) => p.close()));
     }

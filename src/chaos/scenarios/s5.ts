@@ -15,11 +15,10 @@ import { Http2Client } from '../../http2/client.js';
 import { subscribe } from '../../observe/channels.js';
 import { RetryBudget } from '../../retry/budget.js';
 import { ServerSet } from '../../retry/server-set.js';
-import { blackhole } from '../../testing/blackhole.js';
 import { type Http2Peer, http2Peer } from '../../testing/http2-peer.js';
 import { NaiveHttp2Client } from '../../demo/naive-http2.js';
 import { LaneRecorder } from '../recorder.js';
-import { type Scenario, type ScenarioContext, type ScenarioResult, driveCallers, wait } from '../scenario.js';
+import { type Scenario, type ScenarioContext, type ScenarioResult, darkTimeline, driveCallers } from '../scenario.js';
 
 const CALLERS = 64;
 
@@ -104,27 +103,13 @@ export const s5: Scenario = {
       });
 
     const lanes = Promise.all([driveCallers(unguarded, CALLERS, stop, rawCall), driveCallers(guarded, CALLERS, stop, guardedCall)]);
-    let dark: Awaited<ReturnType<typeof blackhole>> | undefined;
     try {
-      await wait(healthy * 1_000);
-      const port = victim.port;
-      phase = 'peer killed, address dark';
-      ctx.log(`s5: killing ${victim.address}; its address goes dark`);
-      await victim.kill();
-      dark = await blackhole({ port });
-      await wait(faultFor * 1_000);
-      phase = 'peer back';
-      ctx.log(`s5: ${victim.address} is back`);
-      await dark.close();
-      dark = undefined;
-      await victim.listen();
-      await wait(after * 1_000);
+      await darkTimeline(victim, { healthy, faultFor, after }, { phase: (p) => (phase = p), log: (l) => ctx.log(`s5: ${l}`) });
       stopping = true;
       phase = 'draining';
       await lanes;
     } finally {
       stopping = true;
-      await dark?.close();
       for (const s of stops) s();
       raw.close();
       await client.close();

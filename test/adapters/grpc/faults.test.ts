@@ -6,7 +6,7 @@
  */
 import http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { GrpcGuard, type GrpcGuardOptions, METADATA_CODE, METADATA_RETRY_AFTER } from '../../../src/adapters/grpc/index.js';
 import { classify } from '../../../src/core/classify.js';
 import { ConnectTimeoutError, ConnectionGoneError, HostUnavailableError } from '../../../src/core/errors.js';
@@ -16,19 +16,11 @@ import { http2Peer } from '../../../src/testing/http2-peer.js';
 import { ManualClock, flushMicrotasks } from '../../../src/testing/manual-clock.js';
 import { TcpPeer, refusing } from '../../../src/testing/tcp-peers.js';
 import { eventually } from '../../helpers/eventually.js';
-import { expectNoLeaks, handles } from '../../helpers/leaks.js';
+import { leakCheckEach } from '../../helpers/leaks.js';
 import { EchoClient, call, countingRelay, echoServer, failure } from './helpers.js';
 
 const CONNECT_TIMEOUT = 300;
-let before: Record<string, number>;
-const cleanup: Array<() => unknown> = [];
-beforeEach(() => {
-  before = handles();
-});
-afterEach(async () => {
-  for (const c of cleanup.splice(0).reverse()) await c();
-  await expectNoLeaks(before);
-});
+const cleanup = leakCheckEach();
 
 /** Closes `guard` and checks it left no channel, connect attempt or call behind. */
 async function closed(guard: GrpcGuard): Promise<void> {

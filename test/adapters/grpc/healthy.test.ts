@@ -4,21 +4,13 @@
  * server), and nothing is left open.
  */
 import * as grpc from '@grpc/grpc-js';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
-import { expectNoLeaks, handles } from '../../helpers/leaks.js';
+import { leakCheckEach } from '../../helpers/leaks.js';
 import { EchoClient, call, countingRelay, echoServer } from './helpers.js';
 
-let before: Record<string, number>;
-const cleanup: Array<() => unknown> = [];
-beforeEach(() => {
-  before = handles();
-});
-afterEach(async () => {
-  for (const c of cleanup.splice(0).reverse()) await c();
-  await expectNoLeaks(before);
-});
+const cleanup = leakCheckEach();
 
 /** Closes `guard` and checks it left no channel, connect attempt or call behind. */
 async function closed(guard: GrpcGuard): Promise<void> {

@@ -5,7 +5,7 @@
  * died under it on a fresh channel.
  */
 import * as grpc from '@grpc/grpc-js';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
 import { classify } from '../../../src/core/classify.js';
 import { HostUnavailableError } from '../../../src/core/errors.js';
@@ -14,18 +14,10 @@ import { RetryBudget } from '../../../src/retry/budget.js';
 import { blackhole } from '../../../src/testing/blackhole.js';
 import { refusing } from '../../../src/testing/tcp-peers.js';
 import { eventually } from '../../helpers/eventually.js';
-import { expectNoLeaks, handles } from '../../helpers/leaks.js';
+import { leakCheckEach } from '../../helpers/leaks.js';
 import { EchoClient, call, countingRelay, echoServer, failure } from './helpers.js';
 
-let before: Record<string, number>;
-const cleanup: Array<() => unknown> = [];
-beforeEach(() => {
-  before = handles();
-});
-afterEach(async () => {
-  for (const c of cleanup.splice(0).reverse()) await c();
-  await expectNoLeaks(before);
-});
+const cleanup = leakCheckEach();
 
 /** Closes `guard` and checks it left no channel, connect attempt or call behind. */
 async function closed(guard: GrpcGuard): Promise<void> {

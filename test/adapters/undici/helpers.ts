@@ -5,12 +5,12 @@
  */
 import http from 'node:http';
 import type net from 'node:net';
-import { afterEach, beforeEach } from 'vitest';
+import { beforeEach } from 'vitest';
 import { GuardedAgent, type GuardedAgentOptions } from '../../../src/adapters/undici/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { ManualClock } from '../../../src/testing/manual-clock.js';
 import type { LoopbackHost } from '../../../src/testing/tcp-peers.js';
-import { expectNoLeaks, handles } from '../../helpers/leaks.js';
+import { leakCheckEach } from '../../helpers/leaks.js';
 
 /** A `node:http` server on loopback that counts what it sees. */
 export interface TestServer {
@@ -122,13 +122,9 @@ export function manualBreaker(failureThreshold = 3, openDuration = 30_000): { cl
 
 /** Registers the per-test leak check and agent clean-up. Call once at the top of a test file. */
 export function leakChecked(): void {
-  let before: Record<string, number>;
+  const cleanups = leakCheckEach();
   beforeEach(() => {
-    before = handles();
-  });
-  afterEach(async () => {
-    await Promise.all(agents.splice(0).map((a) => a.destroy()));
-    await expectNoLeaks(before);
+    cleanups.push(() => Promise.all(agents.splice(0).map((a) => a.destroy())));
   });
 }
 
