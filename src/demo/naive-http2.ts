@@ -65,6 +65,7 @@ export class NaiveHttp2Client {
     try {
       session = this.#session(origin);
       stream = session.request({ ':path': `${pathname}${search}` });
+      stream.end(); // a GET has no body: end the request, as Node's own http2 example does
     } catch (err) {
       return Promise.reject(err);
     }

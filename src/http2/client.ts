@@ -205,10 +205,7 @@ export class Http2Client {
     const body = options.body;
     // Throws at once (ERR_HTTP2_INVALID_SESSION, ERR_HTTP2_GOAWAY_SESSION) when the session can
     // take no stream: the request was certainly not sent.
-    const stream = session.request(
-      { ...options.headers, ':method': method, ':path': `${url.pathname}${url.search}` },
-      { endStream: body === undefined },
-    );
+    const stream = session.request({ ...options.headers, ':method': method, ':path': `${url.pathname}${url.search}` });
     return new Promise((resolve, reject) => {
       let status = 0;
       let headers: http2.IncomingHttpHeaders = {};
@@ -242,7 +239,9 @@ export class Http2Client {
       stream.on('close', () => {
         if (!settled) finish(streamClosedError(stream.rstCode));
       });
-      if (body !== undefined) stream.end(body);
+      // end() rather than the endStream option: measured faster on Node 20 (A/B, same run), for
+      // one empty DATA frame more on the wire.
+      stream.end(body);
     });
   }
 }
