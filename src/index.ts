@@ -28,6 +28,7 @@ export {
   RetriesExhaustedError,
   RetryBudgetExhaustedError,
   KeepAliveTimeoutError,
+  TransportClosedError,
   isPermanent,
 } from './core/errors.js';
 export { type Listener, type Unsubscribe } from './core/events.js';

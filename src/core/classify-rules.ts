@@ -286,6 +286,7 @@ function dialguardVerdict(code: string): Verdict | undefined {
     case ErrorCodes.CONNECT_TIMEOUT:
       return verdict('dial', code);
     case ErrorCodes.CONNECTION_GONE:
+    case ErrorCodes.TRANSPORT_CLOSED:
     case ErrorCodes.KEEPALIVE_TIMEOUT: // a keep-alive PING went unanswered: the peer is silent
       return verdict('connection', code);
     case ErrorCodes.REQUEST_TIMEOUT:

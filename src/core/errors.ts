@@ -19,6 +19,7 @@ export const ErrorCodes = {
   RETRY_BUDGET_EXHAUSTED: 'DIALGUARD_RETRY_BUDGET_EXHAUSTED',
   NO_SERVER_AVAILABLE: 'DIALGUARD_NO_SERVER_AVAILABLE',
   KEEPALIVE_TIMEOUT: 'DIALGUARD_KEEPALIVE_TIMEOUT',
+  TRANSPORT_CLOSED: 'DIALGUARD_TRANSPORT_CLOSED',
 } as const;
 
 /** One of {@link ErrorCodes}' values. */
@@ -172,6 +173,21 @@ export class KeepAliveTimeoutError extends DialguardError {
   }
 }
 brand(KeepAliveTimeoutError);
+
+/**
+ * A connection's transport closed (reset, EOF, the peer went away) while it was in use: the
+ * connection is dead, not draining. What a connector reports to the pool as the cause.
+ */
+export class TransportClosedError extends DialguardError {
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.TRANSPORT_CLOSED}`);
+  /** The connection's target. */
+  readonly target: string;
+  constructor(target: string, what = 'connection', options?: { cause?: unknown }) {
+    super(ErrorCodes.TRANSPORT_CLOSED, `the ${what} to ${target} closed`, options);
+    this.target = target;
+  }
+}
+brand(TransportClosedError);
 
 /** The pool (or client) was closed; it takes no new requests. */
 export class PoolClosedError extends DialguardError {

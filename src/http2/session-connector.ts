@@ -12,7 +12,7 @@
 import http2 from 'node:http2';
 import tls from 'node:tls';
 import { type Clock, type TimerHandle, unrefTimer } from '../core/clock.js';
-import { KeepAliveTimeoutError } from '../core/errors.js';
+import { KeepAliveTimeoutError, TransportClosedError } from '../core/errors.js';
 import { openSocket } from '../guard/connect.js';
 import type { DialContext } from '../guard/dial.js';
 import type { ConnectionWatch, Connector } from '../pool/connection-pool.js';
@@ -92,9 +92,9 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
     });
   }
 
-  watch(session: http2.ClientHttp2Session, watch: ConnectionWatch): () => void {
+  watch(session: http2.ClientHttp2Session, watch: ConnectionWatch, origin: string): () => void {
     const onGoaway = (): void => watch.retire('goaway');
-    const onClose = (): void => watch.gone(new Error('HTTP/2 session closed'));
+    const onClose = (): void => watch.gone(new TransportClosedError(origin, 'HTTP/2 session'));
     const onError = (err: Error): void => watch.gone(err);
     session.on('goaway', onGoaway);
     session.once('close', onClose);

@@ -45,7 +45,7 @@ export interface Connector<C> {
   /** Closes a connection. Called exactly once per connection; resolve when it is fully closed. */
   close(connection: C, reason: unknown): void | Promise<void>;
   /** Subscribes to the connection's fate; may return a function that unsubscribes. */
-  watch?(connection: C, watch: ConnectionWatch): void | (() => void);
+  watch?(connection: C, watch: ConnectionWatch, target: string): void | (() => void);
 }
 
 /** What the pool needs from an error's classification. */
@@ -320,10 +320,11 @@ export class ConnectionPool<C> {
           return conn;
         }
         slot.current = conn;
-        const unwatch = this.#connector.watch?.(connection, {
-          gone: (cause) => this.#gone(conn, cause),
-          retire: (reason) => this.#retire(conn, reason ?? 'goaway'),
-        });
+        const unwatch = this.#connector.watch?.(
+          connection,
+          { gone: (cause) => this.#gone(conn, cause), retire: (reason) => this.#retire(conn, reason ?? 'goaway') },
+          target,
+        );
         if (typeof unwatch === 'function') {
           // A watcher may report the connection retired or gone before it even returns.
           if (conn.closing === undefined) this.#live.set(conn, unwatch);

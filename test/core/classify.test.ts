@@ -10,6 +10,7 @@ import {
   ConnectionGoneError,
   DeadlineExceededError,
   KeepAliveTimeoutError,
+  TransportClosedError,
   HostUnavailableError,
   NoServerAvailableError,
   PoolClosedError,
@@ -177,6 +178,7 @@ describe('classify: dialguard errors by class', () => {
     ['ConnectTimeoutError', new ConnectTimeoutError('a:1', 100, 'tls'), k('dial', true, false, { transient: true })],
     ['ConnectionGoneError', new ConnectionGoneError('a:1', 7), k('connection', false, true, { transient: true })],
     ['KeepAliveTimeoutError (a silent peer)', new KeepAliveTimeoutError(10_000, 10_000), k('connection', false, true, { transient: true })],
+    ['TransportClosedError (a connector saw its transport close)', new TransportClosedError('svc:1', 'HTTP/2 session'), k('connection', false, true, { transient: true })],
     ['RequestTimeoutError (seed 003: never dead)', new RequestTimeoutError(100), k('timeout', false, false, { transient: true })],
     ['DeadlineExceededError (budget spent)', new DeadlineExceededError(100, 2, { cause: sys('ECONNRESET', 'read') }), k('timeout', false, false, { transient: false })],
     [

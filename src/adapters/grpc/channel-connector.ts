@@ -18,6 +18,7 @@ import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
 import type { Clock } from '../../core/clock.js';
 import type { DialContext } from '../../guard/dial.js';
+import { TransportClosedError } from '../../core/errors.js';
 import type { ConnectionWatch, Connector } from '../../pool/connection-pool.js';
 import { ChannelConnectError, lastError } from './connect-error.js';
 import type { SpecTable } from './target.js';
@@ -158,7 +159,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
     const leave = (mayBeGone: boolean): void => {
       watching = false;
       pooled.retireIfNotReady = undefined;
-      if (mayBeGone && tracker.transportClosed) watch.gone(new TransportClosedError(channel.getTarget()));
+      if (mayBeGone && tracker.transportClosed) watch.gone(new TransportClosedError(channel.getTarget(), 'grpc channel'));
       else watch.retire('goaway');
       closeChannel(pooled);
       const standing = this.#standing.get(pooled.key);
@@ -232,16 +233,6 @@ export class ChannelConnector implements Connector<PooledChannel> {
   }
 }
 
-/**
- * The transport under a READY channel closed (reset, EOF, keep-alive unanswered): the connection
- * is dead, not draining.
- */
-export class TransportClosedError extends Error {
-  constructor(target: string) {
-    super(`the connection of the grpc channel to ${target} closed`);
-    this.name = 'TransportClosedError';
-  }
-}
 
 function closeChannel(pooled: PooledChannel): void {
   if (pooled.closed) return;

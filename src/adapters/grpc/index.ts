@@ -20,6 +20,6 @@ export type { GrpcGuardOptions, GrpcRetryOptions } from './options.js';
 export { GuardedChannel } from './guarded-channel.js';
 export { GuardedCall } from './guarded-call.js';
 export { ChannelConnectError } from './connect-error.js';
-export { TransportClosedError } from './channel-connector.js';
+export { TransportClosedError } from '../../core/errors.js';
 export { METADATA_CODE, METADATA_RETRY_AFTER, type GuardStatus } from './status.js';
 export { grpcHostKey } from './target.js';

@@ -12,7 +12,8 @@
  * @module
  */
 import net from 'node:net';
-import { HostBreaker } from '../../guard/host-breaker.js';
+import { TransportClosedError } from '../../core/errors.js';
+import type { HostBreaker } from '../../guard/host-breaker.js';
 import { openSocket } from '../../guard/connect.js';
 import { ConnectionPool } from '../../pool/connection-pool.js';
 import { MemcachedConnection } from './connection.js';
@@ -95,8 +96,8 @@ export class GuardedMemcached {
           return c;
         },
         close: (c) => c.close(),
-        watch: (c, watch) => {
-          const onClose = (): void => watch.gone(new Error('memcached connection closed'));
+        watch: (c, watch, node) => {
+          const onClose = (): void => watch.gone(new TransportClosedError(node, 'memcached connection'));
           c.socket.once('close', onClose);
           const timer = setInterval(() => {
             c.version(requestTimeout).catch((err: unknown) => watch.gone(err));
