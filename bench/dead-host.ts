@@ -17,7 +17,7 @@ import { type Blackhole, blackhole } from '../src/testing/index.js';
 import { inBenchNetns, reexecInNetns } from './lib/netns.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
 import { numberFlag, quick } from './lib/args.js';
-import { median, perCallMicros, perCallMicrosSync, timed } from './lib/timing.js';
+import { median, perCallMicrosInterleaved, perCallMicrosSync, timed } from './lib/timing.js';
 
 reexecInNetns();
 
@@ -69,12 +69,26 @@ async function main(): Promise<void> {
   const stats = breaker.stats();
   const guardedDials = exactAtPeer ? peerDials() - peerAtTrip : stats.succeeded + stats.failed + stats.abandoned + stats.stale;
 
-  progress('cost of one blocked request (connect) and of one refusal (admit), median of batches');
-  const blockedUs = await perCallMicros(guardedDial);
-  const admitUs = perCallMicrosSync(() => breaker.admit(peer.address));
-  // The floor on this machine: awaiting a promise that is already rejected, and nothing else.
+  progress('cost of one refusal while the host is blocked: dialguard vs cockatiel vs opossum, interleaved rounds');
+  // Each library holds an open circuit; all are measured in alternating rounds in this state, with
+  // the floor of this machine: awaiting a promise that is already rejected, and nothing else.
+  const cockatiel = circuitBreaker(handleAll, { halfOpenAfter: 60_000, breaker: new ConsecutiveBreaker(THRESHOLD) });
+  for (let i = 0; i < THRESHOLD; i++) await cockatiel.execute(() => Promise.reject(new Error('down'))).catch(() => {});
+  const opossum = new CircuitBreaker(async () => 1, { resetTimeout: 60_000 });
+  opossum.open();
   const rejected = new Error('floor');
-  const floorUs = await perCallMicros(() => Promise.reject(rejected));
+  const refusal = await perCallMicrosInterleaved({
+    dialguard: guardedDial,
+    floor: () => Promise.reject(rejected),
+    cockatiel: () => cockatiel.execute(async () => 1),
+    opossum: () => opossum.fire(),
+  }, quick ? 1 : 5, quick ? 5 : 20); // quick: well inside the 2 s window, so no probe runs meanwhile
+  opossum.shutdown();
+  const blockedUs = refusal.dialguard;
+  const floorUs = refusal.floor;
+  const admitUs = perCallMicrosSync(() => breaker.admit(peer.address));
+  // The throw-free path: tryAdmit returns the cached refusal instead of throwing it.
+  const tryAdmitUs = perCallMicrosSync(() => breaker.tryAdmit(peer.address));
 
   progress('the host comes back: time until a guarded request gets through');
   await peer.heal();
@@ -94,18 +108,6 @@ async function main(): Promise<void> {
   const rawResume = await timed(() => request(() => rawConnect(peer.host, peer.port)));
   await peer.close();
 
-  progress('open-circuit rejection: dialguard vs cockatiel vs opossum');
-  const cockatiel = circuitBreaker(handleAll, { halfOpenAfter: 60_000, breaker: new ConsecutiveBreaker(THRESHOLD) });
-  for (let i = 0; i < THRESHOLD; i++) await cockatiel.execute(() => Promise.reject(new Error('down'))).catch(() => {});
-  const opossum = new CircuitBreaker(async () => 1, { resetTimeout: 60_000 });
-  opossum.open();
-  const refusal = {
-    dialguard: await perCallMicros(guardedDial),
-    cockatiel: await perCallMicros(() => cockatiel.execute(async () => 1)),
-    opossum: await perCallMicros(() => opossum.fire()),
-  };
-  opossum.shutdown();
-
   printTable(`dead host: connect timeout ${TIMEOUT} ms, threshold ${THRESHOLD}, open window ${OPEN} ms, dials counted ${exactAtPeer ? 'at the peer (nftables)' : 'at the client'}`, [
     { measure: 'single dial (ms)', unguarded: rawSingle.ms, guarded: guardedSingle.ms, 'guarded/unguarded': guardedSingle.ms / rawSingle.ms },
     { measure: `full retry sequence, ${ATTEMPTS} attempts (ms)`, unguarded: rawFull.ms, guarded: guardedFull.ms, 'guarded/unguarded': guardedFull.ms / rawFull.ms },
@@ -115,7 +117,8 @@ async function main(): Promise<void> {
   ]);
   printTable('open-circuit rejection, one awaited call (µs, median of batches)', [
     { library: 'dialguard connect()', us: refusal.dialguard, 'vs dialguard': 1 },
-    { library: 'dialguard admit() (sync)', us: admitUs, 'vs dialguard': admitUs / refusal.dialguard },
+    { library: 'dialguard admit() (sync, throws)', us: admitUs, 'vs dialguard': admitUs / refusal.dialguard },
+    { library: 'dialguard tryAdmit() (sync, returns)', us: tryAdmitUs, 'vs dialguard': tryAdmitUs / refusal.dialguard },
     { library: '(floor: await a rejected promise)', us: floorUs, 'vs dialguard': floorUs / refusal.dialguard },
     { library: 'cockatiel execute()', us: refusal.cockatiel, 'vs dialguard': refusal.cockatiel / refusal.dialguard },
     { library: 'opossum fire()', us: refusal.opossum, 'vs dialguard': refusal.opossum / refusal.dialguard },
@@ -132,6 +135,7 @@ async function main(): Promise<void> {
     raw_full_retry_ms: round(rawFull.ms),
     blocked_request_us: round(blockedUs),
     admit_refusal_us: round(admitUs),
+    try_admit_refusal_us: round(tryAdmitUs),
     await_rejected_floor_us: round(floorUs),
     dials_per_100_requests: guardedDials,
     raw_dials_per_100_requests: rawDialsPer100,

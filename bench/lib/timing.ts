@@ -30,6 +30,22 @@ export async function perCallMicros(op: () => Promise<unknown> | unknown, batche
   return median(samples);
 }
 
+/**
+ * {@link perCallMicros} for several ops measured in alternating rounds, so that drift in the
+ * machine (GC, a neighbour's load, a warming JIT) falls on all of them alike: the median per op
+ * over `rounds` rounds of `batches` batches.
+ */
+export async function perCallMicrosInterleaved<K extends string>(
+  ops: Record<K, () => Promise<unknown> | unknown>,
+  rounds = 5,
+  batches = 20,
+): Promise<Record<K, number>> {
+  const keys = Object.keys(ops) as K[];
+  const samples = new Map<K, number[]>(keys.map((k) => [k, []]));
+  for (let r = 0; r < rounds; r++) for (const k of keys) samples.get(k)!.push(await perCallMicros(ops[k], batches));
+  return Object.fromEntries(keys.map((k) => [k, median(samples.get(k)!)])) as Record<K, number>;
+}
+
 async function settle(op: () => Promise<unknown> | unknown): Promise<void> {
   try {
     await op();
