@@ -4,6 +4,7 @@
  *
  * @module
  */
+import dns from 'node:dns';
 import net from 'node:net';
 import tls from 'node:tls';
 import { type DialContext, type DialOptions, dialWith } from './dial.js';
@@ -67,20 +68,26 @@ export function openSocket(
   ctx: DialContext,
 ): Promise<net.Socket> {
   const host = target.host.startsWith('[') ? target.host.slice(1, -1) : target.host;
-  const base: net.TcpNetConnectOpts = { noDelay: true, ...options.socket, host, port: target.port };
-  let socket: net.Socket;
-  if (options.tls) {
-    const tlsOptions = options.tls === true ? {} : options.tls;
-    const servername = tlsOptions.servername ?? (net.isIP(host) === 0 ? host : undefined);
-    socket = tls.connect({ ...base, ...tlsOptions, ...(servername === undefined ? {} : { servername }) });
-  } else {
-    socket = net.connect(base);
+  const byName = net.isIP(host) === 0;
+  const tlsOptions = options.tls === true ? {} : options.tls || undefined;
+  const opts: tls.ConnectionOptions = { noDelay: true, ...options.socket, ...tlsOptions, host, port: target.port };
+  if (byName) {
+    // The phase leaves 'lookup' when the resolver answers. Seen through the lookup itself, not
+    // the socket's 'lookup' event: a resolver that answers synchronously (a cache) does so inside
+    // net.connect(), before a listener could be attached, and the stall would be misnamed.
+    opts.lookup = phaseAfterLookup(opts.lookup ?? dns.lookup, ctx);
   }
-  ctx.phase = net.isIP(host) === 0 ? 'lookup' : 'tcp';
+  ctx.phase = byName ? 'lookup' : 'tcp';
+  let socket: net.Socket;
+  if (tlsOptions !== undefined) {
+    if (byName) opts.servername ??= host; // SNI carries names only, never an IP address
+    socket = tls.connect(opts);
+  } else {
+    socket = net.connect(opts as net.TcpNetConnectOpts);
+  }
 
   return new Promise<net.Socket>((resolve, reject) => {
     const cleanup = (): void => {
-      socket.off('lookup', onLookup);
       socket.off('connect', onConnect);
       socket.off('secureConnect', onSecure);
       socket.off('error', onError);
@@ -93,11 +100,8 @@ export function openSocket(
     };
     const onError = (err: Error): void => fail(err);
     const onAbort = (): void => fail(ctx.signal.reason);
-    const onLookup = (): void => {
-      ctx.phase = 'tcp';
-    };
     const onConnect = (): void => {
-      if (options.tls) {
+      if (tlsOptions !== undefined) {
         ctx.phase = 'tls';
         return;
       }
@@ -117,10 +121,18 @@ export function openSocket(
         resolve(socket);
       }, fail);
     };
-    socket.on('lookup', onLookup);
     socket.once('connect', onConnect);
     socket.once('secureConnect', onSecure);
     socket.on('error', onError);
     ctx.signal.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/** `lookup`, reporting its answer (or error) by moving `ctx.phase` from 'lookup' to 'tcp'. */
+function phaseAfterLookup(lookup: net.LookupFunction, ctx: DialContext): net.LookupFunction {
+  return ((hostname: string, opts: dns.LookupOptions, callback: (...answer: unknown[]) => void) =>
+    (lookup as (h: string, o: dns.LookupOptions, cb: (...answer: unknown[]) => void) => void)(hostname, opts, (...answer) => {
+      if (ctx.phase === 'lookup') ctx.phase = 'tcp';
+      callback(...answer);
+    })) as net.LookupFunction;
 }

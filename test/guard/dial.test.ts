@@ -1,6 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import diagnosticsChannel from 'node:diagnostics_channel';
+import { getEventListeners } from 'node:events';
+import { afterEach, describe, expect, it } from 'vitest';
 import { ConnectTimeoutError, HostUnavailableError } from '../../src/core/errors.js';
-import { type DialContext, dial } from '../../src/guard/dial.js';
+import { type DialContext, type DialEvents, dial, sharedBreaker } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
 
@@ -142,5 +144,92 @@ describe('dial', () => {
     const { clock, breaker } = setup();
     await expect(dial(H, () => Promise.resolve(1), { clock, breaker, timeout: 0 })).rejects.toThrow(/timeout.*0/);
     await expect(dial(H, () => Promise.resolve(1), { clock, breaker, timeout: Number.NaN })).rejects.toThrow(RangeError);
+  });
+});
+
+describe('dial: what it reports and what it leaves behind', () => {
+  const seen: Array<DialEvents['settled']> = [];
+  const onSettled = (e: unknown): void => {
+    seen.push(e as DialEvents['settled']);
+  };
+  const watch = (): void => {
+    seen.length = 0;
+    diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
+  };
+  afterEach(() => {
+    diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled);
+  });
+
+  it('publishes one settled event per admitted dial, with its outcome, duration and phase', async () => {
+    const { clock, breaker } = setup();
+    watch();
+    const ok = deferred<string>();
+    const p1 = dial(H, ok.establish, { clock, breaker, timeout: 1_000 });
+    ok.calls[0]!.phase = 'handshake';
+    clock.advance(40);
+    ok.resolve('conn');
+    await p1;
+    const slow = deferred<string>();
+    const p2 = dial(H, slow.establish, { clock, breaker, timeout: 300 });
+    slow.calls[0]!.phase = 'tls';
+    clock.advance(300);
+    await expect(p2).rejects.toBeInstanceOf(ConnectTimeoutError);
+    const controller = new AbortController();
+    const p3 = dial(H, deferred<string>().establish, { clock, breaker, signal: controller.signal });
+    clock.advance(7);
+    controller.abort(new Error('gave up'));
+    await expect(p3).rejects.toThrow('gave up');
+    await expect(dial(H, () => Promise.reject(new Error('refused')), { clock, breaker })).rejects.toThrow('refused');
+    expect(seen).toEqual([
+      { host: H, outcome: 'succeeded', duration: 40, phase: 'handshake' },
+      { host: H, outcome: 'failed', duration: 300, phase: 'tls' },
+      { host: H, outcome: 'abandoned', duration: 7, phase: 'tcp' },
+      { host: H, outcome: 'failed', duration: 0, phase: 'tcp' },
+    ]);
+  });
+
+  it('a late failure after the timeout is neither reported nor counted twice', async () => {
+    const { clock, breaker } = setup();
+    watch();
+    const d = deferred<string>();
+    const p = dial(H, d.establish, { clock, breaker, timeout: 100 });
+    clock.advance(100);
+    await expect(p).rejects.toBeInstanceOf(ConnectTimeoutError);
+    d.reject(new Error('late reset'));
+    await flushMicrotasks();
+    expect(seen.map((e) => e.outcome)).toEqual(['failed']);
+    expect(breaker.stats()).toMatchObject({ failed: 1 });
+  });
+
+  it('a late connection without dispose is dropped quietly', async () => {
+    const { clock, breaker } = setup();
+    const d = deferred<string>();
+    const p = dial(H, d.establish, { clock, breaker, timeout: 100 });
+    clock.advance(100);
+    await expect(p).rejects.toBeInstanceOf(ConnectTimeoutError);
+    d.resolve('late'); // no dispose given: nothing to call, and nothing thrown into the void
+    await flushMicrotasks();
+    expect(breaker.stats()).toMatchObject({ failed: 1, succeeded: 0 });
+  });
+
+  it("leaves no listener on the caller's signal, whatever the outcome", async () => {
+    const { clock, breaker } = setup(10);
+    const signal = new AbortController().signal;
+    await dial(H, () => Promise.resolve(1), { clock, breaker, signal });
+    await expect(dial(H, () => Promise.reject(new Error('down')), { clock, breaker, signal })).rejects.toThrow('down');
+    const p = dial(H, deferred<number>().establish, { clock, breaker, signal, timeout: 50 });
+    expect(getEventListeners(signal, 'abort')).toHaveLength(1); // watched while the dial runs
+    clock.advance(50);
+    await expect(p).rejects.toBeInstanceOf(ConnectTimeoutError);
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
+  });
+
+  it('dials given no breaker share one per process, and learn in it', async () => {
+    expect(sharedBreaker()).toBe(sharedBreaker());
+    const host = `shared-${process.pid}.test:1`;
+    await expect(dial(host, () => Promise.reject(new Error('down')))).rejects.toThrow('down');
+    expect(sharedBreaker().state(host)?.failures).toBe(1);
+    await dial(host, () => Promise.resolve(1));
+    expect(sharedBreaker().state(host)?.failures).toBe(0);
   });
 });
