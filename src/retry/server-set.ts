@@ -49,8 +49,6 @@ export interface ServerSetOptions<S> {
   panic?: boolean;
   /** Time source for the private breaker. Default the breaker's (system clock). */
   clock?: Clock;
-  /** Uniform [0, 1) source for the private breaker's jitter. Default `Math.random`. */
-  random?: () => number;
 }
 
 /** What `run`'s `fn` gets on each attempt: the retry attempt, plus the server chosen for it. */
@@ -108,9 +106,8 @@ export class ServerSet<S> {
       throw new TypeError(`breaker must be a HostBreaker, got ${show(options.breaker)}`);
     }
     const own = options.breaker === undefined;
-    this.#breaker =
-      options.breaker ??
-      new HostBreaker({ ...(options.clock === undefined ? {} : { clock: options.clock }), ...(options.random === undefined ? {} : { random: options.random }) });
+    // The private breaker has a fixed open window (the default), so it needs no random source.
+    this.#breaker = options.breaker ?? new HostBreaker(options.clock === undefined ? {} : { clock: options.clock });
     this.#record = opt(options.recordOutcomes, own);
     this.#panic = opt(options.panic, false);
     for (const [name, value] of [['recordOutcomes', this.#record], ['panic', this.#panic]] as const) {
