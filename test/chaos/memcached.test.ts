@@ -7,7 +7,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GuardedMemcached, NaiveMemcached } from '../../src/chaos/memcached/clients.js';
 import { MemcachedConnection } from '../../src/chaos/memcached/connection.js';
-import { ensureMemcached, startMemcached } from '../../src/chaos/memcached/server.js';
+import { ensureMemcached, ownsListener, startMemcached } from '../../src/chaos/memcached/server.js';
 import { RequestTimeoutError } from '../../src/core/errors.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 
@@ -20,6 +20,13 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server?.stop();
+});
+
+describe('startMemcached', () => {
+  it('the server it returns is its own process: it holds the listening socket', () => {
+    expect(ownsListener(server.proc.pid, Number(server.node.split(':')[1]))).toBe(true);
+    expect(ownsListener(process.pid, Number(server.node.split(':')[1]))).toBe(false);
+  });
 });
 
 function open(node: string): Promise<MemcachedConnection> {
@@ -44,10 +51,10 @@ describe('MemcachedConnection', () => {
   it('a timed-out request keeps its place: its late answer is dropped, the next one is right', async () => {
     const c = await open(server.node);
     await c.set('k', 'v1', 1_000);
-    server.proc.kill('SIGSTOP');
+    await server.freeze();
     const late = c.get('k', 100).catch((e: unknown) => e);
     expect(await late).toBeInstanceOf(RequestTimeoutError);
-    server.proc.kill('SIGCONT');
+    await server.thaw();
     await c.set('k2', 'v2', 2_000);
     expect(await c.get('k2', 2_000)).toBe('v2');
     c.close();
@@ -63,7 +70,7 @@ describe('memcached clients against a frozen node', () => {
     const guarded = new GuardedMemcached({ breaker, requestTimeout: 50, connectTimeout: 100, keepAlive: 200, onDial: () => guardedDials++ });
     await expect(naive.get(server.node, 'x')).resolves.toBeUndefined();
     await expect(guarded.get(server.node, 'x')).resolves.toBeUndefined();
-    server.proc.kill('SIGSTOP');
+    await server.freeze();
     try {
       const until = Date.now() + 1_500;
       const loop = async (get: () => Promise<unknown>): Promise<void> => {
@@ -74,7 +81,7 @@ describe('memcached clients against a frozen node', () => {
       };
       await Promise.all([1, 2, 3, 4].flatMap(() => [loop(() => naive.get(server.node, 'x')), loop(() => guarded.get(server.node, 'x'))]));
     } finally {
-      server.proc.kill('SIGCONT');
+      await server.thaw();
     }
     naive.close();
     await guarded.close();

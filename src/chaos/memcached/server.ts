@@ -5,6 +5,7 @@
  * @module
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import net from 'node:net';
 import { MemcachedConnection } from './connection.js';
 
@@ -43,48 +44,153 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** Starts one memcached on loopback and waits (bounded) until it answers `version`. */
-export async function startMemcached(): Promise<{ node: string; proc: ChildProcess; stop: () => Promise<void> }> {
+/** A started memcached: its `host:port`, its process, and the faults the scenario applies to it. */
+export interface MemcachedServer {
+  readonly node: string;
+  readonly proc: ChildProcess;
+  /** SIGSTOP; resolves once the kernel shows every thread stopped (bounded), so no request slips in. */
+  freeze(): Promise<void>;
+  /** SIGCONT; resolves once the process runs again (bounded). */
+  thaw(): Promise<void>;
+  /** Kills it for sure (thawed first) and waits for its exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts one memcached on loopback and waits (bounded) until it answers `version`, checking that
+ * the process answering is this one: another memcached (a parallel test's) can take the port
+ * between choosing it and binding it, and would otherwise answer in its place. On such a lost
+ * race it starts again on another port (at most 5 times).
+ */
+export async function startMemcached(): Promise<MemcachedServer> {
+  for (let round = 0; round < 5; round++) {
+    const server = await startOnce();
+    if (server !== undefined) return server;
+  }
+  throw new Error('memcached did not start on a port of its own in 5 tries');
+}
+
+async function startOnce(): Promise<MemcachedServer | undefined> {
   const port = await freePort();
   const args = ['-l', '127.0.0.1', '-p', String(port), '-U', '0', '-t', '1', '-m', '16', '-c', '8192', '-b', '1024'];
   if (process.getuid?.() === 0) args.push('-u', 'nobody');
   const proc = spawn('memcached', args, { stdio: 'ignore' });
+  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  const alive = (): boolean => proc.exitCode === null && proc.signalCode === null;
+  const kill = async (): Promise<void> => {
+    if (alive()) {
+      proc.kill('SIGCONT');
+      proc.kill('SIGKILL');
+    }
+    await exited;
+  };
   const node = `127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = net.connect({ host: '127.0.0.1', port });
-      socket.on('error', () => resolve(false));
-      socket.on('connect', () => {
-        const c = new MemcachedConnection(socket);
-        c.version(200).then(
-          () => {
-            c.close();
-            resolve(true);
-          },
-          () => {
-            c.close();
-            resolve(false);
-          },
-        );
-      });
-    });
-    if (ok) {
-      const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-      const stop = async (): Promise<void> => {
-        if (proc.exitCode === null && proc.signalCode === null) {
+  for (let i = 0; i < 100 && alive(); i++) {
+    if ((await answersVersion(port)) && ownsListener(proc.pid, port)) {
+      return {
+        node,
+        proc,
+        freeze: async () => {
+          proc.kill('SIGSTOP');
+          await waitForState(proc.pid, (s) => s === 'T' || s === 't');
+        },
+        thaw: async () => {
           proc.kill('SIGCONT');
-          proc.kill('SIGKILL');
-        }
-        await exited;
+          await waitForState(proc.pid, (s) => s !== 'T' && s !== 't');
+        },
+        stop: kill,
       };
-      return { node, proc, stop };
     }
     await wait(20);
   }
-  proc.kill('SIGKILL');
+  const lostRace = !alive(); // it exited: the port was taken (another process bound it first)
+  await kill();
+  if (lostRace) return undefined;
   throw new Error(`memcached on ${node} did not start`);
 }
 
+/** Whether something on 127.0.0.1:port answers memcached's `version`. */
+function answersVersion(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    socket.on('error', () => resolve(false));
+    socket.on('connect', () => {
+      const c = new MemcachedConnection(socket);
+      c.version(200).then(
+        () => {
+          c.close();
+          resolve(true);
+        },
+        () => {
+          c.close();
+          resolve(false);
+        },
+      );
+    });
+  });
+}
+
+/**
+ * Whether process `pid` holds the socket listening on 127.0.0.1:`port` (Linux: /proc/net/tcp
+ * names the listener's inode, /proc/<pid>/fd the process's sockets). Where /proc cannot tell, true.
+ */
+export function ownsListener(pid: number | undefined, port: number): boolean {
+  if (pid === undefined) return false;
+  let table: string;
+  try {
+    table = readFileSync('/proc/net/tcp', 'utf8');
+  } catch {
+    return true;
+  }
+  const local = `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const inodes = new Set<string>();
+  for (const line of table.split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f[1] === local && f[3] === '0A') inodes.add(f[9]!); // 0A: LISTEN
+  }
+  if (inodes.size === 0) return false;
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      const target = readlinkSafe(`/proc/${pid}/fd/${fd}`);
+      const m = /^socket:\[(\d+)\]$/.exec(target ?? '');
+      if (m !== null && inodes.has(m[1]!)) return true;
+    }
+  } catch {
+    return true; // its fds are not ours to read: cannot tell
+  }
+  return false;
+}
+
+function readlinkSafe(path: string): string | undefined {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return undefined; // an fd closed while we looked
+  }
+}
+
+/**
+ * Waits (at most 2 s) until every thread of `pid` shows a state `ok` accepts in /proc; where
+ * /proc cannot tell, at once.
+ */
+async function waitForState(pid: number | undefined, ok: (state: string) => boolean): Promise<void> {
+  if (pid === undefined) return;
+  const until = Date.now() + 2_000;
+  while (Date.now() < until) {
+    let states: string[];
+    try {
+      states = readdirSync(`/proc/${pid}/task`).map((tid) => {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? '';
+      });
+    } catch {
+      return;
+    }
+    if (states.every(ok)) return;
+    await wait(2);
+  }
+  throw new Error(`memcached ${pid} did not reach the expected state in 2 s`);
+}
 
 function wait(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

@@ -9,7 +9,7 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { ensureMemcached, startMemcached } from '../memcached/server.js';
+import { type MemcachedServer, ensureMemcached, startMemcached } from '../memcached/server.js';
 import type { WorkerConfig, WorkerReport } from '../memcached/worker.js';
 import { LaneRecorder } from '../recorder.js';
 import { type Scenario, type ScenarioContext, type ScenarioResult, wait } from '../scenario.js';
@@ -46,7 +46,7 @@ export const memcachedStorm: Scenario = {
       return skippedResult(missing);
     }
 
-    const servers: Array<{ node: string; proc: ChildProcess; stop: () => Promise<void> }> = [];
+    const servers: MemcachedServer[] = [];
     const workers: ChildProcess[] = [];
     try {
       for (let i = 0; i < 3; i++) servers.push(await startMemcached());
@@ -105,11 +105,11 @@ export const memcachedStorm: Scenario = {
       await wait(healthy * 1_000);
       phase = 'node frozen';
       ctx.log(`memcached: freezing ${frozen.node} (SIGSTOP)`);
-      frozen.proc.kill('SIGSTOP');
+      await frozen.freeze();
       await wait(faultFor * 1_000);
       phase = 'node thawed';
       ctx.log(`memcached: thawing ${frozen.node} (SIGCONT)`);
-      frozen.proc.kill('SIGCONT');
+      await frozen.thaw();
       await Promise.race([Promise.all(done), wait((after + 20) * 1_000)]);
       const duration = lanes.guarded.elapsed();
       return {
