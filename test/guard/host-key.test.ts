@@ -20,6 +20,10 @@ describe('hostKey', () => {
     ['[FE80::1]:443', undefined, '[fe80::1]:443'],
     ['http://[::1]:9000/', undefined, '[::1]:9000'],
     ['127.0.0.1:0', undefined, '127.0.0.1:0'],
+    ['a.test:65535', undefined, 'a.test:65535'], // the highest port
+    ['a.test:', undefined, 'a.test'], // an empty port is no port
+    ['ftp://files.test/pub', undefined, 'files.test'], // a scheme with no known port
+    ['svc.test', '8080', 'svc.test:8080'],
   ])('%s (port %s) -> %s', (host, port, key) => {
     expect(hostKey(host, port)).toBe(key);
     expect(hostKey(host, port)).toBe(key); // memoised path gives the same answer
@@ -35,12 +39,23 @@ describe('hostKey', () => {
     ['http://', undefined, /not a valid URL/],
     ['a', 70_000, /port "70000"/],
     ['a', 1.5, /port/],
+    [':80', undefined, /":80" has no name/],
+    ['[]:80', undefined, /has no name/],
   ])('rejects %s (port %s)', (host, port, message) => {
     expect(() => hostKey(host, port)).toThrow(message);
   });
 
-  it('rejects non-strings with a TypeError', () => {
+  it('rejects non-strings with a TypeError naming what it got', () => {
     for (const bad of [undefined, null, 42, {}, []]) expect(() => hostKey(bad as unknown as string)).toThrow(TypeError);
+    expect(() => hostKey(42 as unknown as string)).toThrow('host must be a non-empty string, got number');
+    expect(() => hostKey('')).toThrow('host must be a non-empty string, got ""');
+  });
+
+  it('remembers a spelling together with its port: the same name on two ports is two keys', () => {
+    expect(hostKey('memo.test', 1)).toBe('memo.test:1');
+    expect(hostKey('memo.test', 2)).toBe('memo.test:2');
+    expect(hostKey('memo.test')).toBe('memo.test');
+    expect(hostKey('memo.test', 1)).toBe('memo.test:1');
   });
 
   it('stays bounded under a stream of distinct hosts', () => {
