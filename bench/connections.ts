@@ -30,7 +30,7 @@ import { blackhole, http2Peer } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
 import { quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { capped, median } from './lib/timing.js';
+import { capped, median, throughput } from './lib/timing.js';
 
 
 const CONNECT_TIMEOUT = 1_000;
@@ -167,23 +167,6 @@ async function serverProcess(): Promise<{ origin: string; stop: () => Promise<vo
   return { origin: `http://127.0.0.1:${port}`, stop: () => stop() };
 }
 
-/** Calls per second by `callers` loops for `ms`, and this process's CPU µs per call. */
-async function throughput(callers: number, ms: number, call: () => Promise<unknown>): Promise<{ rate: number; cpuUs: number }> {
-  const until = performance.now() + ms;
-  const cpu0 = process.cpuUsage();
-  let done = 0;
-  await Promise.all(
-    Array.from({ length: callers }, async () => {
-      while (performance.now() < until) {
-        await call();
-        done++;
-      }
-    }),
-  );
-  const cpu = process.cpuUsage(cpu0);
-  return { rate: (done / ms) * 1_000, cpuUs: (cpu.user + cpu.system) / Math.max(1, done) };
-}
-
 /**
  * Many short alternating rounds, and the median of the adjacent raw/guarded pairs' ratios: on a
  * shared two-core machine the noise comes in bursts (±7 % between neighbouring rounds of the same
@@ -206,10 +189,10 @@ async function healthy(): Promise<{ guarded: number; raw: number; ratio: number;
   for (let i = 0; i < HEALTHY_ROUNDS; i++) {
     const r = await throughput(64, HEALTHY_MS, () => raw.request(url));
     const gr = await throughput(64, HEALTHY_MS, () => g.client.request(url));
-    rs.push(r.rate);
-    gs.push(gr.rate);
-    ratios.push(gr.rate / r.rate);
-    cpuRatios.push(r.cpuUs / gr.cpuUs);
+    rs.push(r.perSecond);
+    gs.push(gr.perSecond);
+    ratios.push(gr.perSecond / r.perSecond);
+    cpuRatios.push(r.cpuUsPerCall / gr.cpuUsPerCall);
   }
   await g.client.close();
   raw.close();

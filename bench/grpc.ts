@@ -29,7 +29,7 @@ import { blackhole } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
 import { quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { capped, median } from './lib/timing.js';
+import { type Throughput, capped, median, throughput } from './lib/timing.js';
 
 const CONNECT_TIMEOUT = 1_000;
 const CALLERS = 64;
@@ -86,34 +86,6 @@ async function serverProcess(port = 0): Promise<{ target: string; port: number; 
   return { target: `127.0.0.1:${server.port}`, port: server.port, kill: () => server.stop('SIGKILL') };
 }
 
-/** One round: calls per second, and the client process's CPU time per call (µs). */
-interface Round {
-  perSecond: number;
-  cpuPerCall: number;
-}
-
-/**
- * Calls completed per second by `callers` loops that start calls for `ms`, over the time until the
- * last call ended (calls finish in bursts, so the nominal `ms` would quantise the figure), and the
- * CPU this process spent per call meanwhile.
- */
-async function throughput(callers: number, ms: number, call: () => Promise<unknown>): Promise<Round> {
-  const t0 = performance.now();
-  const cpu0 = process.cpuUsage();
-  const until = t0 + ms;
-  let done = 0;
-  await Promise.all(
-    Array.from({ length: callers }, async () => {
-      while (performance.now() < until) {
-        await call();
-        done++;
-      }
-    }),
-  );
-  const cpu = process.cpuUsage(cpu0);
-  return { perSecond: (done / (performance.now() - t0)) * 1_000, cpuPerCall: (cpu.user + cpu.system) / done };
-}
-
 function newGuard(breaker = new HostBreaker()): GrpcGuard {
   return new GrpcGuard({ connectTimeout: CONNECT_TIMEOUT, breaker, closeTimeout: 100 });
 }
@@ -143,8 +115,8 @@ async function healthy(): Promise<Healthy> {
   // Warm-up both (the JIT has more of the guarded path to compile).
   await throughput(CALLERS, WARM_UP_MS, () => invoke(raw, 'Echo'));
   await throughput(CALLERS, WARM_UP_MS, () => invoke(guarded, 'Echo'));
-  const gs: Round[] = [];
-  const rs: Round[] = [];
+  const gs: Throughput[] = [];
+  const rs: Throughput[] = [];
   for (let i = 0; i < HEALTHY_ROUNDS; i++) {
     if (i % 2 === 0) {
       rs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(raw, 'Echo')));
@@ -165,8 +137,8 @@ async function healthy(): Promise<Healthy> {
     guarded: median(gs.map((r) => r.perSecond)),
     raw: median(rs.map((r) => r.perSecond)),
     ratio: median(gs.map((g, i) => g.perSecond / rs[i]!.perSecond)),
-    cpuRatio: median(gs.map((g, i) => rs[i]!.cpuPerCall / g.cpuPerCall)),
-    cpuPerCall: { guarded: median(gs.map((r) => r.cpuPerCall)), raw: median(rs.map((r) => r.cpuPerCall)) },
+    cpuRatio: median(gs.map((g, i) => rs[i]!.cpuUsPerCall / g.cpuUsPerCall)),
+    cpuPerCall: { guarded: median(gs.map((r) => r.cpuUsPerCall)), raw: median(rs.map((r) => r.cpuUsPerCall)) },
     channels,
   };
 }

@@ -25,7 +25,7 @@ import { inBenchNetns, reexecInNetns } from './lib/netns.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { median, percentile } from './lib/timing.js';
+import { median, percentile, throughput } from './lib/timing.js';
 
 reexecInNetns();
 
@@ -47,23 +47,10 @@ async function serverProcess(): Promise<{ origin: string; stop: () => Promise<vo
   return { origin: `http://127.0.0.1:${port}`, stop: () => stop() };
 }
 
-/** Requests completed per second by `CALLERS` loops for `ms`, and this process's CPU µs per request. */
-async function throughput(dispatcher: Dispatcher, url: string, ms: number): Promise<{ rps: number; cpuUs: number }> {
-  const cpu0 = process.cpuUsage();
-  const t0 = performance.now();
-  const until = t0 + ms;
-  let done = 0;
-  await Promise.all(
-    Array.from({ length: CALLERS }, async () => {
-      while (performance.now() < until) {
-        const res = await request(url, { dispatcher });
-        await res.body.dump();
-        done++;
-      }
-    }),
-  );
-  const cpu = process.cpuUsage(cpu0);
-  return { rps: (done / (performance.now() - t0)) * 1_000, cpuUs: (cpu.user + cpu.system) / done };
+/** One request through `dispatcher`, its body read to the end. */
+async function get(dispatcher: Dispatcher, url: string): Promise<void> {
+  const res = await request(url, { dispatcher });
+  await res.body.dump();
 }
 
 interface Healthy {
@@ -85,8 +72,8 @@ async function healthy(): Promise<Healthy> {
   const raw = new Agent();
   const guarded = new GuardedAgent({ breaker: new HostBreaker() });
   try {
-    await throughput(raw, url, 1_000); // warm-up: connections open, code paths hot
-    await throughput(guarded, url, 1_000);
+    await throughput(CALLERS, 1_000, () => get(raw, url)); // warm-up: connections open, code paths hot
+    await throughput(CALLERS, 1_000, () => get(guarded, url));
     const rs: number[] = [];
     const gs: number[] = [];
     const ratios: number[] = [];
@@ -96,16 +83,16 @@ async function healthy(): Promise<Healthy> {
     for (let i = 0; i < HEALTHY_ROUNDS; i++) {
       // Alternate which goes first, so neither always runs on a warmer machine.
       const pair = i % 2 === 0 ? [raw, guarded] : [guarded, raw];
-      const a = await throughput(pair[0]!, url, HEALTHY_MS);
-      const b = await throughput(pair[1]!, url, HEALTHY_MS);
+      const a = await throughput(CALLERS, HEALTHY_MS, () => get(pair[0]!, url));
+      const b = await throughput(CALLERS, HEALTHY_MS, () => get(pair[1]!, url));
       const [r, g] = i % 2 === 0 ? [a, b] : [b, a];
-      rs.push(r.rps);
-      gs.push(g.rps);
-      ratios.push(g.rps / r.rps);
-      rawCpu.push(r.cpuUs);
-      guardedCpu.push(g.cpuUs);
-      cpuRatios.push(r.cpuUs / g.cpuUs);
-      progress(`round ${i + 1}: raw ${Math.round(r.rps)}/s, guarded ${Math.round(g.rps)}/s, ratio ${(g.rps / r.rps).toFixed(3)}; CPU/request raw ${r.cpuUs.toFixed(1)} µs, guarded ${g.cpuUs.toFixed(1)} µs`);
+      rs.push(r.perSecond);
+      gs.push(g.perSecond);
+      ratios.push(g.perSecond / r.perSecond);
+      rawCpu.push(r.cpuUsPerCall);
+      guardedCpu.push(g.cpuUsPerCall);
+      cpuRatios.push(r.cpuUsPerCall / g.cpuUsPerCall);
+      progress(`round ${i + 1}: raw ${Math.round(r.perSecond)}/s, guarded ${Math.round(g.perSecond)}/s, ratio ${(g.perSecond / r.perSecond).toFixed(3)}; CPU/request raw ${r.cpuUsPerCall.toFixed(1)} µs, guarded ${g.cpuUsPerCall.toFixed(1)} µs`);
     }
     return {
       raw: median(rs),

@@ -99,3 +99,34 @@ export async function capped(work: Promise<unknown>, cap: number): Promise<boole
   clearTimeout(timer);
   return hit;
 }
+
+/** What {@link throughput} measured. */
+export interface Throughput {
+  /** Calls completed per second, over the time the loops really ran. */
+  perSecond: number;
+  /** This process's CPU (user + system) per completed call, µs: the client's own cost. */
+  cpuUsPerCall: number;
+}
+
+/**
+ * `callers` concurrent loops calling `call` back to back for `ms`: the calls per second and this
+ * process's CPU per call. Each loop finishes the call it is in, so the run may end a little late;
+ * the rate is over the real elapsed time.
+ */
+export async function throughput(callers: number, ms: number, call: () => Promise<unknown>): Promise<Throughput> {
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const until = t0 + ms;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      while (performance.now() < until) {
+        await call();
+        done++;
+      }
+    }),
+  );
+  const cpu = process.cpuUsage(cpu0);
+  return { perSecond: (done / (performance.now() - t0)) * 1_000, cpuUsPerCall: (cpu.user + cpu.system) / Math.max(1, done) };
+}
+

@@ -16,18 +16,23 @@ function run<T>(clock: ManualClock, fn: (attempt: RetryAttempt) => Promise<T> | 
   return track(retry(fn, { clock, budget: null, backoff: constant(0), ...options }), clock);
 }
 
+/** An attempt refused every time, recording when (since T0) each one started. */
+function refusedEachTime(clock: ManualClock): { starts: number[]; fail: () => Promise<never> } {
+  const starts: number[] = [];
+  return {
+    starts,
+    fail: () => {
+      starts.push(clock.now() - T0);
+      return Promise.reject(refusedConnect());
+    },
+  };
+}
+
 describe('retry: where the bounds fall', () => {
   it('a retry may start exactly at the end of the retry window, not after it', async () => {
     const clock = new ManualClock(T0);
-    const starts: number[] = [];
-    const call = run(
-      clock,
-      () => {
-        starts.push(clock.now() - T0);
-        return Promise.reject(refusedConnect());
-      },
-      { retryWindow: 1_000, backoff: constant(500), maxAttempts: 10 },
-    );
+    const { starts, fail } = refusedEachTime(clock);
+    const call = run(clock, fail, { retryWindow: 1_000, backoff: constant(500), maxAttempts: 10 });
     await clock.tick(5_000);
     expect(starts).toEqual([0, 500, 1_000]); // the third starts at the window's end exactly
     expect(call.error).toBeInstanceOf(RetriesExhaustedError);
@@ -38,15 +43,8 @@ describe('retry: where the bounds fall', () => {
 
   it('a wait that would end at the deadline fails now, with every attempt error as the cause', async () => {
     const clock = new ManualClock(T0);
-    const starts: number[] = [];
-    const call = run(
-      clock,
-      () => {
-        starts.push(clock.now() - T0);
-        return Promise.reject(refusedConnect());
-      },
-      { timeout: 1_000, backoff: constant(500), maxAttempts: 10 },
-    );
+    const { starts, fail } = refusedEachTime(clock);
+    const call = run(clock, fail, { timeout: 1_000, backoff: constant(500), maxAttempts: 10 });
     await clock.tick(5_000);
     expect(starts).toEqual([0, 500]);
     expect(call.error).toBeInstanceOf(DeadlineExceededError);
