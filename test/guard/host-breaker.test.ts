@@ -435,3 +435,78 @@ describe('HostBreaker: events', () => {
     expect(warnings).toEqual([expect.stringContaining('listener bug')]);
   });
 });
+
+describe('HostBreaker: what it reports, exactly', () => {
+  it('event payloads name the host and the numbers behind each change', () => {
+    const { clock, breaker } = make({ failureThreshold: 2, openDuration: 1_000, probeTimeout: 300 });
+    const seen: unknown[] = [];
+    for (const e of ['opened', 'closed', 'probe-granted', 'probe-expired', 'refused'] as const) breaker.on(e, (p) => seen.push([e, p]));
+    failDials(breaker, 2);
+    refusal(breaker);
+    clock.advance(1_000);
+    breaker.admit(H); // the probe, never reported
+    refusal(breaker);
+    clock.advance(300);
+    breaker.admit(H).succeeded();
+    expect(seen).toEqual([
+      ['opened', { host: H, failures: 2, openFor: 1_000, reopened: false }],
+      ['refused', { host: H, state: 'open' }],
+      ['probe-granted', { host: H }],
+      ['refused', { host: H, state: 'half-open' }],
+      ['probe-expired', { host: H, probeTimeout: 300 }],
+      ['probe-granted', { host: H }],
+      ['closed', { host: H, openedFor: 1_300 }],
+    ]);
+    expect(breaker.stats()).toMatchObject({ probesExpired: 1, refused: 2, opened: 1 });
+  });
+
+  it('a probe due exactly now is not "out": retryAfter 0 and probing false at its deadline', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000, probeTimeout: 500 });
+    failDials(breaker, 1);
+    clock.advance(1_000);
+    expect(breaker.state(H)).toMatchObject({ state: 'half-open', probing: false, retryAfter: 0 });
+    breaker.admit(H);
+    clock.advance(499);
+    expect(breaker.state(H)).toMatchObject({ probing: true, retryAfter: 1 });
+    expect(refusal(breaker).retryAfter).toBe(1);
+    clock.advance(1);
+    expect(breaker.state(H)).toMatchObject({ probing: false, retryAfter: 0 });
+  });
+
+  it('one refusal per window: the next window (after a failed probe) gets a fresh one', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000 });
+    failDials(breaker, 1);
+    const first = refusal(breaker);
+    expect(refusal(breaker)).toBe(first);
+    clock.advance(1_000);
+    breaker.admit(H).failed(); // the probe fails: a new window
+    const second = refusal(breaker);
+    expect(second).not.toBe(first);
+    expect(second.retryAfter).toBe(1_000);
+    expect(breaker.state(H)).toMatchObject({ state: 'open', opens: 2 });
+  });
+
+  it('a disabled breaker hands out permits that still settle exactly once', () => {
+    const { breaker } = make({ failureThreshold: 0 });
+    const p = breaker.admit(H);
+    expect(p.settled).toBe(false);
+    p.abandoned();
+    expect(p.settled).toBe(true);
+    for (const settle of [(q: DialPermit) => q.succeeded(), (q: DialPermit) => q.failed()]) {
+      const q = breaker.admit(H);
+      settle(q);
+      expect(q.settled).toBe(true);
+    }
+  });
+
+  it("an enabled breaker's permit reads settled once settled", () => {
+    const { breaker } = make();
+    for (const settle of [(q: DialPermit) => q.succeeded(), (q: DialPermit) => q.failed(), (q: DialPermit) => q.abandoned()]) {
+      const q = breaker.admit(H);
+      expect(q.settled).toBe(false);
+      settle(q);
+      expect(q.settled).toBe(true);
+    }
+    expect(breaker.enabled).toBe(true);
+  });
+});
