@@ -23,6 +23,7 @@ import {
   verdict,
 } from './classify-rules.js';
 import { grpcVerdict } from './classify-grpc.js';
+import { MAX_CHAIN_DEPTH, MAX_CHAIN_MEMBERS, MAX_CHAIN_NODES } from './errors.js';
 import type { Unsubscribe } from './events.js';
 import { show } from './validate.js';
 
@@ -115,12 +116,16 @@ export interface ClassifyOptions {
   readonly signal?: AbortSignal;
 }
 
-/** A walk never goes deeper than this many causes... */
-const MAX_DEPTH = 32;
-/** ...nor visits more than this many errors in all (an AggregateError fans out)... */
-const MAX_NODES = 64;
-/** ...nor reads more than this many members of one AggregateError. */
-const MAX_CHILDREN = 16;
+/**
+ * A walk never goes deeper than this many causes, nor visits more than this many errors in all,
+ * nor reads more than this many members of one AggregateError: the same bounds as `findError`.
+ * Past them nothing is read, so a chain deeper than 32 causes whose only recognisable error is
+ * below that depth classifies as 'unknown' (not transient: not retried, not counted against any
+ * host). Real chains are a few levels deep; the bound is what keeps a hostile one cheap.
+ */
+const MAX_DEPTH = MAX_CHAIN_DEPTH;
+const MAX_NODES = MAX_CHAIN_NODES;
+const MAX_CHILDREN = MAX_CHAIN_MEMBERS;
 
 const KINDS: ReadonlySet<unknown> = new Set(['refused', 'dial', 'connection', 'timeout', 'stream', 'cancelled', 'application', 'unknown']);
 
