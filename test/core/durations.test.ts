@@ -164,6 +164,19 @@ describe('a 2^31 ms duration never fires early', () => {
     await pool.close();
   });
 
+  it('a gRPC channel watch whose deadline is 2^31 ms away is not called back with "deadline passed" early', async () => {
+    const clock = new NodeLikeClock();
+    const guard = new GrpcGuard({ clock, breaker: null });
+    const channel = guard.channel('127.0.0.1:1', grpc.credentials.createInsecure());
+    const calls: Array<Error | undefined> = [];
+    channel.watchConnectivityState(grpc.connectivityState.IDLE, Date.now() + TOO_LONG + 1_000, (err) => calls.push(err));
+    await clock.inner.tick(100);
+    expect(calls).toEqual([]); // it used to fail after 1 ms
+    channel.close(); // SHUTDOWN: a state change, so the watcher is called without an error
+    expect(calls).toEqual([undefined]);
+    await guard.close();
+  });
+
   it('retry({ timeout: 2**31 }) keeps its whole deadline: no DEADLINE_EXCEEDED early; then one, on time', async () => {
     const clock = new NodeLikeClock();
     let settled: unknown = 'pending';
