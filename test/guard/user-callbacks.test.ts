@@ -17,7 +17,7 @@ import { type DialContext, dial } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { subscribe } from '../../src/observe/channels.js';
 import { logStateChanges } from '../../src/observe/log-state-changes.js';
-import { retry } from '../../src/retry/retry.js';
+import { onRetryEvent, retry } from '../../src/retry/retry.js';
 import { httpPeer } from '../../src/testing/http-peer.js';
 import { http2Peer } from '../../src/testing/http2-peer.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
@@ -131,6 +131,39 @@ describe('a throwing user callback leaves the process alive and the operation co
     expect(breaker.stats()).toMatchObject({ failed: 1, opened: 1 });
     // Its previous window (none yet: 0) is used, so the host is not blocked for ever: a probe may run.
     expect(() => breaker.admit('db:3').abandoned()).not.toThrow();
+  });
+
+  it('events.ts listeners (already isolated, pinned here): a breaker listener throwing from a dial timer, a retry listener throwing between attempts', async () => {
+    const clock = new ManualClock();
+    const breaker = new HostBreaker({ clock, failureThreshold: 1 });
+    const stopBreaker = breaker.on('opened', boom);
+    const stopRetry = onRetryEvent('scheduled', boom);
+    let attempts = 0;
+    const seen = await watching(async () => {
+      try {
+        const p = dial('db:4', () => new Promise<string>(() => {}), { timeout: 50, clock, breaker }).catch((err: unknown) => err);
+        await clock.tick(50);
+        expect(await p).toBeInstanceOf(ConnectTimeoutError);
+        const r = retry(
+          () => {
+            attempts++;
+            if (attempts === 1) throw Object.assign(new Error('refused'), { code: 'ECONNREFUSED', syscall: 'connect' });
+            return 'ok';
+          },
+          { clock, budget: null, backoff: () => 0 },
+        );
+        await clock.tick(0);
+        expect(await r).toBe('ok');
+      } finally {
+        stopBreaker();
+        stopRetry();
+      }
+    });
+    expect(attempts).toBe(2);
+    expect(breaker.stats()).toMatchObject({ opened: 1 });
+    expect(seen.uncaught).toEqual([]);
+    expect(seen.unhandled).toEqual([]);
+    expect(seen.warnings).toHaveLength(2);
   });
 
   it("retry: a `cancel` that throws rejects the call with that error, no attempt made, its signal listener removed", async () => {
