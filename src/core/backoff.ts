@@ -45,7 +45,7 @@ function uncapped(o: Required<ExponentialOptions>, n: number): number {
   // A zero base stays zero: 0 * multiplier^n is NaN once the power overflows to Infinity.
   if (o.base === 0) return 0;
   const d = o.base * o.multiplier ** Math.max(0, n - 1);
-  return d < o.max ? d : o.max; // an overflow (Infinity) or a NaN step number waits the cap
+  return Number.isNaN(d) ? o.max : Math.min(o.max, d); // a NaN step number waits the cap
 }
 
 /** `base`, growing by `multiplier` each step to `max`; no jitter. */
@@ -100,7 +100,7 @@ export function constant(ms: number): Schedule {
  */
 export function safeDelay(delay: unknown, max = MAX_DURATION): number {
   if (typeof delay !== 'number' || !(delay > 0)) return 0;
-  return delay < max ? delay : max;
+  return Math.min(delay, max);
 }
 
 const warnedSchedules = new WeakSet<Schedule>();
@@ -110,6 +110,8 @@ const warnedSchedules = new WeakSet<Schedule>();
  * answer through {@link safeDelay}, and a schedule that throws is reported once as a process
  * warning and answered with `previous` (the last delay it gave; 0 the first time), never thrown
  * into the caller's stack.
+ *
+ * @internal
  */
 export function drawDelay(schedule: Schedule, n: number, previous: number, random: () => number): number {
   try {

@@ -326,7 +326,7 @@ function verdictOf(node: unknown, f: Facts, w: Walk): Verdict | undefined {
   if (node === w.reason) return verdict('cancelled', typeof f.code === 'string' ? f.code : 'ABORT_ERR');
   const { code, details } = f;
   let base = intIn(code, 0, 16) && details !== undefined ? grpcVerdict(code, details) : structuralVerdict(f);
-  if (base === undefined || (base.kind === 'application' && !isClientError(base.code))) {
+  if (base === undefined || (base.kind === 'application' && !intIn(f.status, 400, 499))) {
     const text = patternVerdict(f);
     // Text can upgrade what a server answered (a 500 carrying `rpc error: EOF`), never override
     // what a code said about our own I/O, nor an explicit 4xx: the server read the request and
@@ -334,11 +334,6 @@ function verdictOf(node: unknown, f: Facts, w: Walk): Verdict | undefined {
     if (text !== undefined) base = base === undefined ? text : { ...text, final: true };
   }
   return userVerdict(f, base, w) ?? base;
-}
-
-/** Whether `code` is an HTTP 4xx (`HTTP_4xx`): the server's explicit verdict on the request itself. */
-function isClientError(code: string | undefined): boolean {
-  return code !== undefined && /^HTTP_4\d\d$/.test(code);
 }
 
 /** The first user pattern that matches this error's text, applied over `base`. */

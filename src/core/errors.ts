@@ -314,13 +314,14 @@ function findInChain(err: unknown, test: (node: object) => boolean): object | un
       // A Proxy whose getPrototypeOf or a getter throws: not one of ours.
     }
     const members = read(node, 'errors');
-    let isArray = false;
+    let aggregate = false;
     try {
-      isArray = read(node, 'name') === 'AggregateError' && Array.isArray(members);
+      // As classify reads one: by name, or a subclass of AggregateError, with an array of members.
+      aggregate = (read(node, 'name') === 'AggregateError' || node instanceof AggregateError) && Array.isArray(members);
     } catch {
-      // A revoked Proxy: no members.
+      // A Proxy whose getPrototypeOf throws, a revoked one: no members.
     }
-    if (isArray) {
+    if (aggregate) {
       const n = Math.min(MAX_CHAIN_MEMBERS, Number(read(members as object, 'length')) || 0);
       for (let i = 0; i < n; i++) {
         const found = visit(read(members as object, i), depth + 1);

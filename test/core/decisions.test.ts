@@ -24,6 +24,16 @@ describe('classify: an explicit 4xx is final, whatever its text says', () => {
     expect(classify(withStatus('rpc error: EOF', 404))).toMatchObject({ kind: 'application', code: 'HTTP_404', transient: false });
   });
 
+  it('the bounds of 4xx: 400 and 499 stay, 500 is upgraded', () => {
+    for (const status of [400, 499]) expect(classify(withStatus('connection reset by peer', status)), String(status)).toMatchObject({ kind: 'application' });
+    expect(classify(withStatus('connection reset by peer', 500))).toMatchObject({ kind: 'connection', code: 'ECONNRESET' });
+  });
+
+  it('a 4xx status line still lets a cause below it speak (it is not final), as a 5xx one does', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED', syscall: 'connect' });
+    expect(classify(new Error('Unexpected response code: 403 (connection reset by peer)', { cause: refused }))).toMatchObject({ kind: 'dial', code: 'ECONNREFUSED' });
+  });
+
   it('a 4xx status line with transport words after it stays that status', () => {
     expect(classify(new Error('Unexpected response code: 403 (rpc error: EOF)'))).toMatchObject({ kind: 'application', code: 'HTTP_403', transient: false });
   });
@@ -64,8 +74,39 @@ describe('backoff: no schedule makes a wait NaN, negative or endless', () => {
     }
   });
 
+  it('exponential at a NaN step waits the cap, never NaN', () => {
+    expect(exponential({ base: 10, max: 1_000 })(Number.NaN, 0, Math.random)).toBe(1_000);
+  });
+
+  it('a breaker schedule that throws after answering once reuses its last window, and is warned about once', async () => {
+    const clock = new ManualClock();
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w.message);
+    process.on('warning', onWarning);
+    try {
+      const schedule = (n: number): number => {
+        if (n === 1) return 100;
+        throw new Error('schedule down');
+      };
+      const breaker = new HostBreaker({ clock, failureThreshold: 1, openDuration: schedule, idleRetention: Infinity });
+      breaker.admit('h:1').failed(); // window 100
+      clock.advance(100);
+      for (let reopen = 0; reopen < 2; reopen++) {
+        breaker.admit('h:1').failed(); // the probe fails: reopened, the schedule throwing
+        clock.advance(99);
+        expect(() => breaker.admit('h:1')).toThrow(/unavailable/);
+        clock.advance(1);
+        expect(breaker.state('h:1')).toMatchObject({ state: 'half-open' });
+      }
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.includes('schedule down'))).toHaveLength(1);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('safeDelay: what every consumer does with any answer (a user schedule may return anything)', () => {
-    expect([Number.NaN, -5, -0, 'x', undefined].map((v) => safeDelay(v))).toEqual([0, 0, 0, 0, 0]);
+    expect([Number.NaN, -5, -0, 'x', '5', undefined].map((v) => safeDelay(v))).toEqual([0, 0, 0, 0, 0, 0]);
     expect(safeDelay(Number.POSITIVE_INFINITY)).toBe(MAX_DURATION);
     expect(safeDelay(2 ** 40)).toBe(MAX_DURATION);
     expect(safeDelay(250)).toBe(250);

@@ -83,6 +83,19 @@ describe('a throwing user callback leaves the process alive and the operation co
     expect(breaker.stats()).toMatchObject({ failed: 1, succeeded: 0 });
   });
 
+  it('dial: a late connection with no dispose is dropped quietly (no warning)', async () => {
+    const clock = new ManualClock();
+    let deliver!: (c: string) => void;
+    const seen = await watching(async () => {
+      const p = dial('db:5', () => new Promise<string>((resolve) => (deliver = resolve)), { timeout: 100, clock, breaker: null }).catch((err: unknown) => err);
+      await clock.tick(100);
+      expect(await p).toBeInstanceOf(ConnectTimeoutError);
+      deliver('late');
+      await flushMicrotasks();
+    });
+    expect(seen).toEqual({ uncaught: [], unhandled: [], warnings: [] });
+  });
+
   it('subscribe(): a subscriber that throws on dial:settled is a warning; the dial resolves with its connection', async () => {
     let calls = 0;
     const seen = await watching(async () => {

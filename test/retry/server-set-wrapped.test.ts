@@ -42,6 +42,26 @@ describe('ServerSet: a refusal wrapped by fetch is skipped like a bare one', () 
   }
 });
 
+describe('ServerSet: only a failure classified as refused is skipped', () => {
+  it('an error a pattern calls application, wrapping a refusal, ends the call: the next server is not tried', async () => {
+    const refusal = new HostUnavailableError('a:1', 100, 'open');
+    const proxied = new Error('proxied upstream refused', { cause: refusal });
+    const set = new ServerSet(['a:1', 'b:1']);
+    const servers: string[] = [];
+    const err = await set
+      .run(
+        (server) => {
+          servers.push(server);
+          throw proxied;
+        },
+        { maxAttempts: 3, budget: null, backoff: () => 0, classify: { patterns: [{ match: 'proxied', kind: 'application' }] } },
+      )
+      .catch((e: unknown) => e);
+    expect(err).toBe(proxied);
+    expect(servers).toEqual(['a:1']);
+  });
+});
+
 describe('findError and isPermanent walk the cause chain', () => {
   const refusal = new HostUnavailableError('h:1', 100, 'open');
 
@@ -59,6 +79,48 @@ describe('findError and isPermanent walk the cause chain', () => {
       expect(findError(v, HostUnavailableError)).toBeUndefined();
       expect(isPermanent(v)).toBe(false);
     }
+  });
+
+  it('reads 16 members of an AggregateError (or a subclass), and nothing called errors on another object', () => {
+    const fillers = (n: number): Error[] => Array.from({ length: n }, (_, i) => new Error(`f${i}`));
+    expect(findError(new AggregateError([...fillers(15), refusal]), HostUnavailableError)).toBe(refusal);
+    expect(findError(new AggregateError([...fillers(16), refusal]), HostUnavailableError)).toBeUndefined();
+    class Many extends AggregateError {
+      override name = 'Many';
+    }
+    expect(findError(new Many([new Error('x'), refusal]), HostUnavailableError)).toBe(refusal);
+    expect(findError({ name: 'Error', errors: [refusal] }, HostUnavailableError)).toBeUndefined();
+  });
+
+  it('visits at most 64 errors in all, depth first', () => {
+    // root, then 4 aggregates of 16: the 64th error visited is the 11th member of the 4th.
+    const tree = (at: number): unknown =>
+      new AggregateError(
+        Array.from({ length: 4 }, (_, a) => new AggregateError(Array.from({ length: 16 }, (_, m) => (a === 3 && m === at ? refusal : new Error(`${a}.${m}`))))),
+      );
+    expect(findError(tree(10), HostUnavailableError)).toBe(refusal);
+    expect(findError(tree(11), HostUnavailableError)).toBeUndefined();
+  });
+
+  it('walks functions with a cause and Proxies whose getPrototypeOf throws; a revoked Proxy is nothing', () => {
+    expect(findError(Object.assign(() => {}, { cause: refusal }), HostUnavailableError)).toBe(refusal);
+    const sly = new Proxy(
+      { cause: refusal },
+      {
+        getPrototypeOf() {
+          throw new Error('no prototype for you');
+        },
+      },
+    );
+    expect(findError(sly, HostUnavailableError)).toBe(refusal);
+    const { proxy, revoke } = Proxy.revocable({ cause: refusal }, {});
+    revoke();
+    expect(findError(proxy, HostUnavailableError)).toBeUndefined();
+    expect(isPermanent(proxy)).toBe(false);
+  });
+
+  it('isPermanent looks past a non-permanent dialguard error to the refusal it wraps', () => {
+    expect(isPermanent(new DeadlineExceededError(10, 1, { cause: refusal }))).toBe(true);
   });
 
   it('cycles and hostile getters end the walk without throwing; the depth bound is MAX_CHAIN_DEPTH', () => {
