@@ -14,6 +14,7 @@ import { GrpcGuard } from '../../src/adapters/grpc/guard.js';
 import { GuardedCall, type CallHost } from '../../src/adapters/grpc/guarded-call.js';
 import { SpecTable, grpcHostKey, targetOfKey } from '../../src/adapters/grpc/target.js';
 import { GuardedAgent } from '../../src/adapters/undici/index.js';
+import { constant, exponential } from '../../src/core/backoff.js';
 import { type Clock, type TimerHandle, sleep } from '../../src/core/clock.js';
 import { DeadlineExceededError } from '../../src/core/errors.js';
 import { MAX_DURATION, checkDuration } from '../../src/core/validate.js';
@@ -21,7 +22,9 @@ import { dial } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { Http2Client } from '../../src/http2/client.js';
 import { ConnectionPool } from '../../src/pool/connection-pool.js';
+import { RetryBudget } from '../../src/retry/budget.js';
 import { retry } from '../../src/retry/retry.js';
+import { logStateChanges } from '../../src/observe/log-state-changes.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
 import { leakCheckEach } from '../helpers/leaks.js';
 import { FakeConnector } from '../pool/fake-connector.js';
@@ -140,10 +143,38 @@ describe('a 2^31 ms duration never fires early', () => {
     }
   });
 
-  it('GrpcGuard keepAliveInterval, keepAliveTimeout and connectTimeout of 2**31 are RangeErrors', () => {
-    for (const key of ['keepAliveInterval', 'keepAliveTimeout', 'connectTimeout']) {
+  it('GrpcGuard keepAliveInterval, keepAliveTimeout, connectTimeout and the pool durations of 2**31 are RangeErrors', () => {
+    for (const key of ['keepAliveInterval', 'keepAliveTimeout', 'connectTimeout', 'closeTimeout', 'idleTimeout', 'sweepInterval']) {
       expect(() => new GrpcGuard({ [key]: TOO_LONG }), key).toThrow(RangeError);
     }
+  });
+
+  it('every other duration option of every public constructor and schedule: 2**31 is a RangeError naming it', () => {
+    const cases: Array<[string, () => unknown]> = [
+      ...['connectTimeout', 'keepAliveTimeout', 'idleTimeout', 'sweepInterval', 'closeTimeout'].map(
+        (key) => [`Http2Client.${key}`, () => new Http2Client({ [key]: TOO_LONG })] as [string, () => unknown],
+      ),
+      ...['connectTimeout', 'idleTimeout', 'sweepInterval'].map(
+        (key) => [`ConnectionPool.${key}`, () => new ConnectionPool({ connector: new FakeConnector(), [key]: TOO_LONG })] as [string, () => unknown],
+      ),
+      ...['openDuration', 'probeTimeout', 'idleRetention', 'sweepInterval'].map(
+        (key) => [`HostBreaker.${key}`, () => new HostBreaker({ [key]: TOO_LONG })] as [string, () => unknown],
+      ),
+      ['RetryBudget.ttl', () => new RetryBudget({ ttl: TOO_LONG })],
+      ['logStateChanges.budgetInterval', () => logStateChanges({ warn: () => {}, info: () => {} }, { budgetInterval: TOO_LONG })],
+      ['exponential.max', () => exponential({ base: 1, max: TOO_LONG })],
+      ['constant', () => constant(TOO_LONG)],
+    ];
+    for (const [what, make] of cases) {
+      const key = what.split('.').pop()!;
+      expect(make, what).toThrow(RangeError);
+      expect(make, what).toThrow(new RegExp(`${key}.* must be at most|${key} must be at most`));
+    }
+  });
+
+  it('retry: retryWindow 2**31 is a RangeError; timeout 2**31 is allowed (retry re-arms its deadline)', async () => {
+    await expect(retry(() => 'ok', { retryWindow: TOO_LONG, budget: null })).rejects.toThrow(/retryWindow must be at most/);
+    await expect(retry(() => 'ok', { timeout: TOO_LONG, budget: null })).resolves.toBe('ok');
   });
 
   it('a gRPC call whose deadline is 2^31 ms away does not end while it waits for a channel', async () => {
