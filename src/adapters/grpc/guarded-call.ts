@@ -332,8 +332,12 @@ export class GuardedCall implements GrpcCall {
     const left = remaining(this.#deadline);
     if (!Number.isFinite(left)) return;
     // A timer set past 2^31-1 ms fires at once: a longer deadline is waited out in steps.
-    const long = left > MAX_DURATION;
-    this.#timer = this.#host.clock.setTimeout(() => (long ? ((this.#timer = undefined), this.#armDeadline()) : this.#expire()), long ? MAX_DURATION : Math.max(0, left));
+    const step = Math.min(Math.max(0, left), MAX_DURATION);
+    this.#timer = this.#host.clock.setTimeout(() => {
+      this.#timer = undefined;
+      if (step < left) this.#armDeadline();
+      else this.#expire();
+    }, step);
   }
 
   /** The deadline passed. A grpc-js call under way reports it itself; a wait for a channel ends here. */
