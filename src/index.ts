@@ -29,6 +29,7 @@ export {
   RetryBudgetExhaustedError,
   KeepAliveTimeoutError,
   TransportClosedError,
+  findError,
   isPermanent,
 } from './core/errors.js';
 export { type Listener, type Unsubscribe } from './core/events.js';

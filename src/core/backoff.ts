@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { checkDuration, checkNumber, opt } from './validate.js';
+import { MAX_DURATION, checkDuration, checkNumber, opt } from './validate.js';
 
 /**
  * Computes the delay before the `n`th wait (1-based). `previous` is the delay this schedule
@@ -42,7 +42,10 @@ function checkExponential(where: string, options: ExponentialOptions): Required<
 }
 
 function uncapped(o: Required<ExponentialOptions>, n: number): number {
-  return Math.min(o.max, o.base * o.multiplier ** Math.max(0, n - 1));
+  // A zero base stays zero: 0 * multiplier^n is NaN once the power overflows to Infinity.
+  if (o.base === 0) return 0;
+  const d = o.base * o.multiplier ** Math.max(0, n - 1);
+  return Number.isNaN(d) ? o.max : Math.min(o.max, d); // a NaN step number waits the cap
 }
 
 /** `base`, growing by `multiplier` each step to `max`; no jitter. */
@@ -86,4 +89,38 @@ export function decorrelatedJitter(options: Omit<ExponentialOptions, 'multiplier
 export function constant(ms: number): Schedule {
   const d = checkDuration('constant', ms);
   return () => d;
+}
+
+/**
+ * A schedule's answer made safe to wait: NaN, a negative number or a non-number is no wait (0),
+ * and anything past `max` (default {@link MAX_DURATION}, the longest a timer holds; so Infinity
+ * too) waits `max`. Every consumer of a {@link Schedule} (retry's waits, a breaker's open window)
+ * passes the schedule's answer through here, so no schedule, built-in or user-written, can make a
+ * wait NaN, negative or endless, nor a host unblockable.
+ */
+export function safeDelay(delay: unknown, max = MAX_DURATION): number {
+  if (typeof delay !== 'number' || !(delay > 0)) return 0;
+  return Math.min(delay, max);
+}
+
+const warnedSchedules = new WeakSet<Schedule>();
+
+/**
+ * Calls `schedule` for a consumer that cannot fail (a breaker settling a dial from a timer): the
+ * answer through {@link safeDelay}, and a schedule that throws is reported once as a process
+ * warning and answered with `previous` (the last delay it gave; 0 the first time), never thrown
+ * into the caller's stack.
+ *
+ * @internal
+ */
+export function drawDelay(schedule: Schedule, n: number, previous: number, random: () => number): number {
+  try {
+    return safeDelay(schedule(n, previous, random));
+  } catch (err) {
+    if (!warnedSchedules.has(schedule)) {
+      warnedSchedules.add(schedule);
+      process.emitWarning(`dialguard: a backoff schedule threw; using its previous delay: ${String(err)}`);
+    }
+    return safeDelay(previous);
+  }
 }

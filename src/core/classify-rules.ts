@@ -352,6 +352,9 @@ const STATUS_LINE = /^Unexpected response code: ([1-5]\d\d)\b/;
 
 /** The verdict of the built-in text patterns for one error, if any matches. */
 export function patternVerdict(f: Facts): Verdict | undefined {
+  const status = STATUS_LINE.exec(f.message);
+  // A 4xx status line is the server's verdict on the request; transport words after it do not change it.
+  if (status !== null && status[1]!.startsWith('4')) return verdict('application', `HTTP_${status[1]}`, { final: false });
   const texts = f.details === undefined ? [f.message] : [f.message, f.details];
   for (const text of texts) {
     const t = text.trimEnd();
@@ -359,7 +362,6 @@ export function patternVerdict(f: Facts): Verdict | undefined {
       if (re.test(t)) return verdict('connection', code, { connectionDead: false, final: false });
     }
   }
-  const status = STATUS_LINE.exec(f.message);
   if (status !== null) return verdict('application', `HTTP_${status[1]}`, { final: false });
   return undefined;
 }

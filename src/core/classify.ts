@@ -23,6 +23,7 @@ import {
   verdict,
 } from './classify-rules.js';
 import { grpcVerdict } from './classify-grpc.js';
+import { MAX_CHAIN_DEPTH, MAX_CHAIN_MEMBERS, MAX_CHAIN_NODES } from './errors.js';
 import type { Unsubscribe } from './events.js';
 import { show } from './validate.js';
 
@@ -115,12 +116,16 @@ export interface ClassifyOptions {
   readonly signal?: AbortSignal;
 }
 
-/** A walk never goes deeper than this many causes... */
-const MAX_DEPTH = 32;
-/** ...nor visits more than this many errors in all (an AggregateError fans out)... */
-const MAX_NODES = 64;
-/** ...nor reads more than this many members of one AggregateError. */
-const MAX_CHILDREN = 16;
+/**
+ * A walk never goes deeper than this many causes, nor visits more than this many errors in all,
+ * nor reads more than this many members of one AggregateError: the same bounds as `findError`.
+ * Past them nothing is read, so a chain deeper than 32 causes whose only recognisable error is
+ * below that depth classifies as 'unknown' (not transient: not retried, not counted against any
+ * host). Real chains are a few levels deep; the bound is what keeps a hostile one cheap.
+ */
+const MAX_DEPTH = MAX_CHAIN_DEPTH;
+const MAX_NODES = MAX_CHAIN_NODES;
+const MAX_CHILDREN = MAX_CHAIN_MEMBERS;
 
 const KINDS: ReadonlySet<unknown> = new Set(['refused', 'dial', 'connection', 'timeout', 'stream', 'cancelled', 'application', 'unknown']);
 
@@ -321,10 +326,11 @@ function verdictOf(node: unknown, f: Facts, w: Walk): Verdict | undefined {
   if (node === w.reason) return verdict('cancelled', typeof f.code === 'string' ? f.code : 'ABORT_ERR');
   const { code, details } = f;
   let base = intIn(code, 0, 16) && details !== undefined ? grpcVerdict(code, details) : structuralVerdict(f);
-  if (base === undefined || base.kind === 'application') {
+  if (base === undefined || (base.kind === 'application' && !intIn(f.status, 400, 499))) {
     const text = patternVerdict(f);
     // Text can upgrade what a server answered (a 500 carrying `rpc error: EOF`), never override
-    // what a code said about our own I/O.
+    // what a code said about our own I/O, nor an explicit 4xx: the server read the request and
+    // rejected it, so a 403 whose message mentions "connection reset by peer" stays a 403.
     if (text !== undefined) base = base === undefined ? text : { ...text, final: true };
   }
   return userVerdict(f, base, w) ?? base;

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { MAX_DURATION } from './validate.js';
 
 /** An opaque handle for a timer started by a {@link Clock}. */
 export interface TimerHandle {
@@ -42,19 +43,28 @@ export function unrefTimer(handle: TimerHandle): TimerHandle {
 
 /**
  * Resolves after `ms` on `clock`, or rejects with `signal.reason` as soon as `signal` aborts.
- * The timer is cleared on abort, so an abandoned sleep leaves nothing behind.
+ * The timer is cleared on abort, so an abandoned sleep leaves nothing behind. A wait longer than a
+ * timer can hold (2^31-1 ms; Node fires a longer one at once) is waited out in steps.
  */
 export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
   if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise((resolve, reject) => {
+    let timer: TimerHandle;
     const onAbort = (): void => {
       clock.clearTimeout(timer);
       reject(signal!.reason);
     };
-    const timer = clock.setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, Math.max(0, ms));
+    const wait = (left: number): void => {
+      timer = clock.setTimeout(() => {
+        if (left > MAX_DURATION) {
+          wait(left - MAX_DURATION);
+          return;
+        }
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      }, Math.min(left, MAX_DURATION));
+    };
+    wait(ms > 0 ? ms : 0); // NaN and negative waits are no wait
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

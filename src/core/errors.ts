@@ -270,7 +270,73 @@ export class NoServerAvailableError extends DialguardError {
 }
 brand(NoServerAvailableError);
 
-/** True when `err` (a dialguard error) says retrying the same operation cannot help. */
+/**
+ * How far {@link findError} (and `classify`) look into what an error wraps: at most this many
+ * causes deep... Real chains are a few levels (`fetch failed` -> a dialguard error -> an errno);
+ * the bound only stops a hostile or cyclic chain from costing more than a short one.
+ */
+export const MAX_CHAIN_DEPTH = 32;
+/** ...and at most this many errors in all (an AggregateError fans out). */
+export const MAX_CHAIN_NODES = 64;
+/** ...reading at most this many members of one AggregateError. */
+export const MAX_CHAIN_MEMBERS = 16;
+
+/** `obj[key]`, or undefined when reading it throws (a hostile getter, a revoked Proxy). */
+function read(obj: object, key: PropertyKey): unknown {
+  try {
+    return (obj as Record<PropertyKey, unknown>)[key];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The first error of class `cls` on `err`'s chain: `err` itself, then what it wraps (`cause`,
+ * and the members of an AggregateError), depth first, within {@link MAX_CHAIN_DEPTH} causes and
+ * {@link MAX_CHAIN_NODES} errors. This is how dialguard recognises its own errors wherever they
+ * arrive: `fetch` wraps a refusal in `TypeError('fetch failed', { cause })`, and `instanceof` on
+ * the outer error alone would miss it. Never throws, whatever `err` is (cycles, hostile getters).
+ */
+export function findError<T>(err: unknown, cls: abstract new (...args: never[]) => T): T | undefined {
+  return findInChain(err, (node) => node instanceof cls) as T | undefined;
+}
+
+/** The first value on `err`'s chain that passes `test` (see {@link findError} for the walk). */
+function findInChain(err: unknown, test: (node: object) => boolean): object | undefined {
+  const seen = new Set<unknown>();
+  const visit = (node: unknown, depth: number): object | undefined => {
+    if (depth >= MAX_CHAIN_DEPTH || seen.size >= MAX_CHAIN_NODES || seen.has(node)) return undefined;
+    if ((typeof node !== 'object' && typeof node !== 'function') || node === null) return undefined;
+    seen.add(node);
+    try {
+      if (test(node)) return node;
+    } catch {
+      // A Proxy whose getPrototypeOf or a getter throws: not one of ours.
+    }
+    const members = read(node, 'errors');
+    let aggregate = false;
+    try {
+      // As classify reads one: by name, or a subclass of AggregateError, with an array of members.
+      aggregate = (read(node, 'name') === 'AggregateError' || node instanceof AggregateError) && Array.isArray(members);
+    } catch {
+      // A Proxy whose getPrototypeOf throws, a revoked one: no members.
+    }
+    if (aggregate) {
+      const n = Math.min(MAX_CHAIN_MEMBERS, Number(read(members as object, 'length')) || 0);
+      for (let i = 0; i < n; i++) {
+        const found = visit(read(members as object, i), depth + 1);
+        if (found !== undefined) return found;
+      }
+    }
+    return visit(read(node, 'cause'), depth + 1);
+  };
+  return visit(err, 0);
+}
+
+/**
+ * True when `err`, or an error it wraps (see {@link findError}), is a dialguard error saying
+ * that retrying the same operation cannot help (a breaker's refusal, even inside `fetch failed`).
+ */
 export function isPermanent(err: unknown): boolean {
-  return err instanceof DialguardError && err.permanent;
+  return findInChain(err, (node) => node instanceof DialguardError && node.permanent) !== undefined;
 }

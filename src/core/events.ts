@@ -28,7 +28,9 @@ export function channelFor(name: string): diagnosticsChannel.Channel {
 
 /**
  * Typed events for one component. A listener that throws is isolated: the error becomes a process
- * warning and never unwinds the state machine that emitted.
+ * warning and never unwinds the state machine that emitted. (A subscriber added with
+ * `node:diagnostics_channel` directly is outside our reach: Node rethrows its error as an uncaught
+ * exception. `subscribe()` in observe/channels isolates it like a listener here.)
  */
 export class EventHub<Events extends { [K in keyof Events]: object }> {
   readonly #prefix: string;

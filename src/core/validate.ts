@@ -15,10 +15,28 @@ export function checkNumber(name: string, value: unknown, min: number, max = Num
   return value;
 }
 
-/** A duration in milliseconds: finite, `>= min` (default 0). `Infinity` only when `allowInfinity`. */
-export function checkDuration(name: string, value: unknown, min = 0, allowInfinity = false): number {
+/**
+ * The longest duration a timer can wait, 2^31-1 ms (about 24.8 days). Node fires a timer set
+ * beyond it after 1 ms (with a TimeoutOverflowWarning), so a longer "timeout" would fire at once.
+ */
+export const MAX_DURATION = 2 ** 31 - 1;
+
+/**
+ * A duration in milliseconds: `>= min` (default 0) and `<= max` (default {@link MAX_DURATION}),
+ * else a RangeError naming `name`. `Infinity` (meaning "never") only when `allowInfinity`. Every
+ * duration option and argument in dialguard goes through here, so none can reach a timer that
+ * would fire at once; only code that re-arms its own timer past the limit passes a larger `max`.
+ */
+export function checkDuration(name: string, value: unknown, min = 0, allowInfinity = false, max = MAX_DURATION): number {
   const n = checkNumber(name, value, min);
-  if (!allowInfinity && !Number.isFinite(n)) throw new RangeError(`${name} must be finite, got ${show(value)}`);
+  if (n === Number.POSITIVE_INFINITY) {
+    if (allowInfinity) return n;
+    throw new RangeError(`${name} must be finite, got ${show(value)}`);
+  }
+  if (n > max) {
+    const none = allowInfinity ? ', or Infinity for none' : '';
+    throw new RangeError(`${name} must be at most ${max} ms (a timer set beyond 2^31-1 ms fires at once)${none}, got ${show(value)}`);
+  }
   return n;
 }
 

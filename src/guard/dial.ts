@@ -58,7 +58,11 @@ export interface DialOptions<C = unknown> {
   breaker?: HostBreaker | null;
   /** Time source for the timeout. Default {@link systemClock}. */
   clock?: Clock;
-  /** Closes a connection that `establish` delivers after the dial was given up. */
+  /**
+   * Closes a connection that `establish` delivers after the dial was given up. Default none (the
+   * connection is dropped unclosed). One that throws is reported as a process warning: the dial
+   * has already settled, so there is no caller left to hand the error to.
+   */
   dispose?: (connection: C) => void;
 }
 
@@ -159,7 +163,7 @@ export function dialWith<C>(
     attempt.then(
       (connection) => {
         if (done) {
-          dispose?.(connection);
+          disposeLate(dispose, connection);
           return;
         }
         end();
@@ -177,4 +181,14 @@ export function dialWith<C>(
       },
     );
   });
+}
+
+/** Calls the user's `dispose` on a late connection; a throw becomes a warning, never an unhandled rejection. */
+function disposeLate<C>(dispose: ((connection: C) => void) | undefined, connection: C): void {
+  if (dispose === undefined) return;
+  try {
+    dispose(connection);
+  } catch (err) {
+    process.emitWarning(`dialguard: dispose threw while closing a connection that arrived after its dial was given up: ${String(err)}`);
+  }
 }

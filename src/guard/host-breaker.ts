@@ -20,7 +20,7 @@
  *
  * @module
  */
-import type { Schedule } from '../core/backoff.js';
+import { type Schedule, drawDelay } from '../core/backoff.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { HostUnavailableError } from '../core/errors.js';
 import { EventHub, type Unsubscribe, type Listener } from '../core/events.js';
@@ -43,7 +43,9 @@ export interface HostBreakerOptions {
    * {@link Schedule} called with the number of consecutive opens (1 for the first trip), e.g.
    * `proportionalJitter({ base: 1_000, max: 60_000 })` as in seed 002. Default 30 000: a dead host
    * costs one dial per 30 s, and a host that recovers right after tripping waits at most 30 s
-   * (short, because addresses get reused by healthy hosts; seed 000).
+   * (short, because addresses get reused by healthy hosts; seed 000). A schedule's answer goes
+   * through `safeDelay` (NaN or negative: 0; past 2^31-1 ms or Infinity: 2^31-1), and one that
+   * throws is a warning and reuses its last window, so no schedule makes a host unblockable.
    */
   openDuration?: number | Schedule;
   /**
@@ -433,7 +435,7 @@ export class HostBreaker {
 
   #open(entry: Entry, now: number, reopened: boolean): void {
     entry.opens++;
-    const openFor = Math.max(0, this.#openDuration(entry.opens, entry.lastOpenFor, this.#random));
+    const openFor = drawDelay(this.#openDuration, entry.opens, entry.lastOpenFor, this.#random); // never NaN, endless or thrown
     entry.lastOpenFor = openFor;
     entry.state = 'open';
     if (!reopened) entry.openedAt = now;

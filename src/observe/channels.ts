@@ -55,10 +55,18 @@ export const CHANNELS = [
 
 /**
  * Subscribes `listener` to one of dialguard's channels (every instance in the process publishes
- * there); returns the function that unsubscribes.
+ * there); returns the function that unsubscribes. A listener that throws is isolated: the error
+ * becomes a process warning. (A throwing subscriber of `node:diagnostics_channel` itself is
+ * rethrown by Node as an uncaught exception, which would crash the process from inside a dial.)
  */
 export function subscribe<K extends keyof DialguardChannels>(name: K, listener: (payload: DialguardChannels[K]) => void): Unsubscribe {
-  const handler = (message: unknown): void => listener(message as DialguardChannels[K]);
+  const handler = (message: unknown): void => {
+    try {
+      listener(message as DialguardChannels[K]);
+    } catch (err) {
+      process.emitWarning(`dialguard: a subscriber of '${name}' threw: ${String(err)}`);
+    }
+  };
   diagnosticsChannel.subscribe(name, handler);
   let done = false;
   return () => {

@@ -45,7 +45,7 @@ export function logStateChanges(logger: StateLogger, options: LogStateChangesOpt
     try {
       fn();
     } catch (err) {
-      process.emitWarning(`dialguard: the logger threw: ${String(err)}`);
+      process.emitWarning(`dialguard: the logger (or its clock) threw: ${String(err)}`);
     }
   };
   let refused = 0;
@@ -70,16 +70,18 @@ export function logStateChanges(logger: StateLogger, options: LogStateChangesOpt
         logger.warn({ target: e.target, connectionId: e.id, released: e.leases }, 'dialguard: connection dead: released the requests riding it'),
       ),
     ),
-    subscribe('dialguard:retry:budget-exhausted', () => {
-      refused++;
-      const t = now();
-      if (t - lastBudgetLine < interval) return;
-      const sinceMs = Number.isFinite(lastBudgetLine) ? Math.round(t - lastBudgetLine) : 0;
-      lastBudgetLine = t;
-      const count = refused;
-      refused = 0;
-      safe(() => logger.warn({ refused: count, sinceMs }, 'dialguard: retry budget exhausted: retries refused'));
-    }),
+    subscribe('dialguard:retry:budget-exhausted', () =>
+      safe(() => {
+        refused++;
+        const t = now(); // the caller's clock: guarded like the logger
+        if (t - lastBudgetLine < interval) return;
+        const sinceMs = Number.isFinite(lastBudgetLine) ? Math.round(t - lastBudgetLine) : 0;
+        lastBudgetLine = t;
+        const count = refused;
+        refused = 0;
+        logger.warn({ refused: count, sinceMs }, 'dialguard: retry budget exhausted: retries refused');
+      }),
+    ),
   ];
   return () => {
     for (const stop of stops) stop();

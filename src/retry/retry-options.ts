@@ -159,7 +159,7 @@ export function settings(options: RetryOptions): Settings {
   checkFunction('clock.setTimeout', clock.setTimeout);
   checkFunction('clock.clearTimeout', clock.clearTimeout);
   const start = options.start === undefined ? clock.now() : checkNumber('start', options.start, Number.NEGATIVE_INFINITY);
-  const timeout = options.timeout === undefined ? Infinity : checkDuration('timeout', options.timeout, 0, true);
+  const timeout = options.timeout === undefined ? Infinity : checkDuration('timeout', options.timeout, 0, true, Infinity); // retry() re-arms its deadline timer past 2^31-1 ms
   const absolute = options.deadline === undefined ? Infinity : checkNumber('deadline', options.deadline, Number.NEGATIVE_INFINITY);
   const deadline = Math.min(absolute, start + timeout);
   const maxAttempts = options.maxAttempts === Infinity ? Infinity : checkInteger('maxAttempts', opt(options.maxAttempts, 3), 1);

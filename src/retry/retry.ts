@@ -14,11 +14,12 @@
  *
  * @module
  */
+import { safeDelay } from '../core/backoff.js';
 import { type Classification, type FailureKind, classify } from '../core/classify.js';
 import { type Clock, type TimerHandle, sleep, unrefTimer } from '../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
-import { checkFunction } from '../core/validate.js';
+import { MAX_DURATION, checkFunction } from '../core/validate.js';
 import { type RetryAttempt, type RetryOptions, type RetryResult, settings } from './retry-options.js';
 
 export type { RetryAttempt, RetryOptions, RetryPredicate, RetryResult } from './retry-options.js';
@@ -36,8 +37,6 @@ export interface RetryEvents {
   settled: { ok: boolean; attempts: number; elapsed: number; kind: FailureKind | undefined };
 }
 
-/** Node's timers fire at once past 2^31-1 ms; longer waits are clamped, long deadlines re-armed. */
-const MAX_TIMER = 2 ** 31 - 1;
 
 const events = new EventHub<RetryEvents>('retry');
 
@@ -141,7 +140,8 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
       halt('deadline', new DeadlineExceededError(s.budgetMs, attempts));
       return;
     }
-    timer = unrefTimer(clock.setTimeout(armDeadline, Math.min(left, MAX_TIMER)));
+    // Node fires a timer set past 2^31-1 ms at once: a longer deadline is re-armed in steps.
+    timer = unrefTimer(clock.setTimeout(armDeadline, Math.min(left, MAX_DURATION)));
   };
 
   let finished = false;
@@ -169,7 +169,11 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
   if (s.shutdown?.aborted) return fail(s.shutdown.reason);
   s.signal?.addEventListener('abort', onCaller, { once: true });
   s.shutdown?.addEventListener('abort', onShutdown, { once: true });
-  s.cancel?.((reason) => halt('caller', reason));
+  try {
+    s.cancel?.((reason) => halt('caller', reason));
+  } catch (err) {
+    return fail(err); // a throwing `cancel` ends the call, its listeners removed
+  }
   s.budget?.deposit();
   if (s.deadline !== Infinity) armDeadline();
 
@@ -211,7 +215,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
       if (!wanted) return fail(error);
       if (attempts >= s.maxAttempts) return fail(new RetriesExhaustedError(errors, `${s.maxAttempts} attempt(s) allowed`));
 
-      const delay = clampDelay(s.backoff(attempts, previousDelay, s.random));
+      const delay = safeDelay(s.backoff(attempts, previousDelay, s.random));
       previousDelay = delay;
       const now = clock.now();
       if (now + delay >= s.deadline) {
@@ -266,11 +270,6 @@ function invoke<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>, attempt: R
   }
 }
 
-/** A schedule's delay made safe to sleep: a number in [0, MAX_TIMER]. */
-function clampDelay(delay: number): number {
-  if (!(delay > 0)) return 0; // NaN, negative, -0
-  return Math.min(delay, MAX_TIMER);
-}
 
 /**
  * The `cause` for an error that ends a loop: the one attempt error, or every attempt's error in

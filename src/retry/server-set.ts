@@ -17,7 +17,7 @@
  */
 import { type Classification, type FailureKind, classify } from '../core/classify.js';
 import type { Clock } from '../core/clock.js';
-import { HostUnavailableError, NoServerAvailableError } from '../core/errors.js';
+import { HostUnavailableError, NoServerAvailableError, findError } from '../core/errors.js';
 import { checkFunction, opt, show } from '../core/validate.js';
 import { type DialPermit, HostBreaker } from '../guard/host-breaker.js';
 import { hostKey } from '../guard/host-key.js';
@@ -193,8 +193,10 @@ export class ServerSet<S> {
         } catch (err) {
           const c = classify(err, classifyOptions);
           if (permit !== undefined) settle(permit, c);
-          if (c.kind === 'refused' && err instanceof HostUnavailableError) {
-            refused.set(entry.key, err);
+          // The refusal may arrive wrapped (fetch: TypeError('fetch failed', { cause })).
+          const refusal = c.kind === 'refused' ? findError(err, HostUnavailableError) : undefined;
+          if (refusal !== undefined) {
+            refused.set(entry.key, refusal);
             continue;
           }
           if (ROTATE.has(c.kind)) this.failed(entry.server);

@@ -42,7 +42,14 @@ export class HttpPeer implements FaultPeer {
     this.#http = http.createServer({ keepAliveTimeout: 30_000 }, (req, res) => {
       this.#requests++;
       if (this.#silent) return; // never answered
-      handler(req, res);
+      try {
+        handler(req, res);
+      } catch (err) {
+        // A handler that throws answers 500 (or cuts a response it started); never an uncaught exception.
+        process.emitWarning(`dialguard: an httpPeer handler threw: ${String(err)}`);
+        if (res.headersSent) res.destroy();
+        else res.writeHead(500).end();
+      }
     });
   }
 

@@ -75,6 +75,16 @@ export class Http2Peer implements FaultPeer {
       });
   }
 
+  /** Runs the handler; one that throws resets the stream (INTERNAL_ERROR), never an uncaught exception. */
+  #serve(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+    try {
+      this.#handler(stream, headers);
+    } catch (err) {
+      process.emitWarning(`dialguard: an http2Peer handler threw: ${String(err)}`);
+      if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+    }
+  }
+
   get port(): number {
     return this.#port;
   }
@@ -202,7 +212,7 @@ export class Http2Peer implements FaultPeer {
       stream.on('error', () => {});
       const mode = this.#mode;
       if (mode.kind === 'rst') stream.close(mode.code);
-      else if (mode.kind === 'serve') this.#handler(stream, headers);
+      else if (mode.kind === 'serve') this.#serve(stream, headers);
       // silent: never answered
     });
     this.#h2Port = await listenOn(h2, '127.0.0.1', 0);

@@ -115,7 +115,13 @@ export class TcpPeer implements FaultPeer {
         }),
       );
       this.#sockets.set(socket, closed);
-      this.#onSocket(socket);
+      try {
+        this.#onSocket(socket);
+      } catch (err) {
+        // A behaviour that throws resets its socket; never an uncaught exception in the test.
+        process.emitWarning(`dialguard: a TcpPeer's onSocket threw: ${String(err)}`);
+        socket.resetAndDestroy();
+      }
     });
     this.#port = await listenOn(server, this.host, this.#port);
     this.#server = server;

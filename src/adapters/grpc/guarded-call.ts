@@ -21,6 +21,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
 import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js';
+import { MAX_DURATION } from '../../core/validate.js';
 import type { ConnectionPool } from '../../pool/connection-pool.js';
 import type { Lease } from '../../pool/pooled-connection.js';
 import { retry } from '../../retry/retry.js';
@@ -330,7 +331,13 @@ export class GuardedCall implements GrpcCall {
     if (this.#done || this.#timer !== undefined) return;
     const left = remaining(this.#deadline);
     if (!Number.isFinite(left)) return;
-    this.#timer = this.#host.clock.setTimeout(() => this.#expire(), Math.max(0, left));
+    // A timer set past 2^31-1 ms fires at once: a longer deadline is waited out in steps.
+    const step = Math.min(Math.max(0, left), MAX_DURATION);
+    this.#timer = this.#host.clock.setTimeout(() => {
+      this.#timer = undefined;
+      if (step < left) this.#armDeadline();
+      else this.#expire();
+    }, step);
   }
 
   /** The deadline passed. A grpc-js call under way reports it itself; a wait for a channel ends here. */

@@ -12,6 +12,7 @@ import type { ChannelConnector } from './channel-connector.js';
 import { remaining } from './call-retry.js';
 import { type CallHost, GuardedCall } from './guarded-call.js';
 import type { ChannelSpec } from './target.js';
+import { MAX_DURATION } from '../../core/validate.js';
 
 type ChannelRef = ReturnType<grpc.ChannelInterface['getChannelzRef']>;
 type ServerSurfaceCall = Parameters<grpc.ChannelInterface['createCall']>[3];
@@ -90,7 +91,8 @@ export class GuardedChannel implements grpc.ChannelInterface {
       process.nextTick(callback, new Error('Deadline passed without connectivity state change'));
       return;
     }
-    if (Number.isFinite(left)) {
+    // Past 2^31-1 ms a timer fires at once; a deadline that far away is waited out as none.
+    if (left <= MAX_DURATION) {
       const { clock } = this.#host;
       watcher.timer = unrefTimer(
         clock.setTimeout(() => {

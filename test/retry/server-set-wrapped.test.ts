@@ -1,0 +1,145 @@
+/**
+ * ServerSet over a real GuardedAgent and real fetch: a refusal arrives wrapped
+ * (`TypeError('fetch failed', { cause: HostUnavailableError })`) and must still be skipped, as a
+ * bare one is (issue 12, defect 4). Also the chain walk itself: findError and isPermanent.
+ */
+import { fetch as undiciFetch } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { DeadlineExceededError, HostUnavailableError, MAX_CHAIN_DEPTH, findError, isPermanent } from '../../src/core/errors.js';
+import { ServerSet } from '../../src/retry/server-set.js';
+import { refusing } from '../../src/testing/tcp-peers.js';
+import { answer, guarded, httpServer, leakChecked, manualBreaker } from '../adapters/undici/helpers.js';
+
+leakChecked();
+
+describe('ServerSet: a refusal wrapped by fetch is skipped like a bare one', () => {
+  for (const maxAttempts of [1, 3]) {
+    it(`one refused server (open in the agent's breaker) and one live one, maxAttempts ${maxAttempts}: served by the live one`, async () => {
+      const refused = await refusing();
+      await using live = await httpServer(answer(200, 'live'));
+      const { breaker } = manualBreaker(1);
+      breaker.admit(refused.address).failed(); // its host is open: the agent refuses without dialling
+      expect(breaker.state(refused.address)).toMatchObject({ state: 'open' });
+      const { agent } = guarded({ breaker, maxAttempts: 1 });
+      // The set's own (private) breaker knows nothing yet, so it picks the refused server first.
+      const set = new ServerSet([refused.address, live.address]);
+      const servers: string[] = [];
+      const body = await set.run(
+        async (server) => {
+          servers.push(server);
+          const res = await undiciFetch(`http://${server}/`, { dispatcher: agent });
+          return res.text();
+        },
+        { maxAttempts, budget: null, backoff: () => 0 },
+      );
+      expect(body).toBe('live');
+      expect(servers).toEqual([refused.address, live.address]);
+      expect(live.requests).toBe(1);
+      expect(breaker.stats()).toMatchObject({ refused: 1, failed: 1 }); // no dial to the refused host
+      // The skip spent no attempt and told the set's breaker nothing against the refused host.
+      expect(set.breaker.state(refused.address)?.failures ?? 0).toBe(0);
+    });
+  }
+});
+
+describe('ServerSet: only a failure classified as refused is skipped', () => {
+  it('an error a pattern calls application, wrapping a refusal, ends the call: the next server is not tried', async () => {
+    const refusal = new HostUnavailableError('a:1', 100, 'open');
+    const proxied = new Error('proxied upstream refused', { cause: refusal });
+    const set = new ServerSet(['a:1', 'b:1']);
+    const servers: string[] = [];
+    const err = await set
+      .run(
+        (server) => {
+          servers.push(server);
+          throw proxied;
+        },
+        { maxAttempts: 3, budget: null, backoff: () => 0, classify: { patterns: [{ match: 'proxied', kind: 'application' }] } },
+      )
+      .catch((e: unknown) => e);
+    expect(err).toBe(proxied);
+    expect(servers).toEqual(['a:1']);
+  });
+});
+
+describe('findError and isPermanent walk the cause chain', () => {
+  const refusal = new HostUnavailableError('h:1', 100, 'open');
+
+  it('a refusal inside fetch failed, inside an AggregateError, or bare is found and is permanent', () => {
+    const shapes = [refusal, new TypeError('fetch failed', { cause: refusal }), new AggregateError([new Error('x'), refusal]), new Error('a', { cause: new Error('b', { cause: refusal }) })];
+    for (const err of shapes) {
+      expect(findError(err, HostUnavailableError)).toBe(refusal);
+      expect(isPermanent(err)).toBe(true);
+    }
+  });
+
+  it('a deadline wrapping nothing permanent is not permanent; nothing is found in non-errors', () => {
+    expect(isPermanent(new DeadlineExceededError(10, 1))).toBe(false);
+    for (const v of [undefined, null, 42, 'fetch failed', {}]) {
+      expect(findError(v, HostUnavailableError)).toBeUndefined();
+      expect(isPermanent(v)).toBe(false);
+    }
+  });
+
+  it('reads 16 members of an AggregateError (or a subclass), and nothing called errors on another object', () => {
+    const fillers = (n: number): Error[] => Array.from({ length: n }, (_, i) => new Error(`f${i}`));
+    expect(findError(new AggregateError([...fillers(15), refusal]), HostUnavailableError)).toBe(refusal);
+    expect(findError(new AggregateError([...fillers(16), refusal]), HostUnavailableError)).toBeUndefined();
+    class Many extends AggregateError {
+      override name = 'Many';
+    }
+    expect(findError(new Many([new Error('x'), refusal]), HostUnavailableError)).toBe(refusal);
+    expect(findError({ name: 'Error', errors: [refusal] }, HostUnavailableError)).toBeUndefined();
+  });
+
+  it('visits at most 64 errors in all, depth first', () => {
+    // root, then 4 aggregates of 16: the 64th error visited is the 11th member of the 4th.
+    const tree = (at: number): unknown =>
+      new AggregateError(
+        Array.from({ length: 4 }, (_, a) => new AggregateError(Array.from({ length: 16 }, (_, m) => (a === 3 && m === at ? refusal : new Error(`${a}.${m}`))))),
+      );
+    expect(findError(tree(10), HostUnavailableError)).toBe(refusal);
+    expect(findError(tree(11), HostUnavailableError)).toBeUndefined();
+  });
+
+  it('walks functions with a cause and Proxies whose getPrototypeOf throws; a revoked Proxy is nothing', () => {
+    expect(findError(Object.assign(() => {}, { cause: refusal }), HostUnavailableError)).toBe(refusal);
+    const sly = new Proxy(
+      { cause: refusal },
+      {
+        getPrototypeOf() {
+          throw new Error('no prototype for you');
+        },
+      },
+    );
+    expect(findError(sly, HostUnavailableError)).toBe(refusal);
+    const { proxy, revoke } = Proxy.revocable({ cause: refusal }, {});
+    revoke();
+    expect(findError(proxy, HostUnavailableError)).toBeUndefined();
+    expect(isPermanent(proxy)).toBe(false);
+  });
+
+  it('isPermanent looks past a non-permanent dialguard error to the refusal it wraps', () => {
+    expect(isPermanent(new DeadlineExceededError(10, 1, { cause: refusal }))).toBe(true);
+  });
+
+  it('cycles and hostile getters end the walk without throwing; the depth bound is MAX_CHAIN_DEPTH', () => {
+    const a = new Error('a');
+    const b = new Error('b', { cause: a });
+    Object.assign(a, { cause: b });
+    expect(findError(a, HostUnavailableError)).toBeUndefined();
+    const hostile = Object.defineProperty(new Error('h'), 'cause', {
+      get() {
+        throw new Error('no');
+      },
+    });
+    expect(findError(hostile, HostUnavailableError)).toBeUndefined();
+    const chain = (depth: number): unknown => {
+      let err: unknown = refusal;
+      for (let i = 0; i < depth; i++) err = new Error(`w${i}`, { cause: err });
+      return err;
+    };
+    expect(findError(chain(MAX_CHAIN_DEPTH - 1), HostUnavailableError)).toBe(refusal);
+    expect(findError(chain(MAX_CHAIN_DEPTH), HostUnavailableError)).toBeUndefined();
+  });
+});
