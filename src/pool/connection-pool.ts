@@ -11,8 +11,12 @@
  * - **Retired vs gone**: retired takes no new requests and closes when its last request ends;
  *   gone (a dead transport) releases every request riding it at once (seed 003, review P1).
  *   A stream-level error, a request timeout or an application status retires nothing.
- * - **Going back**: a request whose connection a sibling retired meanwhile, and whose failure is
- *   safe to redo, goes back for a fresh connection, a bounded number of times.
+ * - **Going back**: a request whose connection was retired or found dead meanwhile goes back for a
+ *   fresh connection, a bounded number of times, only when its failure provably carries no answer
+ *   from the server (certainly not sent; or, for an idempotent request, released because the
+ *   connection died): a status the server chose is final.
+ * - **User code never escapes**: every call into the connector, `hostOf` and `classify` is
+ *   guarded, so a throw becomes the caller's rejection or is contained, never an unhandled one.
  *
  * @module
  */
@@ -128,11 +132,19 @@ export interface ConnectionPoolEvents {
 }
 
 interface Slot<C> {
+  /** The breaker key of the slot's target, from `hostOf` (computed before the slot exists). */
+  readonly host: string;
   current: PooledConnection<C> | undefined;
   attempt: Promise<PooledConnection<C>> | undefined;
 }
 
 const noop = (): void => {};
+
+/** A caller whose connection was retired before it could ride looks again at most this often. */
+const STALE_PASSES = 4;
+
+/** What the pool assumes when a `classify` option throws: nothing proven (no going back, no eviction). */
+const UNPROVEN: PoolClassification = Object.freeze({ connectionDead: false, notSent: false });
 
 /** One shared connection per target. See the module docs. */
 export class ConnectionPool<C> {
@@ -193,25 +205,41 @@ export class ConnectionPool<C> {
   async use<T>(target: string, fn: (lease: Lease<C>) => Promise<T>, options: UseOptions = {}): Promise<T> {
     const { signal, idempotent = false } = options;
     this.#sweepIfDue();
+    let stale = 0;
     for (let turn = 1; ; turn++) {
       const acquired = this.#acquire(target, signal);
       const conn = acquired instanceof PooledConnection ? acquired : await acquired;
+      if (!conn.usable) {
+        // Retired (or found dead) in the microtasks between the attempt handing it over and this
+        // ride: never put a request on it. Look again, as if it had never been handed over.
+        if (++stale >= STALE_PASSES) throw new ConnectionGoneError(target, conn.id);
+        turn--;
+        continue;
+      }
       const outcome = await this.#ride(conn, fn, signal, turn);
       if (outcome.ok) return outcome.value;
       const err = outcome.error;
       // The caller's own abort says nothing about the connection, whatever `classify` thinks.
       if (signal?.aborted && err === signal.reason) throw err;
+      // Released by close(): a shutdown stops the call at once (PoolClosedError is 'cancelled',
+      // so no retry loop spends budget or a backoff on it).
+      if (err instanceof ConnectionGoneError && err.connectionId === conn.id && err.cause instanceof PoolClosedError) throw err.cause;
       // Was it already retired or gone before this failure reached us? Then a sibling (or the
       // transport watcher) got there first, and this failure is most likely theirs.
       const retiredUnderUs = !conn.usable;
       const releasedBySibling = err instanceof ConnectionGoneError && err.connectionId === conn.id;
       let notSent = false;
+      let transportDied = releasedBySibling;
       if (!releasedBySibling) {
-        const c = this.#classify(err);
+        const c = this.#classifySafely(err);
         notSent = c.notSent;
+        transportDied = c.connectionDead;
         if (c.connectionDead) this.#gone(conn, err);
       }
-      const safe = notSent || idempotent;
+      // Going back resends. Only a failure that provably carries no answer from the server may go
+      // back: certainly not sent (any request), or the transport died under it (idempotent only).
+      // A status, a reset, a timeout or anything unrecognised is final.
+      const safe = notSent || (idempotent && transportDied);
       if (!(retiredUnderUs && safe && turn <= this.#retiredRetries) || this.#closed !== undefined) throw err;
       this.#counts.turns++;
     }
@@ -282,8 +310,10 @@ export class ConnectionPool<C> {
       if (this.#closed !== undefined) throw new PoolClosedError(); // closing may have begun while we waited
       let slot = this.#slots.get(target);
       if (slot === undefined) {
+        // hostOf first: a target it rejects leaves nothing behind (no slot, no attempt).
+        const host = this.#hostOf(target);
         // Stryker disable next-line ObjectLiteral: {} is the same slot at run time; the fields are for the type.
-        slot = { current: undefined, attempt: undefined };
+        slot = { host, current: undefined, attempt: undefined };
         this.#slots.set(target, slot);
       }
       // Stryker disable next-line ConditionalExpression: a race guard (another waiter's attempt landed while ours was retired); without it the pass would dial a second connection, which no test can time.
@@ -298,12 +328,24 @@ export class ConnectionPool<C> {
   /** Starts the one attempt for `slot`, which runs on its own whoever waits for it. */
   #connect(target: string, slot: Slot<C>): Promise<PooledConnection<C>> {
     this.#attempts++;
-    const attempt = dial(this.#hostOf(target), (ctx) => this.#connector.connect(target, ctx), {
+    const establish = (ctx: DialContext): Promise<C> => {
+      let raw: Promise<C>;
+      try {
+        raw = Promise.resolve(this.#connector.connect(target, ctx));
+      } catch (err) {
+        raw = Promise.reject(err);
+      }
+      // close() waits for the connector itself, not only for the dial (which rejects at once when
+      // aborted): a connection that lands after the abort is disposed before close() resolves.
+      this.#track(raw);
+      return raw;
+    };
+    const attempt = dial(slot.host, establish, {
       timeout: this.#connectTimeout,
       breaker: this.#breaker,
       clock: this.#clock,
       signal: this.#closingSignal.signal,
-      dispose: (c) => void Promise.resolve(this.#connector.close(c, new PoolClosedError())).catch(noop),
+      dispose: (c) => this.#track(this.#closeSafely(c, new PoolClosedError())),
     }).then(
       (connection) => {
         this.#attempts--;
@@ -320,15 +362,23 @@ export class ConnectionPool<C> {
           return conn;
         }
         slot.current = conn;
-        const unwatch = this.#connector.watch?.(
-          connection,
-          { gone: (cause) => this.#gone(conn, cause), retire: (reason) => this.#retire(conn, reason ?? 'goaway') },
-          target,
-        );
+        let unwatch: void | (() => void);
+        try {
+          unwatch = this.#connector.watch?.(
+            connection,
+            { gone: (cause) => this.#gone(conn, cause), retire: (reason) => this.#retire(conn, reason ?? 'goaway') },
+            target,
+          );
+        } catch (err) {
+          // A connection whose fate the pool cannot learn is not kept: closed, and its waiters
+          // get the watcher's error.
+          this.#gone(conn, err);
+          throw err;
+        }
         if (typeof unwatch === 'function') {
           // A watcher may report the connection retired or gone before it even returns.
           if (conn.closing === undefined) this.#live.set(conn, unwatch);
-          else unwatch();
+          else callSafely(unwatch);
         }
         return conn;
       },
@@ -340,10 +390,35 @@ export class ConnectionPool<C> {
       },
     );
     slot.attempt = attempt;
-    const settled = attempt.catch(noop); // settles even when every waiter has left
+    this.#track(attempt); // settles even when every waiter has left
+    return attempt;
+  }
+
+  /** Makes close() wait for `work` to settle; never lets its rejection go unhandled. */
+  #track(work: Promise<unknown>): void {
+    const settled = work.then(noop, noop);
     this.#inFlight.add(settled);
     void settled.then(() => this.#inFlight.delete(settled));
-    return attempt;
+  }
+
+  /** The connector's close, a synchronous throw included, as a promise that never rejects. */
+  #closeSafely(connection: C, reason: unknown): Promise<void> {
+    let done: Promise<void>;
+    try {
+      done = Promise.resolve(this.#connector.close(connection, reason));
+    } catch (err) {
+      done = Promise.reject(err);
+    }
+    return done.catch(noop);
+  }
+
+  /** The `classify` option's verdict; one that throws proves nothing. */
+  #classifySafely(err: unknown): PoolClassification {
+    try {
+      return this.#classify(err);
+    } catch {
+      return UNPROVEN;
+    }
   }
 
   /** Runs `fn` on `conn`; ends early, with the reason, if the connection dies or the caller aborts. */
@@ -413,14 +488,8 @@ export class ConnectionPool<C> {
   #closeConnection(conn: PooledConnection<C>): void {
     if (conn.closing !== undefined) return;
     const unwatch = this.#live.get(conn);
-    unwatch?.();
-    let done: Promise<void>;
-    try {
-      done = Promise.resolve(this.#connector.close(conn.connection, conn.goneReason ?? conn.retired));
-    } catch (err) {
-      done = Promise.reject(err);
-    }
-    conn.closing = done.catch(noop).then(() => {
+    if (unwatch !== undefined) callSafely(unwatch);
+    conn.closing = this.#closeSafely(conn.connection, conn.goneReason ?? conn.retired).then(() => {
       this.#live.delete(conn);
       this.#closes.delete(conn.closing!);
       this.#counts.closed++;
@@ -438,6 +507,15 @@ export class ConnectionPool<C> {
       const conn = slot.current;
       if (conn !== undefined && conn.leases === 0 && now - conn.lastUsed >= this.#idleTimeout) this.#retire(conn, 'idle');
     }
+  }
+}
+
+/** Calls a user's function whose result and throw mean nothing to the pool (an unwatch). */
+function callSafely(f: () => void): void {
+  try {
+    f();
+  } catch {
+    // nothing to undo: the connection is being closed either way
   }
 }
 
