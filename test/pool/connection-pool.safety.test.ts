@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { classify } from '../../src/core/classify.js';
-import { PoolClosedError, RequestTimeoutError } from '../../src/core/errors.js';
+import { ConnectionGoneError, PoolClosedError, RequestTimeoutError } from '../../src/core/errors.js';
 import type { DialContext } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolOptions, type ConnectionWatch, type Connector } from '../../src/pool/connection-pool.js';
@@ -114,17 +114,54 @@ describe('ConnectionPool: the gap between the usable check and the ride', () => 
     });
     const b = pool.use(T, async (lease) => {
       rodeOn.push(lease.id);
-      return 'b';
+      return `b, turn ${lease.turn}`;
     });
     await flushMicrotasks();
     connector.auto = 'resolve';
     connector.resolveLast();
-    await expect(b).resolves.toBe('b');
+    await expect(b).resolves.toBe('b, turn 1'); // a look again is not a turn: nothing was sent
     first.resolve('a');
     await expect(a).resolves.toBe('a');
     expect(rodeOn).toEqual([1, 2]);
     expect(connector.connects).toBe(2);
     await pool.close();
+  });
+
+  it('a connection retired a few microtasks after it lands, every time: never ridden, and at most 4 looks', async () => {
+    // However the microtasks fall (retired before the usable check, in the gap, or after the ride
+    // began), a request never starts on a retired connection, and the looks are bounded.
+    for (let delay = 0; delay < 8; delay++) {
+      const connector = new FakeConnector();
+      connector.auto = 'resolve';
+      const retired = new Set<number>();
+      connector.watch = (c, w) => {
+        let n = delay;
+        const step = (): void => {
+          if (n-- > 0) queueMicrotask(step);
+          else {
+            retired.add(c.n);
+            w.retire('goaway');
+          }
+        };
+        step();
+        return () => {};
+      };
+      const pool = new ConnectionPool<FakeConnection>({ connector, clock: new ManualClock(), breaker: null, classify: testClassify });
+      let rodeRetired = 0;
+      const result = await pool
+        .use(T, async (lease) => {
+          if (retired.has(lease.connection.n)) rodeRetired++;
+          return 'served';
+        })
+        .catch((e: unknown) => e);
+      expect(rodeRetired, `retired after ${delay} microtasks`).toBe(0);
+      if (result === 'served') expect(connector.connects).toBe(1);
+      else {
+        expect(result).toBeInstanceOf(ConnectionGoneError);
+        expect(connector.connects, `retired after ${delay} microtasks`).toBe(4);
+      }
+      await pool.close();
+    }
   });
 });
 
