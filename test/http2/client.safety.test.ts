@@ -4,6 +4,7 @@
  * call; never a request on a session that received GOAWAY, and a stream GOAWAY excluded goes to
  * the new session whatever its method.
  */
+import { getEventListeners } from 'node:events';
 import http2 from 'node:http2';
 import { describe, expect, it } from 'vitest';
 import { classify } from '../../src/core/classify.js';
@@ -88,6 +89,32 @@ describe('Http2Client: one deadline for the whole call (defect 2)', () => {
     const err = await c.request(`http://${held.address}/`, { timeout: 150 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RequestTimeoutError);
     expect(performance.now() - started).toBeLessThan(1_000);
+  });
+});
+
+describe('Http2Client: the deadline and the caller signal together', () => {
+  it("with a timeout set, the caller's abort still wins with its own reason, and no listener is left on its signal", async () => {
+    await using peer = await http2Peer({
+      handler: (stream, headers) => {
+        if (headers[':path'] === '/slow') return; // never answered
+        stream.respond({ ':status': 200 });
+        stream.end('ok');
+      },
+    });
+    const c = client();
+    await c.request(`${peer.origin}/warm`, { timeout: 10_000 });
+    const before = peer.streams;
+    const gone = new AbortController();
+    gone.abort(new Error('left before it began'));
+    await expect(c.request(`${peer.origin}/`, { timeout: 1_000, signal: gone.signal })).rejects.toThrow('left before it began');
+    expect(peer.streams).toBe(before); // never sent
+
+    const caller = new AbortController();
+    const p = c.request(`${peer.origin}/slow`, { timeout: 10_000, signal: caller.signal });
+    setTimeout(() => caller.abort(new Error('user navigated away')), 50);
+    await expect(p).rejects.toThrow('user navigated away');
+    expect(getEventListeners(caller.signal, 'abort')).toHaveLength(0);
+    expect(c.stats()).toMatchObject({ connections: 1, gone: 0, leases: 0 });
   });
 });
 
