@@ -200,7 +200,8 @@ export class ConnectionPool<C> {
    *
    * Rejects with: `fn`'s error; a dial's error (`HostUnavailableError`, `ConnectTimeoutError`, a
    * socket error); {@link ConnectionGoneError} when the connection died under the request (its
-   * `cause` says how); {@link PoolClosedError}; or the caller's `signal.reason`.
+   * `cause` says how); {@link PoolClosedError} when the pool is closed, or closed under the
+   * request (`close()` released it after `closeTimeout`); or the caller's `signal.reason`.
    */
   async use<T>(target: string, fn: (lease: Lease<C>) => Promise<T>, options: UseOptions = {}): Promise<T> {
     const { signal, idempotent = false } = options;
