@@ -139,10 +139,12 @@ export class Http2Client {
   /**
    * Sends one request and resolves with the whole response.
    *
-   * Rejects with the dial's error (`HostUnavailableError` at once for a blocked origin,
-   * `ConnectTimeoutError`, a socket error), the stream's error (`ERR_HTTP2_STREAM_ERROR` for a
-   * reset), `RequestTimeoutError`, `ConnectionGoneError` (the session died under it), or the
-   * caller's `signal.reason`.
+   * Resolves only with a response the server sent. Rejects with the dial's error
+   * (`HostUnavailableError` at once for a blocked origin, `ConnectTimeoutError`, a socket error),
+   * the stream's error (`ERR_HTTP2_STREAM_ERROR` with `rstCode` for a reset, before the response
+   * or during it; `ERR_HTTP2_GOAWAY_SESSION`, not sent, when the peer's GOAWAY excluded the stream
+   * and no turn was left), `RequestTimeoutError` (the whole call's deadline), `ConnectionGoneError`
+   * (the session died under it), `PoolClosedError`, or the caller's `signal.reason`.
    *
    * @param url - an absolute `http:` (h2c, prior knowledge) or `https:` URL.
    */
