@@ -48,7 +48,9 @@ describe('Http2Client: an answer the server sent after GOAWAY is final (defect 1
     await using peer = await http2Peer({
       handler: (stream) => {
         stream.session!.goaway(NGHTTP2_NO_ERROR); // last stream: this one, so it was processed
-        setTimeout(() => stream.close(NGHTTP2_INTERNAL_ERROR), 20);
+        setTimeout(() => {
+          if (!stream.closed) stream.close(NGHTTP2_INTERNAL_ERROR);
+        }, 20);
       },
     });
     const c = client();
@@ -63,13 +65,18 @@ describe('Http2Client: an answer the server sent after GOAWAY is final (defect 1
 describe('Http2Client: one deadline for the whole call (defect 2)', () => {
   it('a 300 ms timeout against a peer that retires the session on every stream ends in about 300 ms, after at most 2 streams', async () => {
     // Every stream: 200 ms later, GOAWAY and the stream refused (never processed: safe to resend).
+    const timers = new Set<ReturnType<typeof setTimeout>>();
+    cleanup.push(() => timers.forEach(clearTimeout));
     await using peer = await http2Peer({
       handler: (stream) => {
-        setTimeout(() => {
-          if (stream.session!.destroyed) return;
-          stream.session!.goaway(NGHTTP2_NO_ERROR);
+        const t = setTimeout(() => {
+          timers.delete(t);
+          const session = stream.session;
+          if (session === undefined || session.destroyed || stream.closed) return;
+          session.goaway(NGHTTP2_NO_ERROR);
           stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
         }, 200);
+        timers.add(t);
       },
     });
     const c = client();
