@@ -162,7 +162,9 @@ export class ConnectionPool<C> {
   /**
    * Stops taking requests (new ones reject with {@link PoolClosedError}), abandons connect
    * attempts in flight, lets requests in flight finish for up to `closeTimeout`, then releases
-   * them and closes every connection. Resolves once nothing is left open. Idempotent.
+   * them (they reject with {@link PoolClosedError}) and closes every connection. Resolves once
+   * nothing is left open: it also waits for a connector that settles after its abort, and closes
+   * what it delivers, so nothing the pool opened can appear later. Idempotent.
    */
   close(): Promise<void> {
     this.#closed ??= this.#shutdown();
