@@ -107,6 +107,7 @@ export class ConnectionPool<C> {
    * request (`close()` released it after `closeTimeout`); or the caller's `signal.reason`.
    */
   async use<T>(target: string, fn: (lease: Lease<C>) => Promise<T>, options: UseOptions = {}): Promise<T> {
+    checkFunction('fn', fn); // before anything is allocated: no connection opened for a call that cannot run
     const { signal, idempotent = false } = options;
     this.#sweepIfDue();
     let stale = 0;

@@ -305,4 +305,14 @@ describe('ConnectionPool: validate before allocating (defect 9)', () => {
     await expect(pool.use(T, async () => 'ok')).resolves.toBe('ok'); // the pool is still usable
     await pool.close();
   });
+
+  it('a call with no function to run opens nothing', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const err = await pool.use(T, 'not a function' as unknown as () => Promise<void>).catch((e: unknown) => e);
+    expect(connector.connects).toBe(0);
+    expect(pool.stats()).toMatchObject({ targets: 0, attempts: 0, connections: 0 });
+    expect(err).toBeInstanceOf(TypeError);
+    await pool.close();
+  });
 });
