@@ -145,4 +145,16 @@ describe('Http2Client: never a request on a session that received GOAWAY (defect
     expect(peer.streams).toBe(20); // one GET and one POST a round: the excluded POST was never processed
     expect(peer.sessions).toBe(11);
   });
+
+  it('with no turn left, a POST the GOAWAY excluded rejects as not sent, so a retry loop may send it again', async () => {
+    await using peer = await http2Peer();
+    const c = client({ retiredRetries: 0 });
+    await c.request(`${peer.origin}/warm`);
+    const before = peer.streams;
+    peer.goaway(NGHTTP2_INTERNAL_ERROR);
+    const err = await c.request(`${peer.origin}/submit`, { method: 'POST', body: 'x' }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_HTTP2_GOAWAY_SESSION' });
+    expect(classify(err)).toMatchObject({ notSent: true });
+    expect(peer.streams).toBe(before); // the server never processed it
+  });
 });
