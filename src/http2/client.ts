@@ -7,20 +7,25 @@
  * - GOAWAY: retired; its streams finish, new requests open a new session;
  * - RST_STREAM of any code, a request timeout, any status: nothing (one stream, not the session).
  *
+ * A request resolves only with a response the server sent; `timeout` is one deadline for the whole
+ * call (the wait for a session and every turn spend it); a session that received GOAWAY takes no
+ * new stream, and a stream the GOAWAY excluded fails as not sent, so any method may go again.
+ *
  * @module
  */
 import http2 from 'node:http2';
 import type tls from 'node:tls';
 import { type FailureKind, classify } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
-import { PoolClosedError, RequestTimeoutError } from '../core/errors.js';
+import { RequestTimeoutError } from '../core/errors.js';
 import { checkDuration, opt } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../guard/dial.js';
 import type { HostBreaker } from '../guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../pool/connection-pool.js';
 import type { Lease } from '../pool/pooled-connection.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
-import { SessionConnector } from './session-connector.js';
+import { h2Name } from '../core/classify-rules.js';
+import { SessionConnector, goawayOf } from './session-connector.js';
 
 /** Options of an {@link Http2Client}. */
 export interface Http2ClientOptions {
@@ -36,7 +41,7 @@ export interface Http2ClientOptions {
   /** How long a PING may go unanswered before the session is gone, ms. Default 10 000 (seed 003). */
   keepAliveTimeout?: number;
   /**
-   * Default per-request timeout, ms. Default none (`Infinity`): a long poll or a streaming call
+   * Default timeout of a whole request (session wait and every turn), ms. Default none (`Infinity`): a long poll or a streaming call
    * may run as long as its caller allows; bound a call with `timeout` or `signal` instead.
    */
   requestTimeout?: number;
@@ -66,7 +71,10 @@ export interface Http2RequestOptions {
   body?: string | Uint8Array;
   /** The caller's cancellation: aborts the stream (RST CANCEL) and rejects with its reason. */
   signal?: AbortSignal;
-  /** Per-request timeout, ms; rejects with `RequestTimeoutError`. Default the client's `requestTimeout`. */
+  /**
+   * Timeout of the whole call, ms: the wait for a session and every turn spend this one deadline;
+   * rejects with `RequestTimeoutError`. Default the client's `requestTimeout`.
+   */
   timeout?: number;
   /**
    * Whether the request may be repeated safely when its session dies under it. Default true for
@@ -131,10 +139,12 @@ export class Http2Client {
   /**
    * Sends one request and resolves with the whole response.
    *
-   * Rejects with the dial's error (`HostUnavailableError` at once for a blocked origin,
-   * `ConnectTimeoutError`, a socket error), the stream's error (`ERR_HTTP2_STREAM_ERROR` for a
-   * reset), `RequestTimeoutError`, `ConnectionGoneError` (the session died under it), or the
-   * caller's `signal.reason`.
+   * Resolves only with a response the server sent. Rejects with the dial's error
+   * (`HostUnavailableError` at once for a blocked origin, `ConnectTimeoutError`, a socket error),
+   * the stream's error (`ERR_HTTP2_STREAM_ERROR` with `rstCode` for a reset, before the response
+   * or during it; `ERR_HTTP2_GOAWAY_SESSION`, not sent, when the peer's GOAWAY excluded the stream
+   * and no turn was left), `RequestTimeoutError` (the whole call's deadline), `ConnectionGoneError`
+   * (the session died under it), `PoolClosedError`, or the caller's `signal.reason`.
    *
    * @param url - an absolute `http:` (h2c, prior knowledge) or `https:` URL.
    */
@@ -153,14 +163,32 @@ export class Http2Client {
     }
     const method = (options.method ?? 'GET').toUpperCase();
     const idempotent = options.idempotent ?? IDEMPOTENT.has(method);
-    const call = this.#pool.use(
+    // One deadline for the whole call (DESIGN rule 10): the wait for a session and every turn the
+    // pool takes spend what is left of it, never a fresh one.
+    let signal = options.signal;
+    let stop: (() => void) | undefined;
+    if (Number.isFinite(timeout)) {
+      const caller = signal;
+      const controller = new AbortController();
+      const onCaller = (): void => controller.abort(caller!.reason);
+      const timer = this.#clock.setTimeout(() => controller.abort(new RequestTimeoutError(timeout)), timeout);
+      if (caller?.aborted === true) controller.abort(caller.reason);
+      else caller?.addEventListener('abort', onCaller, { once: true });
+      signal = controller.signal;
+      stop = () => {
+        this.#clock.clearTimeout(timer);
+        caller?.removeEventListener('abort', onCaller);
+      };
+    }
+    let call = this.#pool.use(
       target.origin,
       async (lease) => {
-        const { status, headers, body } = await this.#exchange(lease, target, method, options, timeout);
+        const { status, headers, body } = await this.#exchange(lease, target, method, options, signal);
         return { status, headers, body, connectionId: lease.id, latency: this.#clock.now() - started };
       },
-      { signal: options.signal, idempotent },
+      { signal, idempotent },
     );
+    if (stop !== undefined) call = call.finally(stop);
     if (!events.active('settled')) return call;
     return call.then(
       (r) => {
@@ -192,29 +220,33 @@ export class Http2Client {
     return this.#pool.close();
   }
 
-  /** Runs one stream on the leased session. */
+  /** Runs one stream on the leased session; `signal` is the caller's, bounded by the call's deadline. */
   #exchange(
     lease: Lease<http2.ClientHttp2Session>,
     url: URL,
     method: string,
     options: Http2RequestOptions,
-    timeout: number,
+    signal: AbortSignal | undefined,
   ): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: Buffer }> {
     const session = lease.connection;
-    if (session.closed || session.destroyed) return Promise.reject(new PoolClosedError('HTTP/2 session'));
+    // Never a stream on a session that can take none: the request was certainly not sent.
+    if (session.destroyed) return Promise.reject(notSent('ERR_HTTP2_INVALID_SESSION', 'The session has been destroyed'));
+    if (session.closed || goawayOf(session) !== undefined) {
+      return Promise.reject(notSent('ERR_HTTP2_GOAWAY_SESSION', 'New streams cannot be created after receiving a GOAWAY'));
+    }
     const body = options.body;
     // Throws at once (ERR_HTTP2_INVALID_SESSION, ERR_HTTP2_GOAWAY_SESSION) when the session can
     // take no stream: the request was certainly not sent.
     const stream = session.request({ ...options.headers, ':method': method, ':path': `${url.pathname}${url.search}` });
     return new Promise((resolve, reject) => {
       let status = 0;
+      let responded = false;
       let headers: http2.IncomingHttpHeaders = {};
       const chunks: Buffer[] = [];
       let settled = false;
       const finish = (err: unknown, value?: { status: number; headers: http2.IncomingHttpHeaders; body: Buffer }): void => {
         if (settled) return;
         settled = true;
-        if (timer !== undefined) this.#clock.clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         if (err === undefined) resolve(value!);
         else {
@@ -222,22 +254,31 @@ export class Http2Client {
           reject(err);
         }
       };
+      /** The stream failed before any response: if the peer's GOAWAY excluded it, it was never processed. */
+      const failed = (err: unknown): void => {
+        const goaway = responded ? undefined : goawayOf(session);
+        if (goaway !== undefined && (stream.id === undefined || stream.id > goaway.lastStreamID)) finish(unprocessed(stream.id, goaway, err));
+        else finish(err);
+      };
       // The pool ends the call itself when the session dies (destroying it ends the stream too);
-      // a caller's abort must also cancel the stream, so the peer stops working on it.
-      const signal = options.signal;
+      // a caller's abort or the call's deadline must also cancel the stream, so the peer stops.
       const onAbort = (): void => finish(signal!.reason);
-      const timer = Number.isFinite(timeout) ? this.#clock.setTimeout(() => finish(new RequestTimeoutError(timeout)), timeout) : undefined;
       if (signal?.aborted === true) return finish(signal.reason);
       signal?.addEventListener('abort', onAbort, { once: true });
       stream.on('response', (h) => {
+        responded = true;
         headers = h;
         status = Number(h[':status']);
       });
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-      stream.on('end', () => finish(undefined, { status, headers, body: Buffer.concat(chunks) }));
-      stream.on('error', (err) => finish(err));
+      // A stream the peer reset with NO_ERROR or CANCEL before any response also ends: that is no
+      // response, and 'close' rejects it with the code. Only a response the server sent resolves.
+      stream.on('end', () => {
+        if (responded) finish(undefined, { status, headers, body: Buffer.concat(chunks) });
+      });
+      stream.on('error', failed);
       stream.on('close', () => {
-        if (!settled) finish(streamClosedError(stream.rstCode));
+        if (!settled) failed(streamClosedError(stream.rstCode, responded));
       });
       // end() rather than the endStream option: measured faster on Node 20 (A/B, same run), for
       // one empty DATA frame more on the wire.
@@ -246,10 +287,26 @@ export class Http2Client {
   }
 }
 
-/** A stream that closed without an error event and without finishing. */
-function streamClosedError(rstCode: number): Error {
-  return Object.assign(new Error(`HTTP/2 stream closed with code ${rstCode} before the response ended`), {
+/** A stream that closed without an error event and without a complete response. */
+function streamClosedError(rstCode: number, responded: boolean): Error {
+  const name = h2Name(rstCode) ?? String(rstCode);
+  const when = responded ? 'before the response ended' : 'before any response';
+  return Object.assign(new Error(`Stream closed with error code NGHTTP2_${name} ${when}`), {
     code: 'ERR_HTTP2_STREAM_ERROR',
     rstCode,
   });
+}
+
+/** A request that was certainly not sent, with node:http2's code for why. */
+function notSent(code: 'ERR_HTTP2_INVALID_SESSION' | 'ERR_HTTP2_GOAWAY_SESSION', message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+/** A stream the peer's GOAWAY excluded (RFC 9113 §6.8): never processed, safe to send again. */
+function unprocessed(id: number | undefined, goaway: { code: number; lastStreamID: number }, cause: unknown): Error {
+  const name = h2Name(goaway.code) ?? String(goaway.code);
+  return Object.assign(
+    new Error(`HTTP/2 stream ${id ?? '(unsent)'} was not processed: the peer's GOAWAY (${name}, last stream ${goaway.lastStreamID}) excluded it`, { cause }),
+    { code: 'ERR_HTTP2_GOAWAY_SESSION' },
+  );
 }

@@ -32,6 +32,23 @@ export interface SessionConnectorOptions {
 
 const noop = (): void => {};
 
+/** The GOAWAY a session received: its code and the last stream the peer says it processed. */
+export interface GoawayReceived {
+  readonly code: number;
+  readonly lastStreamID: number;
+}
+
+const goaways = new WeakMap<http2.ClientHttp2Session, GoawayReceived>();
+
+/**
+ * @internal The GOAWAY `session` received, if any (recorded for its whole life, before anyone else
+ * hears of it). A session that has one takes no new request, and a stream above `lastStreamID`
+ * was provably not processed (RFC 9113 §6.8).
+ */
+export function goawayOf(session: http2.ClientHttp2Session): GoawayReceived | undefined {
+  return goaways.get(session);
+}
+
 /** Most origins whose TLS context is kept; past it the cache starts over (bounded memory). */
 const CONTEXT_CACHE = 256;
 
@@ -54,6 +71,11 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
     const session = http2.connect(origin, { createConnection: () => socket, settings: this.#options.settings });
     // Errors reach the pool through watch(); this keeps one arriving after unwatch from crashing.
     session.on('error', noop);
+    // Registered first, so it is known before any stream hears of the GOAWAY (node emits 'goaway'
+    // before it closes or destroys the session and fails its streams).
+    session.on('goaway', (code: number, lastStreamID: number) => {
+      if (!goaways.has(session)) goaways.set(session, { code, lastStreamID });
+    });
     return new Promise((resolve, reject) => {
       const cleanup = (): void => {
         session.off('remoteSettings', onSettings);

@@ -11,13 +11,17 @@
  * - **Retired vs gone**: retired takes no new requests and closes when its last request ends;
  *   gone (a dead transport) releases every request riding it at once (seed 003, review P1).
  *   A stream-level error, a request timeout or an application status retires nothing.
- * - **Going back**: a request whose connection a sibling retired meanwhile, and whose failure is
- *   safe to redo, goes back for a fresh connection, a bounded number of times.
+ * - **Going back**: a request whose connection was retired or found dead meanwhile goes back for a
+ *   fresh connection, a bounded number of times, only when its failure provably carries no answer
+ *   from the server (certainly not sent; or, for an idempotent request, released because the
+ *   connection died): a status the server chose is final.
+ * - **User code never escapes**: every call into the connector, `hostOf` and `classify` is
+ *   guarded, so a throw becomes the caller's rejection or is contained, never an unhandled one.
  *
  * @module
  */
 import { setMaxListeners } from 'node:events';
-import { type Classification, classify as defaultClassify } from '../core/classify.js';
+import { classify as defaultClassify } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
@@ -26,113 +30,24 @@ import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial, sharedBreaker } from '
 import type { HostBreaker } from '../guard/host-breaker.js';
 import { hostKey } from '../guard/host-key.js';
 import { type Lease, PooledConnection, type RetireReason, Ride } from './pooled-connection.js';
+import type { ConnectionPoolEvents, ConnectionPoolOptions, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 
-/** How the pool learns that a connection's transport died or that its peer wants it retired. */
-export interface ConnectionWatch {
-  /** The transport is dead (closed, reset, keep-alive unanswered): release everything on it. */
-  gone(cause: unknown): void;
-  /** The peer asked for no new requests (e.g. HTTP/2 GOAWAY); requests in flight may finish. */
-  retire(reason?: RetireReason): void;
-}
-
-/** What the pool needs to know about a connection type `C`. */
-export interface Connector<C> {
-  /**
-   * Establishes a connection to `target`: the whole job (TCP, TLS, protocol handshake), inside one
-   * bounded, breaker-guarded dial. Watch `ctx.signal`; update `ctx.phase`.
-   */
-  connect(target: string, ctx: DialContext): Promise<C>;
-  /** Closes a connection. Called exactly once per connection; resolve when it is fully closed. */
-  close(connection: C, reason: unknown): void | Promise<void>;
-  /** Subscribes to the connection's fate; may return a function that unsubscribes. */
-  watch?(connection: C, watch: ConnectionWatch, target: string): void | (() => void);
-}
-
-/** What the pool needs from an error's classification. */
-export type PoolClassification = Pick<Classification, 'connectionDead' | 'notSent'>;
-
-/** Options of a {@link ConnectionPool}. */
-export interface ConnectionPoolOptions<C> {
-  /** How to open, close and watch connections. Required. */
-  connector: Connector<C>;
-  /** Bound on one establishment, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (5 000). */
-  connectTimeout?: number;
-  /** Breaker consulted and fed by every connect attempt. Default the shared one; `null`: none. */
-  breaker?: HostBreaker | null;
-  /** Maps a target to its breaker key. Default `hostKey` (so `https://h` and `h:443` agree). */
-  hostOf?: (target: string) => string;
-  /**
-   * A connection no request has used for this long is closed at the next sweep. Default
-   * 600 000 (10 min, seed 003): long enough that a steady client keeps its connections.
-   */
-  idleTimeout?: number;
-  /**
-   * The idle sweep runs at most once per this many ms, on any call (not only on a miss: a client
-   * whose targets are all connected produces no misses). Default 60 000 (seed 003).
-   */
-  sweepInterval?: number;
-  /**
-   * How many times a request may go back for a fresh connection after a sibling retired its
-   * connection under it. Default 3 (seed 003: callers failing outright fell from 9.5 % to 0.03 %
-   * over three turns while the extra connections opened stopped growing after the second).
-   */
-  retiredRetries?: number;
-  /**
-   * How long `close()` lets requests in flight finish before releasing them. Default 5 000: a
-   * graceful shutdown waits for short requests but not for a long poll.
-   */
-  closeTimeout?: number;
-  /** Decides whether a failure proved the connection dead, and whether the request was sent. Default `classify`. */
-  classify?: (err: unknown) => PoolClassification;
-  /** Time source for timeouts, idleness and sweeps. Default {@link systemClock}. */
-  clock?: Clock;
-}
-
-/** Options of one {@link ConnectionPool.use} call. */
-export interface UseOptions {
-  /** The caller's cancellation: leaves at once (the shared attempt carries on for the others). */
-  signal?: AbortSignal;
-  /**
-   * The request may be repeated safely. Then a request released because its connection died
-   * under it goes back for a fresh one; otherwise only failures that were certainly not sent do.
-   * Default false.
-   */
-  idempotent?: boolean;
-}
-
-/** Counters and gauges of a pool. */
-export interface PoolStats {
-  /** Targets the pool tracks now (a connection or an attempt): drops to 0 when none is left. */
-  targets: number;
-  /** Connections open (usable or retired and draining). */
-  connections: number;
-  /** Connect attempts in flight. */
-  attempts: number;
-  /** Requests riding connections now. */
-  leases: number;
-  /** Connections ever opened / closed. */
-  opened: number;
-  closed: number;
-  /** Connections found dead (each released everything riding it). */
-  gone: number;
-  /** Requests that went back for a fresh connection after a sibling retired theirs. */
-  turns: number;
-}
-
-/** Payloads of the pool's events (also on `dialguard:pool:<event>`). */
-export interface ConnectionPoolEvents {
-  opened: { target: string; id: number };
-  retired: { target: string; id: number; reason: RetireReason };
-  gone: { target: string; id: number; leases: number };
-  closed: { target: string; id: number };
-}
+export type { ConnectionPoolEvents, ConnectionPoolOptions, ConnectionWatch, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 
 interface Slot<C> {
+  /** The breaker key of the slot's target, from `hostOf` (computed before the slot exists). */
+  readonly host: string;
   current: PooledConnection<C> | undefined;
   attempt: Promise<PooledConnection<C>> | undefined;
 }
 
 const noop = (): void => {};
+
+/** A caller whose connection was retired before it could ride looks again at most this often. */
+const STALE_PASSES = 4;
+
+/** What the pool assumes when a `classify` option throws: nothing proven (no going back, no eviction). */
+const UNPROVEN: PoolClassification = Object.freeze({ connectionDead: false, notSent: false });
 
 /** One shared connection per target. See the module docs. */
 export class ConnectionPool<C> {
@@ -188,30 +103,48 @@ export class ConnectionPool<C> {
    *
    * Rejects with: `fn`'s error; a dial's error (`HostUnavailableError`, `ConnectTimeoutError`, a
    * socket error); {@link ConnectionGoneError} when the connection died under the request (its
-   * `cause` says how); {@link PoolClosedError}; or the caller's `signal.reason`.
+   * `cause` says how); {@link PoolClosedError} when the pool is closed, or closed under the
+   * request (`close()` released it after `closeTimeout`); or the caller's `signal.reason`.
    */
   async use<T>(target: string, fn: (lease: Lease<C>) => Promise<T>, options: UseOptions = {}): Promise<T> {
+    checkFunction('fn', fn); // before anything is allocated: no connection opened for a call that cannot run
     const { signal, idempotent = false } = options;
     this.#sweepIfDue();
+    let stale = 0;
     for (let turn = 1; ; turn++) {
       const acquired = this.#acquire(target, signal);
       const conn = acquired instanceof PooledConnection ? acquired : await acquired;
+      if (!conn.usable) {
+        // Retired (or found dead) in the microtasks between the attempt handing it over and this
+        // ride: never put a request on it. Look again, as if it had never been handed over.
+        if (++stale >= STALE_PASSES) throw new ConnectionGoneError(target, conn.id);
+        turn--;
+        continue;
+      }
       const outcome = await this.#ride(conn, fn, signal, turn);
       if (outcome.ok) return outcome.value;
       const err = outcome.error;
       // The caller's own abort says nothing about the connection, whatever `classify` thinks.
       if (signal?.aborted && err === signal.reason) throw err;
+      // Released by close(): a shutdown stops the call at once (PoolClosedError is 'cancelled',
+      // so no retry loop spends budget or a backoff on it).
+      if (err instanceof ConnectionGoneError && err.connectionId === conn.id && err.cause instanceof PoolClosedError) throw err.cause;
       // Was it already retired or gone before this failure reached us? Then a sibling (or the
       // transport watcher) got there first, and this failure is most likely theirs.
       const retiredUnderUs = !conn.usable;
       const releasedBySibling = err instanceof ConnectionGoneError && err.connectionId === conn.id;
       let notSent = false;
+      let transportDied = releasedBySibling;
       if (!releasedBySibling) {
-        const c = this.#classify(err);
+        const c = this.#classifySafely(err);
         notSent = c.notSent;
+        transportDied = c.connectionDead;
         if (c.connectionDead) this.#gone(conn, err);
       }
-      const safe = notSent || idempotent;
+      // Going back resends. Only a failure that provably carries no answer from the server may go
+      // back: certainly not sent (any request), or the transport died under it (idempotent only).
+      // A status, a reset, a timeout or anything unrecognised is final.
+      const safe = notSent || (idempotent && transportDied);
       if (!(retiredUnderUs && safe && turn <= this.#retiredRetries) || this.#closed !== undefined) throw err;
       this.#counts.turns++;
     }
@@ -230,7 +163,9 @@ export class ConnectionPool<C> {
   /**
    * Stops taking requests (new ones reject with {@link PoolClosedError}), abandons connect
    * attempts in flight, lets requests in flight finish for up to `closeTimeout`, then releases
-   * them and closes every connection. Resolves once nothing is left open. Idempotent.
+   * them (they reject with {@link PoolClosedError}) and closes every connection. Resolves once
+   * nothing is left open: it also waits for a connector that settles after its abort, and closes
+   * what it delivers, so nothing the pool opened can appear later. Idempotent.
    */
   close(): Promise<void> {
     this.#closed ??= this.#shutdown();
@@ -282,8 +217,10 @@ export class ConnectionPool<C> {
       if (this.#closed !== undefined) throw new PoolClosedError(); // closing may have begun while we waited
       let slot = this.#slots.get(target);
       if (slot === undefined) {
+        // hostOf first: a target it rejects leaves nothing behind (no slot, no attempt).
+        const host = this.#hostOf(target);
         // Stryker disable next-line ObjectLiteral: {} is the same slot at run time; the fields are for the type.
-        slot = { current: undefined, attempt: undefined };
+        slot = { host, current: undefined, attempt: undefined };
         this.#slots.set(target, slot);
       }
       // Stryker disable next-line ConditionalExpression: a race guard (another waiter's attempt landed while ours was retired); without it the pass would dial a second connection, which no test can time.
@@ -298,12 +235,24 @@ export class ConnectionPool<C> {
   /** Starts the one attempt for `slot`, which runs on its own whoever waits for it. */
   #connect(target: string, slot: Slot<C>): Promise<PooledConnection<C>> {
     this.#attempts++;
-    const attempt = dial(this.#hostOf(target), (ctx) => this.#connector.connect(target, ctx), {
+    const establish = (ctx: DialContext): Promise<C> => {
+      let raw: Promise<C>;
+      try {
+        raw = Promise.resolve(this.#connector.connect(target, ctx));
+      } catch (err) {
+        raw = Promise.reject(err);
+      }
+      // close() waits for the connector itself, not only for the dial (which rejects at once when
+      // aborted): a connection that lands after the abort is disposed before close() resolves.
+      this.#track(raw);
+      return raw;
+    };
+    const attempt = dial(slot.host, establish, {
       timeout: this.#connectTimeout,
       breaker: this.#breaker,
       clock: this.#clock,
       signal: this.#closingSignal.signal,
-      dispose: (c) => void Promise.resolve(this.#connector.close(c, new PoolClosedError())).catch(noop),
+      dispose: (c) => this.#track(this.#closeSafely(c, new PoolClosedError())),
     }).then(
       (connection) => {
         this.#attempts--;
@@ -320,15 +269,23 @@ export class ConnectionPool<C> {
           return conn;
         }
         slot.current = conn;
-        const unwatch = this.#connector.watch?.(
-          connection,
-          { gone: (cause) => this.#gone(conn, cause), retire: (reason) => this.#retire(conn, reason ?? 'goaway') },
-          target,
-        );
+        let unwatch: void | (() => void);
+        try {
+          unwatch = this.#connector.watch?.(
+            connection,
+            { gone: (cause) => this.#gone(conn, cause), retire: (reason) => this.#retire(conn, reason ?? 'goaway') },
+            target,
+          );
+        } catch (err) {
+          // A connection whose fate the pool cannot learn is not kept: closed, and its waiters
+          // get the watcher's error.
+          this.#gone(conn, err);
+          throw err;
+        }
         if (typeof unwatch === 'function') {
           // A watcher may report the connection retired or gone before it even returns.
           if (conn.closing === undefined) this.#live.set(conn, unwatch);
-          else unwatch();
+          else callSafely(unwatch);
         }
         return conn;
       },
@@ -340,10 +297,35 @@ export class ConnectionPool<C> {
       },
     );
     slot.attempt = attempt;
-    const settled = attempt.catch(noop); // settles even when every waiter has left
+    this.#track(attempt); // settles even when every waiter has left
+    return attempt;
+  }
+
+  /** Makes close() wait for `work` to settle; never lets its rejection go unhandled. */
+  #track(work: Promise<unknown>): void {
+    const settled = work.then(noop, noop);
     this.#inFlight.add(settled);
     void settled.then(() => this.#inFlight.delete(settled));
-    return attempt;
+  }
+
+  /** The connector's close, a synchronous throw included, as a promise that never rejects. */
+  #closeSafely(connection: C, reason: unknown): Promise<void> {
+    let done: Promise<void>;
+    try {
+      done = Promise.resolve(this.#connector.close(connection, reason));
+    } catch (err) {
+      done = Promise.reject(err);
+    }
+    return done.catch(noop);
+  }
+
+  /** The `classify` option's verdict; one that throws proves nothing. */
+  #classifySafely(err: unknown): PoolClassification {
+    try {
+      return this.#classify(err);
+    } catch {
+      return UNPROVEN;
+    }
   }
 
   /** Runs `fn` on `conn`; ends early, with the reason, if the connection dies or the caller aborts. */
@@ -413,14 +395,8 @@ export class ConnectionPool<C> {
   #closeConnection(conn: PooledConnection<C>): void {
     if (conn.closing !== undefined) return;
     const unwatch = this.#live.get(conn);
-    unwatch?.();
-    let done: Promise<void>;
-    try {
-      done = Promise.resolve(this.#connector.close(conn.connection, conn.goneReason ?? conn.retired));
-    } catch (err) {
-      done = Promise.reject(err);
-    }
-    conn.closing = done.catch(noop).then(() => {
+    if (unwatch !== undefined) callSafely(unwatch);
+    conn.closing = this.#closeSafely(conn.connection, conn.goneReason ?? conn.retired).then(() => {
       this.#live.delete(conn);
       this.#closes.delete(conn.closing!);
       this.#counts.closed++;
@@ -438,6 +414,15 @@ export class ConnectionPool<C> {
       const conn = slot.current;
       if (conn !== undefined && conn.leases === 0 && now - conn.lastUsed >= this.#idleTimeout) this.#retire(conn, 'idle');
     }
+  }
+}
+
+/** Calls a user's function whose result and throw mean nothing to the pool (an unwatch). */
+function callSafely(f: () => void): void {
+  try {
+    f();
+  } catch {
+    // nothing to undo: the connection is being closed either way
   }
 }
 
