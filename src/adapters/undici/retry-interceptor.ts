@@ -13,23 +13,25 @@
  *
  * @module
  */
-import type { Dispatcher } from 'undici';
+import { type Dispatcher, errors } from 'undici';
 import { GuardedCall } from './guarded-call.js';
 import { legacy } from './handlers.js';
 import { type GuardedRetryOptions, type RetrySettings, retrySettings } from './options.js';
 
 /**
- * Dispatches one request through the retrying layer onto `dispatch` (upgrades straight to it).
+ * Dispatches one request through the retrying layer onto `dispatch` (upgrades, and options that
+ * are not an object, straight to it, which answers as undici does). Returns what undici's
+ * dispatch() returned for the first attempt: false when saturated.
  *
- * @throws TypeError when `handler` is not an object (as undici's own dispatchers do).
+ * @throws InvalidArgumentError when `handler` is not an object (as undici's own dispatchers do).
  */
 export function dispatchGuarded(s: RetrySettings, dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-  if (typeof handler !== 'object' || handler === null) throw new TypeError('handler must be an object');
+  if (typeof handler !== 'object' || handler === null) throw new errors.InvalidArgumentError('handler must be an object');
+  if (typeof opts !== 'object' || opts === null) return dispatch(opts, handler);
   if ((opts.upgrade !== undefined && opts.upgrade !== null && opts.upgrade !== false) || opts.method === 'CONNECT') {
     return dispatch(opts, handler);
   }
-  new GuardedCall(s, dispatch, opts, legacy(handler)).start();
-  return true;
+  return new GuardedCall(s, dispatch, opts, legacy(handler)).start();
 }
 
 /**
