@@ -62,7 +62,7 @@ export interface GuardedAgentOptions extends GuardedRetryOptions, GuardedConnect
   clock?: Clock;
 }
 
-const CONNECTOR_KEYS = ['connectTimeout', 'tls', 'maxCachedSessions', 'keepAliveInitialDelay', 'socketPath', 'socket', 'connector', 'clock'] as const;
+const CONNECTOR_KEYS = ['connectTimeout', 'tls', 'maxCachedSessions', 'keepAliveInitialDelay', 'socketPath', 'socket', 'connector', 'allowH2', 'clock'] as const;
 
 /** The undici Agent options for `super()`, checked: undici's own plus the guarded connector. */
 function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null): Agent.Options {

@@ -75,6 +75,12 @@ export interface GuardedConnectorOptions {
    */
   connector?: UndiciConnector;
   /**
+   * Offer HTTP/2 in every TLS handshake (ALPN `h2`, then `http/1.1`), as undici's
+   * `connect.allowH2`. Default false: undici's Client passes its own `allowH2` with each dial,
+   * which is honoured either way.
+   */
+  allowH2?: boolean;
+  /**
    * The breaker every dial asks and reports to. Default the process-wide `sharedBreaker()`, so
    * every client in the process learns from every other's dials; `null` dials without one.
    */
@@ -125,6 +131,7 @@ interface ConnectorSettings {
   socket: GuardedSocketOptions;
   socketPath: string | undefined;
   connector: UndiciConnector | undefined;
+  allowH2: boolean;
   clock: Clock;
 }
 
@@ -163,6 +170,7 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
     socket,
     socketPath,
     connector: options.connector === undefined ? undefined : checkFunction<UndiciConnector>('connector', options.connector),
+    allowH2: checkBoolean('allowH2', opt(options.allowH2, false)),
     breaker,
     tls: tlsOptions,
     sessions: new SessionCache(checkInteger('maxCachedSessions', opt(options.maxCachedSessions, 100), 0)),
@@ -231,6 +239,11 @@ function viaConnector(connector: UndiciConnector, opts: buildConnector.Options):
     });
 }
 
+function checkBoolean(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${show(value)}`);
+  return value;
+}
+
 function destroy(socket: net.Socket): void {
   socket.destroy();
 }
@@ -238,7 +251,7 @@ function destroy(socket: net.Socket): void {
 /** `tls.connect` options for one dial: the configured ones, the servername, ALPN, a cached session. */
 function tlsFor(s: ConnectorSettings, opts: buildConnector.Options, host: string): tls.ConnectionOptions {
   const servername = opts.servername || s.tls.servername || (net.isIP(host) === 0 ? host : undefined);
-  const allowH2 = (opts as { allowH2?: boolean }).allowH2 === true;
+  const allowH2 = s.allowH2 || (opts as { allowH2?: boolean }).allowH2 === true;
   const session = s.sessions.get(servername ?? host);
   return {
     ...s.tls,

@@ -69,10 +69,10 @@ export function undiciConnectOptions(options: Options): { rest: Options; connect
       else if (key === 'socketPath') set('socketPath', value);
       else if (key === 'maxCachedSessions') set('maxCachedSessions', value);
       else if (key === 'keepAliveInitialDelay') set('keepAliveInitialDelay', value);
+      else if (key === 'allowH2') set('allowH2', value);
       else if (key === 'keepAlive') {
         if (value === false) connector.keepAliveInitialDelay = 0;
-      } else if (key !== 'allowH2') {
-        // allowH2 is the Agent's (its own option decides ALPN): the rest cannot be honoured.
+      } else {
         throw new TypeError(`undici.connect.${key} is not supported by the guarded connector`);
       }
     }

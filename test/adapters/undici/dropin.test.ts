@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { EventEmitter, once } from 'node:events';
 import http from 'node:http';
+import http2 from 'node:http2';
 import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +16,7 @@ import { describe, expect, it } from 'vitest';
 import { GuardedAgent, retriesOf } from '../../../src/adapters/undici/index.js';
 import { RetriesExhaustedError } from '../../../src/core/errors.js';
 import { refusing } from '../../../src/testing/tcp-peers.js';
+import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
 import { answer, failure, guarded, httpServer, leakChecked, manualBreaker } from './helpers.js';
 
 leakChecked();
@@ -403,6 +405,24 @@ describe("undici's connect options are honoured", () => {
     expect(await (await request(`${server.origin}/`, { dispatcher: agent })).body.text()).toBe('custom');
     expect(calls).toBe(1);
     expect(breaker.stats()).toMatchObject({ succeeded: 1 });
+  });
+});
+
+describe('undici.allowH2 (a contract pin: undici hands it to the connector with each dial)', () => {
+  it('a TLS origin that speaks h2 is served over HTTP/2', async () => {
+    const server = http2.createSecureServer({ cert: TEST_CERT, key: TEST_KEY, allowHTTP1: true }, (req, res) => res.end(req.httpVersion));
+    const sessions = new Set<http2.ServerHttp2Session>();
+    server.on('session', (session: http2.ServerHttp2Session) => sessions.add(session));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    const { port } = server.address() as net.AddressInfo;
+    try {
+      const { agent } = guarded({ tls: { ca: TEST_CERT }, undici: { allowH2: true } });
+      expect(await (await request(`https://127.0.0.1:${port}/`, { dispatcher: agent })).body.text()).toBe('2.0');
+      await agent.close();
+    } finally {
+      for (const session of sessions) session.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
 
