@@ -76,6 +76,8 @@ export class GuardedCall implements AttemptOwner {
   #connected = false;
   /** The first attempt is inside undici's dispatch(): a failure now is undici refusing the request. */
   #dispatching = false;
+  /** The last error an attempt failed with (undici's refusals aside). */
+  #lastFailure: unknown;
   /** What the caller's onError threw when undici refused the request inside dispatch(). */
   #thrown: { error: unknown } | undefined;
   /** The caller heard onRequestSent (once per call, whatever the attempts). */
@@ -290,6 +292,7 @@ export class GuardedCall implements AttemptOwner {
   #run(number: number, deadline: number, done: (err: unknown) => void): boolean {
     const attempt = new Attempt(this, number, deadline, (err) => {
       if (err instanceof HeldResponse) this.#held = err;
+      else if (err !== undefined && !isRefusal(err)) this.#lastFailure = err;
       done(err);
     });
     this.#current = attempt;
@@ -367,7 +370,10 @@ export class GuardedCall implements AttemptOwner {
       held.deliver(this.caller);
       return;
     }
-    this.caller.onError?.(asError(ownError(err)));
+    // undici refused a retry (the agent was closed meanwhile): the call failed as its last
+    // attempt did, not because a retry could not be dispatched.
+    const own = isRefusal(err) && this.#lastFailure !== undefined ? this.#lastFailure : ownError(err);
+    this.caller.onError?.(asError(own));
   }
 
   /** Remembers that this origin's last call failed to dial: its next calls ask the breaker first. */

@@ -355,6 +355,19 @@ describe('10. invalid arguments', () => {
   });
 });
 
+describe('close() while a call is between attempts', () => {
+  it('the retry is not made, and the caller sees its last attempt’s error, not the closed agent', async () => {
+    await using server = await httpServer((req) => req.socket.destroy());
+    const { agent } = guarded({ breaker: manualBreaker(10).breaker, backoff: () => 50 });
+    const call = failure(request(`${server.origin}/`, { dispatcher: agent }));
+    await expect.poll(() => server.requests).toBe(1);
+    const closing = agent.close();
+    expect((await call).error).toMatchObject({ code: 'UND_ERR_SOCKET' });
+    await closing;
+    expect(server.requests).toBe(1);
+  });
+});
+
 describe('11. close() and destroy() callbacks', () => {
   it('a callback that is not a function is refused with InvalidArgumentError', () => {
     const { agent } = guarded();
