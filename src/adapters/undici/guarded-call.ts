@@ -7,9 +7,11 @@
  *   the retry budget, the backoff and the whole-call latency are exactly retry()'s. A call that
  *   succeeds at once never builds a retry loop: on a healthy host the loop costs more CPU than
  *   the few percent a request through a local pool can spare.
- * - The caller gets its abort function at once, so an abort reaches the call whatever it is
- *   doing: waiting for a dial, waiting out a backoff, reading the body. An abort is never a
- *   failure of anything: the call ends with the caller's reason and the breaker hears nothing.
+ * - The caller gets its abort function as soon as the first attempt is dispatched (a request
+ *   undici refuses there fails with onError alone, as with undici), so an abort reaches the call
+ *   whatever it is doing: waiting for a dial, waiting out a backoff, reading the body. An abort
+ *   is never a failure of anything: the call ends with the caller's reason (undici's
+ *   RequestAbortedError when it gives none) and the breaker hears nothing.
  * - Each attempt's headers and body timeouts are cut to what is left of the call's deadline.
  * - An origin whose last call failed to dial is checked with the breaker before each attempt,
  *   so while it is refused, requests fail without entering undici.
@@ -372,8 +374,8 @@ export class GuardedCall implements AttemptOwner {
     }
     // undici refused a retry (the agent was closed meanwhile): the call failed as its last
     // attempt did, not because a retry could not be dispatched.
-    const own = isRefusal(err) && this.#lastFailure !== undefined ? this.#lastFailure : ownError(err);
-    this.caller.onError?.(asError(own));
+    const own = ownError(err);
+    this.caller.onError?.(asError(isRefusal(own) && this.#lastFailure !== undefined ? this.#lastFailure : own));
   }
 
   /** Remembers that this origin's last call failed to dial: its next calls ask the breaker first. */
@@ -412,10 +414,14 @@ function ownError(err: unknown): unknown {
 /**
  * The retry story of an error a guarded undici call failed with: the
  * {@link RetriesExhaustedError} (every attempt's error in `errors`) or the
- * {@link RetryBudgetExhaustedError} behind it, or undefined when the call was not retried.
+ * {@link RetryBudgetExhaustedError} behind it; undefined when the call ended without that verdict
+ * (an error not worth retrying, a deadline, an abort).
  *
  * A GuardedAgent (or `guardedRetry`) fails a call with its last attempt's own error, so code that
- * checks `err.code` works as with undici alone; this is where the attempts before it are.
+ * checks `err.code` works as with undici alone; this is where the attempts before it are. The
+ * story rides on the error object itself: when undici fails several requests with one error
+ * object (a failed connect fails every request queued for it), it holds the story of the call
+ * that ended last.
  */
 export function retriesOf(err: unknown): RetriesExhaustedError | RetryBudgetExhaustedError | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
