@@ -11,7 +11,7 @@ import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import { Agent, type Dispatcher, FormData, buildConnector, WebSocket, errors, fetch as undiciFetch, interceptors, pipeline, request, stream } from 'undici';
+import { Agent, type Dispatcher, EventSource, FormData, buildConnector, getGlobalDispatcher, setGlobalDispatcher, WebSocket, errors, fetch as undiciFetch, interceptors, pipeline, request, stream } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { GuardedAgent, retriesOf } from '../../../src/adapters/undici/index.js';
 import { RetriesExhaustedError } from '../../../src/core/errors.js';
@@ -190,6 +190,56 @@ describe('2. WebSocket and EventSource limits come from the GuardedAgent', () =>
       expect((await messagesUntilClose(server.url, plain)).messages).toBe(1);
     } finally {
       await server.close();
+    }
+  });
+
+  it('the limit holds when the GuardedAgent is the global dispatcher (no dispatcher option)', async () => {
+    const server = await wsServer(64 * 1024);
+    const previous = getGlobalDispatcher();
+    try {
+      const { agent } = guarded({ undici: { webSocket: { maxPayloadSize: 1024 } } });
+      setGlobalDispatcher(agent);
+      const ws = new WebSocket(server.url);
+      let messages = 0;
+      ws.addEventListener('message', () => {
+        messages++;
+        ws.close();
+      });
+      ws.addEventListener('error', () => {});
+      await once(ws as unknown as EventEmitter, 'close');
+      expect(messages).toBe(0);
+    } finally {
+      setGlobalDispatcher(previous);
+      await server.close();
+    }
+  });
+
+  it("undici's EventSource: an event over maxEventSize is refused (error first, no message)", async () => {
+    const sse = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(`data: ${'x'.repeat(8 * 1024)}\n\n`);
+    });
+    await new Promise<void>((resolve) => sse.listen(0, '127.0.0.1', () => resolve()));
+    const { port } = sse.address() as net.AddressInfo;
+    try {
+      const first = async (dispatcher: Dispatcher): Promise<string> => {
+        const source = new EventSource(`http://127.0.0.1:${port}/`, { dispatcher });
+        try {
+          return await new Promise<string>((resolve) => {
+            source.addEventListener('message', () => resolve('message'));
+            source.addEventListener('error', () => resolve('error'));
+          });
+        } finally {
+          source.close();
+        }
+      };
+      const { agent: limited } = guarded({ undici: { eventSource: { maxEventSize: 1024 } } });
+      expect(await first(limited)).toBe('error');
+      const { agent: plain } = guarded();
+      expect(await first(plain)).toBe('message');
+    } finally {
+      sse.closeAllConnections();
+      await new Promise<void>((resolve) => sse.close(() => resolve()));
     }
   });
 
