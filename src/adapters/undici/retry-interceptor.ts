@@ -15,7 +15,7 @@
  */
 import { type Dispatcher, errors } from 'undici';
 import { GuardedCall } from './guarded-call.js';
-import { legacy } from './handlers.js';
+import { type LegacyHandler, legacy } from './handlers.js';
 import { type GuardedRetryOptions, type RetrySettings, retrySettings } from './options.js';
 
 /**
@@ -31,7 +31,31 @@ export function dispatchGuarded(s: RetrySettings, dispatch: Dispatcher.Dispatch,
   if ((opts.upgrade !== undefined && opts.upgrade !== null && opts.upgrade !== false) || opts.method === 'CONNECT') {
     return dispatch(opts, handler);
   }
+  const problem = handlerProblem(handler as LegacyHandler);
+  if (problem !== undefined) {
+    // As undici's Request: the handler hears it through onError when it has one, else it is thrown.
+    const err = new errors.InvalidArgumentError(problem);
+    if (typeof (handler as LegacyHandler).onError !== 'function') throw err;
+    (handler as LegacyHandler).onError!(err);
+    return false;
+  }
   return new GuardedCall(s, dispatch, opts, legacy(handler)).start();
+}
+
+/**
+ * What undici's Request would refuse in an older-style handler (its `assertRequestHandler`): the
+ * retrying layer, not undici, holds the caller's handler, so it checks the same. A newer-style
+ * handler is not checked (undici does not either).
+ */
+function handlerProblem(handler: LegacyHandler): string | undefined {
+  if (typeof (handler as Dispatcher.DispatchHandler).onRequestStart === 'function') return undefined;
+  if (typeof handler.onConnect !== 'function') return 'invalid onConnect method';
+  if (typeof handler.onError !== 'function') return 'invalid onError method';
+  if (handler.onBodySent !== undefined && typeof handler.onBodySent !== 'function') return 'invalid onBodySent method';
+  if (typeof handler.onHeaders !== 'function') return 'invalid onHeaders method';
+  if (typeof handler.onData !== 'function') return 'invalid onData method';
+  if (typeof handler.onComplete !== 'function') return 'invalid onComplete method';
+  return undefined;
 }
 
 /**

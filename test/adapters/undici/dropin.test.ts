@@ -392,6 +392,17 @@ describe('10. invalid arguments', () => {
     expect(() => agent.dispatch({ origin: 'http://127.0.0.1:1', path: '/', method: 'GET' }, undefined as never)).toThrow(errors.InvalidArgumentError);
   });
 
+  it("a handler without undici's methods is refused as undici's Request refuses it", () => {
+    const { agent } = guarded();
+    const opts = { origin: 'http://127.0.0.1:1', path: '/', method: 'GET' };
+    const errs: Error[] = [];
+    agent.dispatch(opts, { onError: (e: Error) => errs.push(e) } as never);
+    expect(errs).toHaveLength(1); // at once, inside dispatch()
+    expect(errs[0]).toBeInstanceOf(errors.InvalidArgumentError);
+    expect(errs[0]!.message).toBe('invalid onConnect method');
+    expect(() => agent.dispatch(opts, { onConnect() {} } as never)).toThrow('invalid onError method');
+  });
+
   it('bad options: onError alone, synchronously; an onError that rethrows throws out of dispatch(); request() rejects', async () => {
     const { agent } = guarded();
     const bad = { origin: 'http://127.0.0.1:1', path: 'no-slash', method: 'GET' };
@@ -399,7 +410,7 @@ describe('10. invalid arguments', () => {
     agent.dispatch(bad, r.handler);
     expect(r.events).toEqual(['error']); // no onConnect, and already there
     expect(await r.done).toBeInstanceOf(errors.InvalidArgumentError);
-    const rethrowing = { onError: (err: Error) => { throw err; } };
+    const rethrowing = { ...r.handler, onError: (err: Error) => { throw err; } };
     expect(() => agent.dispatch(bad, rethrowing as never)).toThrow(errors.InvalidArgumentError);
     await expect(request('http://127.0.0.1:1/', { dispatcher: agent, method: 'G ET' })).rejects.toBeInstanceOf(errors.InvalidArgumentError);
   });
