@@ -58,6 +58,9 @@ function describe(err: unknown): string {
   if (typeof cause !== 'object' || cause === null) return String(cause);
   const c = cause as { name?: string; code?: unknown; errors?: unknown[] };
   if (c.code === 'DIALGUARD_RETRIES_EXHAUSTED' && Array.isArray(c.errors)) return `${c.errors.length} attempts, each ${describe(c.errors[0])}`;
+  // The undici adapter fails with the last attempt's own error, its retries attached (retriesOf).
+  const story = (cause as Record<symbol, { errors?: unknown[] } | undefined>)[Symbol.for('dialguard.undici.retries')];
+  if (Array.isArray(story?.errors)) return `${story.errors.length} attempts, each ${describe(story.errors[0])}`;
   return typeof c.code === 'string' ? `${c.name} (${c.code})` : String(c.name);
 }
 

@@ -8,17 +8,20 @@
  * setGlobalDispatcher(dispatcher);             // every fetch in the process
  * ```
  *
- * Underneath is a plain undici `Agent`, so its pool, keep-alive and pipelining stay in charge of
- * healthy connections. A connection that fails the way `classify` calls dead (a reset, an EOF
- * mid-response, a broken parse) is destroyed by undici itself before the request fails, so the
- * retry that follows (an idempotent one) always rides a fresh connection, never the dead one. Two things change: its connector is {@link guardedConnector} (bounded
- * dials, the breaker fed with dial outcomes only), and every request goes through the retrying
- * layer of {@link guardedRetry} (safe retries inside the call's time), called directly rather
- * than through `compose()`. Both share one breaker.
+ * It is a plain undici `Agent`, so its pool, keep-alive and pipelining stay in charge of healthy
+ * connections, and what undici's own code reads from an Agent (WebSocket and EventSource limits,
+ * `'connect'`/`'disconnect'`/`'drain'` events, `close()`/`destroy()`, `compose()`) is undici's.
+ * A connection that fails the way `classify` calls dead (a reset, an EOF mid-response, a broken
+ * parse) is destroyed by undici itself before the request fails, so the retry that follows (an
+ * idempotent one) always rides a fresh connection, never the dead one. Two things change: its
+ * connector is {@link guardedConnector} (bounded dials, the breaker fed with dial outcomes only),
+ * and every request goes through the retrying layer of {@link guardedRetry} (safe retries inside
+ * the call's time), called directly from `dispatch()` rather than through `compose()`. Both share
+ * one breaker. A call that fails fails with its last attempt's own error (see `retriesOf`).
  *
  * @module
  */
-import { Agent, Dispatcher } from 'undici';
+import { Agent, type Dispatcher, errors } from 'undici';
 import type { Clock } from '../../core/clock.js';
 import { checkFunction, opt, show } from '../../core/validate.js';
 import { sharedBreaker } from '../../guard/dial.js';
@@ -26,13 +29,17 @@ import type { HostBreaker } from '../../guard/host-breaker.js';
 import { type GuardedConnectorOptions, guardedConnector } from './connector.js';
 import { type GuardedRetryOptions, type RetrySettings, UNDICI_TIMEOUT, retrySettings } from './options.js';
 import { dispatchGuarded } from './retry-interceptor.js';
+import { undiciConnectOptions } from './undici-connect.js';
 
 /**
- * undici Agent options that pass through. `connect`, `connectTimeout`, `headersTimeout` and
- * `bodyTimeout` are dialguard's: the connector dials, and each attempt's timeouts are set per
- * request from the agent's own options and the call's deadline.
+ * undici Agent options that pass through. `headersTimeout` and `bodyTimeout` are dialguard's:
+ * each attempt's timeouts are set per request from the agent's own options and the call's
+ * deadline. `connect` (an object of socket and TLS options, or a connector function),
+ * `connectTimeout`, `socketPath`, `autoSelectFamily`, `autoSelectFamilyAttemptTimeout` and
+ * `maxCachedSessions` are taken over by the guarded connector, which honours them (see
+ * {@link GuardedAgentOptions.undici}).
  */
-export type UndiciAgentOptions = Omit<Agent.Options, 'connect' | 'connectTimeout' | 'headersTimeout' | 'bodyTimeout'>;
+export type UndiciAgentOptions = Omit<Agent.Options, 'headersTimeout' | 'bodyTimeout'>;
 
 /** Options of a {@link GuardedAgent}: the retrying layer's, the connector's, and undici's own. */
 export interface GuardedAgentOptions extends GuardedRetryOptions, GuardedConnectorOptions {
@@ -44,92 +51,70 @@ export interface GuardedAgentOptions extends GuardedRetryOptions, GuardedConnect
   breaker?: HostBreaker | null;
   /**
    * Options of the undici `Agent` underneath (connections, pipelining, keepAliveTimeout,
-   * allowH2, ...). Default undici's own. Per-request headers and body timeouts come from this
-   * agent's `headersTimeout`/`bodyTimeout` and the call's deadline.
+   * allowH2, webSocket, eventSource...). Default undici's own. Per-request headers and body
+   * timeouts come from this agent's `headersTimeout`/`bodyTimeout` and the call's deadline.
+   * undici's connect options (`connect`, `connectTimeout`, `socketPath`, `autoSelectFamily`...)
+   * are honoured by the guarded connector, undici's meaning kept (`connectTimeout: 0`: no
+   * limit); a dialguard option of the same name, when also given, wins.
    */
   undici?: UndiciAgentOptions;
   /** Time source for dial timeouts, the call's deadline and the waits. Default the system clock. */
   clock?: Clock;
 }
 
-const CONNECTOR_KEYS = ['connectTimeout', 'tls', 'maxCachedSessions', 'keepAliveInitialDelay', 'clock'] as const;
+const CONNECTOR_KEYS = ['connectTimeout', 'tls', 'maxCachedSessions', 'keepAliveInitialDelay', 'socketPath', 'socket', 'connector', 'allowH2', 'clock'] as const;
+
+/** The undici Agent options for `super()`, checked: undici's own plus the guarded connector. */
+function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null): Agent.Options {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
+  const undiciOptions = opt<UndiciAgentOptions>(options.undici, {});
+  if (typeof undiciOptions !== 'object' || undiciOptions === null) throw new TypeError(`undici must be an object, got ${show(undiciOptions)}`);
+  for (const key of ['headersTimeout', 'bodyTimeout'] as const) {
+    if (key in undiciOptions) throw new TypeError(`undici.${key} is dialguard's: use the ${key} option instead (it is set per attempt)`);
+  }
+  if (undiciOptions.factory !== undefined) checkFunction('undici.factory', undiciOptions.factory);
+  const { rest, connector } = undiciConnectOptions(undiciOptions);
+  const connectorOptions: GuardedConnectorOptions = { ...connector, breaker };
+  for (const key of CONNECTOR_KEYS) if (options[key] !== undefined) (connectorOptions as Record<string, unknown>)[key] = options[key];
+  return { ...rest, connect: guardedConnector(connectorOptions) };
+}
 
 /**
- * An undici `Dispatcher` whose dials are guarded and whose requests are retried only when safe.
+ * An undici `Agent` whose dials are guarded and whose requests are retried only when safe.
  * Use it wherever undici takes a dispatcher; close it (or destroy it) when done.
+ *
+ * It is an undici `Agent` (so `instanceof Agent`, `compose()`, `close()`, `destroy()`, the
+ * `'connect'`/`'disconnect'`/`'drain'` events, `stats`, and the WebSocket and EventSource limits
+ * are undici's own); only `dispatch()` is dialguard's.
  */
-export class GuardedAgent extends Dispatcher {
+export class GuardedAgent extends Agent {
   /** The breaker this agent's dials report to (and its calls ask first), or null. */
   readonly breaker: HostBreaker | null;
-  readonly #agent: Agent;
   readonly #settings: RetrySettings;
   readonly #inner: Dispatcher.Dispatch;
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: GuardedAgentOptions = {}) {
-    super();
-    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
-    const undiciOptions = opt<UndiciAgentOptions>(options.undici, {});
-    if (typeof undiciOptions !== 'object' || undiciOptions === null) throw new TypeError(`undici must be an object, got ${show(undiciOptions)}`);
-    for (const key of ['connect', 'connectTimeout'] as const) {
-      if (key in undiciOptions) throw new TypeError(`undici.${key} is dialguard's: use the connectTimeout and tls options instead`);
-    }
-    for (const key of ['headersTimeout', 'bodyTimeout'] as const) {
-      if (key in undiciOptions) throw new TypeError(`undici.${key} is dialguard's: use the ${key} option instead (it is set per attempt)`);
-    }
-    if (undiciOptions.factory !== undefined) checkFunction('undici.factory', undiciOptions.factory);
-    this.breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
-    const connectorOptions: GuardedConnectorOptions = { breaker: this.breaker };
-    for (const key of CONNECTOR_KEYS) if (options[key] !== undefined) (connectorOptions as Record<string, unknown>)[key] = options[key];
-    this.#settings = retrySettings({ ...options, breaker: this.breaker });
-    // The Agent below is made with undici's default timeouts (its own are refused above).
+    const breaker = typeof options === 'object' && options !== null && options.breaker !== undefined ? options.breaker : sharedBreaker();
+    super(agentOptions(options, breaker));
+    this.breaker = breaker;
+    this.#settings = retrySettings({ ...options, breaker });
+    // The Agent is made with undici's default timeouts (its own are refused above).
     this.#settings.dispatcherTimeouts = { headers: UNDICI_TIMEOUT, body: UNDICI_TIMEOUT };
-    this.#agent = new Agent({ ...undiciOptions, connect: guardedConnector(connectorOptions) });
-    this.#inner = this.#agent.dispatch.bind(this.#agent);
-    for (const event of ['connect', 'disconnect', 'connectionError', 'drain'] as const) {
-      this.#agent.on(event as 'connect', (...args: unknown[]) => (this.emit as (e: string, ...a: unknown[]) => boolean)(event, ...args));
-    }
+    // Each attempt enters undici's own Agent dispatch (its checks, its pools).
+    const base = Agent.prototype.dispatch;
+    this.#inner = (opts, handler) => base.call(this, opts, handler);
   }
 
-  /** Dispatches one request through the retrying layer (see `Dispatcher.dispatch`). */
-  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+  /**
+   * Dispatches one request through the retrying layer (see `Dispatcher.dispatch`). As undici's:
+   * throws `InvalidArgumentError` without a handler; a request undici refuses at once (bad
+   * options, agent closed) fails synchronously through the handler's `onError` alone (no
+   * `onConnect` first); returns false when the origin's connections are saturated, and the agent
+   * emits `'drain'` once they are not.
+   */
+  override dispatch(options: Agent.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    if (typeof handler !== 'object' || handler === null) throw new errors.InvalidArgumentError('handler must be an object');
     return dispatchGuarded(this.#settings, this.#inner, options, handler);
-  }
-
-  /** True once `close()` or `destroy()` was called. */
-  get closed(): boolean {
-    return this.#agent.closed;
-  }
-
-  /** True once the agent is destroyed, or closed and drained. */
-  get destroyed(): boolean {
-    return this.#agent.destroyed;
-  }
-
-  /** undici's per-origin connection stats of the agent underneath. */
-  get stats(): Agent['stats'] {
-    return this.#agent.stats;
-  }
-
-  /** Takes no new requests, lets those in flight finish, then closes every connection. */
-  override close(): Promise<void>;
-  override close(callback: () => void): void;
-  override close(callback?: () => void): Promise<void> | void {
-    const done = this.#agent.close();
-    if (callback === undefined) return done;
-    done.then(callback, callback);
-  }
-
-  /** Fails every request in flight (with `err`, if given) and closes every connection now. */
-  override destroy(err: Error | null, callback: () => void): void;
-  override destroy(callback: () => void): void;
-  override destroy(err: Error | null): Promise<void>;
-  override destroy(): Promise<void>;
-  override destroy(a?: Error | null | (() => void), b?: () => void): Promise<void> | void {
-    const callback = typeof a === 'function' ? a : b;
-    const err = typeof a === 'function' ? null : (a ?? null);
-    const done = this.#agent.destroy(err);
-    if (callback === undefined) return done;
-    done.then(callback, callback);
   }
 }

@@ -42,6 +42,10 @@ export interface AttemptOwner {
   hold(attempt: Attempt, status: number, rawHeaders: RawHeaders): boolean;
   /** The response went to the caller in full. */
   complete(trailers: RawHeaders | null): void;
+  /** undici sent a chunk of this attempt's request body. */
+  bodySent(chunk: unknown): void;
+  /** undici sent this attempt's whole request. */
+  requestSent(): void;
 }
 
 /** The handler of one undici attempt; `done` hears how it ended (an error, or nothing). */
@@ -81,6 +85,14 @@ export class Attempt implements LegacyHandler {
   onConnect(abort: (err?: Error) => void): void {
     this.#abort = abort;
     if (this.#abandoned !== undefined) abort(this.#abandoned);
+  }
+
+  onBodySent(chunk: unknown): void {
+    if (!this.#settled && this.#abandoned === undefined) this.#owner.bodySent(chunk);
+  }
+
+  onRequestSent(): void {
+    if (!this.#settled && this.#abandoned === undefined) this.#owner.requestSent();
   }
 
   onHeaders(status: number, rawHeaders: RawHeaders, resume: () => void, statusText: string): boolean {

@@ -15,7 +15,7 @@ import tls from 'node:tls';
 import type { buildConnector } from 'undici';
 import { type Clock, systemClock } from '../../core/clock.js';
 import { checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
-import { DEFAULT_CONNECT_TIMEOUT, dial, sharedBreaker } from '../../guard/dial.js';
+import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial, sharedBreaker } from '../../guard/dial.js';
 import { openSocket } from '../../guard/connect.js';
 import { HostBreaker } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
@@ -41,14 +41,45 @@ export type GuardedTlsOptions = Pick<
   | 'servername'
 >;
 
+/** `net.connect` options a guarded dial passes on (how to resolve and reach the host). */
+export type GuardedSocketOptions = Pick<
+  net.TcpNetConnectOpts,
+  'lookup' | 'family' | 'hints' | 'autoSelectFamily' | 'autoSelectFamilyAttemptTimeout' | 'localAddress' | 'noDelay'
+>;
+
 /** Options of {@link guardedConnector}; every one has a default. */
 export interface GuardedConnectorOptions {
   /**
-   * Bound on one dial, TCP connect and TLS handshake together, ms. Default 5 000 (dialguard's
-   * `DEFAULT_CONNECT_TIMEOUT`): never fires on a live host, while a dead one costs 5 s instead of
-   * undici's 10 s (or the kernel's ~130 s without one).
+   * Bound on one dial, TCP connect and TLS handshake together, ms; 0 for no limit (as undici's
+   * `connectTimeout: 0`; the dial is then bounded by the longest timer Node can arm, about 24.8
+   * days). Default 5 000 (dialguard's `DEFAULT_CONNECT_TIMEOUT`): never fires on a live host,
+   * while a dead one costs 5 s instead of undici's 10 s (or the kernel's ~130 s without one).
    */
   connectTimeout?: number;
+  /**
+   * How sockets resolve and reach the host: `lookup`, `family`, `autoSelectFamily`,
+   * `autoSelectFamilyAttemptTimeout`, `localAddress`... as `net.connect` takes them. Default
+   * Node's (dns.lookup, its own family selection): the same as undici's connector.
+   */
+  socket?: GuardedSocketOptions;
+  /**
+   * A unix socket (or Windows pipe) every dial connects to instead of the origin's host and port,
+   * as undici's `socketPath`. The breaker still files outcomes by origin. Default none (TCP).
+   */
+  socketPath?: string;
+  /**
+   * An undici connector that opens the sockets instead of dialguard's own (undici's `connect`
+   * given as a function). Its dials are still bounded by `connectTimeout`, reported to the
+   * breaker and scouted one at a time to an unproven host; `tls`, `socket` and `socketPath` are
+   * then its business. Default none.
+   */
+  connector?: UndiciConnector;
+  /**
+   * Offer HTTP/2 in every TLS handshake (ALPN `h2`, then `http/1.1`), as undici's
+   * `connect.allowH2`. Default false: undici's Client passes its own `allowH2` with each dial,
+   * which is honoured either way.
+   */
+  allowH2?: boolean;
   /**
    * The breaker every dial asks and reports to. Default the process-wide `sharedBreaker()`, so
    * every client in the process learns from every other's dials; `null` dials without one.
@@ -85,6 +116,11 @@ const TLS_KEYS: ReadonlySet<string> = new Set([
   'servername',
 ]);
 
+const SOCKET_KEYS: ReadonlySet<string> = new Set(['lookup', 'family', 'hints', 'autoSelectFamily', 'autoSelectFamilyAttemptTimeout', 'localAddress', 'noDelay']);
+
+/** `connectTimeout: 0`: the longest timer Node can arm (about 24.8 days), as good as none. */
+const NO_LIMIT = 2 ** 31 - 1;
+
 /** The connector's options, checked and with their defaults. */
 interface ConnectorSettings {
   timeout: number;
@@ -92,6 +128,10 @@ interface ConnectorSettings {
   tls: GuardedTlsOptions;
   sessions: SessionCache;
   keepAliveDelay: number;
+  socket: GuardedSocketOptions;
+  socketPath: string | undefined;
+  connector: UndiciConnector | undefined;
+  allowH2: boolean;
   clock: Clock;
 }
 
@@ -114,8 +154,23 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
   checkFunction('clock.now', clock.now);
   checkFunction('clock.setTimeout', clock.setTimeout);
   checkFunction('clock.clearTimeout', clock.clearTimeout);
+  const socket = opt<GuardedSocketOptions>(options.socket, {});
+  if (typeof socket !== 'object' || socket === null) throw new TypeError(`socket must be an object, got ${show(socket)}`);
+  for (const key of Object.keys(socket)) {
+    if (!SOCKET_KEYS.has(key)) throw new TypeError(`socket.${key} is not supported (supported: ${[...SOCKET_KEYS].join(', ')})`);
+  }
+  if (socket.lookup !== undefined) checkFunction('socket.lookup', socket.lookup);
+  const socketPath = options.socketPath;
+  if (socketPath !== undefined && (typeof socketPath !== 'string' || socketPath === '')) {
+    throw new TypeError(`socketPath must be a non-empty string, got ${show(socketPath)}`);
+  }
+  const timeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT));
   return {
-    timeout: checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1),
+    timeout: timeout === 0 ? NO_LIMIT : timeout,
+    socket,
+    socketPath,
+    connector: options.connector === undefined ? undefined : checkFunction<UndiciConnector>('connector', options.connector),
+    allowH2: checkBoolean('allowH2', opt(options.allowH2, false)),
     breaker,
     tls: tlsOptions,
     sessions: new SessionCache(checkInteger('maxCachedSessions', opt(options.maxCachedSessions, 100), 0)),
@@ -136,7 +191,7 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
  * no socket), `ConnectTimeoutError` (naming the stalled phase, `tcp` or `tls`), or the socket's
  * own error (`ECONNREFUSED`...). While a host is unproven (never connected, or its last dial
  * failed), concurrent dials to it wait for the first one's outcome instead of dialling too.
- * Proxy tunnels (`httpSocket`) and unix sockets (`socketPath`) are not supported.
+ * Proxy tunnels (`httpSocket`) are not supported; a unix socket is the `socketPath` option.
  *
  * @throws TypeError/RangeError naming the option, for any invalid option.
  */
@@ -149,18 +204,20 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
     let open: () => Promise<net.Socket>;
     try {
       if (opts.httpSocket !== undefined) throw new TypeError('dialguard: tunnelling through a proxy (httpSocket) is not supported by the guarded connector');
-      if (opts.socketPath !== undefined && opts.socketPath !== null) throw new TypeError('dialguard: unix sockets (socketPath) are not supported by the guarded connector');
       const secure = opts.protocol === 'https:';
       const host = opts.hostname;
       const port = Number(opts.port) || (secure ? 443 : 80);
       key = hostKey(host, port);
       const tlsOptions = secure ? tlsFor(s, opts, host) : undefined;
-      const socket = opts.localAddress ? { localAddress: opts.localAddress } : undefined;
+      const path = opts.socketPath ?? s.socketPath;
+      const socket = { ...s.socket, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}), ...(path ? { path } : {}) };
+      const establish =
+        s.connector === undefined ? (ctx: DialContext) => openSocket({ host, port }, { tls: tlsOptions, socket }, ctx) : viaConnector(s.connector, opts);
       open = () =>
-        dial(key, (ctx) => openSocket({ host, port }, { tls: tlsOptions, socket }, ctx), dialOptions).then((sock) => {
+        dial(key, establish, dialOptions).then((sock) => {
           // As undici's own connector does: the kernel probes an idle pooled connection.
           if (s.keepAliveDelay > 0) sock.setKeepAlive(true, s.keepAliveDelay);
-          if (tlsOptions !== undefined) remember(s.sessions, tlsOptions.servername ?? host, sock as tls.TLSSocket);
+          if (tlsOptions !== undefined && s.connector === undefined) remember(s.sessions, tlsOptions.servername ?? host, sock as tls.TLSSocket);
           return sock;
         });
     } catch (err) {
@@ -174,6 +231,19 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
   };
 }
 
+/** An establishment through the caller's own undici connector. */
+function viaConnector(connector: UndiciConnector, opts: buildConnector.Options): () => Promise<net.Socket> {
+  return () =>
+    new Promise<net.Socket>((resolve, reject) => {
+      connector(opts, (err, socket) => (err === null ? resolve(socket) : reject(err)));
+    });
+}
+
+function checkBoolean(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${show(value)}`);
+  return value;
+}
+
 function destroy(socket: net.Socket): void {
   socket.destroy();
 }
@@ -181,7 +251,7 @@ function destroy(socket: net.Socket): void {
 /** `tls.connect` options for one dial: the configured ones, the servername, ALPN, a cached session. */
 function tlsFor(s: ConnectorSettings, opts: buildConnector.Options, host: string): tls.ConnectionOptions {
   const servername = opts.servername || s.tls.servername || (net.isIP(host) === 0 ? host : undefined);
-  const allowH2 = (opts as { allowH2?: boolean }).allowH2 === true;
+  const allowH2 = s.allowH2 || (opts as { allowH2?: boolean }).allowH2 === true;
   const session = s.sessions.get(servername ?? host);
   return {
     ...s.tls,

@@ -7,9 +7,11 @@
  *   the retry budget, the backoff and the whole-call latency are exactly retry()'s. A call that
  *   succeeds at once never builds a retry loop: on a healthy host the loop costs more CPU than
  *   the few percent a request through a local pool can spare.
- * - The caller gets its abort function at once, so an abort reaches the call whatever it is
- *   doing: waiting for a dial, waiting out a backoff, reading the body. An abort is never a
- *   failure of anything: the call ends with the caller's reason and the breaker hears nothing.
+ * - The caller gets its abort function as soon as the first attempt is dispatched (a request
+ *   undici refuses there fails with onError alone, as with undici), so an abort reaches the call
+ *   whatever it is doing: waiting for a dial, waiting out a backoff, reading the body. An abort
+ *   is never a failure of anything: the call ends with the caller's reason (undici's
+ *   RequestAbortedError when it gives none) and the breaker hears nothing.
  * - Each attempt's headers and body timeouts are cut to what is left of the call's deadline.
  * - An origin whose last call failed to dial is checked with the breaker before each attempt,
  *   so while it is refused, requests fail without entering undici.
@@ -23,10 +25,10 @@
  *
  * @module
  */
-import type { Dispatcher } from 'undici';
+import { type Dispatcher, errors } from 'undici';
 import { classify } from '../../core/classify.js';
 import { type TimerHandle, unrefTimer } from '../../core/clock.js';
-import { DeadlineExceededError, RetriesExhaustedError } from '../../core/errors.js';
+import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { hostKey } from '../../guard/host-key.js';
 import { type RetryAttempt, type RetryPredicate, type RetryResult, reportSettled, retry } from '../../retry/retry.js';
 import { Attempt, type AttemptOwner, HeldResponse } from './attempt.js';
@@ -72,6 +74,16 @@ export class GuardedCall implements AttemptOwner {
   #held: HeldResponse | undefined;
   #retryAfter = 0;
   #finished = false;
+  /** The caller's onConnect was called (it is, once, before anything else reaches it). */
+  #connected = false;
+  /** The first attempt is inside undici's dispatch(): a failure now is undici refusing the request. */
+  #dispatching = false;
+  /** The last error an attempt failed with (undici's refusals aside). */
+  #lastFailure: unknown;
+  /** What the caller's onError threw when undici refused the request inside dispatch(). */
+  #thrown: { error: unknown } | undefined;
+  /** The caller heard onRequestSent (once per call, whatever the attempts). */
+  #requestSent = false;
 
   constructor(s: RetrySettings, dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions, caller: LegacyHandler) {
     this.#s = s;
@@ -102,32 +114,77 @@ export class GuardedCall implements AttemptOwner {
     return typeof origin === 'string' ? origin : String(origin);
   }
 
-  /** Hands the caller its abort function and makes the first attempt. */
-  start(): void {
+  /**
+   * Makes the first attempt, then hands the caller its abort function. Returns what undici's
+   * dispatch() returned for that attempt: false when the origin is saturated (wait for 'drain').
+   *
+   * A request undici refuses inside dispatch() (bad options, a closed agent: see
+   * {@link isRefusal}) fails as undici's own would: the caller's onError alone, synchronously,
+   * and what it throws is thrown here. Any other failure inside dispatch() (a connector that
+   * fails at once) is the first attempt's, as if it came later.
+   */
+  start(): boolean {
     const s = this.#s;
     this.#started = s.clock.now();
+    const refusal = this.#refusal();
+    if (refusal !== undefined) {
+      this.connectCaller();
+      this.#firstFailed(refusal);
+      return true;
+    }
+    if (s.timeout !== Infinity) {
+      this.#deadline = this.#started + s.timeout;
+      this.#timer = unrefTimer(s.clock.setTimeout(() => this.#firstTimedOut(), s.timeout));
+    }
+    this.#dispatching = true;
+    let ready: boolean;
+    try {
+      ready = this.#run(1, this.#deadline, (err) => {
+        if (err === undefined) this.#firstSucceeded();
+        else if (this.#dispatching && !this.#connected && isRefusal(err)) this.#refused(err);
+        else this.#firstFailed(err);
+      });
+    } finally {
+      this.#dispatching = false;
+    }
+    if (this.#thrown !== undefined) throw this.#thrown.error; // the caller's own, as with undici
+    this.connectCaller();
+    return ready;
+  }
+
+  /**
+   * Calls the caller's onConnect with its abort function, once, before anything else reaches
+   * the caller (an attempt may report its body sent from inside the first dispatch).
+   */
+  connectCaller(): void {
+    if (this.#connected || this.#finished) return;
+    this.#connected = true;
     try {
       this.caller.onConnect?.((err) => this.abort(err));
     } catch (err) {
       this.abort(asError(err)); // the caller's own onConnect threw: the call ends with that
     }
-    if (this.#finished) return;
-    if (s.timeout !== Infinity) {
-      this.#deadline = this.#started + s.timeout;
-      this.#timer = unrefTimer(s.clock.setTimeout(() => this.#firstTimedOut(), s.timeout));
+  }
+
+  /**
+   * undici refused the first attempt inside dispatch(): the caller hears onError alone, now.
+   * What that onError throws is kept for start() to throw: undici's nested dispatchers (Agent,
+   * Pool, Client) would otherwise catch it on its way out.
+   */
+  #refused(err: unknown): void {
+    this.#end({ ok: false, attempts: 1, elapsed: this.#s.clock.now() - this.#started, error: err });
+    try {
+      this.caller.onError?.(asError(err));
+    } catch (thrown) {
+      this.#thrown = { error: thrown };
     }
-    const refusal = this.#refusal();
-    if (refusal !== undefined) {
-      this.#firstFailed(refusal);
-      return;
-    }
-    this.#run(1, this.#deadline, (err) => (err === undefined ? this.#firstSucceeded() : this.#firstFailed(err)));
   }
 
   /** The caller gives up: the call ends with `reason`, whatever it was doing. */
   abort(reason?: Error): void {
     if (this.#finished || this.#reason !== undefined) return;
-    const r = reason ?? new DOMException('This operation was aborted', 'AbortError');
+    // As undici: an abort that names no reason is a RequestAbortedError.
+    const r = reason ?? new errors.RequestAbortedError();
     this.#reason = r;
     if (this.#retrying) {
       this.#cancel?.(r);
@@ -148,6 +205,18 @@ export class GuardedCall implements AttemptOwner {
     if (after > s.maxRetryAfter || s.clock.now() + after >= attempt.deadline) return false;
     this.#retryAfter = after;
     return true;
+  }
+
+  bodySent(chunk: unknown): void {
+    this.connectCaller();
+    if (!this.#finished && this.#reason === undefined) this.caller.onBodySent?.(chunk);
+  }
+
+  requestSent(): void {
+    this.connectCaller();
+    if (this.#requestSent || this.#finished || this.#reason !== undefined) return;
+    this.#requestSent = true;
+    this.caller.onRequestSent?.();
   }
 
   complete(trailers: RawHeaders | null): void {
@@ -221,10 +290,11 @@ export class GuardedCall implements AttemptOwner {
     return new Promise<void>((resolve, reject) => this.#run(a.number, a.deadline, (err) => (err === undefined ? resolve() : reject(err))));
   }
 
-  /** Dispatches attempt `number` to undici; `done` hears how it ended. */
-  #run(number: number, deadline: number, done: (err: unknown) => void): void {
+  /** Dispatches attempt `number` to undici; `done` hears how it ended. Returns dispatch()'s answer. */
+  #run(number: number, deadline: number, done: (err: unknown) => void): boolean {
     const attempt = new Attempt(this, number, deadline, (err) => {
       if (err instanceof HeldResponse) this.#held = err;
+      else if (err !== undefined && !isRefusal(err)) this.#lastFailure = err;
       done(err);
     });
     this.#current = attempt;
@@ -249,9 +319,10 @@ export class GuardedCall implements AttemptOwner {
       opts.bodyTimeout = bodyTimeout;
     }
     try {
-      this.#dispatch(opts, attempt as Dispatcher.DispatchHandler);
+      return this.#dispatch(opts, attempt as Dispatcher.DispatchHandler);
     } catch (err) {
       attempt.onError(asError(err));
+      return false;
     }
   }
 
@@ -301,7 +372,10 @@ export class GuardedCall implements AttemptOwner {
       held.deliver(this.caller);
       return;
     }
-    this.caller.onError?.(asError(ownError(err)));
+    // undici refused a retry (the agent was closed meanwhile): the call failed as its last
+    // attempt did, not because a retry could not be dispatched.
+    const own = ownError(err);
+    this.caller.onError?.(asError(isRefusal(own) && this.#lastFailure !== undefined ? this.#lastFailure : own));
   }
 
   /** Remembers that this origin's last call failed to dial: its next calls ask the breaker first. */
@@ -312,13 +386,47 @@ export class GuardedCall implements AttemptOwner {
   }
 }
 
+/** Codes of the errors undici's dispatch() refuses a request with before trying it. */
+const REFUSALS = new Set(['UND_ERR_INVALID_ARG', 'UND_ERR_NOT_SUPPORTED', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED', 'UND_ERR_MAX_ORIGINS_REACHED']);
+
+/** Whether `err` is undici refusing a request (bad options, a closed agent), not a failure of it. */
+function isRefusal(err: unknown): boolean {
+  return err instanceof errors.UndiciError && REFUSALS.has(err.code);
+}
+
+/** Where {@link retriesOf} finds the retry story on an error. */
+const RETRIES = Symbol.for('dialguard.undici.retries');
+
 /**
- * What the caller is told: retry()'s error, except that a call allowed one attempt (retries
- * off) fails with that attempt's own error, not a RetriesExhaustedError around it.
+ * What the caller is told: the last attempt's own error (`ECONNREFUSED`, `ENOTFOUND`,
+ * `UND_ERR_SOCKET`...), as undici alone would have failed, with retry()'s story attached for
+ * {@link retriesOf}. A deadline stays a {@link DeadlineExceededError} (the call's own time ran out).
  */
 function ownError(err: unknown): unknown {
-  if (err instanceof RetriesExhaustedError && err.errors.length === 1) return err.errors[0];
-  return err;
+  if (!(err instanceof RetriesExhaustedError) && !(err instanceof RetryBudgetExhaustedError)) return err;
+  let last: unknown = err instanceof RetriesExhaustedError ? err.errors[err.errors.length - 1] : err.cause;
+  if (last instanceof RetriesExhaustedError) last = last.errors[last.errors.length - 1];
+  if (!(last instanceof Error) || !Object.isExtensible(last)) return err;
+  Object.defineProperty(last, RETRIES, { value: err, configurable: true, writable: true, enumerable: false });
+  return last;
+}
+
+/**
+ * The retry story of an error a guarded undici call failed with: the
+ * {@link RetriesExhaustedError} (every attempt's error in `errors`) or the
+ * {@link RetryBudgetExhaustedError} behind it; undefined when the call ended without that verdict
+ * (an error not worth retrying, a deadline, an abort).
+ *
+ * A GuardedAgent (or `guardedRetry`) fails a call with its last attempt's own error, so code that
+ * checks `err.code` works as with undici alone; this is where the attempts before it are. The
+ * story rides on the error object itself: when undici fails several requests with one error
+ * object (a failed connect fails every request queued for it), it holds the story of the call
+ * that ended last.
+ */
+export function retriesOf(err: unknown): RetriesExhaustedError | RetryBudgetExhaustedError | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const story = (err as { [RETRIES]?: unknown })[RETRIES];
+  return story instanceof RetriesExhaustedError || story instanceof RetryBudgetExhaustedError ? story : undefined;
 }
 
 function asError(err: unknown): Error {

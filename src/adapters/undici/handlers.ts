@@ -20,6 +20,8 @@ export type RawHeaders = Buffer[] | string[];
 /** The callback-per-event handler undici's clients call. */
 export interface LegacyHandler {
   onConnect?(abort: (err?: Error) => void, context?: unknown): void;
+  onBodySent?(chunk: unknown): void;
+  onRequestSent?(): void;
   onResponseStarted?(): void;
   onHeaders?(statusCode: number, rawHeaders: RawHeaders, resume: () => void, statusText: string): boolean;
   onData?(chunk: Buffer): boolean;
@@ -93,6 +95,20 @@ class ModernBridge implements LegacyHandler {
   onConnect(abort: (err?: Error) => void, context?: unknown): void {
     this.#controller = new BridgeController(abort);
     this.#handler.onRequestStart?.(this.#controller, context);
+  }
+
+  // Not part of the newer interface's declared type, but undici's own bridges pass them on
+  // (fetch's Resource Timing needs onResponseStarted): so does this one.
+  onResponseStarted(): void {
+    (this.#handler as LegacyHandler).onResponseStarted?.();
+  }
+
+  onBodySent(chunk: unknown): void {
+    (this.#handler as LegacyHandler).onBodySent?.(chunk);
+  }
+
+  onRequestSent(): void {
+    (this.#handler as LegacyHandler).onRequestSent?.();
   }
 
   onHeaders(statusCode: number, rawHeaders: RawHeaders, resume: () => void, statusText: string): boolean {

@@ -84,6 +84,12 @@ function isStream(body: object): body is Readable {
   return typeof b.pipe === 'function' && typeof b.on === 'function';
 }
 
+/** undici's own test (`util.isFormDataLike`): any FormData, undici's or the global one. */
+function isFormData(body: object): boolean {
+  const b = body as { [Symbol.toStringTag]?: unknown; append?: unknown; getAll?: unknown };
+  return b[Symbol.toStringTag] === 'FormData' && typeof b.append === 'function' && typeof b.getAll === 'function';
+}
+
 function isIterable(body: object): body is AsyncIterable<unknown> | Iterable<unknown> {
   return (
     typeof (body as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function' ||
@@ -99,6 +105,8 @@ export function requestBody(body: Body): RequestBody {
   if (typeof body !== 'object' || body === null) return new Replayable(body);
   if (Buffer.isBuffer(body) || ArrayBuffer.isView(body) || body instanceof ArrayBuffer || Array.isArray(body)) return new Replayable(body);
   if (isStream(body)) return new StreamBody(body);
+  // A FormData is iterable (its entries), but undici encodes it as multipart each time it is sent.
+  if (isFormData(body)) return new Replayable(body);
   // Blob and FormData are read afresh each time they are sent (they are async-iterable only
   // through their own methods, never as themselves).
   if (!isIterable(body)) return new Replayable(body);

@@ -13,23 +13,49 @@
  *
  * @module
  */
-import type { Dispatcher } from 'undici';
+import { type Dispatcher, errors } from 'undici';
 import { GuardedCall } from './guarded-call.js';
-import { legacy } from './handlers.js';
+import { type LegacyHandler, legacy } from './handlers.js';
 import { type GuardedRetryOptions, type RetrySettings, retrySettings } from './options.js';
 
 /**
- * Dispatches one request through the retrying layer onto `dispatch` (upgrades straight to it).
+ * Dispatches one request through the retrying layer onto `dispatch` (upgrades, and options that
+ * are not an object, straight to it, which answers as undici does). Returns what undici's
+ * dispatch() returned for the first attempt: false when saturated.
  *
- * @throws TypeError when `handler` is not an object (as undici's own dispatchers do).
+ * @throws InvalidArgumentError when `handler` is not an object (as undici's own dispatchers do).
  */
 export function dispatchGuarded(s: RetrySettings, dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-  if (typeof handler !== 'object' || handler === null) throw new TypeError('handler must be an object');
+  if (typeof handler !== 'object' || handler === null) throw new errors.InvalidArgumentError('handler must be an object');
+  if (typeof opts !== 'object' || opts === null) return dispatch(opts, handler);
   if ((opts.upgrade !== undefined && opts.upgrade !== null && opts.upgrade !== false) || opts.method === 'CONNECT') {
     return dispatch(opts, handler);
   }
-  new GuardedCall(s, dispatch, opts, legacy(handler)).start();
-  return true;
+  const problem = handlerProblem(handler as LegacyHandler);
+  if (problem !== undefined) {
+    // As undici's Request: the handler hears it through onError when it has one, else it is thrown.
+    const err = new errors.InvalidArgumentError(problem);
+    if (typeof (handler as LegacyHandler).onError !== 'function') throw err;
+    (handler as LegacyHandler).onError!(err);
+    return false;
+  }
+  return new GuardedCall(s, dispatch, opts, legacy(handler)).start();
+}
+
+/**
+ * What undici's Request would refuse in an older-style handler (its `assertRequestHandler`): the
+ * retrying layer, not undici, holds the caller's handler, so it checks the same. A newer-style
+ * handler is not checked (undici does not either).
+ */
+function handlerProblem(handler: LegacyHandler): string | undefined {
+  if (typeof (handler as Dispatcher.DispatchHandler).onRequestStart === 'function') return undefined;
+  if (typeof handler.onConnect !== 'function') return 'invalid onConnect method';
+  if (typeof handler.onError !== 'function') return 'invalid onError method';
+  if (handler.onBodySent !== undefined && typeof handler.onBodySent !== 'function') return 'invalid onBodySent method';
+  if (typeof handler.onHeaders !== 'function') return 'invalid onHeaders method';
+  if (typeof handler.onData !== 'function') return 'invalid onData method';
+  if (typeof handler.onComplete !== 'function') return 'invalid onComplete method';
+  return undefined;
 }
 
 /**

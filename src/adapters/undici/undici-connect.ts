@@ -1,0 +1,83 @@
+/**
+ * undici's own connect options, honoured by the guarded connector: a {@link GuardedAgent} takes
+ * `undici.connect` (an object of socket and TLS options, or a connector function),
+ * `undici.connectTimeout`, `undici.socketPath`, `undici.autoSelectFamily`,
+ * `undici.autoSelectFamilyAttemptTimeout` and `undici.maxCachedSessions` with undici's meaning,
+ * rather than refusing them, so code written for undici's `Agent` keeps working.
+ *
+ * @module
+ */
+import type { Agent } from 'undici';
+import { show } from '../../core/validate.js';
+import type { GuardedConnectorOptions, GuardedSocketOptions, GuardedTlsOptions, UndiciConnector } from './connector.js';
+
+/** Keys of undici's `connect` object that go to `net.connect` through the connector's `socket`. */
+const SOCKET_KEYS = new Set(['lookup', 'family', 'hints', 'autoSelectFamily', 'autoSelectFamilyAttemptTimeout', 'localAddress', 'noDelay']);
+
+/** Keys of undici's `connect` object that are TLS options. */
+const TLS_KEYS = new Set([
+  'ca',
+  'cert',
+  'key',
+  'pfx',
+  'passphrase',
+  'rejectUnauthorized',
+  'checkServerIdentity',
+  'ciphers',
+  'minVersion',
+  'maxVersion',
+  'secureContext',
+  'servername',
+]);
+
+/** Top-level undici Agent options that configure undici's own connector. */
+const TOP_LEVEL = ['connect', 'connectTimeout', 'socketPath', 'autoSelectFamily', 'autoSelectFamilyAttemptTimeout', 'maxCachedSessions'] as const;
+
+type Options = Omit<Agent.Options, 'headersTimeout' | 'bodyTimeout'>;
+
+/**
+ * Splits undici Agent options into those the Agent keeps (`rest`) and the guarded connector's
+ * (`connector`), undici's meaning kept: `connect.timeout` / `connectTimeout` 0 is no limit, a
+ * `null` is the default, `keepAlive: false` turns keep-alive probes off.
+ *
+ * @throws TypeError naming an option the guarded connector cannot honour.
+ */
+export function undiciConnectOptions(options: Options): { rest: Options; connector: GuardedConnectorOptions } {
+  const rest: Record<string, unknown> = { ...options };
+  for (const key of TOP_LEVEL) delete rest[key];
+  const connector: GuardedConnectorOptions = {};
+  const socket: Record<string, unknown> = {};
+  const tls: Record<string, unknown> = {};
+  const set = (key: keyof GuardedConnectorOptions, value: unknown): void => {
+    if (value !== undefined && value !== null) (connector as Record<string, unknown>)[key] = value;
+  };
+  set('connectTimeout', options.connectTimeout);
+  set('socketPath', options.socketPath);
+  set('maxCachedSessions', options.maxCachedSessions);
+  if (options.autoSelectFamily !== undefined) socket['autoSelectFamily'] = options.autoSelectFamily;
+  if (options.autoSelectFamilyAttemptTimeout !== undefined) socket['autoSelectFamilyAttemptTimeout'] = options.autoSelectFamilyAttemptTimeout;
+  const connect = options.connect as unknown;
+  if (typeof connect === 'function') {
+    connector.connector = connect as UndiciConnector;
+  } else if (connect !== undefined && connect !== null) {
+    if (typeof connect !== 'object') throw new TypeError(`undici.connect must be an object or a function, got ${show(connect)}`);
+    for (const [key, value] of Object.entries(connect)) {
+      if (value === undefined) continue;
+      if (SOCKET_KEYS.has(key)) socket[key] = value;
+      else if (TLS_KEYS.has(key)) tls[key] = value;
+      else if (key === 'timeout') set('connectTimeout', value);
+      else if (key === 'socketPath') set('socketPath', value);
+      else if (key === 'maxCachedSessions') set('maxCachedSessions', value);
+      else if (key === 'keepAliveInitialDelay') set('keepAliveInitialDelay', value);
+      else if (key === 'allowH2') set('allowH2', value);
+      else if (key === 'keepAlive') {
+        if (value === false) connector.keepAliveInitialDelay = 0;
+      } else {
+        throw new TypeError(`undici.connect.${key} is not supported by the guarded connector`);
+      }
+    }
+  }
+  if (Object.keys(socket).length > 0) connector.socket = socket as GuardedSocketOptions;
+  if (Object.keys(tls).length > 0) connector.tls = tls as GuardedTlsOptions;
+  return { rest: rest as Options, connector };
+}
