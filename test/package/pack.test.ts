@@ -1,0 +1,137 @@
+/**
+ * The package as a user gets it (issue 13): `npm pack`, then an install of the tarball into a
+ * temporary consumer project, offline (the package has no dependencies; its peers are optional).
+ * Every subpath must import from ESM and from CJS `require` (Node's require(esm), 20.19+), the
+ * tarball must hold nothing but the allow-list, and the adapters must load nothing of the
+ * demo, chaos or CLI code. publint and arethetypeswrong (ESM-only profile) must be clean.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+  exports: Record<string, unknown>;
+  peerDependencies: Record<string, string>;
+  sideEffects?: unknown;
+  files: string[];
+};
+const subpaths = Object.keys(pkg.exports)
+  .filter((k) => k !== './package.json')
+  .map((k) => (k === '.' ? 'dialguard' : `dialguard/${k.slice(2)}`));
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+
+/** What may ship: the library's JS and types, LICENSE, README and package.json. Nothing else. */
+const ALLOWED = [/^package\.json$/, /^LICENSE$/, /^README\.md$/, /^dist\/src\/(?!cli[/.]|chaos\/|demo\/)[\w/.-]+\.(js|d\.ts)$/];
+
+let dir: string;
+let tarball: string;
+let files: string[];
+let consumer: string;
+
+function run(cmd: string, args: readonly string[], cwd: string, env: NodeJS.ProcessEnv = {}): { stdout: string; stderr: string } {
+  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', timeout: 180_000, env: { ...process.env, NO_COLOR: '1', ...env } });
+  const output = `${r.error?.message ?? ''}\n${r.stdout}\n${r.stderr}`;
+  expect(r.status, `${cmd} ${args.join(' ')} failed (exit ${r.status}):\n${output.slice(-3_000)}`).toBe(0);
+  return { stdout: r.stdout, stderr: r.stderr };
+}
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'dialguard-pack-'));
+  const packed = JSON.parse(run(npm, ['pack', '--json', '--pack-destination', dir], root).stdout.replace(/^[^[]*/, '')) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  tarball = join(dir, packed[0]!.filename);
+  files = packed[0]!.files.map((f) => f.path).sort();
+  consumer = join(dir, 'consumer');
+  mkdirSync(consumer);
+  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }));
+  const install = run(npm, ['install', '--offline', '--no-audit', '--no-fund', '--no-package-lock', tarball], consumer);
+  expect(`${install.stdout}${install.stderr}`).not.toMatch(/prepare/);
+}, 240_000);
+afterAll(() => {
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Runs an ESM snippet in the consumer project. */
+function esm(code: string, args: readonly string[] = []): string {
+  return run(process.execPath, [...args, '--input-type=module', '-e', code], consumer).stdout;
+}
+
+/** Runs a CommonJS snippet in the consumer project. */
+function cjs(code: string): string {
+  return run(process.execPath, ['--no-warnings', '--input-type=commonjs', '-e', code], consumer).stdout;
+}
+
+/** Makes the optional peers importable in the consumer: links to this repo's copies. */
+function linkPeers(): void {
+  for (const peer of Object.keys(pkg.peerDependencies)) {
+    const at = join(consumer, 'node_modules', peer);
+    mkdirSync(dirname(at), { recursive: true });
+    try {
+      symlinkSync(join(root, 'node_modules', peer), at, 'dir');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
+}
+
+describe('the packed package', () => {
+  it('holds only the allow-list: library JS and types, LICENSE, README, package.json; no maps, no demo, chaos or CLI', () => {
+    const stray = files.filter((f) => !ALLOWED.some((re) => re.test(f)));
+    expect(stray).toEqual([]);
+    expect(files).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json']));
+    expect(files.filter((f) => f.endsWith('.map'))).toEqual([]);
+    // every export's JS and types are in it
+    for (const target of Object.values(pkg.exports)) {
+      if (typeof target === 'string') continue;
+      const { types, default: js } = target as { types: string; default: string };
+      expect(files).toContain(types.slice(2));
+      expect(files).toContain(js.slice(2));
+    }
+  });
+
+  it('installs offline without running a prepare script, with no peers present, and the core imports', () => {
+    const out = esm("const m = await import('dialguard'); console.log(Object.keys(m).length);");
+    expect(Number(out.trim())).toBeGreaterThan(10);
+  });
+
+  it('every subpath imports from ESM and from CJS require, with the same exports', () => {
+    linkPeers();
+    for (const subpath of subpaths) {
+      const viaImport = JSON.parse(esm(`console.log(JSON.stringify(Object.keys(await import('${subpath}')).sort()))`)) as string[];
+      const viaRequire = JSON.parse(cjs(`console.log(JSON.stringify(Object.keys(require('${subpath}')).sort()))`)) as string[];
+      expect(viaImport.length, subpath).toBeGreaterThan(0);
+      expect(viaRequire.filter((k) => k !== '__esModule' && k !== 'module.exports'), subpath).toEqual(viaImport);
+    }
+  });
+
+  it("import('dialguard/undici') loads none of the demo, chaos, CLI or testing code (file count measured)", () => {
+    linkPeers();
+    const log = join(dir, 'loaded.txt');
+    writeFileSync(join(consumer, 'hooks.mjs'), "import { appendFileSync } from 'node:fs';\nexport async function load(url, context, next) {\n  if (url.startsWith('file:')) appendFileSync(process.env.LOADED_LOG, url + '\\n');\n  return next(url, context);\n}\n");
+    writeFileSync(join(consumer, 'register.mjs'), "import { register } from 'node:module';\nregister('./hooks.mjs', import.meta.url);\n");
+    run(process.execPath, ['--import', './register.mjs', '--input-type=module', '-e', "await import('dialguard/undici')"], consumer, { LOADED_LOG: log });
+    const loaded = readFileSync(log, 'utf8')
+      .split('\n')
+      .filter((u) => u.includes('/node_modules/dialguard/'))
+      .map((u) => u.slice(u.indexOf('/node_modules/dialguard/') + '/node_modules/dialguard/'.length));
+    expect(loaded.length).toBeGreaterThan(0);
+    expect(loaded.filter((f) => /^dist\/src\/(cli|chaos|demo|testing)[/.]/.test(f))).toEqual([]);
+    // The measure, for the record (issue 13): the adapter's own files, core, guard, retry, observe.
+    console.log(`import('dialguard/undici') loaded ${loaded.length} dialguard files`);
+    expect(loaded.length).toBeLessThan(40);
+  });
+
+  it('declares sideEffects: false and ships LICENSE as the MIT text', () => {
+    expect(pkg.sideEffects).toBe(false);
+    expect(readFileSync(join(consumer, 'node_modules/dialguard/LICENSE'), 'utf8')).toMatch(/^MIT License/);
+  });
+
+  it('publint is clean, and arethetypeswrong is clean for ESM importers (node16/nodenext and bundler)', () => {
+    const publint = run(process.execPath, [join(root, 'node_modules/publint/src/cli.js'), 'run', tarball, '--strict'], root);
+    expect(publint.stdout).toMatch(/All good/);
+    run(process.execPath, [join(root, 'node_modules/@arethetypeswrong/cli/dist/index.js'), tarball, '--profile', 'esm-only', '--format', 'json', '--quiet'], root);
+  });
+});
