@@ -3,7 +3,9 @@
  * temporary consumer project, offline (the package has no dependencies; its peers are optional).
  * Every subpath must import from ESM and from CJS `require` (Node's require(esm), 20.19+), the
  * tarball must hold nothing but the allow-list, and the adapters must load nothing of the
- * demo, chaos or CLI code. publint and arethetypeswrong (ESM-only profile) must be clean.
+ * demo, chaos or CLI code. publint and arethetypeswrong (ESM-only profile) must be clean. And
+ * every ```ts block of the README is a program that typechecks against the installed package
+ * in a strict consumer (NodeNext, exactOptionalPropertyTypes); those that need no outside host run.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -64,9 +66,9 @@ function cjs(code: string): string {
   return run(process.execPath, ['--no-warnings', '--input-type=commonjs', '-e', code], consumer).stdout;
 }
 
-/** Makes the optional peers importable in the consumer: links to this repo's copies. */
+/** Makes the optional peers (and Node's types) importable in the consumer: links to this repo's copies. */
 function linkPeers(): void {
-  for (const peer of Object.keys(pkg.peerDependencies)) {
+  for (const peer of [...Object.keys(pkg.peerDependencies), '@types/node']) {
     const at = join(consumer, 'node_modules', peer);
     mkdirSync(dirname(at), { recursive: true });
     try {
@@ -133,5 +135,64 @@ describe('the packed package', () => {
     const publint = run(process.execPath, [join(root, 'node_modules/publint/src/cli.js'), 'run', tarball, '--strict'], root);
     expect(publint.stdout).toMatch(/All good/);
     run(process.execPath, [join(root, 'node_modules/@arethetypeswrong/cli/dist/index.js'), tarball, '--profile', 'esm-only', '--format', 'json', '--quiet'], root);
+  });
+});
+
+/** The README's ```ts blocks, each with the line it starts on. */
+function readmeBlocks(): Array<{ line: number; code: string }> {
+  const lines = readFileSync(join(root, 'README.md'), 'utf8').split('\n');
+  const blocks: Array<{ line: number; code: string }> = [];
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i] !== '```ts') continue;
+    const start = i + 1;
+    while (i + 1 < lines.length && lines[i + 1] !== '```') i++;
+    blocks.push({ line: start + 1, code: lines.slice(start, i + 1).join('\n') });
+  }
+  return blocks;
+}
+
+/** A block that can run here: it declares nothing it leaves unimplemented and names no outside host. */
+const runnable = (code: string): boolean => !/\bdeclare\b|\.internal\b/.test(code);
+
+describe('the README examples, as a user pastes them', () => {
+  const tsc = join(root, 'node_modules/typescript/bin/tsc');
+  const blocks = readmeBlocks();
+
+  it('every ```ts block typechecks against the installed package (NodeNext, strict, exactOptionalPropertyTypes)', () => {
+    linkPeers();
+    expect(blocks.length).toBeGreaterThanOrEqual(8);
+    const at = join(consumer, 'readme');
+    mkdirSync(at, { recursive: true });
+    const names = blocks.map((b, i) => {
+      const name = `example-${i + 1}-line-${b.line}.ts`;
+      writeFileSync(join(at, name), `${b.code}\nexport {};\n`);
+      return name;
+    });
+    writeFileSync(
+      join(at, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          target: 'ES2022',
+          lib: ['ES2023', 'ESNext.Disposable'],
+          types: ['node'],
+          strict: true,
+          exactOptionalPropertyTypes: true,
+          skipLibCheck: true,
+          outDir: 'out',
+        },
+        files: names,
+      }),
+    );
+    const r = spawnSync(process.execPath, [tsc, '-p', at], { cwd: at, encoding: 'utf8', timeout: 120_000 });
+    expect(`${r.stdout}${r.stderr}`, 'README examples that do not compile (file names carry the README line)').toBe('');
+    expect(r.status).toBe(0);
+  }, 120_000);
+
+  it('the blocks that need no outside host run to completion against loopback', () => {
+    const ran = blocks.flatMap((b, i) => (runnable(b.code) ? [`example-${i + 1}-line-${b.line}.js`] : []));
+    expect(ran.length).toBeGreaterThanOrEqual(1);
+    for (const file of ran) run(process.execPath, [join(consumer, 'readme', 'out', file)], join(consumer, 'readme'));
   });
 });
