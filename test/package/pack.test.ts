@@ -5,7 +5,8 @@
  * tarball must hold nothing but the allow-list, and the adapters must load nothing of the
  * demo, chaos or CLI code. publint and arethetypeswrong (ESM-only profile) must be clean. And
  * every ```ts block of the README is a program that typechecks against the installed package
- * in a strict consumer (NodeNext, exactOptionalPropertyTypes); those that need no outside host run.
+ * in a strict consumer (NodeNext, exactOptionalPropertyTypes; TypeScript 5.9 and 7); those that need
+ * no outside host run.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -156,9 +157,10 @@ const runnable = (code: string): boolean => !/\bdeclare\b|\.internal\b/.test(cod
 
 describe('the README examples, as a user pastes them', () => {
   const tsc = join(root, 'node_modules/typescript/bin/tsc');
+  const tsgo = join(root, 'node_modules/@typescript/native-preview/bin/tsgo');
   const blocks = readmeBlocks();
 
-  it('every ```ts block typechecks against the installed package (NodeNext, strict, exactOptionalPropertyTypes)', () => {
+  it('every ```ts block typechecks against the installed package with TypeScript 5.9 and 7 (NodeNext, strict, exactOptionalPropertyTypes)', () => {
     linkPeers();
     expect(blocks.length).toBeGreaterThanOrEqual(8);
     const at = join(consumer, 'readme');
@@ -185,9 +187,12 @@ describe('the README examples, as a user pastes them', () => {
         files: names,
       }),
     );
-    const r = spawnSync(process.execPath, [tsc, '-p', at], { cwd: at, encoding: 'utf8', timeout: 120_000 });
-    expect(`${r.stdout}${r.stderr}`, 'README examples that do not compile (file names carry the README line)').toBe('');
-    expect(r.status).toBe(0);
+    // TypeScript 5.9 (tsc, which also emits them for the run below) and 7 (the native tsgo).
+    for (const [compiler, extra] of [[tsc, []], [tsgo, ['--noEmit']]] as const) {
+      const r = spawnSync(process.execPath, [compiler, '-p', at, ...extra], { cwd: at, encoding: 'utf8', timeout: 120_000 });
+      expect(`${r.stdout}${r.stderr}`, `README examples that do not compile with ${compiler} (file names carry the README line)`).toBe('');
+      expect(r.status).toBe(0);
+    }
   }, 120_000);
 
   it('the blocks that need no outside host run to completion against loopback', () => {
