@@ -2,7 +2,7 @@
  * A per-host circuit breaker fed only by dial outcomes.
  *
  * ```
- * closed    --failureThreshold consecutive failed dials--> open
+ * closed    --failureThreshold failed rounds over minOutage--> open
  * open      --open window elapsed, next admit-------------> half-open (that admit is the probe)
  * half-open --probe succeeded-----------------------------> closed   (count reset)
  * half-open --probe failed--------------------------------> open     (next window)
@@ -15,6 +15,12 @@
  * generation, and a permit from an older one settles without moving the state. That is what keeps
  * a dial admitted before the trip, finishing late, from extending the block or freeing the probe
  * slot (seed 002's review).
+ *
+ * Failures are counted per round, not per dial (DESIGN.md rule 3): dials that overlap in time are
+ * one round, whoever opened them. Each permit remembers the host's round counter when it was
+ * admitted; its failure counts only if no failure was counted since then. A restart that refuses
+ * a burst of 64 dials is one failed round, not 64. And a host opens only once its failed rounds
+ * span `minOutage`, so a blip shorter than that (a restart, a pod rescheduled) never opens it.
  *
  * Decisions are a pure function of `clock.now()`: the breaker starts no timers.
  *
@@ -33,17 +39,29 @@ export type BreakerState = 'closed' | 'open' | 'half-open';
 /** Options of a {@link HostBreaker}; every one has a default. */
 export interface HostBreakerOptions {
   /**
-   * Consecutive failed dials that open a host. Default 3: trips within three connect timeouts
-   * against a dead host, rides out a single blip (seed 000). `0` disables the breaker: every admit
-   * is granted and nothing is recorded (seed 002's opt-in mode).
+   * Consecutive failed dial rounds that open a host (dials that overlap in time are one round).
+   * Default 3: trips within three connect timeouts against a dead host, rides out a single blip
+   * (seed 000). `0` disables the breaker: every admit is granted and nothing is recorded (seed
+   * 002's opt-in mode).
    */
   failureThreshold?: number;
   /**
+   * Shortest span, ms, from the first failed round of a streak to the failure that may open the
+   * host: however many rounds fail, a host is not opened before its dials have failed for this
+   * long. Default 1 500: a process restart or a pod rescheduled takes about 0.3-1 s, so such a
+   * blip never opens a host, while a dead host refusing every dial still opens about 1.5 s after
+   * its first refusal (timeouts span far more: `failureThreshold` connect timeouts). `0`: the
+   * count alone decides, as a classic breaker.
+   */
+  minOutage?: number;
+  /**
    * How long an opened host is refused before one probe may run: milliseconds, or a
    * {@link Schedule} called with the number of consecutive opens (1 for the first trip), e.g.
-   * `proportionalJitter({ base: 1_000, max: 60_000 })` as in seed 002. Default 30 000: a dead host
-   * costs one dial per 30 s, and a host that recovers right after tripping waits at most 30 s
-   * (short, because addresses get reused by healthy hosts; seed 000).
+   * `proportionalJitter({ base: 1_000, max: 60_000 })` as in seed 002. Default
+   * {@link adaptiveOpenWindow}: about 1 s for the first window, doubling (with up to +25 % jitter)
+   * while probes keep failing, capped at exactly 30 s, reset when a probe succeeds. A host that
+   * comes back is dialled again within about a second; one dead for minutes costs at most 2
+   * dials a minute (seed 000's 30 s cap).
    */
   openDuration?: number | Schedule;
   /**
@@ -76,7 +94,7 @@ export interface HostBreakerOptions {
 /** Payloads of the breaker's events (also published on `dialguard:breaker:<event>`). */
 export interface HostBreakerEvents {
   /** The host was closed (or half-open) and is now refused. */
-  opened: { host: string; failures: number; openFor: number; reopened: boolean };
+  opened: { host: string; failures: number; openFor: number; reopened: boolean; cause: unknown };
   /** A probe succeeded; the host is dialled again. */
   closed: { host: string; openedFor: number };
   /** The window ended and this admit is the probe. */
@@ -94,7 +112,7 @@ export interface HostBreakerEvents {
 export interface HostSnapshot {
   host: string;
   state: BreakerState;
-  /** Consecutive failed dials counted while closed. */
+  /** Consecutive failed dial rounds counted while closed (overlapping failed dials are one round). */
   failures: number;
   /** Consecutive trips without a close (drives an exponential open window). */
   opens: number;
@@ -102,6 +120,10 @@ export interface HostSnapshot {
   probing: boolean;
   /** Milliseconds until the host may be dialled again; 0 when it may be now. */
   retryAfter: number;
+  /** Whether an operator isolated it ({@link HostBreaker.isolate}); `retryAfter` then counts down the isolation. */
+  isolated: boolean;
+  /** The error of the last failed dial counted against it, if any since its last success. */
+  lastError: unknown;
 }
 
 /** Counters since the breaker was made. */
@@ -137,8 +159,11 @@ export interface DialPermit {
   readonly settled: boolean;
   /** The dial (and its handshakes) completed: the host is alive. */
   succeeded(): void;
-  /** The dial failed or timed out. */
-  failed(): void;
+  /**
+   * The dial failed or timed out: the host did not answer. Pass the dial's error: a refusal
+   * names its code and carries it as `cause`.
+   */
+  failed(error?: unknown): void;
   /** The caller gave up before the dial finished. Never counts against the host. */
   abandoned(): void;
 }
@@ -147,6 +172,14 @@ interface Entry {
   readonly key: string;
   state: 'closed' | 'open';
   failures: number;
+  /** Incremented each time a failure is counted; a permit's failure counts only if it still matches. */
+  round: number;
+  /** When the current streak's first failed round was counted. */
+  streakStart: number;
+  /** The last failed dial's error (cause of the refusals). */
+  lastError: unknown;
+  /** An operator's isolation: refused until then (Infinity: until released). 0: not isolated. */
+  isolatedUntil: number;
   opens: number;
   /** The last open window drawn, for schedules that depend on it (decorrelated jitter). */
   lastOpenFor: number;
@@ -169,6 +202,7 @@ class Permit implements DialPermit {
   #breaker: HostBreaker | undefined;
   readonly #entry: Entry | undefined;
   readonly #generation: number;
+  readonly #round: number;
   readonly host: string;
   readonly probe: boolean;
 
@@ -176,6 +210,7 @@ class Permit implements DialPermit {
     this.#breaker = breaker;
     this.#entry = entry;
     this.#generation = entry?.generation ?? 0;
+    this.#round = entry?.round ?? 0;
     this.host = host;
     this.probe = probe;
   }
@@ -188,19 +223,19 @@ class Permit implements DialPermit {
     this.#settle('succeeded');
   }
 
-  failed(): void {
-    this.#settle('failed');
+  failed(error?: unknown): void {
+    this.#settle('failed', error);
   }
 
   abandoned(): void {
     this.#settle('abandoned');
   }
 
-  #settle(outcome: Outcome): void {
+  #settle(outcome: Outcome, error?: unknown): void {
     const breaker = this.#breaker;
     if (breaker === undefined) return;
     this.#breaker = undefined;
-    if (this.#entry !== undefined) settle(breaker, this.#entry, this.#generation, this.probe, outcome);
+    if (this.#entry !== undefined) settle(breaker, this.#entry, this.#generation, this.#round, this.probe, outcome, error);
   }
 }
 
@@ -212,7 +247,7 @@ class NoopPermit implements DialPermit {
   succeeded(): void {
     this.settled = true;
   }
-  failed(): void {
+  failed(_error?: unknown): void {
     this.settled = true;
   }
   abandoned(): void {
@@ -221,11 +256,21 @@ class NoopPermit implements DialPermit {
 }
 
 // Module-private access to a breaker's internals for Permit, without making them public API.
-let settle: (b: HostBreaker, e: Entry, generation: number, probe: boolean, outcome: Outcome) => void;
+let settle: (b: HostBreaker, e: Entry, generation: number, round: number, probe: boolean, outcome: Outcome, error: unknown) => void;
+
+/**
+ * The default open window: `min(30 000, 1 000 * 2^(opens-1) * (1 + 0.25 * random))` ms. Short
+ * first (a host back right after tripping waits about a second), doubling while the host stays
+ * dead, with jitter so hosts opened together are not probed together, and capped at exactly
+ * 30 s (seed 000) so a host dead for minutes costs at most 2 dials a minute.
+ */
+export const adaptiveOpenWindow: Schedule = (n, _previous, random) =>
+  Math.min(30_000, 1_000 * 2 ** Math.min(30, Math.max(0, n - 1)) * (1 + 0.25 * random()));
 
 /** A per-host circuit breaker fed only by dial outcomes. See the module docs for the states. */
 export class HostBreaker {
   readonly #threshold: number;
+  readonly #minOutage: number;
   readonly #openDuration: Schedule;
   readonly #probeTimeout: number;
   readonly #idleRetention: number;
@@ -252,13 +297,14 @@ export class HostBreaker {
   };
 
   static {
-    settle = (b, e, generation, probe, outcome) => b.#settle(e, generation, probe, outcome);
+    settle = (b, e, generation, round, probe, outcome, error) => b.#settle(e, generation, round, probe, outcome, error);
   }
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: HostBreakerOptions = {}) {
     this.#threshold = checkInteger('failureThreshold', opt(options.failureThreshold, 3), 0);
-    const open = opt<number | Schedule>(options.openDuration, 30_000);
+    this.#minOutage = checkDuration('minOutage', opt(options.minOutage, 1_500));
+    const open = opt<number | Schedule>(options.openDuration, adaptiveOpenWindow);
     if (typeof open === 'function') {
       this.#openDuration = open;
     } else {
@@ -305,27 +351,17 @@ export class HostBreaker {
     let entry = this.#hosts.get(key);
     if (entry === undefined) {
       if (this.#hosts.size >= this.#capacity) this.#evictOldest();
-      entry = {
-        key,
-        state: 'closed',
-        failures: 0,
-        opens: 0,
-        lastOpenFor: 0,
-        generation: 0,
-        openUntil: 0,
-        openedAt: 0,
-        probing: false,
-        probeUntil: 0,
-        lastUsed: now,
-        refusal: undefined,
-        refusalGeneration: -1,
-      };
+      entry = this.#fresh(key, now);
     } else {
       this.#hosts.delete(key);
       entry.lastUsed = now;
     }
     this.#hosts.set(key, entry);
 
+    if (entry.isolatedUntil > 0) {
+      if (now < entry.isolatedUntil) return this.#refuse(entry, entry.isolatedUntil - now, 'open');
+      this.#release(entry);
+    }
     if (entry.state === 'closed') return new Permit(this, entry, key, false);
     if (now < entry.openUntil) return this.#refuse(entry, entry.openUntil - now, 'open');
     if (entry.probing) {
@@ -351,7 +387,11 @@ export class HostBreaker {
     const now = this.#clock.now();
     let state: BreakerState = entry.state;
     let retryAfter = 0;
-    if (entry.state === 'open') {
+    const isolated = entry.isolatedUntil > now;
+    if (isolated) {
+      state = 'open';
+      retryAfter = entry.isolatedUntil - now;
+    } else if (entry.state === 'open') {
       if (now < entry.openUntil) {
         retryAfter = entry.openUntil - now;
       } else {
@@ -366,7 +406,76 @@ export class HostBreaker {
       opens: entry.opens,
       probing: state === 'half-open' && entry.probing && now < entry.probeUntil,
       retryAfter,
+      isolated,
+      lastError: entry.lastError,
     };
+  }
+
+  /**
+   * Refuses every dial to `host` for `ms` milliseconds (default: until released), whatever its
+   * state, e.g. to drain it before maintenance. Dials already admitted settle without moving
+   * anything. When the isolation ends the host starts afresh, closed with no failures: it was
+   * set aside, not found dead. Calling it again replaces the isolation.
+   *
+   * @returns a function that releases this isolation early (a no-op once replaced or reset).
+   */
+  isolate(host: string, ms = Number.POSITIVE_INFINITY, port?: number): () => void {
+    const duration = checkDuration('ms', ms, 0, true);
+    const key = hostKey(host, port);
+    const now = this.#clock.now();
+    let entry = this.#hosts.get(key);
+    if (entry !== undefined) this.#hosts.delete(key);
+    else if (this.#hosts.size >= this.#capacity) this.#evictOldest();
+    entry = this.#fresh(key, now);
+    entry.isolatedUntil = duration === 0 ? 0 : now + duration;
+    this.#hosts.set(key, entry);
+    const isolated = entry;
+    return () => {
+      if (this.#hosts.get(key) === isolated && isolated.isolatedUntil > 0) this.#release(isolated);
+    };
+  }
+
+  /**
+   * Forgets `host`: its count, its open window, any probe or isolation. The next dial is admitted
+   * as for a host never seen; settlements of dials admitted before are ignored.
+   *
+   * @returns whether the host was tracked.
+   */
+  reset(host: string, port?: number): boolean {
+    return this.#hosts.delete(hostKey(host, port));
+  }
+
+  #fresh(key: string, now: number): Entry {
+    return {
+      key,
+      state: 'closed',
+      failures: 0,
+      round: 0,
+      streakStart: 0,
+      lastError: undefined,
+      isolatedUntil: 0,
+      opens: 0,
+      lastOpenFor: 0,
+      generation: 0,
+      openUntil: 0,
+      openedAt: 0,
+      probing: false,
+      probeUntil: 0,
+      lastUsed: now,
+      refusal: undefined,
+      refusalGeneration: -1,
+    };
+  }
+
+  /** Ends an isolation: the host starts afresh (a new generation, so older permits stay stale). */
+  #release(entry: Entry): void {
+    entry.isolatedUntil = 0;
+    entry.state = 'closed';
+    entry.failures = 0;
+    entry.opens = 0;
+    entry.lastOpenFor = 0;
+    entry.probing = false;
+    entry.generation++;
   }
 
   /** Counters since construction, and the current table size. */
@@ -384,13 +493,14 @@ export class HostBreaker {
     this.#stats.refused++;
     if (this.#events.active('refused')) this.#events.emit('refused', { host: entry.key, state });
     if (entry.refusalGeneration !== entry.generation || entry.refusal === undefined) {
-      entry.refusal = new HostUnavailableError(entry.key, retryAfter, state, this.#clock);
+      const details = entry.isolatedUntil > 0 ? { isolated: true } : { failures: entry.failures, cause: entry.lastError };
+      entry.refusal = new HostUnavailableError(entry.key, retryAfter, state, this.#clock, details);
       entry.refusalGeneration = entry.generation;
     }
     return entry.refusal;
   }
 
-  #settle(entry: Entry, generation: number, probe: boolean, outcome: Outcome): void {
+  #settle(entry: Entry, generation: number, round: number, probe: boolean, outcome: Outcome, error: unknown): void {
     const current = this.#hosts.get(entry.key) === entry && entry.generation === generation;
     if (outcome === 'abandoned') {
       this.#stats.abandoned++;
@@ -409,6 +519,7 @@ export class HostBreaker {
     if (outcome === 'succeeded') {
       this.#stats.succeeded++;
       entry.failures = 0;
+      entry.lastError = undefined;
       if (entry.state === 'open') {
         // Only the probe can be current while open: older permits were cut off by the trip.
         entry.state = 'closed';
@@ -422,9 +533,16 @@ export class HostBreaker {
       return;
     }
     this.#stats.failed++;
+    entry.lastError = error;
     if (entry.state === 'closed') {
-      entry.failures++;
-      if (entry.failures < this.#threshold) return;
+      // Overlapping dials are one round: count this failure only if none was counted since this
+      // permit was admitted.
+      if (round === entry.round) {
+        entry.round++;
+        if (entry.failures === 0) entry.streakStart = now;
+        entry.failures++;
+      }
+      if (entry.failures < this.#threshold || now - entry.streakStart < this.#minOutage) return;
       this.#open(entry, now, false);
     } else {
       this.#open(entry, now, true);
@@ -441,16 +559,25 @@ export class HostBreaker {
     entry.probing = false;
     entry.generation++;
     this.#stats.opened++;
-    this.#events.emit('opened', { host: entry.key, failures: entry.failures, openFor, reopened });
+    this.#events.emit('opened', { host: entry.key, failures: entry.failures, openFor, reopened, cause: entry.lastError });
   }
 
-  /** Forgets hosts idle past `idleRetention`. Recency order means it stops at the first fresh one. */
+  /**
+   * Forgets hosts idle past `idleRetention`. Recency order means it stops at the first fresh one.
+   * An isolated host is kept (moved to the fresh end): forgetting it would end the isolation.
+   */
   #sweepIdle(now: number): void {
     this.#lastSweep = now;
+    const kept: Entry[] = [];
     for (const entry of this.#hosts.values()) {
       if (now - entry.lastUsed < this.#idleRetention) break;
       this.#hosts.delete(entry.key);
-      this.#stats.evictedIdle++;
+      if (entry.isolatedUntil > now) kept.push(entry);
+      else this.#stats.evictedIdle++;
+    }
+    for (const entry of kept) {
+      entry.lastUsed = now;
+      this.#hosts.set(entry.key, entry);
     }
   }
 
