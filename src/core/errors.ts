@@ -109,7 +109,7 @@ export class HostUnavailableError extends DialguardError {
     let why: string;
     if (isolated) why = 'isolated by an operator';
     else if (state === 'open') why = `${failures} consecutive failed dial round(s), last error ${describe(details.cause)}`;
-    else why = `a probe dial is deciding whether it is back (last error ${describe(details.cause)})`;
+    else why = `a probe dial is deciding whether it is back; last error ${describe(details.cause)}`;
     const next = isolated ? `dials resume ${wait}` : state === 'open' ? `a probe may run ${wait}` : `retry ${wait}`;
     super(ErrorCodes.HOST_UNAVAILABLE, `${host} is unavailable (${why}); refused without dialling; ${next}`, details.cause === undefined ? undefined : { cause: details.cause });
     this.host = host;
