@@ -32,141 +32,25 @@ import { HostUnavailableError } from '../core/errors.js';
 import { EventHub, type Unsubscribe, type Listener } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
 import { hostKey } from './host-key.js';
+import {
+  adaptiveOpenWindow,
+  type BreakerState,
+  type DialPermit,
+  type HostBreakerEvents,
+  type HostBreakerOptions,
+  type HostBreakerStats,
+  type HostSnapshot,
+} from './host-breaker-types.js';
 
-/** Where a host stands. `half-open` means its window is over and a probe may run or is running. */
-export type BreakerState = 'closed' | 'open' | 'half-open';
-
-/** Options of a {@link HostBreaker}; every one has a default. */
-export interface HostBreakerOptions {
-  /**
-   * Consecutive failed dial rounds that open a host (dials that overlap in time are one round).
-   * Default 3: trips within three connect timeouts against a dead host, rides out a single blip
-   * (seed 000). `0` disables the breaker: every admit is granted and nothing is recorded (seed
-   * 002's opt-in mode).
-   */
-  failureThreshold?: number;
-  /**
-   * Shortest span, ms, from the first failed round of a streak to the failure that may open the
-   * host: however many rounds fail, a host is not opened before its dials have failed for this
-   * long. Default 1 500: a process restart or a pod rescheduled takes about 0.3-1 s, so such a
-   * blip never opens a host, while a dead host refusing every dial still opens about 1.5 s after
-   * its first refusal (timeouts span far more: `failureThreshold` connect timeouts). `0`: the
-   * count alone decides, as a classic breaker.
-   */
-  minOutage?: number;
-  /**
-   * How long an opened host is refused before one probe may run: milliseconds, or a
-   * {@link Schedule} called with the number of consecutive opens (1 for the first trip), e.g.
-   * `proportionalJitter({ base: 1_000, max: 60_000 })` as in seed 002. Default
-   * {@link adaptiveOpenWindow}: about 1 s for the first window, doubling (with up to +25 % jitter)
-   * while probes keep failing, capped at exactly 30 s, reset when a probe succeeds. A host that
-   * comes back is dialled again within about a second; one dead for minutes costs at most 2
-   * dials a minute (seed 000's 30 s cap).
-   */
-  openDuration?: number | Schedule;
-  /**
-   * How long a granted probe may go unreported before another may run. Default 10 000:
-   * comfortably longer than a connect timeout, so a live probe is not doubled, yet a probe whose
-   * report is lost cannot wedge the host (seed 000). Keep it above your connect timeout.
-   */
-  probeTimeout?: number;
-  /**
-   * A host nobody has admitted for this long is forgotten. Default 300 000 (5 min, seed 000):
-   * long past any open window, so forgetting loses nothing but memory.
-   */
-  idleRetention?: number;
-  /**
-   * Most hosts tracked at once; the least recently used goes first. Default 4096 (seed 000): a
-   * hard bound on memory however many distinct hosts are named.
-   */
-  capacity?: number;
-  /**
-   * The idle sweep runs at most once per this many ms, on an admit. Default 60 000: forgetting
-   * is not urgent, and the sweep never becomes per-call work.
-   */
-  sweepInterval?: number;
-  /** Time source. Default {@link systemClock}. */
-  clock?: Clock;
-  /** Uniform [0, 1) source for jittered schedules. Default `Math.random`. */
-  random?: () => number;
-}
-
-/** Payloads of the breaker's events (also published on `dialguard:breaker:<event>`). */
-export interface HostBreakerEvents {
-  /** The host was closed (or half-open) and is now refused. */
-  opened: { host: string; failures: number; openFor: number; reopened: boolean; cause: unknown };
-  /** A probe succeeded; the host is dialled again. */
-  closed: { host: string; openedFor: number };
-  /** The window ended and this admit is the probe. */
-  'probe-granted': { host: string };
-  /** A probe went unreported past `probeTimeout`; a new one is granted. */
-  'probe-expired': { host: string; probeTimeout: number };
-  /**
-   * One admit was refused. Fires per refusal (and costs nothing unless someone listens): for
-   * counters only, never for logs, or a dead host becomes a log flood.
-   */
-  refused: { host: string; state: 'open' | 'half-open' };
-}
-
-/** A snapshot of one host, from {@link HostBreaker.state}. */
-export interface HostSnapshot {
-  host: string;
-  state: BreakerState;
-  /** Consecutive failed dial rounds counted while closed (overlapping failed dials are one round). */
-  failures: number;
-  /** Consecutive trips without a close (drives an exponential open window). */
-  opens: number;
-  /** Whether a probe is out (half-open only). */
-  probing: boolean;
-  /** Milliseconds until the host may be dialled again; 0 when it may be now. */
-  retryAfter: number;
-  /** Whether an operator isolated it ({@link HostBreaker.isolate}); `retryAfter` then counts down the isolation. */
-  isolated: boolean;
-  /** The error of the last failed dial counted against it, if any since its last success. */
-  lastError: unknown;
-}
-
-/** Counters since the breaker was made. */
-export interface HostBreakerStats {
-  /** Hosts in the table. */
-  hosts: number;
-  /** Admits refused without dialling. */
-  refused: number;
-  opened: number;
-  closed: number;
-  probesGranted: number;
-  probesExpired: number;
-  /** Settlements by outcome. `stale` ones came from an older generation and moved nothing. */
-  succeeded: number;
-  failed: number;
-  abandoned: number;
-  stale: number;
-  /** Hosts forgotten for being idle, and for making room at capacity. */
-  evictedIdle: number;
-  evictedCapacity: number;
-}
-
-/**
- * Leave to dial a host, from {@link HostBreaker.admit}. Settle it exactly once with the dial's
- * outcome; the first settlement wins and later ones are ignored.
- */
-export interface DialPermit {
-  /** The breaker's key for the host. */
-  readonly host: string;
-  /** True when this dial is the half-open probe whose outcome decides the host. */
-  readonly probe: boolean;
-  /** Whether the permit has been settled. */
-  readonly settled: boolean;
-  /** The dial (and its handshakes) completed: the host is alive. */
-  succeeded(): void;
-  /**
-   * The dial failed or timed out: the host did not answer. Pass the dial's error: a refusal
-   * names its code and carries it as `cause`.
-   */
-  failed(error?: unknown): void;
-  /** The caller gave up before the dial finished. Never counts against the host. */
-  abandoned(): void;
-}
+export {
+  adaptiveOpenWindow,
+  type BreakerState,
+  type DialPermit,
+  type HostBreakerEvents,
+  type HostBreakerOptions,
+  type HostBreakerStats,
+  type HostSnapshot,
+};
 
 interface Entry {
   readonly key: string;
@@ -257,15 +141,6 @@ class NoopPermit implements DialPermit {
 
 // Module-private access to a breaker's internals for Permit, without making them public API.
 let settle: (b: HostBreaker, e: Entry, generation: number, round: number, probe: boolean, outcome: Outcome, error: unknown) => void;
-
-/**
- * The default open window: `min(30 000, 1 000 * 2^(opens-1) * (1 + 0.25 * random))` ms. Short
- * first (a host back right after tripping waits about a second), doubling while the host stays
- * dead, with jitter so hosts opened together are not probed together, and capped at exactly
- * 30 s (seed 000) so a host dead for minutes costs at most 2 dials a minute.
- */
-export const adaptiveOpenWindow: Schedule = (n, _previous, random) =>
-  Math.min(30_000, 1_000 * 2 ** Math.min(30, Math.max(0, n - 1)) * (1 + 0.25 * random()));
 
 /** A per-host circuit breaker fed only by dial outcomes. See the module docs for the states. */
 export class HostBreaker {
