@@ -290,13 +290,16 @@ export class HostBreaker {
    * Refuses every dial to `host` for `ms` milliseconds (default: until released), whatever its
    * state, e.g. to drain it before maintenance. Dials already admitted settle without moving
    * anything. When the isolation ends the host starts afresh, closed with no failures: it was
-   * set aside, not found dead. Calling it again replaces the isolation.
+   * set aside, not found dead. Calling it again replaces the isolation. While isolated, a
+   * refusal's `retryAfter` counts down the isolation (`Infinity` until released).
    *
+   * @param host - anything {@link hostKey} accepts (`host:port`).
+   * @param ms - how long, default `Infinity` (until the returned function or {@link reset} ends it).
    * @returns a function that releases this isolation early (a no-op once replaced or reset).
    */
-  isolate(host: string, ms = Number.POSITIVE_INFINITY, port?: number): () => void {
+  isolate(host: string, ms = Number.POSITIVE_INFINITY): () => void {
     const duration = checkDuration('ms', ms, 0, true);
-    const key = hostKey(host, port);
+    const key = hostKey(host);
     const now = this.#clock.now();
     let entry = this.#hosts.get(key);
     if (entry !== undefined) this.#hosts.delete(key);
