@@ -13,7 +13,8 @@
  *   to 60 s with +-50 % jitter;
  * - dialguard: a GuardedAgent with every default (3 failed rounds over >= 1.5 s, 1 s to 30 s
  *   adaptive window, 2.5 s dials, restart-spanning backoff).
- * The seed lanes keep dialguard's retry schedule and dial timeout: only the breaker differs.
+ * The seed lanes keep dialguard's retry schedule and dial timeout, and, being HostBreakers, its
+ * rule 3 (dials that overlap in time are one round): only the blip rule and the window differ.
  *
  * For each outage and lane: calls that failed, calls refused after the host was back, ms from
  * the host's return to the first call that succeeded, and dials started during the outage (at
