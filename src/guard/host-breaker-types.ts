@@ -20,12 +20,13 @@ export interface HostBreakerOptions {
    */
   failureThreshold?: number;
   /**
-   * Shortest span, ms, from the first failed round of a streak to the failure that may open the
-   * host: however many rounds fail, a host is not opened before its dials have failed for this
-   * long. Default 1 500: a process restart or a pod rescheduled takes about 0.3-1 s, so such a
-   * blip never opens a host, while a dead host refusing every dial still opens about 1.5 s after
-   * its first refusal (timeouts span far more: `failureThreshold` connect timeouts). `0`: the
-   * count alone decides, as a classic breaker.
+   * Shortest outage, ms, that may open a host: from the admission of the dial whose failure
+   * started the streak to the failure that would open it. However many rounds fail, a host is not
+   * opened before it has failed to answer for this long. Default 1 500: a process restart or a
+   * pod rescheduled takes about 0.3-1 s, so such a blip never opens a host, while a dead host
+   * refusing every dial still opens about 1.5 s after its first refusal, and one timing out opens
+   * on its `failureThreshold`-th timeout once they add up to 1.5 s. `0`: the count alone decides,
+   * as a classic breaker.
    */
   minOutage?: number;
   /**

@@ -58,7 +58,10 @@ interface Entry {
   failures: number;
   /** Incremented each time a failure is counted; a permit's failure counts only if it still matches. */
   round: number;
-  /** When the current streak's first failed round was counted. */
+  /**
+   * When the dial whose failure started the current streak was admitted: the host has not
+   * answered since then (for a timeout, that is a whole connect timeout before its failure).
+   */
   streakStart: number;
   /** The last failed dial's error (cause of the refusals). */
   lastError: unknown;
@@ -87,14 +90,16 @@ class Permit implements DialPermit {
   readonly #entry: Entry | undefined;
   readonly #generation: number;
   readonly #round: number;
+  readonly #admittedAt: number;
   readonly host: string;
   readonly probe: boolean;
 
-  constructor(breaker: HostBreaker | undefined, entry: Entry | undefined, host: string, probe: boolean) {
+  constructor(breaker: HostBreaker | undefined, entry: Entry | undefined, host: string, probe: boolean, admittedAt: number) {
     this.#breaker = breaker;
     this.#entry = entry;
     this.#generation = entry?.generation ?? 0;
     this.#round = entry?.round ?? 0;
+    this.#admittedAt = admittedAt;
     this.host = host;
     this.probe = probe;
   }
@@ -119,7 +124,7 @@ class Permit implements DialPermit {
     const breaker = this.#breaker;
     if (breaker === undefined) return;
     this.#breaker = undefined;
-    if (this.#entry !== undefined) settle(breaker, this.#entry, this.#generation, this.#round, this.probe, outcome, error);
+    if (this.#entry !== undefined) settle(breaker, this.#entry, this.#generation, this.#round, this.#admittedAt, this.probe, outcome, error);
   }
 }
 
@@ -140,7 +145,7 @@ class NoopPermit implements DialPermit {
 }
 
 // Module-private access to a breaker's internals for Permit, without making them public API.
-let settle: (b: HostBreaker, e: Entry, generation: number, round: number, probe: boolean, outcome: Outcome, error: unknown) => void;
+let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, probe: boolean, outcome: Outcome, error: unknown) => void;
 
 /** A per-host circuit breaker fed only by dial outcomes. See the module docs for the states. */
 export class HostBreaker {
@@ -172,7 +177,7 @@ export class HostBreaker {
   };
 
   static {
-    settle = (b, e, generation, round, probe, outcome, error) => b.#settle(e, generation, round, probe, outcome, error);
+    settle = (b, e, generation, round, admittedAt, probe, outcome, error) => b.#settle(e, generation, round, admittedAt, probe, outcome, error);
   }
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
@@ -237,7 +242,7 @@ export class HostBreaker {
       if (now < entry.isolatedUntil) return this.#refuse(entry, entry.isolatedUntil - now, 'open');
       this.#release(entry);
     }
-    if (entry.state === 'closed') return new Permit(this, entry, key, false);
+    if (entry.state === 'closed') return new Permit(this, entry, key, false, now);
     if (now < entry.openUntil) return this.#refuse(entry, entry.openUntil - now, 'open');
     if (entry.probing) {
       if (now < entry.probeUntil) return this.#refuse(entry, entry.probeUntil - now, 'half-open');
@@ -249,7 +254,7 @@ export class HostBreaker {
     entry.probeUntil = now + this.#probeTimeout;
     this.#stats.probesGranted++;
     this.#events.emit('probe-granted', { host: key });
-    return new Permit(this, entry, key, true);
+    return new Permit(this, entry, key, true, now);
   }
 
   /**
@@ -378,7 +383,7 @@ export class HostBreaker {
     return entry.refusal;
   }
 
-  #settle(entry: Entry, generation: number, round: number, probe: boolean, outcome: Outcome, error: unknown): void {
+  #settle(entry: Entry, generation: number, round: number, admittedAt: number, probe: boolean, outcome: Outcome, error: unknown): void {
     const current = this.#hosts.get(entry.key) === entry && entry.generation === generation;
     if (outcome === 'abandoned') {
       this.#stats.abandoned++;
@@ -417,7 +422,7 @@ export class HostBreaker {
       // permit was admitted.
       if (round === entry.round) {
         entry.round++;
-        if (entry.failures === 0) entry.streakStart = now;
+        if (entry.failures === 0) entry.streakStart = admittedAt;
         entry.failures++;
       }
       if (entry.failures < this.#threshold || now - entry.streakStart < this.#minOutage) return;

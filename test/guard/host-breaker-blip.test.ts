@@ -115,6 +115,30 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
   });
 });
 
+describe('HostBreaker: the outage is timed from the first failed dial’s admission', () => {
+  it('three back-to-back 500 ms timeouts open the host on the third: threshold x connect timeout = 1.5 s', () => {
+    const { clock, breaker } = make();
+    for (let i = 0; i < 3; i++) {
+      const p = breaker.admit(H);
+      clock.advance(500);
+      p.failed(new Error('timed out'));
+    }
+    expect(breaker.state(H)?.state).toBe('open');
+  });
+
+  it('a dial admitted before the restart that fails with it still times the outage from its admission: a 1 s restart stays closed', () => {
+    const { clock, breaker } = make();
+    const slow = breaker.admit(H); // a handshake in progress when the port closes 100 ms later
+    clock.advance(100);
+    slow.failed(refused(undefined));
+    for (let t = 0; t < 1_000; t += 100) {
+      breaker.admit(H).failed(refused(undefined));
+      clock.advance(100);
+    }
+    expect(breaker.state(H)?.state).toBe('closed');
+  });
+});
+
 describe('HostBreaker: adaptive open window (default)', () => {
   it('starts at about 1 s, doubles with jitter while probes fail, caps at 30 s, and resets when a probe succeeds', () => {
     let r = 0;

@@ -38,19 +38,20 @@ class Model {
   }
 
   /** 'granted' | 'probe' | refusal retryAfter; plus the generation the permit belongs to. */
-  admit(h: string): { result: 'granted' | 'probe' | { refused: number; state: 'open' | 'half-open' }; gen: number; round: number } {
+  admit(h: string): { result: 'granted' | 'probe' | { refused: number; state: 'open' | 'half-open' }; gen: number; round: number; at: number } {
     const e = this.#entry(h);
     const round = e.round;
-    if (e.closed) return { result: 'granted', gen: e.gen, round };
-    if (this.now < e.openUntil) return { result: { refused: e.openUntil - this.now, state: 'open' }, gen: e.gen, round };
-    if (e.probing && this.now < e.probeUntil) return { result: { refused: e.probeUntil - this.now, state: 'half-open' }, gen: e.gen, round };
+    const at = this.now;
+    if (e.closed) return { result: 'granted', gen: e.gen, round, at };
+    if (this.now < e.openUntil) return { result: { refused: e.openUntil - this.now, state: 'open' }, gen: e.gen, round, at };
+    if (e.probing && this.now < e.probeUntil) return { result: { refused: e.probeUntil - this.now, state: 'half-open' }, gen: e.gen, round, at };
     e.gen++;
     e.probing = true;
     e.probeUntil = this.now + PROBE;
-    return { result: 'probe', gen: e.gen, round };
+    return { result: 'probe', gen: e.gen, round, at };
   }
 
-  settle(h: string, gen: number, round: number, probe: boolean, outcome: 'succeeded' | 'failed' | 'abandoned'): void {
+  settle(h: string, gen: number, round: number, at: number, probe: boolean, outcome: 'succeeded' | 'failed' | 'abandoned'): void {
     const e = this.#entry(h);
     const current = e.gen === gen;
     if (outcome === 'abandoned') {
@@ -74,7 +75,7 @@ class Model {
       // One round per overlap: only a permit admitted since the last counted failure counts.
       if (round === e.round) {
         e.round++;
-        if (e.failures === 0) e.streakStart = this.now;
+        if (e.failures === 0) e.streakStart = at; // the outage began by this dial's admission
         e.failures++;
       }
       if (e.failures < THRESHOLD || this.now - e.streakStart < MIN_OUTAGE) return;
@@ -102,7 +103,7 @@ class Model {
 interface Real {
   clock: ManualClock;
   breaker: HostBreaker;
-  permits: Array<{ permit: DialPermit; host: string; gen: number; round: number; settled: boolean }>;
+  permits: Array<{ permit: DialPermit; host: string; gen: number; round: number; at: number; settled: boolean }>;
 }
 interface World {
   model: Model;
@@ -133,7 +134,7 @@ class Admit implements fc.Command<World, Real> {
     } else {
       const probe = !refused && (actual as DialPermit).probe;
       if (refused || probe !== (expected.result === 'probe')) expect({ refused, probe }).toEqual({ refused: false, probe: expected.result === 'probe' });
-      r.permits.push({ permit: actual as DialPermit, host: this.host, gen: expected.gen, round: expected.round, settled: false });
+      r.permits.push({ permit: actual as DialPermit, host: this.host, gen: expected.gen, round: expected.round, at: expected.at, settled: false });
     }
   }
   toString = (): string => `admit(${this.host})`;
@@ -151,7 +152,7 @@ class Settle implements fc.Command<World, Real> {
     const pool = open.length > 0 && this.index % 5 !== 0 ? open : r.permits;
     if (pool.length === 0) return;
     const p = pool[this.index % pool.length]!;
-    if (!p.settled) m.model.settle(p.host, p.gen, p.round, p.permit.probe, this.outcome); // the first settlement wins
+    if (!p.settled) m.model.settle(p.host, p.gen, p.round, p.at, p.permit.probe, this.outcome); // the first settlement wins
     p.settled = true;
     p.permit[this.outcome]();
     if (!p.permit.settled) expect(p.permit.settled).toBe(true);
