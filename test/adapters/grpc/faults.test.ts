@@ -29,7 +29,7 @@ async function closed(guard: GrpcGuard): Promise<void> {
 }
 
 function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGuard; client: EchoClient; breaker: HostBreaker } {
-  const breaker = options.breaker ?? new HostBreaker();
+  const breaker = options.breaker ?? new HostBreaker({ minOutage: 0, openDuration: 30_000 }); // the classic count-only rules
   const guard = new GrpcGuard({ connectTimeout: CONNECT_TIMEOUT, retry: false, closeTimeout: 100, ...options, breaker });
   const client = new EchoClient(address, grpc.credentials.createInsecure(), guard.clientOptions());
   cleanup.push(() => closed(guard));
@@ -70,7 +70,7 @@ describe('grpc guard: a target that cannot be reached', () => {
 
   it('a refused port fails with grpc-js\'s own reason; once the breaker opens, calls are refused at once with no dial', async () => {
     const peer = await refusing();
-    const breaker = new HostBreaker({ failureThreshold: 2, openDuration: 60_000 });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 2, openDuration: 60_000 });
     const { client, guard } = setup(peer.address, { breaker, connectTimeout: 5_000 });
     for (let i = 0; i < 2; i++) {
       const err = await failure(call(client, 'Echo'));
@@ -127,7 +127,7 @@ describe('grpc guard: a target that cannot be reached', () => {
   it('three calls cancelled while connecting to a healthy server count against nothing', async () => {
     const server = await echoServer();
     cleanup.push(() => server.close());
-    const breaker = new HostBreaker({ failureThreshold: 1 });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 1 });
     const { client } = setup(server.address, { breaker });
     for (let i = 0; i < 3; i++) {
       const err = await failure(call(client, 'Echo', 'x', { onCall: (c) => c.cancel() }));
@@ -176,7 +176,7 @@ describe('grpc guard: a server that dies (seed 003, S5)', () => {
     const relay = await countingRelay(server);
     cleanup.push(() => relay.close());
     const clock = new ManualClock();
-    const breaker = new HostBreaker({ failureThreshold: 2, openDuration: 30_000, clock });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 2, openDuration: 30_000, clock });
     const { client, guard } = setup(relay.address, { breaker });
     await call(client, 'Echo');
     await relay.kill();
@@ -210,7 +210,7 @@ describe('grpc guard: what a status does to the channel', () => {
     cleanup.push(() => server.close());
     const relay = await countingRelay(server);
     cleanup.push(() => relay.close());
-    const breaker = new HostBreaker({ failureThreshold: 1 });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 1 });
     const { client, guard } = setup(relay.address, { breaker });
     for (let i = 0; i < 5; i++) {
       const err = await failure(call(client, 'Fail', `${code}:${details}`));

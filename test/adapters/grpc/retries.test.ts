@@ -28,7 +28,7 @@ async function closed(guard: GrpcGuard): Promise<void> {
 const everything = (): boolean => true;
 
 function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGuard; client: EchoClient; breaker: HostBreaker } {
-  const breaker = options.breaker ?? new HostBreaker();
+  const breaker = options.breaker ?? new HostBreaker({ minOutage: 0, openDuration: 30_000 }); // the classic count-only rules
   const guard = new GrpcGuard({
     connectTimeout: 1_000,
     closeTimeout: 100,
@@ -147,7 +147,7 @@ describe('grpc guard: retries', () => {
 
   it('a refusal by the breaker ends the call at the first attempt', async () => {
     const peer = await refusing();
-    const breaker = new HostBreaker({ failureThreshold: 1 });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 1 });
     const { client } = setup(peer.address, { breaker });
     expect(classify(await failure(call(client, 'Echo'))).kind).toBe('refused'); // 1 dial, then refused
     const refusedBefore = breaker.stats().refused;
