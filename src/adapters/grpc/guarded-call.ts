@@ -20,6 +20,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
+import { SERVER_ANSWERED, answeredByServer } from '../../core/classify-grpc.js';
 import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js';
 import type { ConnectionPool } from '../../pool/connection-pool.js';
 import type { Lease } from '../../pool/pooled-connection.js';
@@ -57,6 +58,8 @@ interface Turn {
   active: boolean;
   /** Its grpc-js call delivered a status. */
   ended: boolean;
+  /** The server answered on it (headers, a message, or a trailers-only status). */
+  answered: boolean;
 }
 
 const OK = grpc.status.OK;
@@ -88,6 +91,8 @@ export class GuardedCall implements GrpcCall {
   #started = false;
   /** Wall-clock ms when the call started (grpc deadlines are wall-clock). */
   #startedAt = 0;
+  /** When the call started on the host's clock: a retry loop's `elapsed` counts from it. */
+  #startedOnClock = 0;
   /** Aborts the retry loop (its backoff) when the call ends otherwise; made when one starts. */
   #retrying: AbortController | undefined;
   #done = false;
@@ -115,6 +120,7 @@ export class GuardedCall implements GrpcCall {
     if (this.#started) return;
     this.#started = true;
     this.#startedAt = Date.now();
+    this.#startedOnClock = this.#host.clock.now();
     this.#listener = listener;
     this.#metadata = metadata;
     if (this.#done) {
@@ -140,10 +146,17 @@ export class GuardedCall implements GrpcCall {
     );
   }
 
-  /** One attempt: a ride on the pool's channel (which may itself go back for a fresh one). */
+  /**
+   * One attempt: a ride on the pool's channel (which may itself go back for a fresh one). A ride
+   * the server answered settles the pool's side as done, whatever the status: the pool never
+   * reads a server's answer as a dead connection or a request to send again. The attempt then
+   * fails with that status unless it is OK.
+   */
   #attempt(): Promise<grpc.StatusObject> {
     const idempotent = this.#host.idempotent(this.#method);
-    return this.#host.pool.use(this.#spec.key, (lease) => this.#ride(lease), idempotent ? IDEMPOTENT : NOT_IDEMPOTENT);
+    return this.#host.pool
+      .use(this.#spec.key, (lease) => this.#ride(lease), idempotent ? IDEMPOTENT : NOT_IDEMPOTENT)
+      .then((status) => (status.code === OK ? status : Promise.reject(status)));
   }
 
   /** The first attempt failed with `err`: retries it if `retry()` would, else ends the call. */
@@ -171,6 +184,8 @@ export class GuardedCall implements GrpcCall {
       {
         // The same deadline as the call's, on the retry loop's clock.
         deadline: Number.isFinite(left) ? policy.clock.now() + left : undefined,
+        // The whole call: connecting, every attempt and the backoff between them (seed 003).
+        start: this.#startedOnClock,
         maxAttempts: policy.maxAttempts,
         backoff: policy.backoff,
         budget: policy.budget,
@@ -188,8 +203,10 @@ export class GuardedCall implements GrpcCall {
 
   sendMessageWithContext(context: MessageContext, message: Buffer): void {
     if (this.#done) {
-      // The call is over; a writer waiting on this callback must not wait forever.
-      context.callback?.();
+      // The call is over; a writer waiting on this callback must not wait forever, nor be called
+      // back inside its own write.
+      const callback = context.callback;
+      if (callback !== undefined) process.nextTick(callback);
       return;
     }
     const sent = this.#sent.record(context, message);
@@ -274,7 +291,7 @@ export class GuardedCall implements GrpcCall {
       });
     }
     const call = pooled.channel.createCall(this.#method, this.#deadline, this.#authority, this.#parent, this.#flags);
-    const turn: Turn = { call, connectionId: lease.id, active: true, ended: false };
+    const turn: Turn = { call, connectionId: lease.id, active: true, ended: false, answered: false };
     this.#turn = turn;
     if (this.#credentials !== undefined) call.setCredentials(this.#credentials);
     const listener = this.#listener!;
@@ -283,22 +300,37 @@ export class GuardedCall implements GrpcCall {
       // removes its own headers on it (encodings), so a resend may reuse it as it is.
       call.start(this.#metadata!, {
         onReceiveMetadata: (metadata) => {
+          turn.answered = true;
           if (!turn.active) return;
           this.#sent.commit(); // the server answered: committed to this channel
           listener.onReceiveMetadata(metadata);
         },
         onReceiveMessage: (message) => {
+          turn.answered = true;
           if (!turn.active) return;
           this.#sent.commit(); // the server answered: committed to this channel
           this.#readPending = false;
           listener.onReceiveMessage(message);
         },
-        onReceiveStatus: (status) => {
+        onReceiveStatus: (received) => {
           turn.ended = true;
+          // A status after the server's headers, or a trailers-only reply, is the server's
+          // answer, whatever its details say: final, never resent, and no proof the connection
+          // died (only the transport says that: see ChannelConnector.watch).
+          if (!turn.answered && received.code !== OK && answeredByServer(received)) turn.answered = true;
+          const status = turn.answered && received.code !== OK ? { ...received, [SERVER_ANSWERED]: true } : received;
           if (turn.active) this.#lastStatus = status;
           if (status.code === OK) {
-            // Nothing left to decide: the caller hears now, the pool's bookkeeping follows.
-            if (turn.active) this.#end(status);
+            // Nothing left to decide: the caller hears now, the pool's bookkeeping follows (and
+            // a retry loop this attempt runs in settles with it, as a success).
+            if (turn.active) this.#end(status, true);
+            resolve(status);
+            return;
+          }
+          if (turn.answered) {
+            // The ride's transport did its job: #attempt fails with the status, and only a retry
+            // of an idempotent method may send it again, when the server relayed a transport
+            // failure of its own (`rpc error: EOF`; see classify).
             resolve(status);
             return;
           }
@@ -345,10 +377,15 @@ export class GuardedCall implements GrpcCall {
     this.#end(statusFor(err, grpc.status.DEADLINE_EXCEEDED));
   }
 
-  #end(status: GuardStatus): void {
+  /**
+   * Ends the call with `status`. `fromRide`: the current attempt's own outcome, which a retry loop
+   * running it settles with on its own (aborting it would report a success as a failure). The
+   * caller hears on a later tick, never inside a call of its own (`cancel()`).
+   */
+  #end(status: GuardStatus, fromRide = false): void {
     if (this.#done) return;
     this.#done = true;
-    this.#retrying?.abort(status);
+    if (!fromRide) this.#retrying?.abort(status);
     if (this.#timer !== undefined) {
       this.#host.clock.clearTimeout(this.#timer);
       this.#timer = undefined;
@@ -358,7 +395,9 @@ export class GuardedCall implements GrpcCall {
     this.#lastStatus = status;
     this.#spec.calls--;
     this.#host.specs.forgetIfUnused(this.#spec);
-    this.#listener!.onReceiveStatus(status);
+    const listener = this.#listener!;
+    if (fromRide) listener.onReceiveStatus(status);
+    else process.nextTick(() => listener.onReceiveStatus(status));
   }
 }
 
