@@ -12,6 +12,10 @@
  *   its connection died and the method is idempotent.
  * - When the pool finds the channel dead, the call is released at once (its grpc-js call
  *   cancelled), not left to wait for a transport grpc-js would only redial for it.
+ * - A wait-for-ready call (`waitForReady` in its metadata options) that could not get a channel
+ *   (a failed connect, a refusal by the breaker) waits for one until its deadline instead of
+ *   failing: it asks for a connect whenever grpc's reconnect backoff and the breaker allow one,
+ *   and rides the channel once it is READY.
  * - A failure `retry()` would retry (see call-retry) is retried while the call can still be sent
  *   again unchanged: every attempt with the same absolute deadline, so each gets what remains of
  *   it (grpc-js sends it as `grpc-timeout`). Streaming calls too, until the server answers.
@@ -25,6 +29,7 @@ import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js
 import type { ConnectionPool } from '../../pool/connection-pool.js';
 import type { Lease } from '../../pool/pooled-connection.js';
 import { retry } from '../../retry/retry.js';
+import { classify } from '../../core/classify.js';
 import { type CallRetry, finalFailure, remaining, worthRetrying } from './call-retry.js';
 import type { PooledChannel } from './channel-connector.js';
 import { SendLog } from './send-log.js';
@@ -47,6 +52,13 @@ export interface CallHost {
   idempotent(method: string): boolean;
   /** How calls are retried; undefined: not at all (the pool may still resend one, see above). */
   readonly retry: CallRetry | undefined;
+  /**
+   * Asks for a connection to `spec`'s target: at once, or once grpc's reconnect backoff and the
+   * breaker allow a dial (for a wait-for-ready call).
+   */
+  reconnect(spec: ChannelSpec): void;
+  /** Calls `listener` whenever the standing of `key`'s channel may have changed; returns the stopper. */
+  onChange(key: string, listener: () => void): () => void;
 }
 
 /** One ride of the call on one channel. */
@@ -95,6 +107,8 @@ export class GuardedCall implements GrpcCall {
   #startedOnClock = 0;
   /** Aborts the retry loop (its backoff) when the call ends otherwise; made when one starts. */
   #retrying: AbortController | undefined;
+  /** Stops a wait-for-ready call's wait for a READY channel; set while it waits. */
+  #stopWaiting: (() => void) | undefined;
   #done = false;
 
   constructor(
@@ -137,6 +151,11 @@ export class GuardedCall implements GrpcCall {
     // A wait for a channel ends by the deadline. With a READY channel there is no wait: grpc-js
     // enforces the deadline on its call, and a failed ride arms this if the pool goes back.
     if (!this.#host.ready(this.#spec.key)) this.#armDeadline();
+    this.#run();
+  }
+
+  /** Runs the first attempt (again, for a wait-for-ready call that waited for a channel). */
+  #run(): void {
     this.#attempt().then(
       (status) => {
         this.#host.retry?.budget?.deposit();
@@ -144,6 +163,42 @@ export class GuardedCall implements GrpcCall {
       },
       (err: unknown) => this.#retryOrFail(err),
     );
+  }
+
+  /** Whether the call waits for a channel rather than fail on `err` (wait-for-ready, never sent, no channel to be had). */
+  #waitsFor(err: unknown): boolean {
+    if (this.#metadata?.getOptions().waitForReady !== true || !this.#sent.resendable || isStatusObject(err)) return false;
+    const kind = classify(err).kind;
+    return kind === 'dial' || kind === 'refused';
+  }
+
+  /**
+   * Waits for a READY channel (until the deadline, which #armDeadline enforces), asking for a
+   * connect whenever one may start; then runs the call on it. Looks again on every change of the
+   * channel's standing, on a later tick (never inside the pool's or the connector's own work).
+   */
+  #awaitReady(): void {
+    this.#armDeadline();
+    const key = this.#spec.key;
+    let queued = false;
+    const look = (): void => {
+      queued = false;
+      if (this.#done || this.#stopWaiting === undefined) return;
+      if (this.#host.ready(key)) {
+        this.#stopWaiting();
+        this.#stopWaiting = undefined;
+        this.#run();
+        return;
+      }
+      this.#host.reconnect(this.#spec);
+    };
+    const onChange = (): void => {
+      if (queued) return;
+      queued = true;
+      process.nextTick(look);
+    };
+    this.#stopWaiting = this.#host.onChange(key, onChange);
+    onChange();
   }
 
   /**
@@ -162,6 +217,10 @@ export class GuardedCall implements GrpcCall {
   /** The first attempt failed with `err`: retries it if `retry()` would, else ends the call. */
   #retryOrFail(err: unknown): void {
     if (this.#done) return;
+    if (this.#waitsFor(err)) {
+      this.#awaitReady();
+      return;
+    }
     const policy = this.#host.retry;
     const idempotent = this.#host.idempotent(this.#method);
     const left = remaining(this.#deadline);
@@ -386,6 +445,8 @@ export class GuardedCall implements GrpcCall {
     if (this.#done) return;
     this.#done = true;
     if (!fromRide) this.#retrying?.abort(status);
+    this.#stopWaiting?.();
+    this.#stopWaiting = undefined;
     if (this.#timer !== undefined) {
       this.#host.clock.clearTimeout(this.#timer);
       this.#timer = undefined;

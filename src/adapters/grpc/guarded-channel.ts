@@ -72,10 +72,13 @@ export class GuardedChannel implements grpc.ChannelInterface {
   getConnectivityState(tryToConnect: boolean): grpc.connectivityState {
     if (this.#closed || this.#host.closed) return SHUTDOWN;
     const state = this.#host.connector.stateOf(this.#spec.key);
-    if (state !== IDLE) return state;
-    if (this.#host.refused(this.#spec)) return TRANSIENT_FAILURE;
-    if (tryToConnect) this.#host.warm(this.#spec);
-    return IDLE;
+    if (state !== IDLE && state !== TRANSIENT_FAILURE) return state;
+    // Asked to connect: at once, or once the reconnect backoff and the breaker allow (grpc-js
+    // reconnects from TRANSIENT_FAILURE too, so `waitForReady()` sees CONNECTING and READY).
+    if (tryToConnect) this.#host.reconnect(this.#spec);
+    const now = this.#host.connector.stateOf(this.#spec.key);
+    if (now !== IDLE) return now;
+    return this.#host.refused(this.#spec) ? TRANSIENT_FAILURE : IDLE;
   }
 
   /**

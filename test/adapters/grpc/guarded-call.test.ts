@@ -98,7 +98,17 @@ function harness() {
       },
     },
   });
-  const host: CallHost = { pool, ready: () => false, specs, clock, replayBufferSize: 1_024, idempotent: () => false, retry: undefined };
+  const host: CallHost = {
+    pool,
+    ready: () => false,
+    specs,
+    clock,
+    replayBufferSize: 1_024,
+    idempotent: () => false,
+    retry: undefined,
+    reconnect: () => {},
+    onChange: () => () => {},
+  };
   const statuses: grpc.StatusObject[] = [];
   const messages: unknown[] = [];
   const newCall = (deadline: grpc.Deadline = Infinity): GuardedCall => {
