@@ -126,12 +126,17 @@ export class GuardedChannel implements grpc.ChannelInterface {
     return new GuardedCall(this.#host, this.#spec, method, deadline, host, parentCall, propagateFlags);
   }
 
+  /**
+   * Tells the watchers whose state is gone, each on a later tick: a change often happens inside
+   * the caller's own call (`getConnectivityState(true)` starts a connect), and a callback must
+   * never run re-entrantly inside it.
+   */
   #notify(): void {
     const state = this.getConnectivityState(false);
     for (const w of [...this.#watchers]) {
       if (w.currentState === state) continue;
       this.#remove(w);
-      w.callback();
+      process.nextTick(w.callback);
     }
   }
 

@@ -269,13 +269,15 @@ describe('grpc guard: whole-call metrics (issue 12 defect 5)', () => {
     cleanup.push(off);
     const t0 = performance.now();
     expect(String(await call(client, 'Echo', 'twice'))).toBe('twice');
+    // Only this call retried (another test's loop may still settle here, with other counts).
+    const mine = (): Array<RetryEvents['settled']> => settled.filter((x) => x.attempts === 2);
+    await eventually(() => mine().length, (n) => n === 1);
     const wall = performance.now() - t0;
-    await eventually(() => settled.length, (n) => n === 1);
     expect(answers).toBe(2);
-    const [e] = settled;
+    const [e] = mine();
     expect(e).toMatchObject({ ok: true, attempts: 2 });
     // The first attempt (200 ms at the server) and the backoff (50 ms) are inside it.
     expect(e!.elapsed).toBeGreaterThanOrEqual(250);
-    expect(e!.elapsed).toBeLessThanOrEqual(wall + 5);
+    expect(e!.elapsed).toBeLessThanOrEqual(wall);
   });
 });

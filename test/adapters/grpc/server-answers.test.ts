@@ -164,4 +164,25 @@ describe('grpc guard: no callback inside the caller\'s own call (issue 18 break 
     await settled;
     expect(seen).toEqual([{ inside: false, code: grpc.status.CANCELLED }]);
   });
+
+  it('a connectivity watcher never runs inside the caller\'s own getConnectivityState(true)', async () => {
+    const peer = await acceptAndHold();
+    cleanup.push(() => peer.close());
+    const { client } = setup(peer.address, { retry: false });
+    const channel = client.getChannel();
+    let inside = false;
+    const seen: boolean[] = [];
+    const changed = new Promise<void>((resolve) =>
+      channel.watchConnectivityState(grpc.connectivityState.IDLE, Date.now() + 2_000, () => {
+        seen.push(inside);
+        resolve();
+      }),
+    );
+    inside = true;
+    channel.getConnectivityState(true);
+    inside = false;
+    await changed;
+    expect(seen).toEqual([false]);
+    expect(channel.getConnectivityState(false)).toBe(grpc.connectivityState.CONNECTING);
+  });
 });
