@@ -373,11 +373,13 @@ export class GuardedCall implements GrpcCall {
         },
         onReceiveStatus: (received) => {
           turn.ended = true;
-          // A status after the server's headers, or a trailers-only reply, is the server's
-          // answer, whatever its details say: final, never resent, and no proof the connection
-          // died (only the transport says that: see ChannelConnector.watch).
-          if (!turn.answered && received.code !== OK && answeredByServer(received)) turn.answered = true;
-          const status = turn.answered && received.code !== OK ? { ...received, [SERVER_ANSWERED]: true } : received;
+          // A trailers-only reply, or a status after the server's headers on a transport still
+          // open, is the server's answer, whatever its details say: final, never resent, and no
+          // proof the connection died (only the transport says that: see ChannelConnector.watch).
+          const trailersOnly = received.code !== OK && answeredByServer(received);
+          if (trailersOnly) turn.answered = true;
+          const fromServer = trailersOnly || (turn.answered && received.code !== OK && !pooled.tracker.transportClosed);
+          const status = fromServer ? { ...received, [SERVER_ANSWERED]: true } : received;
           if (turn.active) this.#lastStatus = status;
           if (status.code === OK) {
             // Nothing left to decide: the caller hears now, the pool's bookkeeping follows (and
@@ -386,7 +388,7 @@ export class GuardedCall implements GrpcCall {
             resolve(status);
             return;
           }
-          if (turn.answered) {
+          if (fromServer) {
             // The ride's transport did its job: #attempt fails with the status, and only a retry
             // of an idempotent method may send it again, when the server relayed a transport
             // failure of its own (`rpc error: EOF`; see classify).

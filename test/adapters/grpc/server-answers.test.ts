@@ -107,6 +107,26 @@ describe('grpc guard: a status the server sent is its answer (issue 18 break 1)'
     expect(guard.stats()).toMatchObject({ gone: 0, opened: 1 });
   });
 
+  it('a connection that dies after the server\'s headers is still the transport\'s failure: the stream ends UNAVAILABLE, read as a dead connection', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const relay = await countingRelay(server);
+    cleanup.push(() => relay.close());
+    const { client, guard } = setup(relay.address);
+    const chat = client.Chat(new grpc.Metadata(), {});
+    const got: string[] = [];
+    chat.on('data', (d: Buffer) => got.push(String(d)));
+    const failed = new Promise<grpc.ServiceError>((resolve) => chat.on('error', resolve));
+    chat.write(Buffer.from('a'));
+    await eventually(() => got.length, (n) => n === 1);
+    await relay.resetConnections();
+    const err = await failed;
+    expect(err.code).toBe(grpc.status.UNAVAILABLE);
+    expect(classify(err)).toMatchObject({ kind: 'connection', connectionDead: true });
+    expect(server.calls.Chat).toBe(1); // answered: never resent
+    await eventually(() => guard.stats().gone, (n) => n === 1);
+  });
+
   it('a status the server chose after its GOAWAY retired the channel is final for an idempotent call (issue 12 defect 1)', async () => {
     // A stock grpc-js server: Hold answers NOT_FOUND once released; tryShutdown() sends GOAWAY
     // and closes the port while letting the held call finish.
