@@ -99,14 +99,11 @@ export const SERVER_ANSWERED: unique symbol = Symbol.for('dialguard.grpc.serverA
  */
 export function answeredByServer(node: unknown): boolean {
   if (safeGet(node, SERVER_ANSWERED) === true) return true;
-  const metadata = safeGet(node, 'metadata');
-  const get = safeGet(metadata, 'get');
-  if (typeof get !== 'function') return false;
   try {
-    const values: unknown = get.call(metadata, 'content-type');
+    const values: unknown = (safeGet(node, 'metadata') as { get(key: string): unknown }).get('content-type');
     return Array.isArray(values) && values.length > 0;
   } catch {
-    return false; // a hostile or foreign metadata object says nothing
+    return false; // no metadata, or a hostile or foreign one: it says nothing
   }
 }
 

@@ -158,6 +158,8 @@ describe('classify grpc: a status the server sent is its answer, whatever its de
     ['DEADLINE_EXCEEDED "waiting for LB pick"', branded(4, 'Deadline exceeded: waiting for LB pick'), app('DEADLINE_EXCEEDED')],
     ['INTERNAL quoting a client reset', branded(13, 'Received RST_STREAM with code 2 triggered by internal client error: read ECONNRESET'), app('INTERNAL')],
     ['"dialguard: " text a server forwarded', branded(14, 'dialguard: connection #1 to x is gone'), app('UNAVAILABLE')],
+    ['OK from the server is no failure', branded(0, ''), ['unknown', false, false, false, 'OK']],
+    ['an application status stays one', trailersOnly(5, 'no such key'), app('NOT_FOUND')],
     // Text a server relayed about its own upstream still reads as such (seed 004): maybe sent, alive.
     ['"rpc error: EOF"', trailersOnly(14, 'rpc error: EOF'), ['connection', false, false, true, 'EOF']],
   ])('%s', (_name, err, want) => expectClassified(err, want));
