@@ -24,12 +24,12 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
+import { classify } from '../../core/classify.js';
 import { SERVER_ANSWERED, answeredByServer } from '../../core/classify-grpc.js';
 import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js';
 import type { ConnectionPool } from '../../pool/connection-pool.js';
 import type { Lease } from '../../pool/pooled-connection.js';
 import { retry } from '../../retry/retry.js';
-import { classify } from '../../core/classify.js';
 import { type CallRetry, finalFailure, remaining, worthRetrying } from './call-retry.js';
 import type { PooledChannel } from './channel-connector.js';
 import { SendLog } from './send-log.js';

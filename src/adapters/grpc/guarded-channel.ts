@@ -68,6 +68,10 @@ export class GuardedChannel implements grpc.ChannelInterface {
    * The pooled channel's state: READY when one is live, CONNECTING while one is being
    * established, TRANSIENT_FAILURE after a failed establishment (or while the breaker refuses the
    * host), IDLE otherwise, SHUTDOWN once this client or the guard closed.
+   *
+   * `tryToConnect` from IDLE or TRANSIENT_FAILURE starts a connect, at once or (after failed
+   * ones, or while the breaker refuses the host) once grpc's reconnect backoff and the breaker
+   * allow one, as a grpc-js channel reconnects; watchers then see CONNECTING and READY.
    */
   getConnectivityState(tryToConnect: boolean): grpc.connectivityState {
     if (this.#closed || this.#host.closed) return SHUTDOWN;
