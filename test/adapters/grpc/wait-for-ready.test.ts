@@ -104,6 +104,24 @@ describe('grpc guard: wait-for-ready (issue 18 break 2)', () => {
     expect(breaker.stats().failed + breaker.stats().succeeded).toBe(dials);
   });
 
+  it('a waitForReady call to a refused host is served once the breaker lets its probe through and the server is back', async () => {
+    const { address, server, up } = await lateServer(150);
+    const breaker = new HostBreaker({ failureThreshold: 1, openDuration: 400 });
+    const { client } = setup(address, { breaker });
+    await failure(call(client, 'Echo'));
+    expect(breaker.state(address)?.state).toBe('open');
+    await up;
+    const t0 = performance.now();
+    const res = await new Promise<Buffer>((resolve, reject) =>
+      client.Echo(Buffer.from('probed'), new grpc.Metadata({ waitForReady: true }), { deadline: Date.now() + 4_000 }, (e, r) => (e ? reject(e) : resolve(r!))),
+    );
+    expect(String(res)).toBe('probed');
+    expect(performance.now() - t0).toBeLessThan(2_500); // the open window and one reconnect backoff at most
+    expect(server.calls.Echo).toBe(1);
+    // The failed dial that opened it, then the probe that succeeded: nothing while it was open.
+    expect(breaker.stats()).toMatchObject({ failed: 1, succeeded: 1 });
+  });
+
   it('reconnectDelay: grpc\'s backoff, 1 s then 1.6 x per failure, ±20 %, capped, and the channel options honoured', () => {
     expect(reconnectDelay({}, 1, () => 0.5)).toBe(1_000);
     expect(reconnectDelay({}, 2, () => 0.5)).toBeCloseTo(1_600);
