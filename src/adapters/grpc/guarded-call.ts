@@ -59,6 +59,8 @@ export interface CallHost {
   reconnect(spec: ChannelSpec): void;
   /** Calls `listener` whenever the standing of `key`'s channel may have changed; returns the stopper. */
   onChange(key: string, listener: () => void): () => void;
+  /** Whether the guard was closed (a wait for a channel then ends: the pool says how). */
+  readonly closed: boolean;
 }
 
 /** One ride of the call on one channel. */
@@ -184,7 +186,7 @@ export class GuardedCall implements GrpcCall {
     const look = (): void => {
       queued = false;
       if (this.#done || this.#stopWaiting === undefined) return;
-      if (this.#host.ready(key)) {
+      if (this.#host.ready(key) || this.#host.closed) {
         this.#stopWaiting();
         this.#stopWaiting = undefined;
         this.#run();

@@ -19,8 +19,6 @@ type ServerSurfaceCall = Parameters<grpc.ChannelInterface['createCall']>[3];
 /** What a guarded channel needs from its guard. */
 export interface ChannelHost extends CallHost {
   readonly connector: ChannelConnector;
-  /** Whether the guard was closed. */
-  readonly closed: boolean;
   /** Starts connecting `spec`'s channel if nothing is (for `getConnectivityState(true)`). */
   warm(spec: ChannelSpec): void;
   /** Whether the breaker refuses `spec`'s host now. */

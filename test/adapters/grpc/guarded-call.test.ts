@@ -108,6 +108,7 @@ function harness() {
     retry: undefined,
     reconnect: () => {},
     onChange: () => () => {},
+    closed: false,
   };
   const statuses: grpc.StatusObject[] = [];
   const messages: unknown[] = [];

@@ -122,6 +122,22 @@ describe('grpc guard: wait-for-ready (issue 18 break 2)', () => {
     expect(breaker.stats()).toMatchObject({ failed: 1, succeeded: 1 });
   });
 
+  it('a waitForReady call still waiting when the guard closes ends then, not at its deadline', async () => {
+    const peer = await refusing();
+    const breaker = new HostBreaker({ failureThreshold: 1, openDuration: 60_000 });
+    const { client, guard } = setup(peer.address, { breaker });
+    await failure(call(client, 'Echo'));
+    const t0 = performance.now();
+    const ended = new Promise<grpc.ServiceError>((resolve, reject) =>
+      client.Echo(Buffer.from('x'), new grpc.Metadata({ waitForReady: true }), { deadline: Date.now() + 5_000 }, (e) => (e ? resolve(e) : reject(new Error('served')))),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await guard.close();
+    const err = await ended;
+    expect(performance.now() - t0).toBeLessThan(1_000);
+    expect(err.code).toBe(grpc.status.UNAVAILABLE);
+  });
+
   it('reconnectDelay: grpc\'s backoff, 1 s then 1.6 x per failure, ±20 %, capped, and the channel options honoured', () => {
     expect(reconnectDelay({}, 1, () => 0.5)).toBe(1_000);
     expect(reconnectDelay({}, 2, () => 0.5)).toBeCloseTo(1_600);
