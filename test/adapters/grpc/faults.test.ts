@@ -7,7 +7,7 @@
 import http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
-import { GrpcGuard, type GrpcGuardOptions, METADATA_CODE, METADATA_RETRY_AFTER } from '../../../src/adapters/grpc/index.js';
+import { ChannelConnectError, GrpcGuard, type GrpcGuardOptions, METADATA_CODE, METADATA_RETRY_AFTER } from '../../../src/adapters/grpc/index.js';
 import { classify } from '../../../src/core/classify.js';
 import { ConnectTimeoutError, ConnectionGoneError, HostUnavailableError } from '../../../src/core/errors.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
@@ -97,6 +97,21 @@ describe('grpc guard: a target that cannot be reached', () => {
     expect(performance.now() - t0).toBeLessThan(1_000);
     expect(guard.stats().opened + breaker.stats().failed).toBe(dials);
     expect(breaker.stats().refused).toBe(20);
+  });
+
+  it('a refused connect rejects with a ChannelConnectError (instanceof holds for the ServiceError) whose cause is the ECONNREFUSED (issue 12 defect 10)', async () => {
+    const peer = await refusing();
+    const { client, guard } = setup(peer.address, { breaker: new HostBreaker({ failureThreshold: 5 }) });
+    const err = await failure(call(client, 'Echo'));
+    expect(err).toBeInstanceOf(ChannelConnectError);
+    expect(err).toBeInstanceOf(Error);
+    expect(err).toMatchObject({ code: grpc.status.UNAVAILABLE, target: peer.address });
+    expect(err.details).toMatch(/^No connection established\. Last error: .*ECONNREFUSED/);
+    const cause = err.cause as NodeJS.ErrnoException & { address?: string; port?: number };
+    expect(cause).toBeInstanceOf(Error);
+    expect(cause).toMatchObject({ code: 'ECONNREFUSED', syscall: 'connect', port: Number(peer.address.split(':').at(-1)) });
+    expect(classify(err)).toMatchObject({ kind: 'dial', notSent: true, code: 'ECONNREFUSED' });
+    expect(guard.stats().opened).toBe(0);
   });
 
   it('a peer that accepts TCP and never speaks HTTP/2 fails in one connect timeout (phase handshake), and its socket is closed', async () => {
