@@ -83,9 +83,9 @@ describe('grpc guard options', () => {
     expect(grpcSettings({ channelOptions: { 'grpc.keepalive_time_ms': 30_000 } }).channelOptions['grpc.keepalive_time_ms']).toBe(30_000);
   });
 
-  it('defaults: 5 s connect timeout, 3 attempts, 256 KiB replay buffer, nothing idempotent', () => {
+  it('defaults: 2.5 s connect timeout (ADAPTER_CONNECT_TIMEOUT, issue 11), 3 attempts, 256 KiB replay buffer, nothing idempotent', () => {
     const s = grpcSettings({});
-    expect(s).toMatchObject({ connectTimeout: 5_000, replayBufferSize: 262_144, retry: { maxAttempts: 3 } });
+    expect(s).toMatchObject({ connectTimeout: 2_500, replayBufferSize: 262_144, retry: { maxAttempts: 3 } });
     expect(s.idempotent('/a.B/C')).toBe(false);
   });
 

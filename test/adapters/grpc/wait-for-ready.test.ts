@@ -3,7 +3,9 @@
  * that refused at first: `client.waitForReady()` sees the guarded channel move from
  * TRANSIENT_FAILURE back to CONNECTING and READY, and a call with `waitForReady` in its metadata
  * options waits for a connection until its deadline, the breaker deciding when a dial may happen.
- * Dials are counted at the breaker (every dial reports to it), never by time alone.
+ * Dials are counted at the breaker (every dial reports to it), never by time alone. A breaker
+ * meant to open on one failed dial says `minOutage: 0` (issue 11's default holds a host closed
+ * until its failed rounds span 1.5 s).
  */
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
@@ -90,7 +92,7 @@ describe('grpc guard: wait-for-ready (issue 18 break 2)', () => {
 
   it('a waitForReady call to a host the breaker refuses waits until its deadline (DEADLINE_EXCEEDED), dialling nothing while refused', async () => {
     const peer = await refusing();
-    const breaker = new HostBreaker({ failureThreshold: 1, openDuration: 60_000 });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
     const { client } = setup(peer.address, { breaker });
     await failure(call(client, 'Echo'));
     expect(breaker.state(peer.address)?.state).toBe('open');
@@ -106,7 +108,7 @@ describe('grpc guard: wait-for-ready (issue 18 break 2)', () => {
 
   it('a waitForReady call to a refused host is served once the breaker lets its probe through and the server is back', async () => {
     const { address, server, up } = await lateServer(150);
-    const breaker = new HostBreaker({ failureThreshold: 1, openDuration: 400 });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 400 });
     const { client } = setup(address, { breaker });
     await failure(call(client, 'Echo'));
     expect(breaker.state(address)?.state).toBe('open');
@@ -124,7 +126,7 @@ describe('grpc guard: wait-for-ready (issue 18 break 2)', () => {
 
   it('a waitForReady call still waiting when the guard closes ends then, not at its deadline', async () => {
     const peer = await refusing();
-    const breaker = new HostBreaker({ failureThreshold: 1, openDuration: 60_000 });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
     const { client, guard } = setup(peer.address, { breaker });
     await failure(call(client, 'Echo'));
     const t0 = performance.now();
