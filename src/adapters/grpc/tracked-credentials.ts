@@ -30,6 +30,11 @@ export class ConnectTracker {
   onPhase: ((phase: ConnectPhase) => void) | undefined;
   /** Whether the credentials could be wrapped (so sockets are seen at all). */
   tracking = false;
+  /**
+   * The error the credentials' own handshake (TLS) failed with last, as Node raised it: a
+   * certificate, hostname or ALPN verdict keeps its `code` here, where grpc-js keeps only its text.
+   */
+  handshakeError: unknown;
   readonly #sockets = new Set<net.Socket>();
   #handedOver = 0;
   #aborted = false;
@@ -121,7 +126,13 @@ class TrackedCredentials extends grpc.ChannelCredentials {
         tracker.add(socket);
         if (tracker.aborted) throw new Error('connection attempt given up');
         tracker.enter(secure ? 'tls' : 'handshake');
-        const result = await inner.connect(socket);
+        let result: SecureConnectResult;
+        try {
+          result = await inner.connect(socket);
+        } catch (err) {
+          if (!tracker.aborted) tracker.handshakeError = err;
+          throw err;
+        }
         if (result.socket !== socket) tracker.add(result.socket);
         if (tracker.aborted) {
           result.socket.destroy();
