@@ -122,6 +122,9 @@ export class ChannelConnector implements Connector<PooledChannel> {
           resolve(pooled);
           return;
         }
+        // The peer sent HTTP/2-layer bytes: a protocol answer (say an HTTP/1.1 server's reply to
+        // the preface) from a live host, never a failed dial against it (DESIGN rule 1).
+        if (tracker.answered) ctx.answered = true;
         tracker.abort();
         closeChannel(pooled);
         standing.failed = true;

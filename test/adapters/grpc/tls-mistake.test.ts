@@ -5,8 +5,8 @@
  * configured one. The breakers are counted: a single failed dial credited to the host would show.
  * The wrong client sees the real TLS error, as the cause of its ChannelConnectError.
  */
+import net from 'node:net';
 import tls from 'node:tls';
-import type net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { ChannelConnectError, GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
@@ -140,5 +140,61 @@ describe('grpc guard: a client’s TLS mistake is not the host’s failure', () 
     const wrong = client(address, trusted(), guard);
     for (let i = 0; i < 4; i++) await tlsFailure(call(wrong, 'Echo'), /^ERR_SSL_.*ALERT_NO_APPLICATION_PROTOCOL$/);
     expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
+  });
+});
+
+/** A server on loopback (TLS with TEST_CERT and no ALPN, or plain TCP) running `onSocket`; its `host:port`. */
+async function rawServer(secure: boolean, onSocket: (s: net.Socket) => void): Promise<string> {
+  const server = secure ? tls.createServer({ key: TEST_KEY, cert: TEST_CERT }, onSocket) : net.createServer(onSocket);
+  const sockets = new Set<net.Socket>();
+  server.on(secure ? 'secureConnection' : 'connection', (s: net.Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanup.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  );
+  return `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+}
+
+/** An HTTP/1.1 server's answer to the HTTP/2 client preface. */
+const http1 = (s: net.Socket): void => {
+  s.on('error', () => {});
+  s.once('data', () => s.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'));
+};
+
+describe('grpc guard: a client pointed at a port that is not gRPC', () => {
+  it.each([
+    ['plaintext', false],
+    ['TLS without ALPN', true],
+  ])('an HTTP/1.1 server (%s) answering the preface is alive: no failed dial, however many calls', async (_name, secure) => {
+    const address = await rawServer(secure, http1);
+    const breaker = strictBreaker();
+    const guard = guarded({ breaker, retry: false });
+    const c = client(address, secure ? trusted() : grpc.credentials.createInsecure(), guard);
+    for (let i = 0; i < 4; i++) {
+      const err = await failure(call(c, 'Echo'));
+      expect(err).not.toBeInstanceOf(HostUnavailableError);
+      expect(err).toBeInstanceOf(ChannelConnectError);
+    }
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0, succeeded: 4 });
+  });
+
+  it('while a peer that hangs up without a byte of HTTP/2 still counts: the third such dial opens the host', async () => {
+    const address = await rawServer(true, (s) => {
+      s.on('error', () => {});
+      s.end();
+    });
+    const breaker = strictBreaker();
+    const guard = guarded({ breaker, retry: false });
+    const c = client(address, trusted(), guard);
+    for (let i = 0; i < 3; i++) expect(await failure(call(c, 'Echo'))).not.toBeInstanceOf(HostUnavailableError);
+    expect((await failure(call(c, 'Echo'))).cause).toBeInstanceOf(HostUnavailableError);
+    expect(breaker.stats()).toMatchObject({ failed: 3, opened: 1, succeeded: 0 });
   });
 });
