@@ -90,7 +90,7 @@ describe('grpc guard: wait-for-ready (issue 18 break 2)', () => {
 
   it('a waitForReady call to a host the breaker refuses waits until its deadline (DEADLINE_EXCEEDED), dialling nothing while refused', async () => {
     const peer = await refusing();
-    const breaker = new HostBreaker({ failureThreshold: 1, openDuration: 60_000 });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
     const { client } = setup(peer.address, { breaker });
     await failure(call(client, 'Echo'));
     expect(breaker.state(peer.address)?.state).toBe('open');
@@ -106,7 +106,7 @@ describe('grpc guard: wait-for-ready (issue 18 break 2)', () => {
 
   it('a waitForReady call to a refused host is served once the breaker lets its probe through and the server is back', async () => {
     const { address, server, up } = await lateServer(150);
-    const breaker = new HostBreaker({ failureThreshold: 1, openDuration: 400 });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 400 });
     const { client } = setup(address, { breaker });
     await failure(call(client, 'Echo'));
     expect(breaker.state(address)?.state).toBe('open');
@@ -124,7 +124,7 @@ describe('grpc guard: wait-for-ready (issue 18 break 2)', () => {
 
   it('a waitForReady call still waiting when the guard closes ends then, not at its deadline', async () => {
     const peer = await refusing();
-    const breaker = new HostBreaker({ failureThreshold: 1, openDuration: 60_000 });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
     const { client, guard } = setup(peer.address, { breaker });
     await failure(call(client, 'Echo'));
     const t0 = performance.now();
