@@ -6,7 +6,7 @@
  * would show. The wrong client gets the real TLS error.
  */
 import http2 from 'node:http2';
-import type net from 'node:net';
+import net from 'node:net';
 import tls from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { HostUnavailableError } from '../../src/core/errors.js';
@@ -122,6 +122,18 @@ describe('Http2Client: a client’s TLS mistake is not the host’s failure', ()
       expect(err).not.toBeInstanceOf(HostUnavailableError);
       expect(err.code).toBe('ERR_HTTP2_ERROR');
     }
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0, succeeded: 4 });
+  });
+
+  it('so is a plaintext (h2c) port that answers the preface as HTTP/1.1: no failed dial', async () => {
+    const server = net.createServer((s) => {
+      s.on('error', () => {});
+      s.once('data', () => s.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'));
+    });
+    const origin = (await listen(server)).replace('https:', 'http:');
+    const breaker = strictBreaker();
+    const c = h2Client({ breaker });
+    for (let i = 0; i < 4; i++) expect((await rejection(c.request(`${origin}/`))).code).toBe('ERR_HTTP2_ERROR');
     expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0, succeeded: 4 });
   });
 
