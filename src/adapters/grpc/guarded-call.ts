@@ -387,9 +387,11 @@ export class GuardedCall implements GrpcCall {
           if (turn.active) this.#lastStatus = status;
           if (status.code === OK) {
             // Nothing left to decide: the caller hears now, the pool's bookkeeping follows (and
-            // a retry loop this attempt runs in settles with it, as a success).
-            if (turn.active) this.#end(status, true);
+            // a retry loop this attempt runs in settles with it, as a success). Settled first:
+            // a caller's callback that throws (uncaught, as with raw grpc-js) must not strand
+            // the ride, which would hold its lease and the channel until close() gave up on it.
             resolve(status);
+            if (turn.active) this.#end(status, true);
             return;
           }
           if (fromServer) {

@@ -1,0 +1,66 @@
+/**
+ * Defects of issue 12's classes found reviewing the gRPC adapter after the morning's merges, each
+ * reproduced on loopback and counted (leases, calls the server saw), not only timed.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { describe, expect, it } from 'vitest';
+import { GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
+import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { leakCheckEach } from '../../helpers/leaks.js';
+import { EchoClient, echoServer } from './helpers.js';
+
+const cleanup = leakCheckEach();
+
+function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGuard; client: EchoClient } {
+  const guard = new GrpcGuard({ breaker: new HostBreaker({ minOutage: 0 }), closeTimeout: 2_000, ...options });
+  const client = new EchoClient(address, grpc.credentials.createInsecure(), guard.clientOptions());
+  cleanup.push(() => guard.close());
+  cleanup.push(() => client.close());
+  return { guard, client };
+}
+
+/**
+ * Runs `body` with this process's uncaught-exception handlers (vitest's among them) replaced by
+ * one that records: a caller's callback that throws is uncaught with raw grpc-js too, and that
+ * is not what these tests judge. Returns what was caught.
+ */
+async function catchingUncaught(body: () => Promise<void>): Promise<unknown[]> {
+  const caught: unknown[] = [];
+  const saved = process.listeners('uncaughtException');
+  process.removeAllListeners('uncaughtException');
+  const record = (err: unknown): void => void caught.push(err);
+  process.on('uncaughtException', record);
+  try {
+    await body();
+  } finally {
+    process.off('uncaughtException', record);
+    for (const l of saved) process.on('uncaughtException', l);
+  }
+  return caught;
+}
+
+describe('grpc guard review: a caller callback that throws', () => {
+  it('a unary callback that throws on success strands nothing: no lease left, close() does not wait out closeTimeout', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const { guard, client } = setup(server.address);
+    // A first call makes the channel READY, so the second rides it from the start.
+    await new Promise<void>((resolve, reject) => client.Echo(Buffer.from('w'), new grpc.Metadata(), {}, (e) => (e ? reject(e) : resolve())));
+    const caught = await catchingUncaught(async () => {
+      await new Promise<void>((resolve) => {
+        client.Echo(Buffer.from('x'), new grpc.Metadata(), {}, () => {
+          setImmediate(resolve);
+          throw new Error('caller callback threw');
+        });
+      });
+      for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+    });
+    expect(caught.map(String)).toEqual(['Error: caller callback threw']); // as raw grpc-js: uncaught, once
+    expect(server.calls.Echo).toBe(2);
+    expect(guard.stats()).toMatchObject({ leases: 0, connections: 1 });
+    const t0 = performance.now();
+    await guard.close();
+    expect(performance.now() - t0).toBeLessThan(1_000);
+    expect(guard.stats()).toMatchObject({ connections: 0, attempts: 0, leases: 0 });
+  });
+});
