@@ -13,6 +13,7 @@ import * as grpc from '@grpc/grpc-js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import type { Listener, Unsubscribe } from '../../core/events.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../../pool/connection-pool.js';
+import { MAX_DURATION } from '../../core/validate.js';
 import { sharedRetryBudget } from '../../retry/budget.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import { ChannelConnector, type PooledChannel } from './channel-connector.js';
@@ -161,13 +162,15 @@ export class GrpcGuard {
       this.#warm(spec);
       return;
     }
+    // A timer set past 2^31-1 ms fires after 1 ms: a longer wait (a host isolated until released:
+    // Infinity; a huge grpc.max_reconnect_backoff_ms) is waited out in steps, each looking again.
     const timer = unrefTimer(
       this.#clock.setTimeout(() => {
         this.#reconnects.delete(spec.key);
         // Its clients may all have closed meanwhile.
         if (this.#specs.get(spec.key) === spec) this.#reconnect(spec);
         this.#connector.notify(spec.key);
-      }, wait),
+      }, Math.min(wait, MAX_DURATION)),
     );
     this.#reconnects.set(spec.key, timer);
   }

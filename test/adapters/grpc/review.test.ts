@@ -5,9 +5,10 @@
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
+import { type Clock, type TimerHandle, systemClock } from '../../../src/core/clock.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
-import { EchoClient, echoServer } from './helpers.js';
+import { EchoClient, echoServer, failure } from './helpers.js';
 
 const cleanup = leakCheckEach();
 
@@ -62,5 +63,42 @@ describe('grpc guard review: a caller callback that throws', () => {
     await guard.close();
     expect(performance.now() - t0).toBeLessThan(1_000);
     expect(guard.stats()).toMatchObject({ connections: 0, attempts: 0, leases: 0 });
+  });
+});
+
+/** The system clock, counting the timers set through it. */
+function countingClock(): Clock & { timers: number } {
+  const clock = {
+    timers: 0,
+    now: () => systemClock.now(),
+    setTimeout: (callback: () => void, ms: number): TimerHandle => {
+      clock.timers++;
+      return systemClock.setTimeout(callback, ms);
+    },
+    clearTimeout: (handle: TimerHandle) => systemClock.clearTimeout(handle),
+  };
+  return clock;
+}
+
+describe('grpc guard review: waits longer than a timer can hold', () => {
+  it('a wait-for-ready call to a host isolated until released waits out its deadline on a few timers, not one every millisecond', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const breaker = new HostBreaker({ minOutage: 0 });
+    const release = breaker.isolate(server.address); // no end: until released
+    const clock = countingClock();
+    const { client } = setup(server.address, { breaker, clock });
+    const t0 = performance.now();
+    const err = await failure(
+      new Promise((resolve, reject) =>
+        client.Echo(Buffer.from('x'), new grpc.Metadata({ waitForReady: true }), { deadline: Date.now() + 300 }, (e, r) => (e ? reject(e) : resolve(r))),
+      ),
+    );
+    expect(err.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(250);
+    // Infinity ms (the isolation's retry-after) fires after 1 ms in Node: about 300 timers here.
+    expect(clock.timers).toBeLessThan(10);
+    expect(server.calls.Echo).toBe(0);
+    release();
   });
 });
