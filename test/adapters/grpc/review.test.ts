@@ -102,3 +102,38 @@ describe('grpc guard review: waits longer than a timer can hold', () => {
     release();
   });
 });
+
+describe('grpc guard review: a throwing idempotent()', () => {
+  it('the call is served once (taken as not idempotent), its callback runs once, nothing throws at the caller; one warning', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w.message);
+    process.on('warning', onWarning);
+    cleanup.push(() => process.off('warning', onWarning));
+    const { guard, client } = setup(server.address, {
+      idempotent: () => {
+        throw new Error('idempotent down');
+      },
+    });
+    let callbacks = 0;
+    const answers: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      await new Promise<void>((resolve) => {
+        // No READY channel at first: the call waits for one, under a deadline timer.
+        client.Echo(Buffer.from(`x${i}`), new grpc.Metadata(), { deadline: Date.now() + 300 }, (e, r) => {
+          callbacks++;
+          answers.push(e ? `error ${e.code}` : String(r));
+          resolve();
+        });
+      });
+    }
+    // Past the first call's deadline: a timer left armed would call back a second time.
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(answers).toEqual(['x0', 'x1']);
+    expect(callbacks).toBe(2);
+    expect(server.calls.Echo).toBe(2);
+    expect(warnings.filter((w) => w.includes('idempotent() threw'))).toHaveLength(1);
+    expect(guard.stats()).toMatchObject({ leases: 0 });
+  });
+});
