@@ -103,14 +103,28 @@ export class GrpcGuard {
    * `ipv4:addr:port`, ...). Usable as a client's `channelOverride`; closing it stops that client
    * only (the pooled channel serves the guard's other clients until it is idle).
    *
-   * @throws Error once the guard is closed (as a closed grpc-js channel does).
+   * @throws Error once the guard is closed (as a closed grpc-js channel does), and whatever grpc-js
+   *   throws for a channel it would refuse (invalid options, a target no resolver takes).
    */
   channel(target: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions): GuardedChannel {
     if (typeof target !== 'string' || target.length === 0) throw new TypeError('target must be a non-empty string');
     if (typeof credentials !== 'object' || credentials === null) throw new TypeError('credentials must be grpc ChannelCredentials');
     if (this.#closing !== undefined) throw new Error('Channel has been shut down');
     grpcHostKey(target); // a target that names no host fails here, not on the first call
-    return new GuardedChannel(this.#host, this.#specs.acquire(target, credentials, options));
+    const spec = this.#specs.acquire(target, credentials, options);
+    if (spec.clients === 1) {
+      // A new channel spec: grpc-js checks it as a raw client's constructor would (a service
+      // config that does not parse, a target no resolver takes). Unchecked, each connect threw
+      // before any I/O and counted as a failed dial: this client's options refused the host for
+      // every other client on the breaker.
+      try {
+        new grpc.Channel(spec.target, spec.credentials, spec.options).close();
+      } catch (err) {
+        this.#specs.release(spec);
+        throw err;
+      }
+    }
+    return new GuardedChannel(this.#host, spec);
   }
 
   /**

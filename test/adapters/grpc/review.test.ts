@@ -8,7 +8,7 @@ import { GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/ind
 import { type Clock, type TimerHandle, systemClock } from '../../../src/core/clock.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
-import { EchoClient, echoServer, failure } from './helpers.js';
+import { EchoClient, call, echoServer, failure } from './helpers.js';
 
 const cleanup = leakCheckEach();
 
@@ -135,5 +135,21 @@ describe('grpc guard review: a throwing idempotent()', () => {
     expect(server.calls.Echo).toBe(2);
     expect(warnings.filter((w) => w.includes('idempotent() threw'))).toHaveLength(1);
     expect(guard.stats()).toMatchObject({ leases: 0 });
+  });
+});
+
+describe('grpc guard review: channel options grpc-js refuses', () => {
+  it('a client whose service config does not parse throws at construction, as a raw client does; nothing is dialled or counted, and another client is served', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const breaker = new HostBreaker({ failureThreshold: 3, minOutage: 0 });
+    const { guard, client } = setup(server.address, { breaker, retry: false });
+    const bad = { 'grpc.service_config': 'not json' };
+    expect(() => new EchoClient(server.address, grpc.credentials.createInsecure(), bad)).toThrow(/JSON/); // raw grpc-js
+    // Unchecked, each call's connect threw before any I/O and counted as a failed dial: three
+    // such calls opened the host for the correctly configured client.
+    expect(() => new EchoClient(server.address, grpc.credentials.createInsecure(), guard.clientOptions(bad))).toThrow(/JSON/);
+    expect(breaker.stats()).toMatchObject({ failed: 0, opened: 0, refused: 0 });
+    expect(String(await call(client, 'Echo', 'ok'))).toBe('ok');
   });
 });
