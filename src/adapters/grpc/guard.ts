@@ -27,6 +27,12 @@ export type ChannelFactory = (target: string, credentials: grpc.ChannelCredentia
 const noop = (): void => {};
 
 /**
+ * How often a host isolated until released is looked at again, ms, while a wait-for-ready call
+ * waits for it: the breaker tells no one of a release, and a look costs no I/O.
+ */
+const RELEASE_POLL = 1_000;
+
+/**
  * Guards grpc-js clients: bounded connects that feed a per-host breaker, one shared channel per
  * target, dead channels dropped with everything riding them released, keep-alive on, and calls
  * retried inside the caller's deadline. See the module docs of each part.
@@ -176,15 +182,17 @@ export class GrpcGuard {
       this.#warm(spec);
       return;
     }
-    // A timer set past 2^31-1 ms fires after 1 ms: a longer wait (a host isolated until released:
-    // Infinity; a huge grpc.max_reconnect_backoff_ms) is waited out in steps, each looking again.
+    // A timer set past 2^31-1 ms fires after 1 ms: a longer wait (a huge
+    // grpc.max_reconnect_backoff_ms) is waited out in steps, each looking again. A host isolated
+    // until released (Infinity) is looked at every RELEASE_POLL ms: a release has no event.
+    const step = Number.isFinite(wait) ? Math.min(wait, MAX_DURATION) : RELEASE_POLL;
     const timer = unrefTimer(
       this.#clock.setTimeout(() => {
         this.#reconnects.delete(spec.key);
         // Its clients may all have closed meanwhile.
         if (this.#specs.get(spec.key) === spec) this.#reconnect(spec);
         this.#connector.notify(spec.key);
-      }, Math.min(wait, MAX_DURATION)),
+      }, step),
     );
     this.#reconnects.set(spec.key, timer);
   }

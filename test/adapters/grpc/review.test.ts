@@ -101,6 +101,25 @@ describe('grpc guard review: waits longer than a timer can hold', () => {
     expect(server.calls.Echo).toBe(0);
     release();
   });
+
+  it('and one still waiting when the isolation is released is served within about a second of it', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const breaker = new HostBreaker({ minOutage: 0 });
+    const release = breaker.isolate(server.address);
+    const clock = countingClock();
+    const { client } = setup(server.address, { breaker, clock });
+    const served = new Promise<Buffer>((resolve, reject) =>
+      client.Echo(Buffer.from('released'), new grpc.Metadata({ waitForReady: true }), { deadline: Date.now() + 5_000 }, (e, r) => (e ? reject(e) : resolve(r!))),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    release();
+    const t0 = performance.now();
+    expect(String(await served)).toBe('released');
+    expect(performance.now() - t0).toBeLessThan(2_000);
+    expect(server.calls.Echo).toBe(1);
+    expect(clock.timers).toBeLessThan(20);
+  });
 });
 
 describe('grpc guard review: a throwing idempotent()', () => {
