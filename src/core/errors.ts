@@ -294,14 +294,25 @@ brand(NoServerAvailableError);
 
 /** `code` (or, lacking one, the name) of an error, for messages; `unknown` when there is none. */
 function describe(err: unknown): string {
-  if (err === undefined || err === null) return 'unknown';
-  if (typeof err === 'object') {
-    const code = (err as { code?: unknown }).code;
-    if (typeof code === 'string' || typeof code === 'number') return String(code);
-    const name = (err as { name?: unknown }).name;
-    if (typeof name === 'string') return name;
+  // A string code (ECONNREFUSED, DIALGUARD_CONNECT_TIMEOUT) names a failure best; a gRPC status
+  // error carries only a number (14), so look a few causes down for the errno under it first.
+  let node: unknown = err;
+  let fallback: string | undefined;
+  for (let depth = 0; depth < 4 && typeof node === 'object' && node !== null; depth++) {
+    let code: unknown;
+    let name: unknown;
+    let cause: unknown;
+    try {
+      ({ code, name, cause } = node as { code?: unknown; name?: unknown; cause?: unknown });
+    } catch {
+      break; // a hostile getter: name what we have
+    }
+    if (typeof code === 'string' && code !== '') return code;
+    if (fallback === undefined && typeof code === 'number') fallback = `${typeof name === 'string' ? name : 'code'} ${code}`;
+    else if (fallback === undefined && typeof name === 'string') fallback = name;
+    node = cause;
   }
-  return 'unknown';
+  return fallback ?? 'unknown';
 }
 
 /**
