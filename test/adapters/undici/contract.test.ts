@@ -14,7 +14,7 @@ import { EventEmitter, once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
 import { Readable, Writable } from 'node:stream';
-import { Agent, type Dispatcher, connect, errors, request, stream, upgrade } from 'undici';
+import { Agent, type Dispatcher, FormData, connect, errors, request, stream, upgrade } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { GuardedAgent } from '../../../src/adapters/undici/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
@@ -387,6 +387,28 @@ for (const subject of subjects) {
         expect(s.requests).toBe(1);
       });
 
+      it('a FormData body is sent as multipart, every part at the server', async () => {
+        let received = '';
+        let type = '';
+        const s = await server((req, res) => {
+          type = String(req.headers['content-type']);
+          req.on('data', (d: Buffer) => {
+            received += String(d);
+          });
+          req.on('end', () => res.end('ok'));
+        });
+        const agent = subject.make();
+        const form = new FormData();
+        form.append('name', 'dialguard');
+        form.append('file', new Blob(['file-content'], { type: 'text/plain' }), 'a.txt');
+        const res = await request(`${s.origin}/`, { dispatcher: agent, method: 'POST', body: form });
+        expect(await res.body.text()).toBe('ok');
+        expect(type).toMatch(/^multipart\/form-data; boundary=/);
+        expect(received).toContain('dialguard');
+        expect(received).toContain('file-content');
+        expect(s.requests).toBe(1);
+      });
+
       it("an unread response body stops the server's writes; reading resumes them, every byte arrives", async () => {
         let written = 0;
         const s = await server(async (req, res) => {
@@ -515,6 +537,29 @@ for (const subject of subjects) {
         await expect.poll(() => s.sockets.size).toBe(0);
         hold.release();
         expect(s.requests).toBe(1);
+      });
+
+      it('compose(): the composed dispatcher serves, then closes; another destroys; the agent under it is closed too', async () => {
+        const s = await server(ok);
+        for (const end of ['close', 'destroy'] as const) {
+          const agent = subject.make();
+          let through = 0;
+          const composed = agent.compose((dispatch) => (opts, handler) => {
+            through++;
+            return dispatch(opts, handler);
+          });
+          expect(await (await request(`${s.origin}/`, { dispatcher: composed })).body.text()).toBe('ok');
+          await composed[end]();
+          expect(through).toBe(1);
+          expect(await rejection(request(`${s.origin}/`, { dispatcher: agent }))).toMatchObject({ code: 'UND_ERR_DESTROYED' });
+        }
+        expect(s.requests).toBe(2);
+      });
+
+      it('close() and destroy() refuse a callback that is not a function: InvalidArgumentError', async () => {
+        const agent = subject.make();
+        expect(() => agent.close({} as never)).toThrow(errors.InvalidArgumentError);
+        expect(() => agent.destroy(new Error('x'), {} as never)).toThrow(errors.InvalidArgumentError);
       });
 
       it('destroy() without an error: calls in flight fail with ClientDestroyedError (UND_ERR_DESTROYED)', async () => {
