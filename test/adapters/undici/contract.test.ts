@@ -5,16 +5,17 @@
  * Agent and fails for GuardedAgent is a contract break; one that fails for both is a wrong test.
  *
  * The clauses: handler callback order (undici's legacy handler and its controller API), upgrade
- * and CONNECT, streaming request and response bodies under backpressure, abort and destroy,
+ * and CONNECT, WebSocket limits taken from the dispatcher, streaming request and response bodies under backpressure, abort and destroy,
  * trailers, the `'connect'`/`'disconnect'`/`'drain'` events, and the errors' codes. Where a
  * server's count matters (requests, connections, bytes read) it is counted at the server.
  * Loopback servers only.
  */
+import { createHash } from 'node:crypto';
 import { EventEmitter, once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
 import { Readable, Writable } from 'node:stream';
-import { Agent, type Dispatcher, FormData, connect, errors, request, stream, upgrade } from 'undici';
+import { Agent, type Dispatcher, FormData, WebSocket, connect, errors, request, stream, upgrade } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { GuardedAgent } from '../../../src/adapters/undici/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
@@ -346,6 +347,35 @@ for (const subject of subjects) {
         socket.end();
         await once(socket, 'close');
         expect(tunnels).toBe(1);
+      });
+    });
+
+    describe('WebSocket', () => {
+      it("undici's WebSocket takes its limits from the dispatcher: 64 KiB refused at maxPayloadSize 1024, delivered without", async () => {
+        const s = await server(ok);
+        s.http.on('upgrade', (req: http.IncomingMessage, socket: net.Socket) => {
+          socket.on('data', () => socket.destroy()); // the client's close frame: hang up
+          const accept = createHash('sha1').update(`${String(req.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+          socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-accept: ${accept}\r\n\r\n`);
+          const header = Buffer.alloc(10);
+          header[0] = 0x82; // FIN, binary
+          header[1] = 127; // a 64-bit length follows
+          header.writeBigUInt64BE(BigInt(64 * 1024), 2);
+          socket.write(Buffer.concat([header, Buffer.alloc(64 * 1024, 7)]));
+        });
+        const messages = async (dispatcher: Dispatcher): Promise<number> => {
+          const ws = new WebSocket(`ws://127.0.0.1:${s.port}/`, { dispatcher });
+          let n = 0;
+          ws.addEventListener('message', () => {
+            n++;
+            ws.close();
+          });
+          ws.addEventListener('error', () => {});
+          await once(ws as unknown as EventEmitter, 'close');
+          return n;
+        };
+        expect(await messages(subject.make({ webSocket: { maxPayloadSize: 1024 } }))).toBe(0);
+        expect(await messages(subject.make())).toBe(1);
       });
     });
 
