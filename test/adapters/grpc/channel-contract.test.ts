@@ -92,6 +92,79 @@ function waitingCall(c: EchoClient, deadline: number, onCall?: (call: grpc.Clien
   });
 }
 
+const passthrough = (b: Buffer): Buffer => b;
+/** Sink: a client-streaming method whose server reads only once released, then answers the count. */
+const sinkService = {
+  Sink: {
+    path: '/dialguard.test.Flow/Sink',
+    requestStream: true,
+    responseStream: false,
+    requestSerialize: passthrough,
+    requestDeserialize: passthrough,
+    responseSerialize: passthrough,
+    responseDeserialize: passthrough,
+  },
+} satisfies grpc.ServiceDefinition;
+const SinkClient = grpc.makeGenericClientConstructor(sinkService, 'Flow') as unknown as new (
+  address: string,
+  credentials: grpc.ChannelCredentials,
+  options?: grpc.ClientOptions,
+) => grpc.Client & {
+  Sink(metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<Buffer>): grpc.ClientWritableStream<Buffer>;
+};
+
+/** A server of {@link sinkService} on loopback; its handler reads nothing until `release()`. */
+async function sinkServer(): Promise<{ address: string; received: () => number; runs: () => number; release: () => void }> {
+  const server = new grpc.Server();
+  let received = 0;
+  let runs = 0;
+  let released = false;
+  const paused = new Set<grpc.ServerReadableStream<Buffer, Buffer>>();
+  server.addService(sinkService, {
+    Sink: (call: grpc.ServerReadableStream<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      runs++;
+      call.on('data', (m: Buffer) => {
+        received += m.length;
+      });
+      call.on('end', () => cb(null, Buffer.from(String(received))));
+      if (!released) {
+        call.pause();
+        paused.add(call);
+      }
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  cleanup.push(() => server.forceShutdown());
+  return {
+    address: `127.0.0.1:${port}`,
+    received: () => received,
+    runs: () => runs,
+    release: () => {
+      released = true;
+      for (const call of paused) call.resume();
+      paused.clear();
+    },
+  };
+}
+
+/** Waits until `read()` has not changed for `quietMs` (bounded by `maxMs`), returns its value. */
+async function settled(read: () => number, quietMs = 200, maxMs = 5_000): Promise<number> {
+  const until = Date.now() + maxMs;
+  let last = read();
+  let since = Date.now();
+  while (Date.now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    const now = read();
+    if (now !== last) {
+      last = now;
+      since = Date.now();
+    } else if (Date.now() - since >= quietMs) break;
+  }
+  return last;
+}
+
 const clauses: Record<string, (mode: Mode) => Promise<void>> = {
   async 'wait-for-ready: a call with waitForReady waits for a server that comes up later, inside its deadline'(mode) {
     const port = await freePort();
@@ -155,6 +228,96 @@ const clauses: Record<string, (mode: Mode) => Promise<void>> = {
     const err = await settled;
     expect(err?.code).toBe(grpc.status.CANCELLED);
     expect(calledInside).toBe(false);
+  },
+
+  async 'event order: metadata, then every message, then the status; a mid-stream error comes after the messages sent before it'(mode) {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const c = client(mode, server.address);
+    const events: string[] = [];
+    const stream = c.Count(Buffer.from('3:fail'), new grpc.Metadata(), {});
+    stream.on('metadata', () => events.push('metadata'));
+    stream.on('data', (d: Buffer) => events.push(`data ${d}`));
+    stream.on('error', (e: grpc.ServiceError) => events.push(`error ${e.code} ${e.details}`));
+    await new Promise<void>((resolve) => stream.on('status', (st: grpc.StatusObject) => {
+      events.push(`status ${st.code}`);
+      resolve();
+    }));
+    expect(events).toEqual(['metadata', 'data 0', 'data 1', 'data 2', `error ${grpc.status.UNAVAILABLE} rpc error: EOF`, `status ${grpc.status.UNAVAILABLE}`]);
+    expect(server.calls.Count).toBe(1);
+  },
+
+  async 'interceptors run in the order given, once per call, around the guard'(mode) {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const order: string[] = [];
+    const named = (name: string): grpc.Interceptor => (options, nextCall) =>
+      new grpc.InterceptingCall(nextCall(options), {
+        start(metadata, _listener, next) {
+          order.push(`${name} start`);
+          // A partial listener: grpc-js fills in the rest from the one passed down.
+          next(metadata, {
+            onReceiveStatus(status, nextStatus) {
+              order.push(`${name} status ${status.code}`);
+              nextStatus(status);
+            },
+          });
+        },
+      });
+    const c = client(mode, server.address, { interceptors: [named('outer'), named('inner')] });
+    expect(String(await call(c, 'Echo', 'a', { deadline: Date.now() + 5_000 }))).toBe('a');
+    await failure(call(c, 'Fail', `${grpc.status.UNAVAILABLE}:no`, { deadline: Date.now() + 5_000 }));
+    expect(order).toEqual([
+      'outer start',
+      'inner start',
+      `inner status ${grpc.status.OK}`,
+      `outer status ${grpc.status.OK}`,
+      'outer start',
+      'inner start',
+      `inner status ${grpc.status.UNAVAILABLE}`,
+      `outer status ${grpc.status.UNAVAILABLE}`,
+    ]);
+  },
+
+  async "streaming backpressure: a server that does not read stops the client's writes; every byte arrives once it reads"(mode) {
+    const sink = await sinkServer();
+    const c = new SinkClient(sink.address, grpc.credentials.createInsecure(), mode.guard === undefined
+      ? { 'grpc.use_local_subchannel_pool': 1 }
+      : (() => {
+          const guard = new GrpcGuard({ connectTimeout: 2_000, breaker: new HostBreaker(), ...mode.guard });
+          cleanup.push(() => guard.close());
+          return guard.clientOptions({ 'grpc.use_local_subchannel_pool': 1 });
+        })());
+    cleanup.push(() => c.close());
+    const CHUNK = 64 * 1024;
+    const COUNT = 400; // 25 MiB
+    let acknowledged = 0;
+    const answer = new Promise<Buffer>((resolve, reject) => {
+      const stream = c.Sink(new grpc.Metadata(), {}, (err, res) => (err ? reject(err) : resolve(res!)));
+      let sent = 0;
+      const pump = (): void => {
+        while (sent < COUNT) {
+          sent++;
+          const more = stream.write(Buffer.alloc(CHUNK, 1), () => {
+            acknowledged++;
+          });
+          if (!more) {
+            stream.once('drain', pump);
+            return;
+          }
+        }
+        stream.end();
+      };
+      pump();
+    });
+    await expect.poll(() => sink.runs()).toBe(1);
+    const whilePaused = await settled(() => acknowledged);
+    expect(whilePaused).toBeLessThan(COUNT / 2);
+    sink.release();
+    expect(String(await answer)).toBe(String(CHUNK * COUNT));
+    expect(sink.received()).toBe(CHUNK * COUNT);
+    expect(acknowledged).toBe(COUNT);
+    expect(sink.runs()).toBe(1);
   },
 
   async "a server's status is its answer: a trailers-only error from a non-idempotent method runs the handler once"(mode) {
