@@ -4,7 +4,8 @@
  * grpc-js server on loopback implements the TestService the cases need, from our own
  * `fixtures/interop.proto` loaded with @grpc/proto-loader (a dependency of grpc-js itself).
  *
- * Every case runs in plaintext and in TLS (the fault peers' self-signed test certificate), and
+ * Every case runs in plaintext, in TLS (the fault peers' self-signed test certificate), and in TLS
+ * with the interop client's server host override (`grpc.ssl_target_name_override`), and
  * in four client modes with the same assertions: plain grpc-js (the baseline, so a difference is
  * visible as one mode failing where the baseline passes), and a grpc-js client made guarded by
  * `GrpcGuard.clientOptions()` with retries off, with the default retries, and with the default
@@ -128,14 +129,18 @@ class InteropServer {
   port = 0;
   /** Handler runs per method since the last {@link reset}. */
   runs: Partial<Record<Method, number>> = {};
+  /** The :authority of each call since the last {@link reset}. */
+  authorities = new Set<string>();
   #server: grpc.Server | undefined;
 
   reset(): void {
     this.runs = {};
+    this.authorities.clear();
   }
 
-  #ran(method: Method): void {
+  #ran(method: Method, call: { getHost(): string }): void {
     this.runs[method] = (this.runs[method] ?? 0) + 1;
+    this.authorities.add(call.getHost());
   }
 
   async listen(tls: boolean): Promise<this> {
@@ -157,12 +162,12 @@ class InteropServer {
     // UnimplementedCall is left out on purpose: grpc-js answers it UNIMPLEMENTED by itself.
     server.addService(TestService.service, {
       EmptyCall: (call: grpc.ServerUnaryCall<object, object>, cb: grpc.sendUnaryData<object>) => {
-        this.#ran('EmptyCall');
+        this.#ran('EmptyCall', call);
         echoInitial(call);
         cb(null, {}, trailers(call));
       },
       UnaryCall: (call: grpc.ServerUnaryCall<SimpleRequest, SimpleResponse>, cb: grpc.sendUnaryData<SimpleResponse>) => {
-        this.#ran('UnaryCall');
+        this.#ran('UnaryCall', call);
         echoInitial(call);
         const request = call.request;
         const compressed = String(call.metadata.get(SEEN_ENCODING)[0] ?? 'identity') !== 'identity';
@@ -177,7 +182,7 @@ class InteropServer {
         cb(null, { payload: { type: 0, body: zeros(request.response_size ?? 0) } }, trailers(call));
       },
       StreamingOutputCall: (call: grpc.ServerWritableStream<StreamingOutputCallRequest, StreamingOutputCallResponse>) => {
-        this.#ran('StreamingOutputCall');
+        this.#ran('StreamingOutputCall', call);
         echoInitial(call);
         for (const p of call.request.response_parameters ?? []) call.write({ payload: { type: 0, body: zeros(p.size) } });
         const status = call.request.response_status;
@@ -185,7 +190,7 @@ class InteropServer {
         else call.end(trailers(call));
       },
       StreamingInputCall: (call: grpc.ServerReadableStream<StreamingInputCallRequest, StreamingInputCallResponse>, cb: grpc.sendUnaryData<StreamingInputCallResponse>) => {
-        this.#ran('StreamingInputCall');
+        this.#ran('StreamingInputCall', call);
         let total = 0;
         call.on('data', (m: StreamingInputCallRequest) => {
           total += m.payload?.body.length ?? 0;
@@ -193,7 +198,7 @@ class InteropServer {
         call.on('end', () => cb(null, { aggregated_payload_size: total }));
       },
       FullDuplexCall: (call: grpc.ServerDuplexStream<StreamingOutputCallRequest, StreamingOutputCallResponse>) => {
-        this.#ran('FullDuplexCall');
+        this.#ran('FullDuplexCall', call);
         echoInitial(call);
         let done = false;
         call.on('data', (m: StreamingOutputCallRequest) => {
@@ -248,11 +253,20 @@ interface Transport {
   name: string;
   tls: boolean;
   credentials: () => grpc.ChannelCredentials;
+  /** Channel options every client of this transport gets. */
+  options: grpc.ClientOptions;
 }
 
 const transports: Transport[] = [
-  { name: 'plaintext', tls: false, credentials: () => grpc.credentials.createInsecure() },
-  { name: 'TLS', tls: true, credentials: () => grpc.credentials.createSsl(Buffer.from(TEST_CERT)) },
+  { name: 'plaintext', tls: false, credentials: () => grpc.credentials.createInsecure(), options: {} },
+  { name: 'TLS', tls: true, credentials: () => grpc.credentials.createSsl(Buffer.from(TEST_CERT)), options: {} },
+  {
+    // The interop client's --server_host_override: dial the address, verify and name another host.
+    name: 'TLS, server host override',
+    tls: true,
+    credentials: () => grpc.credentials.createSsl(Buffer.from(TEST_CERT)),
+    options: { 'grpc.ssl_target_name_override': 'localhost', 'grpc.default_authority': 'localhost' },
+  },
 ];
 
 /** Makes clients of one mode and transport for one test; everything is closed after it. */
@@ -277,7 +291,7 @@ class Clients {
   client(options: grpc.ClientOptions = {}, service: ClientConstructor = TestService): TestClient {
     // The baseline's channels own their connections (as the guard's always do), so closing a
     // client closes its socket instead of leaving it to grpc-js's shared pool for ~10 s.
-    let clientOptions: grpc.ClientOptions = { 'grpc.use_local_subchannel_pool': 1, ...options };
+    let clientOptions: grpc.ClientOptions = { 'grpc.use_local_subchannel_pool': 1, ...this.#transport.options, ...options };
     if (this.#mode.guard !== undefined) {
       if (this.#guard === undefined) {
         const guard = new GrpcGuard({ connectTimeout: 5_000, breaker: new HostBreaker(), ...this.#mode.guard });
@@ -287,7 +301,7 @@ class Clients {
           expect(guard.stats()).toMatchObject({ connections: 0, attempts: 0, leases: 0 });
         });
       }
-      clientOptions = this.#guard.clientOptions(options);
+      clientOptions = this.#guard.clientOptions({ ...this.#transport.options, ...options });
     }
     const c = new service(this.#address, this.#transport.credentials(), clientOptions);
     const guarded = this.#mode.guard !== undefined;
@@ -616,6 +630,9 @@ for (const transport of transports) {
           test(reason === undefined ? name : `${name} (known failure: ${reason})`, async () => {
             const clients = new Clients(mode, transport, `127.0.0.1:${server.port}`);
             await run(clients, server);
+            // Every call named the host the transport says (the override, else the address).
+            const authority = String(transport.options['grpc.default_authority'] ?? `127.0.0.1:${server.port}`);
+            for (const seen of server.authorities) expect(seen).toBe(authority);
             // The calls really rode the guard's channels (a call that ends before its channel is
             // up may leave the guard without dialling at all).
             if (mode.guard !== undefined && !mayEndBeforeDial.has(name)) expect(clients.opened()).toBeGreaterThan(0);
