@@ -37,6 +37,8 @@ const knownBreaks: Record<string, string> = {
     'break 2, after one failed connect the guarded channel stays in TRANSIENT_FAILURE',
   'cancel() before the channel is ready: the status comes on a later tick, never inside cancel()':
     'break 3, the guarded call delivers its status inside cancel()',
+  "a server's status never ends the shared connection: a stream beside a call failed 'read ECONNRESET' gets all its messages":
+    'break 1, the guard takes the status text for a dead connection and drops the shared channel',
   "a server's status is its answer: a trailers-only error from a non-idempotent method runs the handler once":
     'break 1, the guard re-sends by the status text (7 handler runs for 3 calls)',
 };
@@ -318,6 +320,42 @@ const clauses: Record<string, (mode: Mode) => Promise<void>> = {
     expect(sink.received()).toBe(CHUNK * COUNT);
     expect(acknowledged).toBe(COUNT);
     expect(sink.runs()).toBe(1);
+  },
+
+  async "a server's status never ends the shared connection: a stream beside a call failed 'read ECONNRESET' gets all its messages"(mode) {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const c = client(mode, server.address);
+    const chat = c.Chat(new grpc.Metadata(), { deadline: Date.now() + 10_000 });
+    const echoed: string[] = [];
+    const waiters: Array<() => void> = [];
+    chat.on('data', (d: Buffer) => {
+      echoed.push(String(d));
+      waiters.shift()?.();
+    });
+    chat.on('error', () => {});
+    const status = new Promise<grpc.StatusObject>((resolve) => chat.on('status', resolve));
+    // One message there and back, or the stream's end (then the echoes come up short below).
+    const roundTrip = (m: string): Promise<unknown> =>
+      Promise.race([
+        new Promise<void>((resolve) => {
+          waiters.push(resolve);
+          chat.write(Buffer.from(m));
+        }),
+        status,
+      ]);
+    await roundTrip('m0');
+    for (let i = 1; i < 10; i++) {
+      // The issue's case: a handler's own error whose text reads like a dead socket.
+      const err = await failure(call(c, 'Fail', `${grpc.status.UNKNOWN}:read ECONNRESET`, { deadline: Date.now() + 5_000 }));
+      expect([err.code, err.details]).toEqual([grpc.status.UNKNOWN, 'read ECONNRESET']);
+      await roundTrip(`m${i}`);
+    }
+    chat.end();
+    const ended = await status;
+    expect(echoed).toEqual(Array.from({ length: 10 }, (_, i) => `m${i}`));
+    expect([ended.code, ended.details]).toEqual([grpc.status.OK, 'OK']);
+    expect(server.calls.Chat).toBe(1);
   },
 
   async "a server's status is its answer: a trailers-only error from a non-idempotent method runs the handler once"(mode) {
