@@ -1,7 +1,8 @@
 /**
  * The channel contract a guarded grpc-js client must keep beyond the interop cases (issue 18):
- * wait-for-ready, connectivity state, when a cancelled call's status is delivered, and that a
- * status the server sent is its answer (never re-sent, whatever its text). Each clause runs with
+ * wait-for-ready, connectivity state, when a cancelled call's status is delivered, event and
+ * interceptor order, streaming backpressure, and that a status the server sent is its answer
+ * (never re-sent, never taken for a dead connection, whatever its text). Each clause runs with
  * the same assertions on plain grpc-js (the baseline) and on a client made guarded by
  * `GrpcGuard.clientOptions()`; server handler runs are counted at the server.
  *
