@@ -25,7 +25,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { HostUnavailableError } from '../core/errors.js';
 import { EventHub, type Unsubscribe, type Listener } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
-import { hostKey } from './host-key.js';
+import { hostKey, reserveHostKeys } from './host-key.js';
 
 /** Where a host stands. `half-open` means its window is over and a probe may run or is running. */
 export type BreakerState = 'closed' | 'open' | 'half-open';
@@ -222,6 +222,9 @@ class NoopPermit implements DialPermit {
   }
 }
 
+/** Most idle hosts one admit forgets; the rest wait for the next admits (64: a few µs). */
+const SWEEP_BATCH = 64;
+
 // Module-private access to a breaker's internals for Permit, without making them public API.
 let settle: (b: HostBreaker, e: Entry, generation: number, probe: boolean, outcome: Outcome) => void;
 
@@ -270,6 +273,7 @@ export class HostBreaker {
     this.#probeTimeout = checkDuration('probeTimeout', opt(options.probeTimeout, 10_000), 1);
     this.#idleRetention = checkDuration('idleRetention', opt(options.idleRetention, 300_000), 1, true);
     this.#capacity = checkInteger('capacity', opt(options.capacity, 4096), 1);
+    reserveHostKeys(this.#capacity); // every host it tracks keeps its spelling memoised
     this.#sweepInterval = checkDuration('sweepInterval', opt(options.sweepInterval, 60_000), 0);
     this.#clock = opt(options.clock, systemClock);
     checkFunction('clock.now', this.#clock.now);
@@ -446,14 +450,20 @@ export class HostBreaker {
     this.#events.emit('opened', { host: entry.key, failures: entry.failures, openFor, reopened });
   }
 
-  /** Forgets hosts idle past `idleRetention`. Recency order means it stops at the first fresh one. */
+  /**
+   * Forgets hosts idle past `idleRetention`. Recency order means it stops at the first fresh one.
+   * At most SWEEP_BATCH per call: when more are idle, the sweep is left due and the next admits
+   * go on with it, so no admit pays for a table gone idle at once (a full scan at capacity).
+   */
   #sweepIdle(now: number): void {
-    this.#lastSweep = now;
+    let budget = SWEEP_BATCH;
     for (const entry of this.#hosts.values()) {
       if (now - entry.lastUsed < this.#idleRetention) break;
+      if (budget-- === 0) return; // still due: the next admit carries on
       this.#hosts.delete(entry.key);
       this.#stats.evictedIdle++;
     }
+    this.#lastSweep = now;
   }
 
   #evictOldest(): void {
