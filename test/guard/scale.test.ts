@@ -2,7 +2,7 @@
  * Cost that stays flat as the hosts grow (issue 17), proved by counting, not timing: how many
  * spellings `hostKey` parses, how many it remembers, and how many hosts one admit forgets.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { hostKey, hostKeyMemoStats } from '../../src/guard/host-key.js';
 import { ManualClock } from '../../src/testing/index.js';
@@ -115,5 +115,46 @@ describe('HostBreaker: the idle sweep at capacity', () => {
     clock.advance(1);
     breaker.admit('other.test', 1).succeeded();
     expect(breaker.stats().evictedIdle).toBe(111);
+  });
+});
+
+describe('HostBreaker: recency without rehashing', () => {
+  it('admitting and refusing known hosts writes nothing to any Map (no re-insertion, so no periodic whole-table rehash)', () => {
+    const breaker = new HostBreaker({ failureThreshold: 1, capacity: 4_096 });
+    const hosts = Array.from({ length: 4_096 }, (_, i) => ip(i));
+    for (const [i, h] of hosts.entries()) {
+      const permit = breaker.admit(h, 1);
+      if (i % 2 === 0) permit.failed();
+      else permit.succeeded();
+    }
+    breaker.tryAdmit(hosts[0]!, 1); // the first refusal looks up its event channel once
+    const set = vi.spyOn(Map.prototype, 'set');
+    const del = vi.spyOn(Map.prototype, 'delete');
+    try {
+      for (let pass = 0; pass < 2; pass++) {
+        for (const h of hosts) {
+          const answer = breaker.tryAdmit(h, 1);
+          if (!(answer instanceof Error)) answer.succeeded();
+        }
+      }
+      expect(set.mock.calls.length + del.mock.calls.length).toBe(0);
+    } finally {
+      set.mockRestore();
+      del.mockRestore();
+    }
+    expect(breaker.stats()).toMatchObject({ hosts: 4_096, refused: 4_097, evictedCapacity: 0 });
+  });
+
+  it('the host refused most recently is the last evicted, the one not asked for longest the first', () => {
+    const breaker = new HostBreaker({ failureThreshold: 1, capacity: 3 });
+    for (const h of ['a', 'b', 'c']) breaker.admit(h, 1).failed();
+    breaker.tryAdmit('a', 1); // refused, and now the most recent
+    breaker.admit('d', 1); // evicts b
+    expect(breaker.state('b', 1)).toBeUndefined();
+    breaker.tryAdmit('c', 1);
+    breaker.admit('e', 1); // evicts a (c was just refused)
+    expect(breaker.state('a', 1)).toBeUndefined();
+    expect(breaker.state('c', 1)?.state).toBe('open');
+    expect(breaker.stats().evictedCapacity).toBe(2);
   });
 });
