@@ -105,17 +105,14 @@ function cycling<T>(list: readonly T[]): () => T {
   };
 }
 
+/**
+ * Refusal costs. Each measure builds its own tables and drops them before the next, so that one
+ * measure's heap does not crowd another's caches (the sizes of one measure are alive together,
+ * for the alternating rounds).
+ */
 async function refusals(): Promise<{ tryAdmit: Map<number, number>; connect: Map<number, number>; url: Map<number, number>; floor: Map<number, number> }> {
   progress(`refusal: ${HOST_SIZES.join(', ')} open hosts`);
-  const sized = HOST_SIZES.map((n) => breakerOf(n, true));
-  // The URL spellings: open them too (a second set of keys, same sizes, own breakers).
-  const urlSized = HOST_SIZES.map((n) => {
-    const breaker = new HostBreaker({ failureThreshold: 1, openDuration: LONG, probeTimeout: LONG, capacity: Math.max(n, 4_096) });
-    const urls = Array.from({ length: n }, (_, i) => `https://Host-${i}.example`);
-    for (const u of urls) breaker.admit(u).failed();
-    for (const u of urls) breaker.tryAdmit(u);
-    return { n, breaker, urls };
-  });
+  let sized: Sized[] | undefined = HOST_SIZES.map((n) => breakerOf(n, true));
   for (const s of sized) {
     const refused = s.breaker.tryAdmit(s.hosts[0]!, PORT);
     if (!(refused instanceof Error)) throw new Error('setup: a host was not open');
@@ -124,8 +121,15 @@ async function refusals(): Promise<{ tryAdmit: Map<number, number>; connect: Map
     const next = cycling(s.hosts);
     return perCallMicrosSync(() => s.breaker.tryAdmit(next(), PORT), SYNC_BATCHES) * 1_000;
   });
+  const connectNs = await interleaved(sized, async (s) => {
+    const next = cycling(s.hosts.map((host) => ({ host, port: PORT })));
+    const options = { breaker: s.breaker, timeout: 1_000 };
+    return (await perCallMicros(() => connect(next(), options), ASYNC_BATCHES)) * 1_000;
+  });
+  sized = undefined;
+  gc();
   // The floor: a bare Map of as many host:port keys and small objects, looked up the same way.
-  const floorSized = HOST_SIZES.map((n) => {
+  let floorSized: Array<{ n: number; hosts: string[]; map: Map<string, { h: string; hits: number }> }> | undefined = HOST_SIZES.map((n) => {
     const hosts = Array.from({ length: n }, (_, i) => ip(i));
     return { n, hosts, map: new Map(hosts.map((h) => [`${h}:${PORT}`, { h, hits: 0 }])) };
   });
@@ -133,14 +137,19 @@ async function refusals(): Promise<{ tryAdmit: Map<number, number>; connect: Map
     const next = cycling(s.hosts);
     return perCallMicrosSync(() => s.map.get(`${next()}:${PORT}`)!.hits++, SYNC_BATCHES) * 1_000;
   });
+  floorSized = undefined;
+  gc();
+  // URL spellings (the memoised path): their own breakers, every host open.
+  const urlSized = HOST_SIZES.map((n) => {
+    const breaker = new HostBreaker({ failureThreshold: 1, openDuration: LONG, probeTimeout: LONG, capacity: Math.max(n, 4_096) });
+    const urls = Array.from({ length: n }, (_, i) => `https://Host-${i}.example`);
+    for (const u of urls) breaker.admit(u).failed();
+    for (const u of urls) breaker.tryAdmit(u);
+    return { n, breaker, urls };
+  });
   const url = await interleaved(urlSized, (s) => {
     const next = cycling(s.urls);
     return perCallMicrosSync(() => s.breaker.tryAdmit(next()), SYNC_BATCHES) * 1_000;
-  });
-  const connectNs = await interleaved(sized, async (s) => {
-    const next = cycling(s.hosts.map((host) => ({ host, port: PORT })));
-    const options = { breaker: s.breaker, timeout: 1_000 };
-    return (await perCallMicros(() => connect(next(), options), ASYNC_BATCHES)) * 1_000;
   });
   return { tryAdmit, connect: connectNs, url, floor };
 }
@@ -366,8 +375,11 @@ function growth(m: Map<number, number>, largest: number): number {
 
 async function main(): Promise<void> {
   const refusal = await refusals();
+  gc();
   const admit = await admits();
+  gc();
   const pool = await poolUse();
+  gc();
   const mem = await memory();
   const sw = await sweep('steady');
   const churn = await sweep('churn');

@@ -43,14 +43,15 @@ export function hostKey(host: string, port?: number | string): string {
 }
 
 /**
- * Makes the spelling memo hold at least `hosts` spellings, so that a breaker tracking that many
- * hosts never re-parses one of them while they stay in rotation. Only ever grows; called by every
+ * Makes one generation of the spelling memo hold at least twice `hosts` spellings, so that a
+ * breaker tracking that many hosts (and, with room to spare, the other breakers and clients of
+ * the process) never re-parses one while they stay in rotation. Only ever grows; called by every
  * `HostBreaker` with its capacity.
  *
  * @internal
  */
 export function reserveHostKeys(hosts: number): void {
-  if (hosts > generationSize) generationSize = hosts;
+  if (2 * hosts > generationSize) generationSize = 2 * hosts;
 }
 
 /**
@@ -112,8 +113,12 @@ function canonicalKey(host: string, port: number | string | undefined): string |
  */
 let memo = new Map<string, string>();
 let previous = new Map<string, string>();
-/** One generation's size: the breaker's default capacity, or the largest one constructed. */
-let generationSize = 4096;
+/**
+ * One generation's size: twice the largest breaker capacity constructed (twice the default 4 096
+ * before any). Twice, because the memo is the process's, shared by every breaker and client; a
+ * rotation past one generation would turn every hit into a carry-over (a Map write).
+ */
+let generationSize = 8192;
 let parses = 0;
 
 function remember(spelling: string, key: string): void {
