@@ -47,6 +47,40 @@ describe('hostKey at scale', () => {
     expect(after.entries).toBe(before.entries);
   });
 
+  it.each([
+    ['az09-._', undefined, 'az09-._'],
+    ['a', 0, 'a:0'],
+    ['z', 65_535, 'z:65535'],
+    ['a.b:0', undefined, 'a.b:0'],
+    ['a.b:1', undefined, 'a.b:1'],
+    ['a.b:65535', undefined, 'a.b:65535'],
+    ['9.9.9.9:10', undefined, '9.9.9.9:10'],
+  ])('%s (port %s) is its own key: %s, with no parse and no memo entry', (host, port, key) => {
+    const before = hostKeyMemoStats();
+    expect(hostKey(host, port)).toBe(key);
+    const after = hostKeyMemoStats();
+    expect([after.parses - before.parses, after.entries - before.entries]).toEqual([0, 0]);
+  });
+
+  it.each([
+    ['parse-upper-A', undefined, 'parse-upper-a'],
+    ['parse-dot.', undefined, 'parse-dot'],
+    ['parse-zero.test:080', undefined, 'parse-zero.test:80'],
+    ['parse-port.test:', undefined, 'parse-port.test'],
+    ['parse-string-port.test', '80', 'parse-string-port.test:80'],
+    ['parse-override.test:1', 2, 'parse-override.test:2'],
+    ['[::2]:80', undefined, '[::2]:80'],
+    ['parse-at@', undefined, 'parse-at@'],
+    ['parse-brace{', undefined, 'parse-brace{'],
+    ['parse-slash/', undefined, 'parse-slash/'],
+    ['parse-backtick`', undefined, 'parse-backtick`'],
+  ])('%s (port %s) is not its own key: parsed once to %s, then remembered', (host, port, key) => {
+    const before = hostKeyMemoStats().parses;
+    expect(hostKey(host, port)).toBe(key);
+    expect(hostKey(host, port)).toBe(key);
+    expect(hostKeyMemoStats().parses - before).toBe(1);
+  });
+
   it('a hostile stream of distinct URL spellings (past two generations) holds at most two generations of the memo', () => {
     const { generation } = hostKeyMemoStats();
     const before = hostKeyMemoStats().parses;
