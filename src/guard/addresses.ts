@@ -9,10 +9,12 @@
  *   a dial of its own against the name's entry: a resolver that fails or stalls opens the name
  *   (there is no address to blame), one that answers proves nothing about the addresses.
  * - Addresses are tried in the resolver's order, families interleaved (RFC 8305), an address
- *   whose last dial failed after the others. One whose entry is open is skipped without I/O. A
- *   dial that has not connected after `attemptDelay` gets company from the next address; the first
- *   to connect wins, and the others run to their own end in the background so that their outcome
- *   is recorded (a late socket is closed). At most one probe per connect is out at a time.
+ *   whose last dial failed (and is still closed) after the others. One whose entry is open is
+ *   skipped without I/O. A dial that has not connected after `attemptDelay` gets company from the
+ *   next address; the first to connect wins, and the others run to their own end in the
+ *   background so that their outcome is recorded (a late socket is closed). A probe (an address
+ *   whose window ended) is dialled beside the next address at once, so no caller waits on it,
+ *   and at most one probe per connect is out at a time.
  * - The name is refused, without a lookup, only when every address it last resolved to is open:
  *   the refusal ({@link AddressesUnavailableError}) carries each address's own refusal.
  *
@@ -246,7 +248,10 @@ function race(
   // An address whose last dial failed goes after the others (stable): it is tried only when no
   // other has connected, so a dead address still closed costs nobody while its siblings serve.
   const order = resolved.map((_, i) => i);
-  const failing = order.map((i) => (breaker.state(keys[i]!)?.failures ?? 0) > 0);
+  const failing = order.map((i) => {
+    const s = breaker.state(keys[i]!);
+    return s !== undefined && s.state === 'closed' && s.failures > 0;
+  });
   order.sort((x, y) => Number(failing[x]) - Number(failing[y]));
 
   return new Promise<net.Socket>((resolveCall, rejectCall) => {
@@ -304,6 +309,8 @@ function race(
           break;
         }
         launch(resolved[i]!.address, key, probe, remaining);
+        // A probe runs beside the next address, not ahead of it: no caller waits on a probe.
+        if (probe) continue;
         if (order.length > 0) timer = clock.setTimeout(next, options.attemptDelay);
         return;
       }

@@ -1,0 +1,210 @@
+/**
+ * Per-address guarding: a name resolving to 127.0.0.2, .3 and .4 through a custom lookup, one of
+ * them dead (refusing, or blackholed by a full accept queue). Counts dials per address (the
+ * `dialguard:dial:settled` channel) and connections each live peer accepted.
+ */
+import diagnosticsChannel from 'node:diagnostics_channel';
+import net from 'node:net';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { HostUnavailableError } from '../../src/core/errors.js';
+import { AddressesUnavailableError } from '../../src/guard/addresses.js';
+import { connect } from '../../src/guard/connect.js';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { type TcpPeer, echoPeer } from '../../src/testing/tcp-peers.js';
+import { blackhole } from '../../src/testing/blackhole.js';
+import { eventually } from '../helpers/eventually.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+import { breakerOnManualClock } from '../helpers/sockets.js';
+
+leakCheckEach();
+
+/** Dials settled per breaker key, from the public diagnostics channel. */
+let dials: Map<string, number>;
+const onSettled = (payload: unknown): void => {
+  const { host } = payload as { host: string };
+  dials.set(host, (dials.get(host) ?? 0) + 1);
+};
+beforeEach(() => {
+  dials = new Map();
+  diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
+});
+afterEach(() => {
+  diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled);
+});
+
+/** A lookup answering `name` with `addresses` (all: true), counting its calls. */
+function lookupTo(addresses: string[]): { lookup: net.LookupFunction; calls: () => number } {
+  let calls = 0;
+  const lookup = ((_host: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
+    calls++;
+    const list = addresses.map((address) => ({ address, family: 4 }));
+    queueMicrotask(() => (options.all ? callback(null, list) : callback(null, list[0]!.address, 4)));
+  }) as unknown as net.LookupFunction;
+  return { lookup, calls: () => calls };
+}
+
+/** Two live echo peers on 127.0.0.2 and 127.0.0.4, same port; 127.0.0.3 has no listener there. */
+async function twoLive(): Promise<{ port: number; live: TcpPeer[]; close: () => Promise<void> }> {
+  const a = await echoPeer({ host: '127.0.0.2' });
+  const b = await echoPeer({ host: '127.0.0.4', port: a.port });
+  return { port: a.port, live: [a, b], close: async () => void (await Promise.all([a.close(), b.close()])) };
+}
+
+async function connectN(n: number, run: () => Promise<net.Socket>): Promise<{ ok: number; errors: unknown[] }> {
+  let ok = 0;
+  const errors: unknown[] = [];
+  for (let i = 0; i < n; i++) {
+    try {
+      const s = await run();
+      ok++;
+      s.destroy();
+    } catch (err) {
+      errors.push(err);
+    }
+  }
+  return { ok, errors };
+}
+
+describe('connect: per-address guarding', () => {
+  it('one refusing address of three: the live ones serve every call, the dead one opens alone after its own failure, and the name is never refused', async () => {
+    const peers = await twoLive();
+    try {
+      const { breaker } = breakerOnManualClock(1);
+      const { lookup } = lookupTo(['127.0.0.3', '127.0.0.2', '127.0.0.4']); // the dead one first
+      const r = await connectN(20, () => connect({ host: 'svc.test', port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } }));
+      expect(r).toEqual({ ok: 20, errors: [] });
+      expect(dials.get(`127.0.0.3:${peers.port}`)).toBe(1); // once, then open and skipped
+      expect(breaker.state(`127.0.0.3:${peers.port}`)?.state).toBe('open');
+      expect(breaker.state(`svc.test:${peers.port}`)?.state).toBe('closed');
+      expect(peers.live[0]!.attempts + peers.live[1]!.attempts).toBe(20);
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it('an address whose entry is open (isolated) is skipped without a dial, while its siblings serve', async () => {
+    const peers = await twoLive();
+    try {
+      const { breaker } = breakerOnManualClock();
+      breaker.isolate(`127.0.0.2:${peers.port}`);
+      const { lookup } = lookupTo(['127.0.0.2', '127.0.0.4']);
+      const r = await connectN(5, () => connect({ host: 'svc.test', port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } }));
+      expect(r.ok).toBe(5);
+      expect(peers.live[0]!.attempts).toBe(0);
+      expect(peers.live[1]!.attempts).toBe(5);
+      expect(dials.get(`127.0.0.2:${peers.port}`)).toBeUndefined();
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it('a blackholed address costs a call at most attemptDelay, is recorded when its own timeout ends, and is skipped once open', async () => {
+    const peers = await twoLive();
+    await using hole = await blackhole({ host: '127.0.0.3', port: peers.port });
+    try {
+      const { breaker } = breakerOnManualClock(1);
+      const { lookup } = lookupTo([hole.host, '127.0.0.2', '127.0.0.4']);
+      const dead = hole.address;
+      const opts = { breaker, timeout: 300, attemptDelay: 30, socket: { lookup } };
+      const t0 = performance.now();
+      const first = await connect({ host: 'svc.test', port: peers.port }, opts);
+      const firstMs = performance.now() - t0;
+      first.destroy();
+      expect(firstMs).toBeLessThan(300); // did not wait out the dead address's timeout
+      // The dead address's dial runs on in the background to its own end, and is recorded.
+      expect(await eventually(() => dials.get(dead), (n) => n === 1, 2_000)).toBe(1);
+      expect(breaker.state(dead)?.state).toBe('open');
+      const r = await connectN(10, () => connect({ host: 'svc.test', port: peers.port }, opts));
+      expect(r.ok).toBe(10);
+      expect(dials.get(dead)).toBe(1);
+      expect(peers.live[0]!.attempts + peers.live[1]!.attempts).toBe(11);
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it('a probe goes to one address at a time: with two half-open blackholed addresses, one is probed and the other waits while a live one serves', async () => {
+    const peers = await twoLive();
+    await using holeA = await blackhole({ host: '127.0.0.3', port: peers.port });
+    await using holeB = await blackhole({ host: '127.0.0.5', port: peers.port });
+    try {
+      const { breaker, clock } = breakerOnManualClock(1, 1_000);
+      const a = holeA.address;
+      const b = holeB.address;
+      for (const key of [a, b]) breaker.admit(key).failed(new Error('dead'));
+      clock.advance(1_000); // both half-open: the next admit of each would be a probe
+      const { lookup } = lookupTo([holeA.host, holeB.host, '127.0.0.2']);
+      const socket = await connect({ host: 'svc.test', port: peers.port }, { breaker, timeout: 200, attemptDelay: 20, socket: { lookup } });
+      socket.destroy();
+      expect(await eventually(() => dials.get(a), (n) => n === 1, 2_000)).toBe(1);
+      expect(dials.get(b)).toBeUndefined();
+      expect(peers.live[0]!.attempts).toBe(1);
+      expect(breaker.stats().probesGranted).toBe(1);
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it('the name is refused, without a lookup, only when every address it resolves to is open; the refusal carries each address', async () => {
+    const peers = await twoLive(); // only for a free port: nothing listens on .3, .5, .6
+    await peers.close();
+    const { breaker } = breakerOnManualClock(1);
+    const { lookup, calls } = lookupTo(['127.0.0.3', '127.0.0.5', '127.0.0.6']);
+    const opts = { breaker, timeout: 1_000, socket: { lookup } };
+    const first = await connect({ host: 'svc.test', port: peers.port }, opts).catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(AggregateError);
+    expect((first as AggregateError).errors.map((e: { code?: string }) => e.code)).toEqual(['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED']);
+    const second = await connect({ host: 'svc.test', port: peers.port }, opts).catch((e: unknown) => e);
+    expect(second).toBeInstanceOf(HostUnavailableError);
+    expect(second).toBeInstanceOf(AddressesUnavailableError);
+    const refusal = second as AddressesUnavailableError;
+    expect(refusal.host).toBe(`svc.test:${peers.port}`);
+    expect(refusal.addresses.map((x) => [x.host, x.state])).toEqual([
+      [`127.0.0.3:${peers.port}`, 'open'],
+      [`127.0.0.5:${peers.port}`, 'open'],
+      [`127.0.0.6:${peers.port}`, 'open'],
+    ]);
+    expect(refusal.retryAfter).toBeGreaterThan(0);
+    expect(calls()).toBe(1); // refused from memory: no lookup, no dial
+    expect([...dials.values()].reduce((x, y) => x + y, 0)).toBe(4); // the lookup and three dials
+  });
+
+  it('a name with one address alive is not refused, however many of its others are open', async () => {
+    const peers = await twoLive();
+    try {
+      const { breaker } = breakerOnManualClock(1);
+      breaker.isolate(`127.0.0.2:${peers.port}`);
+      breaker.isolate(`127.0.0.3:${peers.port}`);
+      const { lookup } = lookupTo(['127.0.0.2', '127.0.0.3', '127.0.0.4']);
+      const r = await connectN(5, () => connect({ host: 'svc.test', port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } }));
+      expect(r).toEqual({ ok: 5, errors: [] });
+      expect(peers.live[0]!.attempts).toBe(0); // isolated: never dialled
+      expect(peers.live[1]!.attempts).toBe(5);
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it("the breaker's capacity bounds address entries too: a name and its addresses share one table", async () => {
+    const peers = await twoLive();
+    try {
+      const breaker = new HostBreaker({ capacity: 4 });
+      const { lookup } = lookupTo(['127.0.0.2', '127.0.0.4']);
+      for (const name of ['a.test', 'b.test', 'c.test']) {
+        (await connect({ host: name, port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } })).destroy();
+      }
+      // 3 names + 1 address actually dialled (the first, each time): 4 keys, at capacity.
+      expect(breaker.stats().hosts).toBeLessThanOrEqual(4);
+      expect(breaker.state(`127.0.0.2:${peers.port}`)?.state).toBe('closed');
+      for (const name of ['d.test', 'e.test']) {
+        (await connect({ host: name, port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } })).destroy();
+      }
+      // Two more names evict the two least recently used names; the address, dialled each time, stays.
+      expect(breaker.stats()).toMatchObject({ hosts: 4, evictedCapacity: 2 });
+      expect(breaker.state('a.test', peers.port)).toBeUndefined();
+      expect(breaker.state(`127.0.0.2:${peers.port}`)).toBeDefined();
+    } finally {
+      await peers.close();
+    }
+  });
+});
