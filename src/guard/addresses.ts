@@ -8,13 +8,14 @@
  * - The name is resolved with the caller's `lookup` (or `dns.lookup`), `all: true`. The lookup is
  *   a dial of its own against the name's entry: a resolver that fails or stalls opens the name
  *   (there is no address to blame), one that answers proves nothing about the addresses.
- * - Addresses are tried in the resolver's order, families interleaved (RFC 8305), an address
- *   whose last dial failed (and is still closed) after the others. One whose entry is open is
- *   skipped without I/O. A dial that has not connected after `attemptDelay` gets company from the
- *   next address; the first to connect wins, and the others run to their own end in the
- *   background so that their outcome is recorded (a late socket is closed). A probe (an address
- *   whose window ended) is dialled beside the next address at once, so no caller waits on it,
- *   and at most one probe per connect is out at a time.
+ * - Addresses are tried in the resolver's order, families interleaved (RFC 8305). One whose entry
+ *   is open is skipped without I/O. A dial that has not connected after `attemptDelay` gets
+ *   company from the next address; the first to connect wins, and the others run to their own end
+ *   in the background so that their outcome is recorded (a late socket is closed). A probe (an
+ *   address whose window ended) or a suspect (closed, but its last dial failed) is dialled beside
+ *   the next address at once, so no caller waits on it, and at most one probe per connect is out
+ *   at a time. A dead address thus costs callers nothing once its first dial has failed, opens
+ *   after the breaker's rounds, and is dialled once per open window after that.
  * - The name is refused, without a lookup, only when every address it last resolved to is open:
  *   the refusal ({@link AddressesUnavailableError}) carries each address's own refusal.
  *
@@ -245,14 +246,7 @@ function race(
 ): Promise<net.Socket> {
   const { breaker, signal } = options;
   const deadline = clock.now() + options.timeout;
-  // An address whose last dial failed goes after the others (stable): it is tried only when no
-  // other has connected, so a dead address still closed costs nobody while its siblings serve.
   const order = resolved.map((_, i) => i);
-  const failing = order.map((i) => {
-    const s = breaker.state(keys[i]!);
-    return s !== undefined && s.state === 'closed' && s.failures > 0;
-  });
-  order.sort((x, y) => Number(failing[x]) - Number(failing[y]));
 
   return new Promise<net.Socket>((resolveCall, rejectCall) => {
     const controller = new AbortController(); // the caller's signal, until the call settles
@@ -303,14 +297,18 @@ function race(
           refused.abandoned(); // its window ended this instant: dial it below
         }
         const probe = snapshot?.state === 'half-open';
+        // Its last dial failed (still closed): likely dead, not yet proven so.
+        const suspect = snapshot !== undefined && snapshot.state === 'closed' && snapshot.failures > 0;
         const remaining = deadline - clock.now();
         if (remaining < 1) {
           order.length = 0;
           break;
         }
         launch(resolved[i]!.address, key, probe, remaining);
-        // A probe runs beside the next address, not ahead of it: no caller waits on a probe.
-        if (probe) continue;
+        // A probe or a suspect runs beside the next address, not ahead of it: no caller waits on
+        // it, yet it is dialled, so a dead address opens (and is then skipped) and one that is
+        // back serves again.
+        if (probe || suspect) continue;
         if (order.length > 0) timer = clock.setTimeout(next, options.attemptDelay);
         return;
       }

@@ -12,6 +12,7 @@ import { connect } from '../../src/guard/connect.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { type TcpPeer, echoPeer } from '../../src/testing/tcp-peers.js';
 import { blackhole } from '../../src/testing/blackhole.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import { eventually } from '../helpers/eventually.js';
 import { leakCheckEach } from '../helpers/leaks.js';
 import { breakerOnManualClock } from '../helpers/sockets.js';
@@ -203,6 +204,35 @@ describe('connect: per-address guarding', () => {
       expect(breaker.stats()).toMatchObject({ hosts: 4, evictedCapacity: 2 });
       expect(breaker.state('a.test', peers.port)).toBeUndefined();
       expect(breaker.state(`127.0.0.2:${peers.port}`)).toBeDefined();
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it('a dead address whose last dial failed is dialled beside the next one: no caller waits out the attempt delay, and it opens after its rounds', async () => {
+    const peers = await twoLive();
+    await using hole = await blackhole({ host: '127.0.0.3', port: peers.port });
+    try {
+      // One manual clock for the breaker, the dial timeouts and the attempt delay: nothing fires
+      // unless the test ticks it, so a caller waiting on the attempt delay would never connect.
+      const clock = new ManualClock();
+      const breaker = new HostBreaker({ clock, failureThreshold: 2, minOutage: 0, openDuration: 30_000 });
+      breaker.admit(hole.address).failed(new Error('timed out')); // suspect: closed, 1 failure
+      const { lookup } = lookupTo([hole.host, '127.0.0.2']);
+      const opts = { breaker, clock, timeout: 1_000, attemptDelay: 50, socket: { lookup } };
+      const bounded = <T,>(p: Promise<T>): Promise<T | 'stuck'> => Promise.race([p, new Promise<'stuck'>((r) => setTimeout(() => r('stuck'), 2_000))]);
+      const first = await bounded(connect({ host: 'svc.test', port: peers.port }, opts));
+      expect(first).not.toBe('stuck');
+      (first as net.Socket).destroy();
+      expect(breaker.state(hole.address)?.state).toBe('closed'); // its dial is still out
+      await clock.tick(1_000); // the dead address's dial times out: its second failed round opens it
+      expect(await eventually(() => dials.get(hole.address), (n) => n === 1)).toBe(1);
+      expect(breaker.state(hole.address)?.state).toBe('open');
+      const second = await bounded(connect({ host: 'svc.test', port: peers.port }, opts));
+      expect(second).not.toBe('stuck');
+      (second as net.Socket).destroy();
+      expect(dials.get(hole.address)).toBe(1); // open: skipped
+      expect(peers.live[0]!.attempts).toBe(2);
     } finally {
       await peers.close();
     }
