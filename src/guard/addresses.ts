@@ -13,7 +13,8 @@
  *   company from the next address; the first to connect wins, and the others run to their own end
  *   in the background so that their outcome is recorded (a late socket is closed). A probe (an
  *   address whose window ended) or a suspect (closed, but its last dial failed) is dialled beside
- *   the next address at once, so no caller waits on it, and at most one probe per connect is out
+ *   the next address at once (one dial to a suspect at a time, whoever the caller), so no caller
+ *   waits on it, and at most one probe per connect is out
  *   at a time. A dead address thus costs callers nothing once its first dial has failed, opens
  *   after the breaker's rounds, and is dialled once per open window after that.
  * - The name is refused, without a lookup, only when every address it last resolved to is open:
@@ -98,6 +99,11 @@ export interface AddressDialOptions {
 /** The names a breaker remembers addresses for: name key -> addresses. */
 interface Memo {
   readonly names: Map<string, Remembered>;
+  /**
+   * Suspect addresses with a dial out. One at a time is enough: dials that overlap are one
+   * round for the breaker, so more would only add SYNs to a likely dead address.
+   */
+  readonly suspectsOut: Set<string>;
 }
 
 interface Remembered {
@@ -114,7 +120,7 @@ const memos = new WeakMap<HostBreaker, Memo>();
 function memoOf(breaker: HostBreaker): Memo {
   let memo = memos.get(breaker);
   if (memo === undefined) {
-    memo = { names: new Map() };
+    memo = { names: new Map(), suspectsOut: new Set() };
     memos.set(breaker, memo);
   }
   return memo;
@@ -245,8 +251,12 @@ function race(
   clock: Clock,
 ): Promise<net.Socket> {
   const { breaker, signal } = options;
+  const { suspectsOut } = memoOf(breaker);
   const deadline = clock.now() + options.timeout;
   const order = resolved.map((_, i) => i);
+  /** Suspects passed over because another caller's dial to them is out: dialled only as a last resort. */
+  const deferred: number[] = [];
+  let lastResort = false;
 
   return new Promise<net.Socket>((resolveCall, rejectCall) => {
     const controller = new AbortController(); // the caller's signal, until the call settles
@@ -270,6 +280,12 @@ function race(
     };
     const settleIfOver = (): void => {
       if (done || inflight > 0 || order.length > 0) return;
+      if (deferred.length > 0 && deadline - clock.now() >= 1) {
+        lastResort = true; // nothing else is left: dial them after all
+        order.push(...deferred.splice(0));
+        next();
+        return;
+      }
       finish();
       if (errors.length === 0) rejectCall(new AddressesUnavailableError(name, refusals, clock));
       else if (errors.length === 1) rejectCall(errors[0]);
@@ -299,12 +315,16 @@ function race(
         const probe = snapshot?.state === 'half-open';
         // Its last dial failed (still closed): likely dead, not yet proven so.
         const suspect = snapshot !== undefined && snapshot.state === 'closed' && snapshot.failures > 0;
+        if (suspect && !lastResort && suspectsOut.has(key)) {
+          deferred.push(i);
+          continue;
+        }
         const remaining = deadline - clock.now();
         if (remaining < 1) {
           order.length = 0;
           break;
         }
-        launch(resolved[i]!.address, key, probe, remaining);
+        launch(resolved[i]!.address, key, probe, suspect, remaining);
         // A probe or a suspect runs beside the next address, not ahead of it: no caller waits on
         // it, yet it is dialled, so a dead address opens (and is then skipped) and one that is
         // back serves again.
@@ -314,13 +334,19 @@ function race(
       }
       settleIfOver();
     };
-    const launch = (address: string, key: string, probe: boolean, timeout: number): void => {
+    const launch = (address: string, key: string, probe: boolean, suspect: boolean, timeout: number): void => {
       inflight++;
       if (probe) probeOut = true;
+      const tracked = suspect && !suspectsOut.has(key);
+      if (tracked) suspectsOut.add(key);
+      const ended = (): void => {
+        inflight--;
+        if (probe) probeOut = false;
+        if (tracked) suspectsOut.delete(key);
+      };
       dialWith(key, (ctx) => open(address, ctx), { timeout, signal: controller.signal, breaker, clock }, destroy).then(
         (socket) => {
-          inflight--;
-          if (probe) probeOut = false;
+          ended();
           if (done) {
             socket.destroy(); // a loser that connected after the winner: recorded, then closed
             return;
@@ -329,8 +355,7 @@ function race(
           resolveCall(socket);
         },
         (err: unknown) => {
-          inflight--;
-          if (probe) probeOut = false;
+          ended();
           if (done) return;
           if (err instanceof HostUnavailableError) refusals.push(err);
           else errors.push(err);

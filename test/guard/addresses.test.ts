@@ -237,4 +237,23 @@ describe('connect: per-address guarding', () => {
       await peers.close();
     }
   });
+
+  it('concurrent callers share one dial to a suspect address: 8 calls, 1 dial to it, 8 served by the live one', async () => {
+    const peers = await twoLive();
+    await using hole = await blackhole({ host: '127.0.0.3', port: peers.port });
+    try {
+      const clock = new ManualClock();
+      const breaker = new HostBreaker({ clock, failureThreshold: 3, minOutage: 0 });
+      breaker.admit(hole.address).failed(new Error('timed out')); // suspect
+      const { lookup } = lookupTo([hole.host, '127.0.0.2']);
+      const opts = { breaker, clock, timeout: 1_000, attemptDelay: 50, socket: { lookup } };
+      const sockets = await Promise.all(Array.from({ length: 8 }, () => connect({ host: 'svc.test', port: peers.port }, opts)));
+      for (const s of sockets) s.destroy();
+      await clock.tick(1_000);
+      expect(await eventually(() => dials.get(hole.address), (n) => n > 1, 200)).toBe(1); // and no more
+      expect(peers.live[0]!.attempts).toBe(8);
+    } finally {
+      await peers.close();
+    }
+  });
 });
