@@ -136,31 +136,40 @@ function refusedNow(breaker: HostBreaker, key: string): boolean {
 }
 
 /**
- * The refusal for `name` when the addresses it last resolved to (within {@link ADDRESS_RECHECK})
+ * @internal The refusal for `name` when the addresses it last resolved to (within {@link ADDRESS_RECHECK})
  * are all open; otherwise undefined. A stale memo is marked fresh by the caller that goes on to
  * re-resolve, so concurrent callers keep refusing from memory meanwhile instead of all looking up.
  */
-function refuseFromMemory(breaker: HostBreaker, name: string, now: number, clock: Clock): AddressesUnavailableError | undefined {
-  const memo = memos.get(breaker);
-  const seen = memo?.names.get(name);
-  if (seen === undefined || seen.keys.length === 0) return undefined;
-  for (const key of seen.keys) if (!refusedNow(breaker, key)) return undefined;
+export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Clock): AddressesUnavailableError | undefined {
+  const seen = memos.get(breaker)?.names.get(name);
+  if (seen === undefined) return undefined;
+  const now = clock.now();
   if (now - seen.at >= ADDRESS_RECHECK) {
-    seen.at = now; // this caller re-resolves; the others keep refusing from memory
+    seen.at = now; // this caller re-resolves; the others keep refusing from memory meanwhile
     return undefined;
   }
-  const parts: HostUnavailableError[] = [];
-  for (const key of seen.keys) {
-    const answer = breaker.tryAdmit(key);
+  const { keys } = seen;
+  const last = seen.refusal;
+  let parts: HostUnavailableError[] | undefined;
+  if (last === undefined) {
+    // Not refused from memory yet: look before admitting, so that an address that may be dialled
+    // is not admitted (and abandoned) here. Once refused, admit at once (the hot path): an admit
+    // granted there is abandoned below, which happens once per window at most.
+    for (const key of keys) if (!refusedNow(breaker, key)) return undefined;
+  }
+  // Each admit counts its refusal; while they are the same objects, so is the name's.
+  for (let i = 0; i < keys.length; i++) {
+    const answer = breaker.tryAdmit(keys[i]!);
     if (!(answer instanceof HostUnavailableError)) {
-      answer.abandoned(); // its window ended this instant: dial after all
+      answer.abandoned(); // its window ended this instant (or it was reset): dial after all
       return undefined;
     }
+    if (parts === undefined && last !== undefined && last.addresses[i] === answer) continue;
+    parts ??= last === undefined ? [] : last.addresses.slice(0, i);
     parts.push(answer);
   }
-  const last = seen.refusal;
-  if (last !== undefined && last.addresses.length === parts.length && last.addresses.every((p, i) => p === parts[i])) return last;
-  seen.refusal = new AddressesUnavailableError(name, parts, clock);
+  if (parts === undefined && last !== undefined && last.addresses.length === keys.length) return last;
+  seen.refusal = new AddressesUnavailableError(name, parts ?? [], clock);
   return seen.refusal;
 }
 
@@ -168,12 +177,13 @@ function remember(breaker: HostBreaker, name: string, keys: readonly string[], n
   const names = memoOf(breaker).names;
   names.delete(name);
   if (names.size >= MEMO_CAPACITY) names.delete(names.keys().next().value!);
-  names.set(name, { keys, at: now, refusal: undefined });
+  if (keys.length > 0) names.set(name, { keys, at: now, refusal: undefined });
 }
 
 /**
  * Resolves `host` (a name) and connects to one of its addresses, guarding each address apart.
- * `open` opens the socket to one address inside its dial.
+ * `open` opens the socket to one address inside its dial. The caller checks
+ * {@link refuseFromMemory} first.
  *
  * @internal used by `connect`.
  */
@@ -187,8 +197,6 @@ export function connectAddresses(
   const clock = options.clock ?? systemClock;
   const { breaker } = options;
   const started = clock.now();
-  const refusal = refuseFromMemory(breaker, name, started, clock);
-  if (refusal !== undefined) return Promise.reject(refusal);
   const lookup = options.lookup ?? (dns.lookup as unknown as net.LookupFunction);
   return dialWith(name, (ctx) => resolve(lookup, host, options, ctx), { timeout: options.timeout, signal: options.signal, breaker, clock }, undefined).then(
     (resolved) => {

@@ -7,7 +7,8 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import tls from 'node:tls';
-import { DEFAULT_ATTEMPT_DELAY, connectAddresses, tlsForName } from './addresses.js';
+import { DEFAULT_ATTEMPT_DELAY, connectAddresses, refuseFromMemory, tlsForName } from './addresses.js';
+import { systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, dialWith, sharedBreaker } from './dial.js';
 import { hostKey } from './host-key.js';
 import { checkDuration, opt } from '../core/validate.js';
@@ -66,7 +67,7 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
     return Promise.reject(err);
   }
   // An IP literal (bracketed IPv6 included) is one address: today's path, no extra work.
-  if (options.perAddress !== false && options.breaker !== null && target.host.charCodeAt(0) !== 91 && net.isIP(target.host) === 0) {
+  if (options.perAddress !== false && options.breaker !== null && !isLiteral(target.host)) {
     return byAddress(target, key, options);
   }
   return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy);
@@ -75,29 +76,51 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
 /** {@link connect} for a name: resolve it, dial its addresses, each guarded apart. */
 function byAddress(target: ConnectTarget, key: string, options: ConnectOptions): Promise<net.Socket> {
   let timeout: number;
-  let attemptDelay: number;
   try {
     timeout = checkDuration('timeout', opt(options.timeout, DEFAULT_CONNECT_TIMEOUT), 1);
-    attemptDelay = checkDuration('attemptDelay', opt(options.attemptDelay, DEFAULT_ATTEMPT_DELAY));
   } catch (err) {
     return Promise.reject(err);
   }
   const breaker = options.breaker ?? sharedBreaker();
   if (!breaker.enabled) return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy);
+  // The refusal first, before anything is built: it is the hot path of a dead name.
+  const clock = options.clock ?? systemClock;
+  const refusal = refuseFromMemory(breaker, key, clock);
+  if (refusal !== undefined) return Promise.reject(refusal);
+  let attemptDelay: number;
+  try {
+    attemptDelay = checkDuration('attemptDelay', opt(options.attemptDelay, DEFAULT_ATTEMPT_DELAY));
+  } catch (err) {
+    return Promise.reject(err);
+  }
   const tlsObject = typeof options.tls === 'object' ? (options.tls as tls.ConnectionOptions & { family?: number; hints?: number }) : undefined;
-  const lookup = tlsObject?.lookup ?? options.socket?.lookup;
   const perDial = { tls: tlsForName(options.tls, target.host), handshake: options.handshake, socket: options.socket };
   return connectAddresses(target.host, target.port, key, (address, ctx) => openSocket({ host: address, port: target.port }, perDial, ctx), {
     timeout,
     signal: options.signal,
     breaker,
-    clock: options.clock,
+    clock,
     attemptDelay,
-    lookup,
+    lookup: tlsObject?.lookup ?? options.socket?.lookup,
     family: tlsObject?.family ?? options.socket?.family,
     hints: tlsObject?.hints ?? options.socket?.hints,
   });
 }
+
+/**
+ * Whether `host` is an IP address (bracketed IPv6 included), memoised: `net.isIP` runs regular
+ * expressions, which would cost more than the rest of a refusal. Bounded like hostKey's memo.
+ */
+function isLiteral(host: string): boolean {
+  let literal = literals.get(host);
+  if (literal === undefined) {
+    literal = host.charCodeAt(0) === 91 || net.isIP(host) !== 0;
+    if (literals.size >= 1024) literals.clear();
+    literals.set(host, literal);
+  }
+  return literal;
+}
+const literals = new Map<string, boolean>();
 
 function destroy(socket: net.Socket): void {
   socket.destroy();

@@ -250,7 +250,7 @@ describe('connect: per-address guarding', () => {
       const sockets = await Promise.all(Array.from({ length: 8 }, () => connect({ host: 'svc.test', port: peers.port }, opts)));
       for (const s of sockets) s.destroy();
       await clock.tick(1_000);
-      expect(await eventually(() => dials.get(hole.address), (n) => n > 1, 200)).toBe(1); // and no more
+      expect(await eventually(() => dials.get(hole.address), (n) => (n ?? 0) > 1, 200)).toBe(1); // and no more
       expect(peers.live[0]!.attempts).toBe(8);
     } finally {
       await peers.close();
