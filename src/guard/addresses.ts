@@ -18,7 +18,7 @@
  *   at a time. A dead address thus costs callers nothing once its first dial has failed, opens
  *   after the breaker's rounds, and is dialled once per open window after that.
  * - The name is refused, without a lookup, only when every address it last resolved to is open:
- *   the refusal ({@link AddressesUnavailableError}) carries each address's own refusal.
+ *   the refusal ({@link HostUnavailableError}) carries each address's own refusal.
  *
  * Address entries live in the breaker's own table, so its capacity and idle eviction cover them.
  *
@@ -61,27 +61,22 @@ export interface ResolvedAddress {
 }
 
 /**
- * The breaker refused a name: every address it resolves to is open. `host` is the name's key;
- * {@link AddressesUnavailableError.addresses} holds each address's own refusal. `retryAfter` is
- * the earliest of theirs. Its `code` is `DIALGUARD_HOST_UNAVAILABLE` and it is a
- * `HostUnavailableError`, so whatever handles a refusal handles this one.
+ * The refusal of a name every address of which is refused: a {@link HostUnavailableError} for the
+ * name whose `addresses` holds each address's own refusal; `retryAfter` is the earliest of theirs.
  */
-export class AddressesUnavailableError extends HostUnavailableError {
-  /** The refusal of each address, in the order the name last resolved to them. */
-  readonly addresses: readonly HostUnavailableError[];
-
-  constructor(name: string, addresses: readonly HostUnavailableError[], clock?: Pick<Clock, 'now'>) {
-    const first = addresses[0];
-    const retryAfter = Math.min(...addresses.map((a) => a.retryAfter));
-    const state = addresses.every((a) => a.state === 'half-open') ? 'half-open' : 'open';
-    super(name, retryAfter, state, clock, {
+function nameRefusal(name: string, addresses: readonly HostUnavailableError[], clock: Pick<Clock, 'now'>): HostUnavailableError {
+  return new HostUnavailableError(
+    name,
+    Math.min(...addresses.map((a) => a.retryAfter)),
+    addresses.every((a) => a.state === 'half-open') ? 'half-open' : 'open',
+    clock,
+    {
       failures: Math.min(...addresses.map((a) => a.failures)),
-      cause: first?.cause,
+      cause: addresses[0]?.cause,
       isolated: addresses.every((a) => a.isolated),
-    });
-    this.message = `${name}: every address it resolves to is unavailable (${addresses.map((a) => `${a.host} ${a.state}`).join(', ')}); refused without dialling`;
-    this.addresses = addresses;
-  }
+      addresses,
+    },
+  );
 }
 
 /** What {@link connectAddresses} needs from `connect`'s options. */
@@ -112,7 +107,7 @@ interface Remembered {
   /** When they were resolved (or a refresh started). */
   at: number;
   /** The last refusal made from them, reused while each address's refusal is the same object. */
-  refusal: AddressesUnavailableError | undefined;
+  refusal: HostUnavailableError | undefined;
 }
 
 const memos = new WeakMap<HostBreaker, Memo>();
@@ -140,7 +135,7 @@ function refusedNow(breaker: HostBreaker, key: string): boolean {
  * are all open; otherwise undefined. A stale memo is marked fresh by the caller that goes on to
  * re-resolve, so concurrent callers keep refusing from memory meanwhile instead of all looking up.
  */
-export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Clock): AddressesUnavailableError | undefined {
+export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Clock): HostUnavailableError | undefined {
   const seen = memos.get(breaker)?.names.get(name);
   if (seen === undefined) return undefined;
   const now = clock.now();
@@ -150,6 +145,7 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
   }
   const { keys } = seen;
   const last = seen.refusal;
+  const lastParts = last?.addresses;
   let parts: HostUnavailableError[] | undefined;
   if (last === undefined) {
     // Not refused from memory yet: look before admitting, so that an address that may be dialled
@@ -164,12 +160,12 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
       answer.abandoned(); // its window ended this instant (or it was reset): dial after all
       return undefined;
     }
-    if (parts === undefined && last !== undefined && last.addresses[i] === answer) continue;
-    parts ??= last === undefined ? [] : last.addresses.slice(0, i);
+    if (parts === undefined && lastParts !== undefined && lastParts[i] === answer) continue;
+    parts ??= lastParts === undefined ? [] : lastParts.slice(0, i);
     parts.push(answer);
   }
-  if (parts === undefined && last !== undefined && last.addresses.length === keys.length) return last;
-  seen.refusal = new AddressesUnavailableError(name, parts ?? [], clock);
+  if (parts === undefined && last !== undefined && lastParts!.length === keys.length) return last;
+  seen.refusal = nameRefusal(name, parts ?? [], clock);
   return seen.refusal;
 }
 
@@ -295,7 +291,7 @@ function race(
         return;
       }
       finish();
-      if (errors.length === 0) rejectCall(new AddressesUnavailableError(name, refusals, clock));
+      if (errors.length === 0) rejectCall(nameRefusal(name, refusals, clock));
       else if (errors.length === 1) rejectCall(errors[0]);
       else rejectCall(new AggregateError(errors, `connect to ${name} failed on each of its ${errors.length} addresses dialled`));
     };

@@ -7,7 +7,6 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import net from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HostUnavailableError } from '../../src/core/errors.js';
-import { AddressesUnavailableError } from '../../src/guard/addresses.js';
 import { connect } from '../../src/guard/connect.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { type TcpPeer, echoPeer } from '../../src/testing/tcp-peers.js';
@@ -157,15 +156,15 @@ describe('connect: per-address guarding', () => {
     expect((first as AggregateError).errors.map((e: { code?: string }) => e.code)).toEqual(['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED']);
     const second = await connect({ host: 'svc.test', port: peers.port }, opts).catch((e: unknown) => e);
     expect(second).toBeInstanceOf(HostUnavailableError);
-    expect(second).toBeInstanceOf(AddressesUnavailableError);
-    const refusal = second as AddressesUnavailableError;
+    const refusal = second as HostUnavailableError;
     expect(refusal.host).toBe(`svc.test:${peers.port}`);
-    expect(refusal.addresses.map((x) => [x.host, x.state])).toEqual([
+    expect(refusal.addresses?.map((x) => [x.host, x.state])).toEqual([
       [`127.0.0.3:${peers.port}`, 'open'],
       [`127.0.0.5:${peers.port}`, 'open'],
       [`127.0.0.6:${peers.port}`, 'open'],
     ]);
     expect(refusal.retryAfter).toBeGreaterThan(0);
+    expect(refusal.message).toContain('every address it resolves to is refused');
     expect(calls()).toBe(1); // refused from memory: no lookup, no dial
     expect([...dials.values()].reduce((x, y) => x + y, 0)).toBe(4); // the lookup and three dials
   });
