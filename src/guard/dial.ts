@@ -12,6 +12,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
 import { checkDuration, opt } from '../core/validate.js';
+import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js';
 import { dialFailureOutcome } from './dial-outcome.js';
 import { type DialPermit, HostBreaker } from './host-breaker.js';
 
@@ -134,76 +135,86 @@ export function dialWith<C>(
   const controller = new AbortController();
   const ctx: DialContext = { signal: controller.signal, permit, phase: 'tcp', answered: false };
   const started = clock.now();
+  // A trace only when someone listens (dialguard:dial): otherwise the dial runs as is.
+  const trace: DialTraceMessage | undefined = traced(dialTrace) ? { host: permit.host, probe: permit.probe } : undefined;
   const report = (outcome: DialEvents['settled']['outcome']): void => {
+    if (trace !== undefined) {
+      trace.outcome = outcome;
+      trace.phase = String(ctx.phase);
+    }
     if (events.active('settled')) events.emit('settled', { host: permit.host, outcome, duration: clock.now() - started, phase: String(ctx.phase) });
   };
+  if (trace !== undefined) return dialTrace.tracePromise(() => run(), trace);
+  return run();
 
-  return new Promise<C>((resolve, reject) => {
-    let done = false;
-    const end = (): void => {
-      done = true;
-      clock.clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-    };
-    const onAbort = (): void => {
-      if (done) return;
-      end();
-      permit.abandoned();
-      report('abandoned');
-      controller.abort(signal!.reason);
-      reject(signal!.reason);
-    };
-    const timer = clock.setTimeout(() => {
-      if (done) return;
-      end();
-      const err = new ConnectTimeoutError(permit.host, timeout, ctx.phase);
-      permit.failed(err);
-      report('failed');
-      controller.abort(err);
-      reject(err);
-    }, timeout);
-    signal?.addEventListener('abort', onAbort, { once: true });
-
-    let attempt: Promise<C>;
-    try {
-      attempt = establish(ctx);
-    } catch (err) {
-      attempt = Promise.reject(err);
-    }
-    attempt.then(
-      (connection) => {
-        if (done) {
-          disposeLate(dispose, connection);
-          return;
-        }
-        end();
-        permit.succeeded();
-        report('succeeded');
-        resolve(connection);
-      },
-      (err: unknown) => {
+  function run(): Promise<C> {
+    return new Promise<C>((resolve, reject) => {
+      let done = false;
+      const end = (): void => {
+        done = true;
+        clock.clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const onAbort = (): void => {
         if (done) return;
         end();
-        // Only the host's failures count: a certificate it presented, an alert it sent or any
-        // answer proves it alive; a failure local to this process says nothing about it.
-        const outcome = dialFailureOutcome(err, ctx.answered === true);
-        if (outcome === 'failed') permit.failed(err);
-        else if (outcome === 'succeeded') permit.succeeded();
-        else permit.abandoned();
-        report(outcome);
+        permit.abandoned();
+        report('abandoned');
+        controller.abort(signal!.reason);
+        reject(signal!.reason);
+      };
+      const timer = clock.setTimeout(() => {
+        if (done) return;
+        end();
+        const err = new ConnectTimeoutError(permit.host, timeout, ctx.phase);
+        permit.failed(err);
+        report('failed');
         controller.abort(err);
         reject(err);
-      },
-    );
-  });
-}
+      }, timeout);
+      signal?.addEventListener('abort', onAbort, { once: true });
 
-/** Calls the user's `dispose` on a late connection; a throw becomes a warning, never an unhandled rejection. */
-function disposeLate<C>(dispose: ((connection: C) => void) | undefined, connection: C): void {
-  if (dispose === undefined) return;
-  try {
-    dispose(connection);
-  } catch (err) {
-    process.emitWarning(`dialguard: dispose threw while closing a connection that arrived after its dial was given up: ${String(err)}`);
+      let attempt: Promise<C>;
+      try {
+        attempt = establish(ctx);
+      } catch (err) {
+        attempt = Promise.reject(err);
+      }
+      attempt.then(
+        (connection) => {
+          if (done) {
+            disposeLate(dispose, connection);
+            return;
+          }
+          end();
+          permit.succeeded();
+          report('succeeded');
+          resolve(connection);
+        },
+        (err: unknown) => {
+          if (done) return;
+          end();
+          // Only the host's failures count: a certificate it presented, an alert it sent or any
+          // answer proves it alive; a failure local to this process says nothing about it.
+          const outcome = dialFailureOutcome(err, ctx.answered === true);
+          if (outcome === 'failed') permit.failed(err);
+          else if (outcome === 'succeeded') permit.succeeded();
+          else permit.abandoned();
+          report(outcome);
+          controller.abort(err);
+          reject(err);
+        },
+      );
+    });
+    }
+  }
+
+  /** Calls the user's `dispose` on a late connection; a throw becomes a warning, never an unhandled rejection. */
+  function disposeLate<C>(dispose: ((connection: C) => void) | undefined, connection: C): void {
+    if (dispose === undefined) return;
+    try {
+      dispose(connection);
+    } catch (err) {
+      process.emitWarning(`dialguard: dispose threw while closing a connection that arrived after its dial was given up: ${String(err)}`);
   }
 }

@@ -26,6 +26,8 @@ import type { Unsubscribe } from '../../core/events.js';
 import type { FailureKind } from '../../core/classify.js';
 import { subscribe } from '../../observe/channels.js';
 
+export { type TraceSpansOptions, traceSpans } from './tracing.js';
+
 /** Options of {@link instrument}. */
 export interface InstrumentOptions {
   /** The meter to create instruments on. Default `meterProvider.getMeter('dialguard')`. */
