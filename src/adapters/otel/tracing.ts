@@ -14,7 +14,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { type Attributes, type Span, SpanStatusCode, type Tracer, type TracerProvider, context, trace } from '@opentelemetry/api';
-import type { Unsubscribe } from '../../core/events.js';
+import { type Unsubscribe, unsubscriber } from '../../core/events.js';
 import { HostUnavailableError } from '../../core/errors.js';
 import { subscribe } from '../../observe/channels.js';
 import { attemptTrace, callTrace, dialTrace } from '../../observe/tracing.js';
@@ -52,7 +52,7 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
     const span = current.getStore();
     return span === undefined ? context.active() : trace.setSpan(context.active(), span);
   };
-  const stops: Unsubscribe[] = [];
+  const stops: Array<() => void> = [];
 
   const hook = (
     channel: diagnosticsChannel.TracingChannel<object>,
@@ -125,7 +125,7 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
       event('dialguard.retry.scheduled', { 'dialguard.attempt': e.attempt, 'dialguard.delay_ms': e.delay, 'error.type': e.code ?? e.kind }),
     ),
   );
-  return () => {
+  return unsubscriber(() => {
     for (const stop of stops.splice(0)) stop();
-  };
+  });
 }
