@@ -144,77 +144,74 @@ export function dialWith<C>(
     }
     if (events.active('settled')) events.emit('settled', { host: permit.host, outcome, duration: clock.now() - started, phase: String(ctx.phase) });
   };
-  if (trace !== undefined) return dialTrace.tracePromise(() => run(), trace);
-  return run();
 
-  function run(): Promise<C> {
-    return new Promise<C>((resolve, reject) => {
-      let done = false;
-      const end = (): void => {
-        done = true;
-        clock.clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-      };
-      const onAbort = (): void => {
+  const run = (): Promise<C> => new Promise<C>((resolve, reject) => {
+    let done = false;
+    const end = (): void => {
+      done = true;
+      clock.clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const onAbort = (): void => {
+      if (done) return;
+      end();
+      permit.abandoned();
+      report('abandoned');
+      controller.abort(signal!.reason);
+      reject(signal!.reason);
+    };
+    const timer = clock.setTimeout(() => {
+      if (done) return;
+      end();
+      const err = new ConnectTimeoutError(permit.host, timeout, ctx.phase);
+      permit.failed(err);
+      report('failed');
+      controller.abort(err);
+      reject(err);
+    }, timeout);
+    signal?.addEventListener('abort', onAbort, { once: true });
+
+    let attempt: Promise<C>;
+    try {
+      attempt = establish(ctx);
+    } catch (err) {
+      attempt = Promise.reject(err);
+    }
+    attempt.then(
+      (connection) => {
+        if (done) {
+          disposeLate(dispose, connection);
+          return;
+        }
+        end();
+        permit.succeeded();
+        report('succeeded');
+        resolve(connection);
+      },
+      (err: unknown) => {
         if (done) return;
         end();
-        permit.abandoned();
-        report('abandoned');
-        controller.abort(signal!.reason);
-        reject(signal!.reason);
-      };
-      const timer = clock.setTimeout(() => {
-        if (done) return;
-        end();
-        const err = new ConnectTimeoutError(permit.host, timeout, ctx.phase);
-        permit.failed(err);
-        report('failed');
+        // Only the host's failures count: a certificate it presented, an alert it sent or any
+        // answer proves it alive; a failure local to this process says nothing about it.
+        const outcome = dialFailureOutcome(err, ctx.answered === true);
+        if (outcome === 'failed') permit.failed(err);
+        else if (outcome === 'succeeded') permit.succeeded();
+        else permit.abandoned();
+        report(outcome);
         controller.abort(err);
         reject(err);
-      }, timeout);
-      signal?.addEventListener('abort', onAbort, { once: true });
+      },
+    );
+  });
+  return trace === undefined ? run() : dialTrace.tracePromise(run, trace);
+}
 
-      let attempt: Promise<C>;
-      try {
-        attempt = establish(ctx);
-      } catch (err) {
-        attempt = Promise.reject(err);
-      }
-      attempt.then(
-        (connection) => {
-          if (done) {
-            disposeLate(dispose, connection);
-            return;
-          }
-          end();
-          permit.succeeded();
-          report('succeeded');
-          resolve(connection);
-        },
-        (err: unknown) => {
-          if (done) return;
-          end();
-          // Only the host's failures count: a certificate it presented, an alert it sent or any
-          // answer proves it alive; a failure local to this process says nothing about it.
-          const outcome = dialFailureOutcome(err, ctx.answered === true);
-          if (outcome === 'failed') permit.failed(err);
-          else if (outcome === 'succeeded') permit.succeeded();
-          else permit.abandoned();
-          report(outcome);
-          controller.abort(err);
-          reject(err);
-        },
-      );
-    });
-    }
-  }
-
-  /** Calls the user's `dispose` on a late connection; a throw becomes a warning, never an unhandled rejection. */
-  function disposeLate<C>(dispose: ((connection: C) => void) | undefined, connection: C): void {
-    if (dispose === undefined) return;
-    try {
-      dispose(connection);
-    } catch (err) {
-      process.emitWarning(`dialguard: dispose threw while closing a connection that arrived after its dial was given up: ${String(err)}`);
+/** Calls the user's `dispose` on a late connection; a throw becomes a warning, never an unhandled rejection. */
+function disposeLate<C>(dispose: ((connection: C) => void) | undefined, connection: C): void {
+  if (dispose === undefined) return;
+  try {
+    dispose(connection);
+  } catch (err) {
+    process.emitWarning(`dialguard: dispose threw while closing a connection that arrived after its dial was given up: ${String(err)}`);
   }
 }
