@@ -76,23 +76,20 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
 /** {@link connect} for a name: resolve it, dial its addresses, each guarded apart. */
 function byAddress(target: ConnectTarget, key: string, options: ConnectOptions): Promise<net.Socket> {
   let timeout: number;
-  try {
-    timeout = checkDuration('timeout', opt(options.timeout, DEFAULT_CONNECT_TIMEOUT), 1);
-  } catch (err) {
-    return Promise.reject(err);
-  }
-  const breaker = options.breaker ?? sharedBreaker();
-  if (!breaker.enabled) return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy);
-  // The refusal first, before anything is built: it is the hot path of a dead name.
-  const clock = options.clock ?? systemClock;
-  const refusal = refuseFromMemory(breaker, key, clock);
-  if (refusal !== undefined) return Promise.reject(refusal);
   let attemptDelay: number;
   try {
+    timeout = checkDuration('timeout', opt(options.timeout, DEFAULT_CONNECT_TIMEOUT), 1);
     attemptDelay = checkDuration('attemptDelay', opt(options.attemptDelay, DEFAULT_ATTEMPT_DELAY));
   } catch (err) {
     return Promise.reject(err);
   }
+  const breaker = options.breaker ?? sharedBreaker();
+  // A disabled breaker guards nothing: Node resolves and dials the name, as without perAddress.
+  if (!breaker.enabled) return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy);
+  // The refusal before anything is built: it is the hot path of a dead name.
+  const clock = options.clock ?? systemClock;
+  const refusal = refuseFromMemory(breaker, key, clock);
+  if (refusal !== undefined) return Promise.reject(refusal);
   const tlsObject = typeof options.tls === 'object' ? (options.tls as tls.ConnectionOptions & { family?: number; hints?: number }) : undefined;
   const perDial = { tls: tlsForName(options.tls, target.host), handshake: options.handshake, socket: options.socket };
   return connectAddresses(target.host, target.port, key, (address, ctx) => openSocket({ host: address, port: target.port }, perDial, ctx), {

@@ -255,4 +255,17 @@ describe('connect: per-address guarding', () => {
       await peers.close();
     }
   });
+
+  it("a resolver's failure is the name's own (no address to blame): the caller gets it, the name's entry counts it", async () => {
+    const { breaker } = breakerOnManualClock(3);
+    const notFound = Object.assign(new Error('getaddrinfo ENOTFOUND gone.test'), { code: 'ENOTFOUND' });
+    const lookup = ((_h: string, _o: unknown, cb: (err: Error) => void) => queueMicrotask(() => cb(notFound))) as unknown as net.LookupFunction;
+    await expect(connect({ host: 'gone.test', port: 80 }, { breaker, socket: { lookup } })).rejects.toBe(notFound);
+    expect(breaker.state('gone.test:80')?.failures).toBe(1);
+    expect(breaker.stats().hosts).toBe(1); // no address entry
+  });
+
+  it('attemptDelay is checked, naming the option', async () => {
+    await expect(connect({ host: 'svc.test', port: 80 }, { attemptDelay: -1 })).rejects.toThrow(/attemptDelay/);
+  });
 });
