@@ -21,6 +21,9 @@
  *   the refusal ({@link HostUnavailableError}) carries each address's own refusal.
  *
  * Address entries live in the breaker's own table, so its capacity and idle eviction cover them.
+ * The whole connect (lookup and dials) is bounded by one timeout: an address dialled later gets
+ * what is left of it. The lookup, being a dial of the name, is reported as one (`dial:settled`
+ * and the `dialguard:dial` trace, phase `lookup`).
  *
  * @module
  */
@@ -28,7 +31,7 @@ import dns from 'node:dns';
 import net from 'node:net';
 import type tls from 'node:tls';
 import { type Clock, systemClock } from '../core/clock.js';
-import { HostUnavailableError } from '../core/errors.js';
+import { ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { type DialContext, dialWith } from './dial.js';
 import type { HostBreaker } from './host-breaker.js';
 import { hostKey } from './host-key.js';
@@ -291,7 +294,8 @@ function race(
         return;
       }
       finish();
-      if (errors.length === 0) rejectCall(nameRefusal(name, refusals, clock));
+      if (errors.length === 0 && refusals.length === 0) rejectCall(new ConnectTimeoutError(name, options.timeout, 'tcp')); // no time left to dial
+      else if (errors.length === 0) rejectCall(nameRefusal(name, refusals, clock));
       else if (errors.length === 1) rejectCall(errors[0]);
       else rejectCall(new AggregateError(errors, `connect to ${name} failed on each of its ${errors.length} addresses dialled`));
     };
