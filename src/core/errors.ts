@@ -72,6 +72,8 @@ export interface RefusalDetails {
   cause?: unknown;
   /** An operator isolated the host (`HostBreaker.isolate`); no dial failed. */
   isolated?: boolean;
+  /** A name guarded per address (`connect()`): the refusal of each address it resolves to. */
+  addresses?: readonly HostUnavailableError[];
 }
 
 /**
@@ -94,6 +96,11 @@ export class HostUnavailableError extends DialguardError {
   readonly failures: number;
   /** Whether an operator isolated the host. */
   readonly isolated: boolean;
+  /**
+   * For a name whose addresses are guarded apart (`connect()`): each address's own refusal, in
+   * the order the name resolved to them (every one of them is refused). Undefined otherwise.
+   */
+  readonly addresses: readonly HostUnavailableError[] | undefined;
   readonly #retryAt: number;
   readonly #now: () => number;
 
@@ -107,7 +114,8 @@ export class HostUnavailableError extends DialguardError {
     const isolated = details.isolated === true;
     const wait = Number.isFinite(retryAfter) ? `in ${Math.max(0, Math.ceil(retryAfter))} ms` : 'when released';
     let why: string;
-    if (isolated) why = 'isolated by an operator';
+    if (details.addresses !== undefined) why = `every address it resolves to is refused: ${details.addresses.map((a) => `${a.host} ${a.state}`).join(', ')}`;
+    else if (isolated) why = 'isolated by an operator';
     else if (state === 'open') why = `${failures} consecutive failed dial round(s), last error ${describe(details.cause)}`;
     else why = `a probe dial is deciding whether it is back; last error ${describe(details.cause)}`;
     const next = isolated ? `dials resume ${wait}` : state === 'open' ? `a probe may run ${wait}` : `retry ${wait}`;
@@ -116,6 +124,7 @@ export class HostUnavailableError extends DialguardError {
     this.state = state;
     this.failures = failures;
     this.isolated = isolated;
+    this.addresses = details.addresses;
     this.#now = clock === undefined ? () => 0 : () => clock.now();
     this.#retryAt = this.#now() + retryAfter;
   }

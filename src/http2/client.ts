@@ -223,6 +223,11 @@ export class Http2Client {
     return this.#pool.close();
   }
 
+  /** `await using` support: the same as {@link Http2Client.close}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
   /** Runs one stream on the leased session; `signal` is the caller's, bounded by the call's deadline. */
   #exchange(
     lease: Lease<http2.ClientHttp2Session>,

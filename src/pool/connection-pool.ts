@@ -177,6 +177,11 @@ export class ConnectionPool<C> {
     return this.#closed;
   }
 
+  /** `await using` support: the same as {@link ConnectionPool.close}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
   async #shutdown(): Promise<void> {
     this.#closingSignal.abort(new PoolClosedError());
     for (const [target, slot] of this.#slots) {

@@ -167,6 +167,11 @@ export class GrpcGuard {
     return this.#closing;
   }
 
+  /** `await using` support: the same as {@link GrpcGuard.close}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
   /**
    * Connects `spec`'s channel as soon as a connect may start: at once, or when grpc's reconnect
    * backoff after failed connects has passed and the breaker would let a dial through (whichever
