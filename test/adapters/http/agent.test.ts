@@ -258,4 +258,30 @@ describe('GuardedHttpAgent: restarts, and requests that leave while their dial i
     expect((await pending).error).toMatchObject({ code: 'ECONNRESET' });
     expect(server.requests).toBe(0);
   });
+
+  it("a certificate the client does not trust: the request fails with Node's own TLS error, and no further dial is held back by a scout", async () => {
+    const server = await countingServer({ tls: true });
+    cleanups.push(() => server.close());
+    const agent = guardedHttps({ ca: undefined });
+    const { error } = await failure(get(server.origin, agent));
+    expect((error as { code?: string }).code).toMatch(/SELF_SIGNED|UNABLE_TO_VERIFY/);
+    expect(server.connections).toBe(1);
+    const trusting = guardedHttps({ rejectUnauthorized: false, keepAlive: true });
+    expect(await get(server.origin, trusting)).toBe('ok');
+  });
+
+  it('IPv6 loopback: served through the guard, a refused [::1] port refused by the breaker after one dial', async () => {
+    const server = http.createServer((_req, res) => res.end('ok6'));
+    await new Promise<void>((resolve) => server.listen(0, '::1', () => resolve()));
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const port = (server.address() as net.AddressInfo).port;
+    const { breaker } = manualBreaker(1);
+    const agent = guardedHttp({ breaker });
+    expect(await get(`http://[::1]:${port}/`, agent)).toBe('ok6');
+    const dead = await refusing({ host: '::1' });
+    expect((await failure(get(`http://[::1]:${dead.port}/`, agent))).error).toMatchObject({ code: 'ECONNREFUSED' });
+    const refused = (await failure(get(`http://[::1]:${dead.port}/`, agent))).error as HostUnavailableError;
+    expect(refused).toBeInstanceOf(HostUnavailableError);
+    expect(refused.host).toBe(`[::1]:${dead.port}`);
+  });
 });
