@@ -73,6 +73,7 @@ export interface IoredisOptions {
   retryStrategy?: unknown;
   Connector?: unknown;
   lazyConnect?: boolean;
+  tls?: unknown;
   [key: string]: unknown;
 }
 
@@ -181,6 +182,64 @@ export class RedisGuard {
     const client = new Redis(guarded as O);
     this.#watch(client, state);
     return client;
+  }
+
+  /**
+   * Options for an ioredis `Cluster` (v5) whose dials to every node ask the breaker first, keyed by
+   * that node's address: `new Cluster(nodes, guard.ioredisCluster(Redis, { redisOptions }))`.
+   * A dead node's slots fail at once (`HostUnavailableError`, no packet) while it is open; the other
+   * nodes keep serving. Each node connection reports its own dials: TCP (or TLS) connected is a
+   * success, an error or a close before that a failure. ioredis cluster nodes do not redial by
+   * themselves (the cluster refreshes its slots instead), so there is no strategy to replace.
+   *
+   * @param Redis - ioredis's `Redis` class (its default connector is the base of the gate).
+   */
+  ioredisCluster<O extends object>(Redis: new (options: IoredisOptions) => EventClient, clusterOptions?: O): O {
+    const options = (clusterOptions ?? {}) as O & { redisOptions?: IoredisOptions };
+    const redisOptions: IoredisOptions = { ...(options.redisOptions ?? {}) };
+    const Base: ConnectorClass =
+      (redisOptions.Connector as ConnectorClass | undefined) ??
+      ((new Redis({ lazyConnect: true }) as unknown as { connector: IoredisConnector }).connector.constructor as ConnectorClass);
+    const guard = this;
+    class GuardedNodeConnector extends Base {
+      override connect(emitter: unknown): Promise<unknown> {
+        const target = (this as unknown as { options: IoredisOptions }).options;
+        const state = new ClientState(hostKey(target.host ?? 'localhost', target.port ?? 6379));
+        const refusal = guard.#admit(state);
+        if (refusal !== undefined) {
+          const dead = new net.Socket();
+          dead.destroy();
+          this.firstError = refusal;
+          this.stream = dead;
+          return Promise.resolve(dead);
+        }
+        this.firstError = undefined;
+        return super.connect(emitter).then((stream) => {
+          const socket = stream as net.Socket;
+          const event = target.tls ? 'secureConnect' : 'connect';
+          const done = (err?: unknown): void => {
+            socket.off(event, onConnect);
+            socket.off('error', done);
+            socket.off('close', onClose);
+            if (err === undefined) state.permit?.succeeded();
+            else guard.#settle(state, err);
+            state.permit = undefined;
+          };
+          const onConnect = (): void => done();
+          const onClose = (): void => done(new Error('the connection closed before it connected'));
+          if (socket.destroyed) done(this.firstError ?? new Error('the connection closed before it connected'));
+          else {
+            socket.once(event, onConnect);
+            socket.once('error', done);
+            socket.once('close', onClose);
+          }
+          return stream;
+        });
+      }
+    }
+    redisOptions.Connector = GuardedNodeConnector;
+    redisOptions.connectTimeout = this.#timeout;
+    return { ...options, redisOptions };
   }
 
   /** Reports the client's dials: 'ready' is a success; errors are kept for the strategy. */

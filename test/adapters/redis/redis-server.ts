@@ -78,3 +78,37 @@ function accepts(port: number): Promise<boolean> {
     s.once('error', () => resolve(false));
   });
 }
+
+/**
+ * A Redis cluster of `ports.length` masters, no replicas, that keeps serving the slots of its live
+ * nodes when one dies (`cluster-require-full-coverage no`). Config files go to `dir`.
+ */
+export async function startCluster(ports: readonly number[], dir: string): Promise<RedisServer[]> {
+  const servers = await Promise.all(
+    ports.map((port) =>
+      new RedisServer(port, [
+        '--cluster-enabled', 'yes',
+        '--cluster-config-file', `nodes-${port}.conf`,
+        '--cluster-require-full-coverage', 'no',
+        '--cluster-node-timeout', '1000',
+        '--dir', dir,
+      ]).start(),
+    ),
+  );
+  const create = spawnSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8', timeout: 20_000 });
+  if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}\n${create.stderr}`);
+  for (let i = 0; i < 200; i++) {
+    const states = ports.map((p) => spawnSync('redis-cli', ['-p', String(p), 'cluster', 'info'], { encoding: 'utf8' }).stdout);
+    if (states.every((s) => s.includes('cluster_state:ok'))) return servers;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error('the cluster did not reach cluster_state:ok within 10 s');
+}
+
+/** The cluster node (port) that serves `key`. */
+export function nodeOf(key: string, port: number): number {
+  const slot = Number(spawnSync('redis-cli', ['-p', String(port), 'cluster', 'keyslot', key], { encoding: 'utf8' }).stdout.trim());
+  const slots = spawnSync('redis-cli', ['-p', String(port), '--json', 'cluster', 'slots'], { encoding: 'utf8' }).stdout;
+  for (const [from, to, master] of JSON.parse(slots) as Array<[number, number, [string, number]]>) if (slot >= from && slot <= to) return master[1];
+  throw new Error(`no node serves slot ${slot}`);
+}
