@@ -39,6 +39,13 @@ export class RedisServer {
       stdio: 'ignore',
     });
     this.#child = child;
+    // Never outlive the test process, whatever happens to the test (a timeout skips no clean-up
+    // here, but a crashed worker would).
+    const reap = (): void => {
+      child.kill('SIGKILL');
+    };
+    process.once('exit', reap);
+    child.once('exit', () => process.off('exit', reap));
     for (let i = 0; i < 200; i++) {
       if (await accepts(this.port)) return this;
       if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode} on port ${this.port}`);
