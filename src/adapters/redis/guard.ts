@@ -210,7 +210,7 @@ export class RedisGuard {
           const dead = new net.Socket();
           dead.destroy();
           this.firstError = refusal;
-          this.stream = dead;
+          this.stream = undefined; // see the single-node connector
           return Promise.resolve(dead);
         }
         this.firstError = undefined;
@@ -308,7 +308,8 @@ export class RedisGuard {
         const dead = new net.Socket();
         dead.destroy();
         this.firstError = refusal;
-        this.stream = dead;
+        // Not kept as the connector's stream: disconnect() would arm a timer to end it.
+        this.stream = undefined;
         return Promise.resolve(dead);
       }
     };

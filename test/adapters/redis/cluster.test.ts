@@ -56,8 +56,8 @@ describe('RedisGuard: an ioredis Cluster where one node of three dies', () => {
     const nodes = [{ host: '127.0.0.1', port: ports[0]! }];
     const breaker = new HostBreaker({ failureThreshold: 1, openDuration: 500 });
     const guard = new RedisGuard({ breaker });
-    const raw = new Cluster(nodes, { clusterRetryStrategy: () => 100 });
-    const guarded = new Cluster(nodes, guard.ioredisCluster(Redis, { clusterRetryStrategy: () => 100 }));
+    const raw = new Cluster(nodes, { clusterRetryStrategy: () => 100, redisOptions: { disconnectTimeout: 50 } });
+    const guarded = new Cluster(nodes, guard.ioredisCluster(Redis, { clusterRetryStrategy: () => 100, redisOptions: { disconnectTimeout: 50 } }));
     for (const c of [raw, guarded]) c.on('error', () => {});
     cleanups.push(() => raw.disconnect(), () => guarded.disconnect());
     await Promise.all(keys.map((k) => guarded.set(k, 'v')));

@@ -24,7 +24,7 @@ describe('RedisGuard: a blackholed node, in a network namespace of its own (nfta
     await using peer = await blackhole({ mode: 'nftables' });
     const guard = new RedisGuard({ breaker: new HostBreaker({ failureThreshold: 1, openDuration: 1_000 }), connectTimeout: 200 });
     const a = Array.from({ length: CLIENTS }, () => guard.nodeRedis(createClient, { socket: { host: peer.host, port: peer.port } }));
-    const b = Array.from({ length: CLIENTS }, () => guard.ioredis(Redis, { host: peer.host, port: peer.port, maxRetriesPerRequest: null }));
+    const b = Array.from({ length: CLIENTS }, () => guard.ioredis(Redis, { host: peer.host, port: peer.port, maxRetriesPerRequest: null, disconnectTimeout: 50 }));
     for (const c of [...a, ...b]) c.on('error', () => {});
     for (const c of a) c.connect().catch(() => {});
     cleanups.push(() => {
@@ -41,7 +41,7 @@ describe('RedisGuard: a blackholed node, in a network namespace of its own (nfta
   netnsTest(import.meta.url, 'default node-redis and ioredis, 5 clients each for 3 s: they redial all along', async () => {
     await using peer = await blackhole({ mode: 'nftables' });
     const a = Array.from({ length: CLIENTS }, () => createClient({ socket: { host: peer.host, port: peer.port, connectTimeout: 200 } }));
-    const b = Array.from({ length: CLIENTS }, () => new Redis({ host: peer.host, port: peer.port, connectTimeout: 200, maxRetriesPerRequest: null }));
+    const b = Array.from({ length: CLIENTS }, () => new Redis({ host: peer.host, port: peer.port, connectTimeout: 200, maxRetriesPerRequest: null, disconnectTimeout: 50 }));
     for (const c of [...a, ...b]) c.on('error', () => {});
     for (const c of a) c.connect().catch(() => {});
     cleanups.push(() => {

@@ -56,13 +56,13 @@ describe('RedisGuard: a dead node costs at most one dial per breaker window per 
     };
     diagnosticsChannel.subscribe('net.client.socket', onSocket);
     cleanups.push(() => diagnosticsChannel.unsubscribe('net.client.socket', onSocket));
-    const raw = Array.from({ length: CLIENTS }, () => new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: null }));
+    const raw = Array.from({ length: CLIENTS }, () => new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: null, disconnectTimeout: 50 }));
     for (const c of raw) c.on('error', () => {});
     await sleep(2_000);
     for (const c of raw) c.disconnect();
     const rawDials = sockets;
     const guard = new RedisGuard({ breaker: new HostBreaker({ failureThreshold: 1, openDuration: 500 }) });
-    const guarded = Array.from({ length: CLIENTS }, () => guard.ioredis(Redis, { host: '127.0.0.1', port, maxRetriesPerRequest: null }));
+    const guarded = Array.from({ length: CLIENTS }, () => guard.ioredis(Redis, { host: '127.0.0.1', port, maxRetriesPerRequest: null, disconnectTimeout: 50 }));
     for (const c of guarded) c.on('error', () => {});
     cleanups.push(() => guarded.forEach((c) => c.disconnect()));
     await sleep(2_000);
