@@ -242,6 +242,93 @@ export class RedisGuard {
     return { ...options, redisOptions };
   }
 
+  /**
+   * A node-redis cluster (v4/v5, `createCluster`) whose dials to every node ask the breaker first,
+   * keyed by that node's address: `guard.nodeRedisCluster(createCluster, { rootNodes })`. A dead
+   * node's commands fail at once (`HostUnavailableError`, no packet) while it is open, and its
+   * client waits out the window before redialling; the other nodes keep serving. Set
+   * `defaults.disableOfflineQueue` if commands for a dead node should fail rather than wait.
+   *
+   * Node addresses are given to Node as names under `.invalid` that only the guard's `lookup`
+   * resolves (it carries the port, which a lookup is not told), so TLS clusters, whose names must
+   * match certificates, are not supported here.
+   */
+  nodeRedisCluster<O, C extends EventClient>(createCluster: (options: O) => C, clusterOptions: O): C {
+    const options = clusterOptions as unknown as ClusterShape;
+    const pending = new Map<string, DialPermit[]>();
+    const mapAddress = options.nodeAddressMap;
+    const defaults = { ...(options.defaults ?? {}) };
+    const socket: Record<string, unknown> = { ...(defaults.socket ?? {}) };
+    if (socket.tls !== undefined && socket.tls !== false) throw new TypeError('dialguard: nodeRedisCluster does not support TLS clusters');
+    const own = socket.reconnectStrategy;
+    socket.connectTimeout = this.#timeout;
+    socket.lookup = this.#clusterLookup(pending, socket.lookup as net.LookupFunction | undefined);
+    socket.reconnectStrategy = (retries: number, cause: unknown) => {
+      const delay = this.#delayFor(cause instanceof HostUnavailableError ? cause.host : undefined, retries);
+      if (own === undefined) return delay;
+      const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
+      return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
+    };
+    defaults.socket = socket;
+    const rootNodes = (options.rootNodes ?? []).map((root) => {
+      const { host, port } = nodeRedisTarget(root);
+      const { url: _url, ...rest } = root;
+      return { ...rest, ...(typeof root.url === 'string' ? { url: withoutHost(root.url) } : {}), socket: { ...(root.socket ?? {}), host: gateName(host, port), port } };
+    });
+    const nodeAddressMap = (address: string): { host: string; port: number } => {
+      const mapped = typeof mapAddress === 'function' ? mapAddress(address) : mapAddress?.[address];
+      const at = address.lastIndexOf(':');
+      const host = mapped?.host ?? address.slice(0, at);
+      const port = mapped?.port ?? Number(address.slice(at + 1));
+      return { ...(mapped ?? {}), host: gateName(host, port), port };
+    };
+    const cluster = createCluster({ ...options, rootNodes, defaults, nodeAddressMap } as unknown as O);
+    const settle = (info: unknown, err?: unknown): void => {
+      const target = ungateName(String((info as { host?: unknown } | undefined)?.host ?? ''));
+      if (target === undefined) return;
+      const permit = pending.get(target.key)?.shift();
+      if (permit === undefined) return;
+      if (err === undefined || serverReplied(err)) permit.succeeded();
+      else (permit.failed as (error?: unknown) => void)(err);
+    };
+    cluster.on('node-ready', (info: unknown) => settle(info));
+    cluster.on('node-error', (err: unknown, info: unknown) => settle(info, err ?? new Error('node error')));
+    return cluster;
+  }
+
+  /** The cluster's lookup: decodes a gated name, asks the breaker, then resolves the real host. */
+  #clusterLookup(pending: Map<string, DialPermit[]>, lookup: net.LookupFunction | undefined): net.LookupFunction {
+    const resolve = (lookup ?? dns.lookup) as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void;
+    return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
+      const target = ungateName(hostname);
+      if (target === undefined) {
+        resolve(hostname, opts, cb);
+        return;
+      }
+      const answer = this.breaker.tryAdmit(target.key);
+      if (answer instanceof HostUnavailableError) {
+        process.nextTick(cb, answer);
+        return;
+      }
+      const list = pending.get(target.key) ?? [];
+      list.push(answer);
+      pending.set(target.key, list);
+      const family = net.isIP(target.host);
+      if (family === 0) resolve(target.host, opts, cb);
+      else if (opts?.all === true) process.nextTick(cb, null, [{ address: target.host, family }]);
+      else process.nextTick(cb, null, target.host, family);
+    }) as net.LookupFunction;
+  }
+
+  /** When to redial a node: after its open window (jittered), soon while a probe is out, else a backoff. */
+  #delayFor(key: string | undefined, attempt: number): number {
+    const backoff = Math.floor(this.#random() * Math.min(this.#maxBackoff, 50 * 2 ** Math.min(attempt, 16)));
+    const snapshot = key === undefined ? undefined : this.breaker.state(key);
+    if (snapshot === undefined || snapshot.retryAfter === 0) return backoff;
+    if (snapshot.state === 'open') return Math.ceil(snapshot.retryAfter * (1 + 0.1 * this.#random()));
+    return Math.min(snapshot.retryAfter, Math.max(50, backoff));
+  }
+
   /** Reports the client's dials: 'ready' is a success; errors are kept for the strategy. */
   #watch(client: EventClient, state: ClientState): void {
     client.on('ready', () => {
@@ -323,11 +410,7 @@ export class RedisGuard {
    */
   #next(state: ClientState, attempt: number, cause: unknown): number {
     this.#settle(state, cause);
-    const backoff = Math.floor(this.#random() * Math.min(this.#maxBackoff, 50 * 2 ** Math.min(attempt, 16)));
-    const snapshot = this.breaker.state(state.key);
-    if (snapshot === undefined || snapshot.retryAfter === 0) return backoff;
-    if (snapshot.state === 'open') return Math.ceil(snapshot.retryAfter * (1 + 0.1 * this.#random()));
-    return Math.min(snapshot.retryAfter, Math.max(50, backoff));
+    return this.#delayFor(state.key, attempt);
   }
 }
 
@@ -344,4 +427,28 @@ function nodeRedisTarget(options: NodeRedisOptions): { host: string; port: numbe
 function withoutHost(url: string): string {
   const u = new URL(url);
   return `${u.protocol}//${u.username ? `${u.username}${u.password ? `:${u.password}` : ''}@` : ''}${u.pathname}${u.search}`;
+}
+
+/** node-redis `createCluster` options, the parts the guard reads and sets. */
+interface ClusterShape {
+  rootNodes?: NodeRedisOptions[];
+  defaults?: { socket?: Record<string, unknown>; [key: string]: unknown };
+  nodeAddressMap?: ((address: string) => { host: string; port: number } | undefined) | Record<string, { host: string; port: number }>;
+  [key: string]: unknown;
+}
+
+const GATE = /^(.*)\.dialguard-(\d+)\.invalid$/;
+
+/** The name the cluster's nodes are dialled by: only the guard's lookup resolves it. */
+function gateName(host: string, port: number): string {
+  return `${host.startsWith('[') ? host.slice(1, -1) : host}.dialguard-${port}.invalid`;
+}
+
+/** The host, port and breaker key a {@link gateName} stands for, or undefined for any other name. */
+function ungateName(name: string): { host: string; port: number; key: string } | undefined {
+  const m = GATE.exec(name);
+  if (m === null) return undefined;
+  const host = m[1]!;
+  const port = Number(m[2]);
+  return { host, port, key: hostKey(host, port) };
 }

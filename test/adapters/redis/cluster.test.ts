@@ -10,6 +10,7 @@ import type net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Cluster, Redis } from 'ioredis';
+import { createCluster } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { RedisGuard } from '../../../src/adapters/redis/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
@@ -32,7 +33,7 @@ function refusedDials(): { count(port: number): number; stop(): void } {
 }
 
 /** Reads every key `rounds` times over about `ms`; returns how many reads succeeded and failed. */
-async function readAll(cluster: Cluster, keys: readonly string[], rounds: number, ms: number): Promise<{ ok: number; failed: number }> {
+async function readAll(cluster: { get(key: string): Promise<unknown> }, keys: readonly string[], rounds: number, ms: number): Promise<{ ok: number; failed: number }> {
   let ok = 0;
   let failed = 0;
   for (let r = 0; r < rounds; r++) {
@@ -84,5 +85,54 @@ describe('RedisGuard: an ioredis Cluster where one node of three dies', () => {
     // second); guarded, one probe per 500 ms window of the time the reads took, plus slack.
     expect(rawDials).toBeGreaterThan(2 * Math.ceil(rawMs / 500));
     expect(guardedDials).toBeLessThanOrEqual(Math.ceil(guardedMs / 500) + 2);
+  }, 60_000);
+
+  it('node-redis createCluster: the live nodes keep serving; the dead node is dialled once per breaker window (unguarded: every reconnect)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dialguard-redis-cluster-'));
+    const ports = [await freePort(), await freePort(), await freePort()];
+    const servers = await startCluster(ports, dir);
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }), () => Promise.all(servers.map((s) => s.kill())));
+    const keys = Array.from({ length: 30 }, (_, i) => `k${i}`);
+    const dead = ports[2]!;
+    const onDead = keys.filter((k) => nodeOf(k, ports[0]!) === dead);
+    expect(onDead.length).toBeGreaterThan(0);
+    const options = { rootNodes: [{ socket: { host: '127.0.0.1', port: ports[0]! } }], defaults: { disableOfflineQueue: true } };
+    const breaker = new HostBreaker({ failureThreshold: 1, openDuration: 2_000 });
+    // A 50 ms backoff cap: what keeps the dials down is the gate, not a long wait between redials.
+    const guard = new RedisGuard({ breaker, maxBackoff: 50 });
+    const raw = createCluster(options);
+    const guarded = guard.nodeRedisCluster(createCluster, options);
+    for (const c of [raw, guarded]) c.on('error', () => {});
+    cleanups.push(() => guarded.destroy());
+    await raw.connect();
+    await guarded.connect();
+    await Promise.all(keys.map((k) => guarded.set(k, 'v')));
+    // Both clusters run side by side; a guarded dial is the one that went through the guard's
+    // lookup (its node names end in .invalid), a raw one dials the address directly.
+    let rawDials = 0;
+    let guardedDials = 0;
+    const onSocket = (message: unknown): void => {
+      const { socket } = message as { socket: net.Socket };
+      let viaGuard = false;
+      socket.once('lookup', (_err: unknown, _a: unknown, _f: unknown, host: string) => {
+        viaGuard = host.endsWith('.invalid');
+      });
+      socket.once('error', (err: Error & { code?: string; port?: number }) => {
+        if (err.code === 'ECONNREFUSED' && err.port === dead) viaGuard ? guardedDials++ : rawDials++;
+      });
+    };
+    diagnosticsChannel.subscribe('net.client.socket', onSocket);
+    cleanups.push(() => diagnosticsChannel.unsubscribe('net.client.socket', onSocket));
+    await servers[2]!.kill();
+    const t0 = performance.now();
+    const [rawReads, guardedReads] = await Promise.all([readAll(raw, keys, 5, 4_000), readAll(guarded, keys, 5, 4_000)]);
+    const ms = performance.now() - t0;
+    raw.destroy();
+
+    expect(rawReads.ok).toBe(5 * (keys.length - onDead.length));
+    expect(guardedReads.ok).toBe(5 * (keys.length - onDead.length));
+    expect(guardedReads.failed).toBe(5 * onDead.length);
+    expect(rawDials).toBeGreaterThan(2 * Math.ceil(ms / 2_000));
+    expect(guardedDials).toBeLessThanOrEqual(Math.ceil(ms / 2_000) + 1);
   }, 60_000);
 });
