@@ -150,8 +150,7 @@ export class RedisGuard {
       const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
       return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
     };
-    const { url: _url, ...rest } = options;
-    const guarded = byIp && tls ? { ...options, socket } : { ...rest, ...(typeof options.url === 'string' ? { url: withoutHost(options.url) } : {}), socket };
+    const guarded = byIp && tls ? { ...options, socket } : { ...withoutUrl(options, socket), socket };
     const client = createClient(guarded as O);
     this.#watch(client, state);
     return client;
@@ -272,8 +271,8 @@ export class RedisGuard {
     defaults.socket = socket;
     const rootNodes = (options.rootNodes ?? []).map((root) => {
       const { host, port } = nodeRedisTarget(root);
-      const { url: _url, ...rest } = root;
-      return { ...rest, ...(typeof root.url === 'string' ? { url: withoutHost(root.url) } : {}), socket: { ...(root.socket ?? {}), host: gateName(host, port), port } };
+      const socket = { ...(root.socket ?? {}) };
+      return { ...withoutUrl(root, socket), socket: { ...socket, host: gateName(host, port), port } };
     });
     const nodeAddressMap = (address: string): { host: string; port: number } => {
       const mapped = typeof mapAddress === 'function' ? mapAddress(address) : mapAddress?.[address];
@@ -423,10 +422,19 @@ function nodeRedisTarget(options: NodeRedisOptions): { host: string; port: numbe
   return { host: options.socket?.host ?? 'localhost', port: options.socket?.port ?? 6379 };
 }
 
-/** A redis url without its host and port (node-redis would let them override `socket.host`). */
-function withoutHost(url: string): string {
+/**
+ * The options without `url`, its credentials, database and scheme moved into options (as node-redis
+ * reads them; explicit options win), so the url's host cannot override the guarded `socket.host`.
+ */
+function withoutUrl(options: NodeRedisOptions, socket: Record<string, unknown>): NodeRedisOptions {
+  const { url, ...rest } = options;
+  if (typeof url !== 'string') return rest;
   const u = new URL(url);
-  return `${u.protocol}//${u.username ? `${u.username}${u.password ? `:${u.password}` : ''}@` : ''}${u.pathname}${u.search}`;
+  if (u.username !== '' && rest.username === undefined) rest.username = decodeURIComponent(u.username);
+  if (u.password !== '' && rest.password === undefined) rest.password = decodeURIComponent(u.password);
+  if (u.pathname.length > 1 && rest.database === undefined) rest.database = Number(u.pathname.slice(1));
+  if (u.protocol === 'rediss:') socket.tls = true;
+  return rest;
 }
 
 /** node-redis `createCluster` options, the parts the guard reads and sets. */

@@ -110,4 +110,30 @@ describe('RedisGuard: a dead node costs at most one dial per breaker window per 
     cleanups.push(() => right.disconnect());
     expect(await right.ping()).toBe('PONG');
   });
+
+  it('node-redis by url: its password and database are honoured, and its host is the one the breaker files', async () => {
+    const server = await new RedisServer(await freePort(), ['--requirepass', 'pw']).start();
+    cleanups.push(() => server.kill());
+    const breaker = new HostBreaker();
+    const guard = new RedisGuard({ breaker });
+    const client = guard.nodeRedis(createClient, { url: `redis://:pw@127.0.0.1:${server.port}/2` });
+    client.on('error', () => {});
+    cleanups.push(() => {
+      if (client.isOpen) client.destroy();
+    });
+    await client.connect();
+    await client.set('k', 'in db 2');
+    const other = guard.nodeRedis(createClient, { url: `redis://localhost:${server.port}`, password: 'pw' });
+    other.on('error', () => {});
+    cleanups.push(() => {
+      if (other.isOpen) other.destroy();
+    });
+    await other.connect();
+    expect(await other.get('k')).toBeNull(); // database 0
+    await other.select(2);
+    expect(await other.get('k')).toBe('in db 2');
+    expect(breaker.state(`127.0.0.1:${server.port}`)?.state).toBe('closed');
+    expect(breaker.state(`localhost:${server.port}`)?.state).toBe('closed');
+    expect(breaker.stats().succeeded).toBe(2);
+  });
 });
