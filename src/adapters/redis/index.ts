@@ -7,6 +7,8 @@
  * const guard = new RedisGuard();
  * const client = guard.nodeRedis(createClient, { url: 'redis://cache:6379' });
  * const redis = guard.ioredis(Redis, { host: 'cache', port: 6379 });
+ * const cluster = new Cluster(nodes, guard.ioredisCluster(Redis, { redisOptions }));
+ * const nodeCluster = guard.nodeRedisCluster(createCluster, { rootNodes });
  * ```
  *
  * Neither client is imported: pass its constructor.
