@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Run by `npm test` before any test (the "pretest" script). npm brings every JavaScript piece,
 // Chromium included; what no npm package ships is checked here: the real servers the suite runs
-// (memcached) and the tools its network-namespace tests use (unshare, ip). As root with apt-get,
+// (memcached, redis-server) and the tools its network-namespace tests use (unshare, ip). As root with apt-get,
 // missing ones are installed from Debian's packages; otherwise this stops, before any test runs,
 // with the exact command to run. DIALGUARD_NO_INSTALL=1 never installs.
 import { spawnSync } from 'node:child_process';
@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 /** [command on PATH, Debian package, what needs it] */
 const NEEDS = [
   ['memcached', 'memcached', 'the memcached storm scenario and its tests (a real server)'],
+  ['redis-server', 'redis-server', 'the dialguard/redis tests (a real server)'],
   ['unshare', 'util-linux', 'the [netns] tests: a network namespace of their own'],
   ['ip', 'iproute2', 'the [netns] tests: the veth packet-drop blackhole'],
 ];

@@ -1,0 +1,193 @@
+/**
+ * bench/http-agent: axios and got on Node's own `https.Agent` against axios and got on
+ * dialguard's `GuardedHttpsAgent`, in one run.
+ *
+ *   node dist/bench/http-agent.js [--quick] [--timeout MS] [--no-netns]
+ *
+ * - healthy_ratio: requests per second through the guarded agent / through Node's agent (both
+ *   keep-alive), 16 concurrent callers against a node:https server in a child process. Raw and
+ *   guarded rounds alternate; the median of the rounds' ratios, per client. cpu_us_per_call is
+ *   this process's CPU per request (median of the rounds).
+ * - dials_per_100_requests: dials for 100 requests to a blackholed origin, each request giving up
+ *   after `--timeout` ms (axios: `signal`, got: `timeout.request`, no retry). Node's agent: 100
+ *   requests at once (its dials have no bound of their own; the client's timeout ends each).
+ *   Guarded: one after another, connectTimeout = the same timeout, breaker 3 failures / 60 s.
+ *   Counted at the peer (nftables, inside a network namespace of the bench's own) where possible,
+ *   else at the client (the breaker's counters; Node's agent: one per request).
+ * - dead_host_request_ms: requests 2..100 to that origin, median: what a request costs once the
+ *   host is known dead.
+ */
+import https from 'node:https';
+import axios from 'axios';
+import got from 'got';
+import { GuardedHttpsAgent } from '../src/adapters/http/index.js';
+import { HostBreaker } from '../src/index.js';
+import { type Blackhole, TEST_CERT, TEST_KEY, blackhole } from '../src/testing/index.js';
+import { numberFlag, quick } from './lib/args.js';
+import { childServer } from './lib/child-server.js';
+import { inBenchNetns, reexecInNetns } from './lib/netns.js';
+import { printJson, printTable, progress, round } from './lib/report.js';
+import { median, throughput } from './lib/timing.js';
+
+reexecInNetns();
+
+const TIMEOUT = numberFlag('--timeout', quick ? 200 : 1_000);
+const CALLERS = 16;
+const HEALTHY_MS = quick ? 300 : 500;
+const HEALTHY_ROUNDS = quick ? 4 : 20;
+const REQUESTS = 100;
+
+type ClientName = 'axios' | 'got';
+type Call = (agent: https.Agent, url: string, timeout?: number) => Promise<unknown>;
+
+const clients: Record<ClientName, Call> = {
+  axios: (agent, url, timeout) => axios.get(url, { httpsAgent: agent, ...(timeout === undefined ? {} : { signal: AbortSignal.timeout(timeout) }) }),
+  got: (agent, url, timeout) => got(url, { agent: { https: agent }, retry: { limit: 0 }, ...(timeout === undefined ? {} : { timeout: { request: timeout } }) }),
+};
+
+/** A node:https server in a child process: its event loop is not the clients'. */
+async function serverProcess(): Promise<{ origin: string; stop: () => Promise<void> }> {
+  const { port, stop } = await childServer(`
+    const https = require('node:https');
+    const s = https.createServer({ cert: ${JSON.stringify(TEST_CERT)}, key: ${JSON.stringify(TEST_KEY)}, keepAliveTimeout: 60000 }, (req, res) => { req.resume(); res.end('ok'); });
+    s.listen(0, '127.0.0.1', () => process.stdout.write(String(s.address().port) + '\\n'));
+  `);
+  return { origin: `https://localhost:${port}`, stop: () => stop() };
+}
+
+interface Healthy {
+  ratio: number;
+  ratios: number[];
+  raw: number;
+  guarded: number;
+  rawCpuUs: number;
+  guardedCpuUs: number;
+}
+
+async function healthy(name: ClientName, url: string): Promise<Healthy> {
+  progress(`healthy, ${name}: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating rounds of ${HEALTHY_MS} ms`);
+  const call = clients[name];
+  const raw = new https.Agent({ keepAlive: true, ca: TEST_CERT });
+  const guarded = new GuardedHttpsAgent({ keepAlive: true, ca: TEST_CERT, breaker: new HostBreaker() });
+  try {
+    await throughput(CALLERS, 500, () => call(raw, url)); // warm-up: connections open, code paths hot
+    await throughput(CALLERS, 500, () => call(guarded, url));
+    const rs: number[] = [];
+    const gs: number[] = [];
+    const ratios: number[] = [];
+    const rawCpu: number[] = [];
+    const guardedCpu: number[] = [];
+    for (let i = 0; i < HEALTHY_ROUNDS; i++) {
+      const pair = i % 2 === 0 ? [raw, guarded] : [guarded, raw];
+      const a = await throughput(CALLERS, HEALTHY_MS, () => call(pair[0]!, url));
+      const b = await throughput(CALLERS, HEALTHY_MS, () => call(pair[1]!, url));
+      const [r, g] = i % 2 === 0 ? [a, b] : [b, a];
+      rs.push(r.perSecond);
+      gs.push(g.perSecond);
+      ratios.push(g.perSecond / r.perSecond);
+      rawCpu.push(r.cpuUsPerCall);
+      guardedCpu.push(g.cpuUsPerCall);
+    }
+    return { ratio: median(ratios), ratios, raw: median(rs), guarded: median(gs), rawCpuUs: median(rawCpu), guardedCpuUs: median(guardedCpu) };
+  } finally {
+    raw.destroy();
+    guarded.destroy();
+  }
+}
+
+async function settle(p: Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  try {
+    await p;
+  } catch {
+    /* failing is the point */
+  }
+  return performance.now() - t0;
+}
+
+interface Dead {
+  dials: number;
+  laterMs: number[];
+}
+
+async function deadRaw(name: ClientName, peer: Blackhole): Promise<Dead> {
+  progress(`dead origin, ${name} on Node's agent: ${REQUESTS} requests at once, each giving up after ${TIMEOUT} ms`);
+  const agent = new https.Agent({ ca: TEST_CERT });
+  const before = peer.attempts;
+  try {
+    const url = `https://${peer.address}/`;
+    const times = await Promise.all(Array.from({ length: REQUESTS }, () => settle(clients[name](agent, url, TIMEOUT))));
+    return { dials: inBenchNetns ? peer.attempts - before : REQUESTS, laterMs: times.slice(1) };
+  } finally {
+    agent.destroy();
+  }
+}
+
+async function deadGuarded(name: ClientName, peer: Blackhole): Promise<Dead> {
+  progress(`dead origin, ${name} on GuardedHttpsAgent (connectTimeout ${TIMEOUT} ms, threshold 3): ${REQUESTS} requests, one after another`);
+  const breaker = new HostBreaker({ failureThreshold: 3, openDuration: 60_000 });
+  const agent = new GuardedHttpsAgent({ ca: TEST_CERT, breaker, connectTimeout: TIMEOUT });
+  const before = peer.attempts;
+  try {
+    const url = `https://${peer.address}/`;
+    const times: number[] = [];
+    for (let i = 0; i < REQUESTS; i++) times.push(await settle(clients[name](agent, url, TIMEOUT)));
+    const s = breaker.stats();
+    return { dials: inBenchNetns ? peer.attempts - before : s.succeeded + s.failed + s.abandoned + s.stale, laterMs: times.slice(1) };
+  } finally {
+    agent.destroy();
+  }
+}
+
+async function main(): Promise<void> {
+  const server = await serverProcess();
+  const health: Partial<Record<ClientName, Healthy>> = {};
+  try {
+    for (const name of ['axios', 'got'] as const) health[name] = await healthy(name, `${server.origin}/`);
+  } finally {
+    await server.stop();
+  }
+  const mode = inBenchNetns ? 'nftables' : 'accept-queue';
+  progress(`dead origin: a blackhole via ${mode}; dials counted ${inBenchNetns ? 'at the peer' : 'at the client'}`);
+  const raw: Partial<Record<ClientName, Dead>> = {};
+  const guarded: Partial<Record<ClientName, Dead>> = {};
+  for (const name of ['axios', 'got'] as const) {
+    // A fresh blackhole per client: its own port, so one client's breaker state is not another's.
+    const peer = await blackhole({ mode });
+    try {
+      raw[name] = await deadRaw(name, peer);
+      guarded[name] = await deadGuarded(name, peer);
+    } finally {
+      await peer.close();
+    }
+  }
+  const h = health as Record<ClientName, Healthy>;
+  const r = raw as Record<ClientName, Dead>;
+  const g = guarded as Record<ClientName, Dead>;
+  const rows = (['axios', 'got'] as const).flatMap((n) => [
+    { measure: `${n}: healthy requests/s, ${CALLERS} callers (median)`, node: h[n].raw, guarded: h[n].guarded, 'guarded/node': h[n].ratio },
+    { measure: `${n}: healthy CPU per request (µs, median)`, node: h[n].rawCpuUs, guarded: h[n].guardedCpuUs, 'guarded/node': h[n].guardedCpuUs / h[n].rawCpuUs },
+    { measure: `${n}: dead origin, requests 2..${REQUESTS} (ms, median)`, node: median(r[n].laterMs), guarded: median(g[n].laterMs), 'guarded/node': median(g[n].laterMs) / median(r[n].laterMs) },
+    { measure: `${n}: dead origin, dials for ${REQUESTS} requests`, node: r[n].dials, guarded: g[n].dials, 'guarded/node': g[n].dials / r[n].dials },
+  ]);
+  printTable(`http-agent: axios and got on GuardedHttpsAgent vs Node's https.Agent, timeout ${TIMEOUT} ms, dials counted ${inBenchNetns ? 'at the peer (nftables)' : 'at the client'}`, rows);
+  process.stdout.write(`\n(healthy rounds, guarded/node: axios ${h.axios.ratios.map((x) => x.toFixed(3)).join(' ')}; got ${h.got.ratios.map((x) => x.toFixed(3)).join(' ')})\n`);
+  const per = <T>(f: (n: ClientName) => T): Record<ClientName, T> => ({ axios: f('axios'), got: f('got') });
+  printJson('http-agent', {
+    timeout_ms: TIMEOUT,
+    callers: CALLERS,
+    dial_count: inBenchNetns ? 'peer' : 'client',
+    dials_per_100_requests: per((n) => g[n].dials),
+    raw_dials_per_100_requests: per((n) => r[n].dials),
+    dead_host_request_ms: per((n) => round(median(g[n].laterMs))),
+    raw_dead_host_request_ms: per((n) => round(median(r[n].laterMs))),
+    healthy_ratio: per((n) => round(h[n].ratio)),
+    cpu_us_per_call: per((n) => round(h[n].guardedCpuUs)),
+    raw_cpu_us_per_call: per((n) => round(h[n].rawCpuUs)),
+  });
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`http-agent bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

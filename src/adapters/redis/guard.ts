@@ -1,0 +1,462 @@
+/**
+ * {@link RedisGuard}: node-redis and ioredis clients whose every dial asks a {@link HostBreaker}
+ * keyed by the node's address, so a dead node costs at most one dial per breaker window per
+ * process, however many clients point at it (seed 002's storm in its commonest form).
+ *
+ * The clients keep their own connect code. The guard adds three things:
+ * - a gate at dial time (node-redis: the socket's `lookup`; ioredis: its `Connector`): while the
+ *   breaker refuses the node, the dial fails at once with `HostUnavailableError`, no packet sent;
+ * - a `connectTimeout`, and a reconnect strategy (node-redis `socket.reconnectStrategy`, ioredis
+ *   `retryStrategy`) that waits out the node's open window instead of redialling every 50-2 000 ms
+ *   (the client's own strategy, if given, still decides whether to go on and may wait longer);
+ * - the outcome of each admitted dial, from the client's events: 'ready' is a success; the
+ *   strategy's next call means the dial ended without 'ready', a failure unless the server
+ *   answered (a Redis error reply, e.g. a wrong password, proves the node alive, rule 1).
+ * A node that comes back is used again after one probe: the others, refused while it was out,
+ * retry soon (a refusal costs no I/O) and find the node closed.
+ *
+ * Not covered: a node frozen after accepting (SIGSTOP) completes TCP from the kernel's backlog;
+ * what the clients then wait for (node-redis: nothing without AUTH/SELECT; ioredis: its INFO ready
+ * check) is outside their `connectTimeout`, so neither redials and the breaker is not involved.
+ *
+ * @module
+ */
+import dns from 'node:dns';
+import net from 'node:net';
+import { HostUnavailableError } from '../../core/errors.js';
+import { checkDuration, checkFunction, opt, show } from '../../core/validate.js';
+import { sharedBreaker } from '../../guard/dial.js';
+import { type DialPermit, HostBreaker } from '../../guard/host-breaker.js';
+import { hostKey } from '../../guard/host-key.js';
+
+/** Options of a {@link RedisGuard}; every one has a default. */
+export interface RedisGuardOptions {
+  /**
+   * The breaker every client's dials ask and report to, keyed by the node's `host:port`. Default
+   * the process-wide `sharedBreaker()`, so every client in the process shares what one learned.
+   */
+  breaker?: HostBreaker;
+  /**
+   * Bound on one connect, ms, given to the client as its `connectTimeout`. Default 2 000: a cache
+   * node on the same network connects in milliseconds, and a cache is worth less than a long wait
+   * (node-redis's own default is 5 000, ioredis's 10 000).
+   */
+  connectTimeout?: number;
+  /**
+   * Longest wait between redials while the node is not known dead, ms (the backoff is full
+   * jitter from 50 ms doubling up to this). Default 2 000, as ioredis's own cap: once the breaker
+   * opens, its window decides the wait instead.
+   */
+  maxBackoff?: number;
+  /** Uniform [0, 1) source for the jitter. Default `Math.random`. */
+  random?: () => number;
+}
+
+/** What the guard needs of a client: node-redis and ioredis are both event emitters. */
+export interface EventClient {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the clients' own listener type
+  on(event: string, listener: (...args: any[]) => void): unknown;
+}
+
+/** node-redis `createClient` options, the parts the guard reads and sets. */
+export interface NodeRedisOptions {
+  url?: string;
+  socket?: Record<string, unknown> & { host?: string; port?: number; tls?: unknown; lookup?: unknown; connectTimeout?: number; reconnectStrategy?: unknown };
+  [key: string]: unknown;
+}
+
+/** ioredis options, the parts the guard reads and sets. */
+export interface IoredisOptions {
+  host?: string;
+  port?: number;
+  connectTimeout?: number;
+  retryStrategy?: unknown;
+  Connector?: unknown;
+  lazyConnect?: boolean;
+  tls?: unknown;
+  [key: string]: unknown;
+}
+
+/** One client's dial bookkeeping. */
+class ClientState {
+  permit: DialPermit | undefined;
+  lastError: unknown;
+  constructor(readonly key: string) {}
+}
+
+/** Whether `err` is a reply the server sent (so the node is alive), for node-redis and ioredis. */
+function serverReplied(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const name = err.constructor?.name;
+  return name === 'ErrorReply' || name === 'ReplyError' || name === 'SimpleError' || name === 'BlobError';
+}
+
+/** ioredis's connector interface, as far as the guard uses it. */
+interface IoredisConnector {
+  firstError?: unknown;
+  stream?: unknown;
+  connect(emitter: unknown): Promise<unknown>;
+}
+type ConnectorClass = new (options: unknown) => IoredisConnector;
+
+/** Gives node-redis and ioredis clients breaker-gated dials and reconnects. See the module docs. */
+export class RedisGuard {
+  /** The breaker the clients' dials ask and report to. */
+  readonly breaker: HostBreaker;
+  readonly #timeout: number;
+  readonly #maxBackoff: number;
+  readonly #random: () => number;
+
+  /** @throws TypeError/RangeError naming the option, for any invalid option. */
+  constructor(options: RedisGuardOptions = {}) {
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
+    const breaker = opt(options.breaker, undefined) ?? sharedBreaker();
+    if (!(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker, got ${show(breaker)}`);
+    this.breaker = breaker;
+    this.#timeout = checkDuration('connectTimeout', opt(options.connectTimeout, 2_000), 1);
+    this.#maxBackoff = checkDuration('maxBackoff', opt(options.maxBackoff, 2_000));
+    this.#random = checkFunction('random', opt(options.random, Math.random));
+  }
+
+  /**
+   * A node-redis client (v4/v5) whose every dial asks the breaker first:
+   * `guard.nodeRedis(createClient, { url: 'redis://cache:6379' })`. Call `connect()` as usual.
+   *
+   * The gate is the socket's `lookup` (Node calls it at each TCP attempt): a refusal fails the
+   * dial at once, with no packet sent, as a `HostUnavailableError` the client's 'error' carries.
+   * An IP address is given to Node as a name under `.dialguard.invalid` that only this lookup
+   * resolves (back to the address), except with TLS, where the name must stay the certificate's:
+   * TLS to an IP address is gated between dials only, through the reconnect strategy.
+   */
+  nodeRedis<O, C extends EventClient>(createClient: (options: O) => C, clientOptions?: O): C {
+    const options = (clientOptions ?? {}) as NodeRedisOptions;
+    const { host, port } = nodeRedisTarget(options);
+    const state = new ClientState(hostKey(host, port));
+    const socket: NonNullable<NodeRedisOptions['socket']> = { ...(options.socket ?? {}) };
+    const tls = socket.tls === true || (typeof options.url === 'string' && options.url.startsWith('rediss:'));
+    const bare = host.startsWith('[') ? host.slice(1, -1) : host;
+    const byIp = net.isIP(bare) !== 0;
+    if (!(byIp && tls)) {
+      socket.host = byIp ? `${bare.replaceAll(':', '-')}.dialguard.invalid` : bare;
+      socket.port = port;
+      socket.lookup = this.#gatedLookup(state, byIp ? bare : undefined, socket.lookup as net.LookupFunction | undefined);
+    }
+    socket.connectTimeout = this.#timeout;
+    const own = socket.reconnectStrategy;
+    socket.reconnectStrategy = (retries: number, cause: unknown) => {
+      const delay = this.#next(state, retries, cause);
+      // The client's own strategy still decides whether to go on, and may ask for a longer wait.
+      if (own === undefined) return delay;
+      const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
+      return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
+    };
+    const guarded = byIp && tls ? { ...options, socket } : { ...withoutUrl(options, socket), socket };
+    const client = createClient(guarded as O);
+    this.#watch(client, state);
+    return client;
+  }
+
+  /**
+   * An ioredis client (v5) whose every dial asks the breaker first:
+   * `guard.ioredis(Redis, { host: 'cache', port: 6379 })`. The gate is its `Connector`: a refusal
+   * is a connect that failed at once, with no packet sent, and `retryStrategy` schedules the next.
+   */
+  ioredis<O, C extends EventClient>(Redis: new (options: O) => C, clientOptions?: O): C {
+    const options = (clientOptions ?? {}) as IoredisOptions;
+    const state = new ClientState(hostKey(options.host ?? 'localhost', options.port ?? 6379));
+    const guarded: IoredisOptions = {
+      ...options,
+      connectTimeout: this.#timeout,
+      retryStrategy: (times: number) => {
+        const cause = state.lastError;
+        state.lastError = undefined;
+        const delay = this.#next(state, times, cause);
+        // The client's own strategy still decides whether to go on, and may ask for a longer wait.
+        if (typeof options.retryStrategy !== 'function') return options.retryStrategy === null ? null : delay;
+        const theirs: unknown = (options.retryStrategy as (t: number) => unknown)(times);
+        return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
+      },
+      Connector: this.#gatedConnector(Redis as unknown as new (options: IoredisOptions) => EventClient, state, options.Connector as ConnectorClass | undefined),
+    };
+    const client = new Redis(guarded as O);
+    this.#watch(client, state);
+    return client;
+  }
+
+  /**
+   * Options for an ioredis `Cluster` (v5) whose dials to every node ask the breaker first, keyed by
+   * that node's address: `new Cluster(nodes, guard.ioredisCluster(Redis, { redisOptions }))`.
+   * A dead node's slots fail at once (`HostUnavailableError`, no packet) while it is open; the other
+   * nodes keep serving. Each node connection reports its own dials: TCP (or TLS) connected is a
+   * success, an error or a close before that a failure. ioredis cluster nodes do not redial by
+   * themselves (the cluster refreshes its slots instead), so there is no strategy to replace.
+   *
+   * @param Redis - ioredis's `Redis` class (its default connector is the base of the gate).
+   */
+  ioredisCluster<O extends object>(Redis: new (options: IoredisOptions) => EventClient, clusterOptions?: O): O {
+    const options = (clusterOptions ?? {}) as O & { redisOptions?: IoredisOptions };
+    const redisOptions: IoredisOptions = { ...(options.redisOptions ?? {}) };
+    const Base: ConnectorClass =
+      (redisOptions.Connector as ConnectorClass | undefined) ??
+      ((new Redis({ lazyConnect: true }) as unknown as { connector: IoredisConnector }).connector.constructor as ConnectorClass);
+    const guard = this;
+    class GuardedNodeConnector extends Base {
+      override connect(emitter: unknown): Promise<unknown> {
+        const target = (this as unknown as { options: IoredisOptions }).options;
+        const state = new ClientState(hostKey(target.host ?? 'localhost', target.port ?? 6379));
+        const refusal = guard.#admit(state);
+        if (refusal !== undefined) {
+          const dead = new net.Socket();
+          dead.destroy();
+          this.firstError = refusal;
+          this.stream = undefined; // see the single-node connector
+          return Promise.resolve(dead);
+        }
+        this.firstError = undefined;
+        return super.connect(emitter).then((stream) => {
+          const socket = stream as net.Socket;
+          const event = target.tls ? 'secureConnect' : 'connect';
+          const done = (err?: unknown): void => {
+            socket.off(event, onConnect);
+            socket.off('error', done);
+            socket.off('close', onClose);
+            if (err === undefined) state.permit?.succeeded();
+            else guard.#settle(state, err);
+            state.permit = undefined;
+          };
+          const onConnect = (): void => done();
+          const onClose = (): void => done(new Error('the connection closed before it connected'));
+          if (socket.destroyed) done(this.firstError ?? new Error('the connection closed before it connected'));
+          else {
+            socket.once(event, onConnect);
+            socket.once('error', done);
+            socket.once('close', onClose);
+          }
+          return stream;
+        });
+      }
+    }
+    redisOptions.Connector = GuardedNodeConnector;
+    redisOptions.connectTimeout = this.#timeout;
+    return { ...options, redisOptions };
+  }
+
+  /**
+   * A node-redis cluster (v4/v5, `createCluster`) whose dials to every node ask the breaker first,
+   * keyed by that node's address: `guard.nodeRedisCluster(createCluster, { rootNodes })`. A dead
+   * node's commands fail at once (`HostUnavailableError`, no packet) while it is open, and its
+   * client waits out the window before redialling; the other nodes keep serving. Set
+   * `defaults.disableOfflineQueue` if commands for a dead node should fail rather than wait.
+   *
+   * Node addresses are given to Node as names under `.invalid` that only the guard's `lookup`
+   * resolves (it carries the port, which a lookup is not told), so TLS clusters, whose names must
+   * match certificates, are not supported here.
+   */
+  nodeRedisCluster<O, C extends EventClient>(createCluster: (options: O) => C, clusterOptions: O): C {
+    const options = clusterOptions as unknown as ClusterShape;
+    const pending = new Map<string, DialPermit[]>();
+    const mapAddress = options.nodeAddressMap;
+    const defaults = { ...(options.defaults ?? {}) };
+    const socket: Record<string, unknown> = { ...(defaults.socket ?? {}) };
+    if (socket.tls !== undefined && socket.tls !== false) throw new TypeError('dialguard: nodeRedisCluster does not support TLS clusters');
+    const own = socket.reconnectStrategy;
+    socket.connectTimeout = this.#timeout;
+    socket.lookup = this.#clusterLookup(pending, socket.lookup as net.LookupFunction | undefined);
+    socket.reconnectStrategy = (retries: number, cause: unknown) => {
+      const delay = this.#delayFor(cause instanceof HostUnavailableError ? cause.host : undefined, retries);
+      if (own === undefined) return delay;
+      const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
+      return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
+    };
+    defaults.socket = socket;
+    const rootNodes = (options.rootNodes ?? []).map((root) => {
+      const { host, port } = nodeRedisTarget(root);
+      const socket = { ...(root.socket ?? {}) };
+      return { ...withoutUrl(root, socket), socket: { ...socket, host: gateName(host, port), port } };
+    });
+    const nodeAddressMap = (address: string): { host: string; port: number } => {
+      const mapped = typeof mapAddress === 'function' ? mapAddress(address) : mapAddress?.[address];
+      const at = address.lastIndexOf(':');
+      const host = mapped?.host ?? address.slice(0, at);
+      const port = mapped?.port ?? Number(address.slice(at + 1));
+      return { ...(mapped ?? {}), host: gateName(host, port), port };
+    };
+    const cluster = createCluster({ ...options, rootNodes, defaults, nodeAddressMap } as unknown as O);
+    const settle = (info: unknown, err?: unknown): void => {
+      const target = ungateName(String((info as { host?: unknown } | undefined)?.host ?? ''));
+      if (target === undefined) return;
+      const permit = pending.get(target.key)?.shift();
+      if (permit === undefined) return;
+      if (err === undefined || serverReplied(err)) permit.succeeded();
+      else (permit.failed as (error?: unknown) => void)(err);
+    };
+    cluster.on('node-ready', (info: unknown) => settle(info));
+    cluster.on('node-error', (err: unknown, info: unknown) => settle(info, err ?? new Error('node error')));
+    return cluster;
+  }
+
+  /** The cluster's lookup: decodes a gated name, asks the breaker, then resolves the real host. */
+  #clusterLookup(pending: Map<string, DialPermit[]>, lookup: net.LookupFunction | undefined): net.LookupFunction {
+    const resolve = (lookup ?? dns.lookup) as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void;
+    return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
+      const target = ungateName(hostname);
+      if (target === undefined) {
+        resolve(hostname, opts, cb);
+        return;
+      }
+      const answer = this.breaker.tryAdmit(target.key);
+      if (answer instanceof HostUnavailableError) {
+        process.nextTick(cb, answer);
+        return;
+      }
+      const list = pending.get(target.key) ?? [];
+      list.push(answer);
+      pending.set(target.key, list);
+      const family = net.isIP(target.host);
+      if (family === 0) resolve(target.host, opts, cb);
+      else if (opts?.all === true) process.nextTick(cb, null, [{ address: target.host, family }]);
+      else process.nextTick(cb, null, target.host, family);
+    }) as net.LookupFunction;
+  }
+
+  /** When to redial a node: after its open window (jittered), soon while a probe is out, else a backoff. */
+  #delayFor(key: string | undefined, attempt: number): number {
+    const backoff = Math.floor(this.#random() * Math.min(this.#maxBackoff, 50 * 2 ** Math.min(attempt, 16)));
+    const snapshot = key === undefined ? undefined : this.breaker.state(key);
+    if (snapshot === undefined || snapshot.retryAfter === 0) return backoff;
+    if (snapshot.state === 'open') return Math.ceil(snapshot.retryAfter * (1 + 0.1 * this.#random()));
+    return Math.min(snapshot.retryAfter, Math.max(50, backoff));
+  }
+
+  /** Reports the client's dials: 'ready' is a success; errors are kept for the strategy. */
+  #watch(client: EventClient, state: ClientState): void {
+    client.on('ready', () => {
+      state.permit?.succeeded();
+      state.permit = undefined;
+      state.lastError = undefined;
+    });
+    client.on('error', (err: unknown) => {
+      state.lastError = err;
+    });
+  }
+
+  /** Asks the breaker for the dial about to start; a refusal is returned, a permit kept. */
+  #admit(state: ClientState): HostUnavailableError | undefined {
+    this.#settle(state, new Error('a new dial started before the last one was reported'));
+    const answer = this.breaker.tryAdmit(state.key);
+    if (answer instanceof HostUnavailableError) return answer;
+    state.permit = answer;
+    return undefined;
+  }
+
+  /** The dial in flight ended without 'ready': failed, unless the server answered. */
+  #settle(state: ClientState, cause: unknown): void {
+    const permit = state.permit;
+    state.permit = undefined;
+    if (permit === undefined) return;
+    if (serverReplied(cause)) permit.succeeded();
+    else (permit.failed as (error?: unknown) => void)(cause);
+  }
+
+  /** A lookup that asks the breaker first, then resolves (an IP address: to itself). */
+  #gatedLookup(state: ClientState, ip: string | undefined, lookup: net.LookupFunction | undefined): net.LookupFunction {
+    const resolve = lookup ?? dns.lookup;
+    return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
+      const refusal = this.#admit(state);
+      if (refusal !== undefined) {
+        process.nextTick(cb, refusal);
+        return;
+      }
+      if (ip === undefined) {
+        (resolve as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void)(hostname, opts, cb);
+        return;
+      }
+      const family = net.isIP(ip);
+      if (opts?.all === true) process.nextTick(cb, null, [{ address: ip, family }]);
+      else process.nextTick(cb, null, ip, family);
+    }) as net.LookupFunction;
+  }
+
+  /** ioredis's connector (the given one, or its default), asking the breaker before each dial. */
+  #gatedConnector(Redis: new (options: IoredisOptions) => EventClient, state: ClientState, given: ConnectorClass | undefined): ConnectorClass {
+    // ioredis does not export its default connector: a lazy client (which never connects) shows it.
+    const Base: ConnectorClass = given ?? ((new Redis({ lazyConnect: true }) as unknown as { connector: IoredisConnector }).connector.constructor as ConnectorClass);
+    const guard = this;
+    return class GuardedConnector extends Base {
+      override connect(emitter: unknown): Promise<unknown> {
+        const refusal = guard.#admit(state);
+        if (refusal === undefined) {
+          this.firstError = undefined;
+          return super.connect(emitter);
+        }
+        // A stream already dead with its first error: ioredis reports the error and runs its
+        // retryStrategy, as for a refused connect (a rejected connect would end the client).
+        const dead = new net.Socket();
+        dead.destroy();
+        this.firstError = refusal;
+        // Not kept as the connector's stream: disconnect() would arm a timer to end it.
+        this.stream = undefined;
+        return Promise.resolve(dead);
+      }
+    };
+  }
+
+  /**
+   * The strategy: settle the dial that just ended, then say when to dial next. While the node is
+   * open, when its window ends (a jittered bit past it, so a fleet does not wake together); while
+   * a probe is out, soon (a refused dial costs no I/O, and the probe may bring the node back);
+   * otherwise a short jittered backoff.
+   */
+  #next(state: ClientState, attempt: number, cause: unknown): number {
+    this.#settle(state, cause);
+    return this.#delayFor(state.key, attempt);
+  }
+}
+
+/** Host and port of a node-redis client: its url's, or `socket.host`/`socket.port`. */
+function nodeRedisTarget(options: NodeRedisOptions): { host: string; port: number } {
+  if (typeof options.url === 'string') {
+    const url = new URL(options.url);
+    return { host: url.hostname || 'localhost', port: Number(url.port) || 6379 };
+  }
+  return { host: options.socket?.host ?? 'localhost', port: options.socket?.port ?? 6379 };
+}
+
+/**
+ * The options without `url`, its credentials, database and scheme moved into options (as node-redis
+ * reads them; explicit options win), so the url's host cannot override the guarded `socket.host`.
+ */
+function withoutUrl(options: NodeRedisOptions, socket: Record<string, unknown>): NodeRedisOptions {
+  const { url, ...rest } = options;
+  if (typeof url !== 'string') return rest;
+  const u = new URL(url);
+  if (u.username !== '' && rest.username === undefined) rest.username = decodeURIComponent(u.username);
+  if (u.password !== '' && rest.password === undefined) rest.password = decodeURIComponent(u.password);
+  if (u.pathname.length > 1 && rest.database === undefined) rest.database = Number(u.pathname.slice(1));
+  if (u.protocol === 'rediss:') socket.tls = true;
+  return rest;
+}
+
+/** node-redis `createCluster` options, the parts the guard reads and sets. */
+interface ClusterShape {
+  rootNodes?: NodeRedisOptions[];
+  defaults?: { socket?: Record<string, unknown>; [key: string]: unknown };
+  nodeAddressMap?: ((address: string) => { host: string; port: number } | undefined) | Record<string, { host: string; port: number }>;
+  [key: string]: unknown;
+}
+
+const GATE = /^(.*)\.dialguard-(\d+)\.invalid$/;
+
+/** The name the cluster's nodes are dialled by: only the guard's lookup resolves it. */
+function gateName(host: string, port: number): string {
+  return `${host.startsWith('[') ? host.slice(1, -1) : host}.dialguard-${port}.invalid`;
+}
+
+/** The host, port and breaker key a {@link gateName} stands for, or undefined for any other name. */
+function ungateName(name: string): { host: string; port: number; key: string } | undefined {
+  const m = GATE.exec(name);
+  if (m === null) return undefined;
+  const host = m[1]!;
+  const port = Number(m[2]);
+  return { host, port, key: hostKey(host, port) };
+}

@@ -1,0 +1,121 @@
+/**
+ * A real `redis-server` on loopback for the tests: started on a port of the test's choosing,
+ * killed (SIGKILL), restarted on the same port. Fails loudly, naming the install command, where
+ * the binary is missing.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import net from 'node:net';
+
+/** The install command named when `redis-server` is missing (Debian 12 ships 7.0). */
+export const INSTALL = 'apt-get install -y redis-server';
+
+/** Throws, naming {@link INSTALL}, unless `redis-server` runs. */
+export function requireRedisServer(): void {
+  const r = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`redis-server not found (${r.error?.message ?? r.stderr}): install it with \`${INSTALL}\` (as root; CI's .ci/run must do the same)`);
+}
+
+/** A free loopback port (bound, then released). */
+export async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()));
+  const { port } = s.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}
+
+/** A `redis-server` process on 127.0.0.1:port. */
+export class RedisServer {
+  #child: ChildProcess | undefined;
+  constructor(
+    readonly port: number,
+    readonly args: readonly string[] = [],
+  ) {}
+
+  /** Starts it and resolves once it accepts connections. */
+  async start(): Promise<this> {
+    requireRedisServer();
+    const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', ...this.args], {
+      stdio: 'ignore',
+    });
+    this.#child = child;
+    // Never outlive the test process, whatever happens to the test (a timeout skips no clean-up
+    // here, but a crashed worker would).
+    const reap = (): void => {
+      child.kill('SIGKILL');
+    };
+    process.once('exit', reap);
+    child.once('exit', () => process.off('exit', reap));
+    for (let i = 0; i < 200; i++) {
+      if (await accepts(this.port)) return this;
+      if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode} on port ${this.port}`);
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    throw new Error(`redis-server on port ${this.port} did not accept within 5 s`);
+  }
+
+  /** SIGKILL, waiting for the exit: its port refuses from then on. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const child = this.#child;
+    this.#child = undefined;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill(signal);
+    await exited;
+  }
+
+  /** SIGSTOP: frozen, its listener still completes TCP handshakes from the kernel's backlog. */
+  freeze(): void {
+    this.#child?.kill('SIGSTOP');
+  }
+
+  /** SIGCONT after {@link freeze}. */
+  thaw(): void {
+    this.#child?.kill('SIGCONT');
+  }
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect({ host: '127.0.0.1', port });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+/**
+ * A Redis cluster of `ports.length` masters, no replicas, that keeps serving the slots of its live
+ * nodes when one dies (`cluster-require-full-coverage no`). Config files go to `dir`.
+ */
+export async function startCluster(ports: readonly number[], dir: string): Promise<RedisServer[]> {
+  const servers = await Promise.all(
+    ports.map((port) =>
+      new RedisServer(port, [
+        '--cluster-enabled', 'yes',
+        '--cluster-config-file', `nodes-${port}.conf`,
+        '--cluster-require-full-coverage', 'no',
+        '--cluster-node-timeout', '1000',
+        '--dir', dir,
+      ]).start(),
+    ),
+  );
+  const create = spawnSync('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8', timeout: 20_000 });
+  if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}\n${create.stderr}`);
+  for (let i = 0; i < 200; i++) {
+    const states = ports.map((p) => spawnSync('redis-cli', ['-p', String(p), 'cluster', 'info'], { encoding: 'utf8' }).stdout);
+    if (states.every((s) => s.includes('cluster_state:ok'))) return servers;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error('the cluster did not reach cluster_state:ok within 10 s');
+}
+
+/** The cluster node (port) that serves `key`. */
+export function nodeOf(key: string, port: number): number {
+  const slot = Number(spawnSync('redis-cli', ['-p', String(port), 'cluster', 'keyslot', key], { encoding: 'utf8' }).stdout.trim());
+  const slots = spawnSync('redis-cli', ['-p', String(port), '--json', 'cluster', 'slots'], { encoding: 'utf8' }).stdout;
+  for (const [from, to, master] of JSON.parse(slots) as Array<[number, number, [string, number]]>) if (slot >= from && slot <= to) return master[1];
+  throw new Error(`no node serves slot ${slot}`);
+}
