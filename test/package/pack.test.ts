@@ -67,9 +67,12 @@ function cjs(code: string): string {
   return run(process.execPath, ['--no-warnings', '--input-type=commonjs', '-e', code], consumer).stdout;
 }
 
-/** Makes the optional peers (and Node's types) importable in the consumer: links to this repo's copies. */
+/**
+ * Makes the optional peers, Node's types, and the clients the README's examples plug dialguard
+ * into (axios, got, node-redis, ioredis) importable in the consumer: links to this repo's copies.
+ */
 function linkPeers(): void {
-  for (const peer of [...Object.keys(pkg.peerDependencies), '@types/node']) {
+  for (const peer of [...Object.keys(pkg.peerDependencies), '@types/node', 'axios', 'got', 'redis', 'ioredis']) {
     const at = join(consumer, 'node_modules', peer);
     mkdirSync(dirname(at), { recursive: true });
     try {
