@@ -237,6 +237,8 @@ export class HostBreaker {
   readonly #random: () => number;
   /** Insertion order is recency order: every admit re-inserts its host at the end. */
   readonly #hosts = new Map<string, Entry>();
+  /** The entry last (re)inserted into #hosts, i.e. the most recent one while it is still there. */
+  #newest: Entry | undefined;
   readonly #events = new EventHub<HostBreakerEvents>('breaker');
   #lastSweep: number;
   readonly #stats: Omit<HostBreakerStats, 'hosts'> = {
@@ -322,11 +324,17 @@ export class HostBreaker {
         refusal: undefined,
         refusalGeneration: -1,
       };
+      this.#hosts.set(key, entry);
     } else {
-      this.#hosts.delete(key);
       entry.lastUsed = now;
+      // Already last in recency order: delete + set would only churn the table (a rehash every
+      // few calls, the refusal's main cost when one host is asked again and again).
+      if (entry !== this.#newest) {
+        this.#hosts.delete(key);
+        this.#hosts.set(key, entry);
+      }
     }
-    this.#hosts.set(key, entry);
+    this.#newest = entry;
 
     if (entry.state === 'closed') return new Permit(this, entry, key, false);
     if (now < entry.openUntil) return this.#refuse(entry, entry.openUntil - now, 'open');

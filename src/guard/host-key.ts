@@ -24,15 +24,28 @@ const schemePorts: Readonly<Record<string, number>> = {
  * @throws TypeError when `host` is not a non-empty string or `port` is not a valid port.
  */
 export function hostKey(host: string, port?: number | string): string {
+  // The same host and port as last time (a client dialling one target): no string to build.
+  if (port !== undefined && host === lastHost && port === lastPort) return lastKey;
   // The memo is keyed by the spelling as given; a NUL never occurs in a host, so it separates.
   const spelling = port === undefined ? host : typeof host === 'string' ? `${host}\u0000${port}` : undefined;
   const hit = spelling === undefined ? undefined : memo.get(spelling);
-  if (hit !== undefined) return hit;
-  const key = normalise(host, port);
-  if (memo.size >= MEMO_CAPACITY) memo.clear();
-  memo.set(spelling ?? key, key);
+  const key = hit ?? normalise(host, port);
+  if (hit === undefined) {
+    if (memo.size >= MEMO_CAPACITY) memo.clear();
+    memo.set(spelling ?? key, key);
+  }
+  if (port !== undefined) {
+    lastHost = host;
+    lastPort = port;
+    lastKey = key;
+  }
   return key;
 }
+
+/** The last host and port given separately, and their key: building the memo's spelling costs more than the rest. */
+let lastHost: string | undefined;
+let lastPort: number | string | undefined;
+let lastKey = '';
 
 /**
  * Recent spellings and their keys: the refusal path asks for the same host again and again, and
