@@ -36,11 +36,11 @@ async function request(dialOnce: () => Promise<net.Socket>): Promise<boolean> {
 }
 
 async function main(): Promise<void> {
-  const mode = inBenchNetns ? 'nftables' : 'accept-queue';
+  const mode = inBenchNetns ? 'veth' : 'accept-queue';
   progress(`blackhole via ${mode}, timeout ${TIMEOUT} ms, open window ${OPEN} ms`);
   const peer: Blackhole = await blackhole({ mode });
   const target = { host: peer.host, port: peer.port };
-  const exactAtPeer = mode === 'nftables';
+  const exactAtPeer = mode === 'veth';
   const peerDials = (): number => (exactAtPeer ? peer.attempts : Number.NaN);
 
   progress('single dial, unguarded and guarded');
@@ -108,7 +108,7 @@ async function main(): Promise<void> {
   const rawResume = await timed(() => request(() => rawConnect(peer.host, peer.port)));
   await peer.close();
 
-  printTable(`dead host: connect timeout ${TIMEOUT} ms, threshold ${THRESHOLD}, open window ${OPEN} ms, dials counted ${exactAtPeer ? 'at the peer (nftables)' : 'at the client'}`, [
+  printTable(`dead host: connect timeout ${TIMEOUT} ms, threshold ${THRESHOLD}, open window ${OPEN} ms, dials counted ${exactAtPeer ? 'at the peer (veth, ActiveOpens)' : 'at the client'}`, [
     { measure: 'single dial (ms)', unguarded: rawSingle.ms, guarded: guardedSingle.ms, 'guarded/unguarded': guardedSingle.ms / rawSingle.ms },
     { measure: `full retry sequence, ${ATTEMPTS} attempts (ms)`, unguarded: rawFull.ms, guarded: guardedFull.ms, 'guarded/unguarded': guardedFull.ms / rawFull.ms },
     { measure: 'later request, host blocked (µs, median)', unguarded: rawFull.ms * 1_000, guarded: blockedUs, 'guarded/unguarded': blockedUs / (rawFull.ms * 1_000) },

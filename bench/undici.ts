@@ -16,7 +16,7 @@
  *   breaker has opened (request 1 spends its retries tripping it). The same through `fetch()`
  *   is reported beside it.
  * - dials_per_100_requests: dials made for 100 requests to that origin, raw and guarded; counted
- *   at the peer (nftables, inside a network namespace of the bench's own) where possible, else at
+ *   at the peer (a veth blackhole, inside a network namespace of the bench's own) where possible, else at
  *   the client (undici's `connect` diagnostics channel, the breaker's counters).
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
@@ -187,7 +187,7 @@ async function main(): Promise<void> {
     return;
   }
 
-  const mode = inBenchNetns ? 'nftables' : 'accept-queue';
+  const mode = inBenchNetns ? 'veth' : 'accept-queue';
   progress(`dead origin: a blackhole via ${mode}; dials counted ${inBenchNetns ? 'at the peer' : 'at the client'}`);
   const peer = await blackhole({ mode });
   let raw: DeadResult;
@@ -201,7 +201,7 @@ async function main(): Promise<void> {
 
   const rawLater = median(raw.laterMs);
   const guardedLater = median(guarded.laterMs);
-  printTable(`undici: GuardedAgent vs raw undici Agent, connect timeout ${TIMEOUT} ms, dials counted ${inBenchNetns ? 'at the peer (nftables)' : 'at the client'}`, [
+  printTable(`undici: GuardedAgent vs raw undici Agent, connect timeout ${TIMEOUT} ms, dials counted ${inBenchNetns ? 'at the peer (veth, ActiveOpens)' : 'at the client'}`, [
     ...h.rows,
     { measure: 'dead origin: request 1 (ms)', raw: raw.firstMs, guarded: guarded.firstMs, 'guarded/raw': guarded.firstMs / raw.firstMs },
     { measure: `dead origin: requests 2..${REQUESTS} (ms, median)`, raw: rawLater, guarded: guardedLater, 'guarded/raw': guardedLater / rawLater },

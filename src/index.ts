@@ -23,6 +23,7 @@ export {
   NoServerAvailableError,
   PoolClosedError,
   type ConnectPhase,
+  type RefusalDetails,
   type RefusedState,
   RequestTimeoutError,
   RetriesExhaustedError,
@@ -43,8 +44,10 @@ export {
   fullJitter,
   proportionalJitter,
 } from './core/backoff.js';
+export { ADAPTER_CONNECT_TIMEOUT, restartSpanningBackoff } from './core/restart-backoff.js';
 export {
   type BreakerState,
+  adaptiveOpenWindow,
   type DialPermit,
   HostBreaker,
   type HostBreakerEvents,
@@ -53,6 +56,7 @@ export {
   type HostSnapshot,
 } from './guard/host-breaker.js';
 export { hostKey } from './guard/host-key.js';
+export { type DialFailureOutcome, dialFailureOutcome } from './guard/dial-outcome.js';
 export { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialEvents, type DialOptions, dial, sharedBreaker } from './guard/dial.js';
 export { type ConnectOptions, type ConnectTarget, connect } from './guard/connect.js';
 export {

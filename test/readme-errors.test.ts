@@ -77,7 +77,8 @@ describe("README's error table", () => {
   });
 
   it('the gRPC ChannelConnectError it names is exported from dialguard/grpc, an Error named for its class', () => {
-    expect(readme).toMatch(/a failed channel connect is a `ChannelConnectError`/);
+    // The grpc branch's wording (issue 12 defect 10): grpc-js's own words, and an instance of the class.
+    expect(readme).toMatch(/failed\s+channel\s+connect\s+keeps\s+grpc-js's\s+own\s+words[\s\S]{0,200}?`err instanceof ChannelConnectError` holds \(exported by `dialguard\/grpc`/);
     const cls = (grpcEntry as Record<string, unknown>).ChannelConnectError as { name: string; prototype: unknown } | undefined;
     expect(typeof cls).toBe('function');
     expect(cls!.name).toBe('ChannelConnectError');

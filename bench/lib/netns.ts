@@ -1,6 +1,6 @@
 /**
  * Lets a bench count dials exactly: it re-runs itself inside a user + network namespace of its
- * own (`unshare --user --map-root-user --net`), where an nftables blackhole records every
+ * own (`unshare --user --map-root-user --net`), where a veth blackhole counts every
  * connection attempt. Where namespaces are unavailable it runs as it is and says so.
  */
 import { spawnSync } from 'node:child_process';

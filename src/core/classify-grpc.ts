@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { type Verdict, h2Name, streamReset, verdict } from './classify-rules.js';
+import { type Verdict, h2Name, safeGet, streamReset, verdict } from './classify-rules.js';
 
 /** grpc status names by code (grpc's `status.proto`). */
 const STATUS = [
@@ -83,9 +83,39 @@ function cancelledHere(details: string): boolean {
  */
 export const DIALGUARD_DETAILS_PREFIX = 'dialguard: ';
 
-/** The verdict for a grpc status `code` with `details`. */
-export function grpcVerdict(code: number, details: string): Verdict {
+/**
+ * Set (true) on a grpc status that provably came from the server: a guarded call sets it on every
+ * status that followed the server's headers, or that arrived as a trailers-only response. grpc-js
+ * copies a status's own enumerable keys, symbols included, onto the `ServiceError` it hands the
+ * caller, so the error carries it too.
+ */
+export const SERVER_ANSWERED: unique symbol = Symbol.for('dialguard.grpc.serverAnswered');
+
+/**
+ * Whether the grpc status (or `ServiceError`) `node` provably came from the server: it carries
+ * {@link SERVER_ANSWERED}, or its metadata holds a `content-type`. Only an HTTP response carries
+ * one (a trailers-only reply's headers); grpc-js makes every status of its own with empty
+ * metadata. Never throws.
+ */
+export function answeredByServer(node: unknown): boolean {
+  if (safeGet(node, SERVER_ANSWERED) === true) return true;
+  try {
+    const values: unknown = (safeGet(node, 'metadata') as { get(key: string): unknown }).get('content-type');
+    return Array.isArray(values) && values.length > 0;
+  } catch {
+    return false; // no metadata, or a hostile or foreign one: it says nothing
+  }
+}
+
+/**
+ * The verdict for a grpc status `code` with `details`. `answered`: the status came from the
+ * server (see {@link answeredByServer}); it is then the server's answer whatever its details say:
+ * never "not sent", never a dead connection, never a failed dial. (Text a server relayed about
+ * its own upstream, `rpc error: EOF`, may still make it transient: see `patternVerdict`.)
+ */
+export function grpcVerdict(code: number, details: string, answered = false): Verdict {
   const name = grpcStatusName(code);
+  if (answered) return verdict(code === 0 ? 'unknown' : 'application', name);
   // Not final: the cause decides (and without one, nothing is known).
   if (details.startsWith(DIALGUARD_DETAILS_PREFIX)) return verdict('unknown', name, { final: false });
   if (code === 1 || code === 2 || code === 14) {

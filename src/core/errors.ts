@@ -64,10 +64,21 @@ brand(DialguardError);
 /** The state a refusing host was in. */
 export type RefusedState = 'open' | 'half-open';
 
+/** What a refusal knows about why the host is refused; see {@link HostUnavailableError}. */
+export interface RefusalDetails {
+  /** Consecutive failed dial rounds counted against the host. */
+  failures?: number;
+  /** The dial error that opened the host (or kept it open): the refusal's `cause`. */
+  cause?: unknown;
+  /** An operator isolated the host (`HostBreaker.isolate`); no dial failed. */
+  isolated?: boolean;
+}
+
 /**
- * A {@link HostBreaker} refused to dial `host`: it failed too many dials in a row and is being
- * left alone for a while. Thrown without any I/O. Permanent for a retry loop: every attempt
- * against the same host would be refused the same way.
+ * A {@link HostBreaker} refused to dial `host`: its dials failed for too long (or an operator
+ * isolated it) and it is being left alone for a while. Thrown without any I/O. Permanent for a
+ * retry loop: every attempt against the same host would be refused the same way. `cause` is the
+ * dial error that opened the host or kept it open.
  *
  * One instance stands for one refusal window of one host: the breaker throws the same instance
  * to every caller it refuses in that window (so a refusal costs a map lookup, not an Error
@@ -77,24 +88,34 @@ export class HostUnavailableError extends DialguardError {
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.HOST_UNAVAILABLE}`);
   /** The breaker's key for the host (normalised `host:port`). */
   readonly host: string;
-  /** Why it was refused: open (waiting out its window) or half-open (a probe is out). */
+  /** Why it was refused: open (waiting out its window or isolated) or half-open (a probe is out). */
   readonly state: RefusedState;
+  /** Consecutive failed dial rounds behind the refusal (0 when isolated or unknown). */
+  readonly failures: number;
+  /** Whether an operator isolated the host. */
+  readonly isolated: boolean;
   readonly #retryAt: number;
   readonly #now: () => number;
 
   /**
    * @param retryAfter - ms from now until the host may be dialled again.
    * @param clock - the clock `retryAfter` counts down on (default: a fixed value).
+   * @param details - the failures and the dial error behind the refusal.
    */
-  constructor(host: string, retryAfter: number, state: RefusedState, clock?: Pick<Clock, 'now'>) {
-    super(
-      ErrorCodes.HOST_UNAVAILABLE,
-      state === 'open'
-        ? `${host} is unavailable after repeated failed dials; refused without dialling (see retryAfter)`
-        : `${host} is unavailable; a probe dial is deciding whether it is back (see retryAfter)`,
-    );
+  constructor(host: string, retryAfter: number, state: RefusedState, clock?: Pick<Clock, 'now'>, details: RefusalDetails = {}) {
+    const failures = details.failures ?? 0;
+    const isolated = details.isolated === true;
+    const wait = Number.isFinite(retryAfter) ? `in ${Math.max(0, Math.ceil(retryAfter))} ms` : 'when released';
+    let why: string;
+    if (isolated) why = 'isolated by an operator';
+    else if (state === 'open') why = `${failures} consecutive failed dial round(s), last error ${describe(details.cause)}`;
+    else why = `a probe dial is deciding whether it is back; last error ${describe(details.cause)}`;
+    const next = isolated ? `dials resume ${wait}` : state === 'open' ? `a probe may run ${wait}` : `retry ${wait}`;
+    super(ErrorCodes.HOST_UNAVAILABLE, `${host} is unavailable (${why}); refused without dialling; ${next}`, details.cause === undefined ? undefined : { cause: details.cause });
     this.host = host;
     this.state = state;
+    this.failures = failures;
+    this.isolated = isolated;
     this.#now = clock === undefined ? () => 0 : () => clock.now();
     this.#retryAt = this.#now() + retryAfter;
   }
@@ -104,11 +125,12 @@ export class HostUnavailableError extends DialguardError {
   }
 
   /**
-   * Milliseconds until the host may be dialled again, at the latest: when its open window ends,
-   * or when the outstanding probe's report is due. Never negative.
+   * Whole milliseconds until the host may be dialled again, at the latest: when its open window
+   * ends, or when the outstanding probe's report is due (rounded up). Never negative; `Infinity`
+   * while isolated without an end.
    */
   get retryAfter(): number {
-    return Math.max(0, this.#retryAt - this.#now());
+    return Math.max(0, Math.ceil(this.#retryAt - this.#now()));
   }
 }
 brand(HostUnavailableError);
@@ -269,6 +291,18 @@ export class NoServerAvailableError extends DialguardError {
   }
 }
 brand(NoServerAvailableError);
+
+/** `code` (or, lacking one, the name) of an error, for messages; `unknown` when there is none. */
+function describe(err: unknown): string {
+  if (err === undefined || err === null) return 'unknown';
+  if (typeof err === 'object') {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' || typeof code === 'number') return String(code);
+    const name = (err as { name?: unknown }).name;
+    if (typeof name === 'string') return name;
+  }
+  return 'unknown';
+}
 
 /**
  * How far {@link findError} (and `classify`) look into what an error wraps: at most this many

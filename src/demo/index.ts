@@ -48,6 +48,9 @@ const scenes: Scene[] = [
   },
 ];
 
+/** The scene names, in the order they run. */
+export const sceneNames: readonly string[] = scenes.map((s) => s.name);
+
 /** Runs the named scenes (all when none are named), printing progress and a table per scene. */
 export async function runDemo(names: readonly string[], out: (text: string) => void = (t) => process.stdout.write(t)): Promise<void> {
   const chosen = names.length === 0 ? scenes : scenes.filter((s) => names.includes(s.name));

@@ -94,6 +94,8 @@ export function openSocket(
       ctx.signal.removeEventListener('abort', onAbort);
     };
     const fail = (err: unknown): void => {
+      // Bytes from the peer before the failure (a protocol answer to the handshake): it is alive.
+      if (socket.bytesRead > 0) ctx.answered = true;
       cleanup();
       socket.destroy();
       reject(err);

@@ -12,6 +12,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
 import { checkDuration, opt } from '../core/validate.js';
+import { dialFailureOutcome } from './dial-outcome.js';
 import { type DialPermit, HostBreaker } from './host-breaker.js';
 
 /**
@@ -44,6 +45,12 @@ export interface DialContext {
   readonly permit: DialPermit;
   /** The stage establishment is in; named by {@link ConnectTimeoutError} if it stalls. Update it. */
   phase: ConnectPhase;
+  /**
+   * Set it when the peer sent anything before establishment failed (a protocol answer, an
+   * alert): the host is alive, so the failure is settled as a success for the breaker and never
+   * counts against the host (the caller still gets the error). Starts false (`dial` sets it).
+   */
+  answered?: boolean;
 }
 
 /** Options of {@link dial}. */
@@ -84,7 +91,10 @@ const events = new EventHub<DialEvents>('dial');
  *
  * Rejects with {@link HostUnavailableError} at once (no I/O) when the breaker refuses;
  * {@link ConnectTimeoutError} when establishment outlives `timeout` (a failed dial); the caller's
- * `signal.reason` when it aborts (an abandoned dial); otherwise `establish`'s own error (a failed dial).
+ * `signal.reason` when it aborts (an abandoned dial); otherwise `establish`'s own error, unchanged.
+ * That error counts against the host only if the host did not answer (see `dialFailureOutcome`):
+ * a certificate, hostname or ALPN error, a TLS alert or any answer (`ctx.answered`) proves it
+ * alive, and EMFILE, ENFILE, EADDRNOTAVAIL or ENOBUFS are this process's own failures.
  *
  * @param host - the breaker key (anything `hostKey` accepts, e.g. `host:port`).
  */
@@ -122,7 +132,7 @@ export function dialWith<C>(
   }
   const clock = opt(options.clock, systemClock);
   const controller = new AbortController();
-  const ctx: DialContext = { signal: controller.signal, permit, phase: 'tcp' };
+  const ctx: DialContext = { signal: controller.signal, permit, phase: 'tcp', answered: false };
   const started = clock.now();
   const report = (outcome: DialEvents['settled']['outcome']): void => {
     if (events.active('settled')) events.emit('settled', { host: permit.host, outcome, duration: clock.now() - started, phase: String(ctx.phase) });
@@ -147,7 +157,7 @@ export function dialWith<C>(
       if (done) return;
       end();
       const err = new ConnectTimeoutError(permit.host, timeout, ctx.phase);
-      permit.failed();
+      permit.failed(err);
       report('failed');
       controller.abort(err);
       reject(err);
@@ -174,8 +184,13 @@ export function dialWith<C>(
       (err: unknown) => {
         if (done) return;
         end();
-        permit.failed();
-        report('failed');
+        // Only the host's failures count: a certificate it presented, an alert it sent or any
+        // answer proves it alive; a failure local to this process says nothing about it.
+        const outcome = dialFailureOutcome(err, ctx.answered === true);
+        if (outcome === 'failed') permit.failed(err);
+        else if (outcome === 'succeeded') permit.succeeded();
+        else permit.abandoned();
+        report(outcome);
         controller.abort(err);
         reject(err);
       },

@@ -2,7 +2,7 @@
  * A per-host circuit breaker fed only by dial outcomes.
  *
  * ```
- * closed    --failureThreshold consecutive failed dials--> open
+ * closed    --failureThreshold failed rounds over minOutage--> open
  * open      --open window elapsed, next admit-------------> half-open (that admit is the probe)
  * half-open --probe succeeded-----------------------------> closed   (count reset)
  * half-open --probe failed--------------------------------> open     (next window)
@@ -16,6 +16,12 @@
  * a dial admitted before the trip, finishing late, from extending the block or freeing the probe
  * slot (seed 002's review).
  *
+ * Failures are counted per round, not per dial (DESIGN.md rule 3): dials that overlap in time are
+ * one round, whoever opened them. Each permit remembers the host's round counter when it was
+ * admitted; its failure counts only if no failure was counted since then. A restart that refuses
+ * a burst of 64 dials is one failed round, not 64. And a host opens only once its failed rounds
+ * span `minOutage`, so a blip shorter than that (a restart, a pod rescheduled) never opens it.
+ *
  * Decisions are a pure function of `clock.now()`: the breaker starts no timers.
  *
  * @module
@@ -26,129 +32,41 @@ import { HostUnavailableError } from '../core/errors.js';
 import { EventHub, type Unsubscribe, type Listener } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
 import { hostKey } from './host-key.js';
+import {
+  adaptiveOpenWindow,
+  type BreakerState,
+  type DialPermit,
+  type HostBreakerEvents,
+  type HostBreakerOptions,
+  type HostBreakerStats,
+  type HostSnapshot,
+} from './host-breaker-types.js';
 
-/** Where a host stands. `half-open` means its window is over and a probe may run or is running. */
-export type BreakerState = 'closed' | 'open' | 'half-open';
-
-/** Options of a {@link HostBreaker}; every one has a default. */
-export interface HostBreakerOptions {
-  /**
-   * Consecutive failed dials that open a host. Default 3: trips within three connect timeouts
-   * against a dead host, rides out a single blip (seed 000). `0` disables the breaker: every admit
-   * is granted and nothing is recorded (seed 002's opt-in mode).
-   */
-  failureThreshold?: number;
-  /**
-   * How long an opened host is refused before one probe may run: milliseconds, or a
-   * {@link Schedule} called with the number of consecutive opens (1 for the first trip), e.g.
-   * `proportionalJitter({ base: 1_000, max: 60_000 })` as in seed 002. Default 30 000: a dead host
-   * costs one dial per 30 s, and a host that recovers right after tripping waits at most 30 s
-   * (short, because addresses get reused by healthy hosts; seed 000). A schedule's answer goes
-   * through `safeDelay` (NaN or negative: 0; past 2^31-1 ms or Infinity: 2^31-1), and one that
-   * throws is a warning and reuses its last window, so no schedule makes a host unblockable.
-   */
-  openDuration?: number | Schedule;
-  /**
-   * How long a granted probe may go unreported before another may run. Default 10 000:
-   * comfortably longer than a connect timeout, so a live probe is not doubled, yet a probe whose
-   * report is lost cannot wedge the host (seed 000). Keep it above your connect timeout.
-   */
-  probeTimeout?: number;
-  /**
-   * A host nobody has admitted for this long is forgotten. Default 300 000 (5 min, seed 000):
-   * long past any open window, so forgetting loses nothing but memory.
-   */
-  idleRetention?: number;
-  /**
-   * Most hosts tracked at once; the least recently used goes first. Default 4096 (seed 000): a
-   * hard bound on memory however many distinct hosts are named.
-   */
-  capacity?: number;
-  /**
-   * The idle sweep runs at most once per this many ms, on an admit. Default 60 000: forgetting
-   * is not urgent, and the sweep never becomes per-call work.
-   */
-  sweepInterval?: number;
-  /** Time source. Default {@link systemClock}. */
-  clock?: Clock;
-  /** Uniform [0, 1) source for jittered schedules. Default `Math.random`. */
-  random?: () => number;
-}
-
-/** Payloads of the breaker's events (also published on `dialguard:breaker:<event>`). */
-export interface HostBreakerEvents {
-  /** The host was closed (or half-open) and is now refused. */
-  opened: { host: string; failures: number; openFor: number; reopened: boolean };
-  /** A probe succeeded; the host is dialled again. */
-  closed: { host: string; openedFor: number };
-  /** The window ended and this admit is the probe. */
-  'probe-granted': { host: string };
-  /** A probe went unreported past `probeTimeout`; a new one is granted. */
-  'probe-expired': { host: string; probeTimeout: number };
-  /**
-   * One admit was refused. Fires per refusal (and costs nothing unless someone listens): for
-   * counters only, never for logs, or a dead host becomes a log flood.
-   */
-  refused: { host: string; state: 'open' | 'half-open' };
-}
-
-/** A snapshot of one host, from {@link HostBreaker.state}. */
-export interface HostSnapshot {
-  host: string;
-  state: BreakerState;
-  /** Consecutive failed dials counted while closed. */
-  failures: number;
-  /** Consecutive trips without a close (drives an exponential open window). */
-  opens: number;
-  /** Whether a probe is out (half-open only). */
-  probing: boolean;
-  /** Milliseconds until the host may be dialled again; 0 when it may be now. */
-  retryAfter: number;
-}
-
-/** Counters since the breaker was made. */
-export interface HostBreakerStats {
-  /** Hosts in the table. */
-  hosts: number;
-  /** Admits refused without dialling. */
-  refused: number;
-  opened: number;
-  closed: number;
-  probesGranted: number;
-  probesExpired: number;
-  /** Settlements by outcome. `stale` ones came from an older generation and moved nothing. */
-  succeeded: number;
-  failed: number;
-  abandoned: number;
-  stale: number;
-  /** Hosts forgotten for being idle, and for making room at capacity. */
-  evictedIdle: number;
-  evictedCapacity: number;
-}
-
-/**
- * Leave to dial a host, from {@link HostBreaker.admit}. Settle it exactly once with the dial's
- * outcome; the first settlement wins and later ones are ignored.
- */
-export interface DialPermit {
-  /** The breaker's key for the host. */
-  readonly host: string;
-  /** True when this dial is the half-open probe whose outcome decides the host. */
-  readonly probe: boolean;
-  /** Whether the permit has been settled. */
-  readonly settled: boolean;
-  /** The dial (and its handshakes) completed: the host is alive. */
-  succeeded(): void;
-  /** The dial failed or timed out. */
-  failed(): void;
-  /** The caller gave up before the dial finished. Never counts against the host. */
-  abandoned(): void;
-}
+export {
+  adaptiveOpenWindow,
+  type BreakerState,
+  type DialPermit,
+  type HostBreakerEvents,
+  type HostBreakerOptions,
+  type HostBreakerStats,
+  type HostSnapshot,
+};
 
 interface Entry {
   readonly key: string;
   state: 'closed' | 'open';
   failures: number;
+  /** Incremented each time a failure is counted; a permit's failure counts only if it still matches. */
+  round: number;
+  /**
+   * When the dial whose failure started the current streak was admitted: the host has not
+   * answered since then (for a timeout, that is a whole connect timeout before its failure).
+   */
+  streakStart: number;
+  /** The last failed dial's error (cause of the refusals). */
+  lastError: unknown;
+  /** An operator's isolation: refused until then (Infinity: until released). 0: not isolated. */
+  isolatedUntil: number;
   opens: number;
   /** The last open window drawn, for schedules that depend on it (decorrelated jitter). */
   lastOpenFor: number;
@@ -171,13 +89,17 @@ class Permit implements DialPermit {
   #breaker: HostBreaker | undefined;
   readonly #entry: Entry | undefined;
   readonly #generation: number;
+  readonly #round: number;
+  readonly #admittedAt: number;
   readonly host: string;
   readonly probe: boolean;
 
-  constructor(breaker: HostBreaker | undefined, entry: Entry | undefined, host: string, probe: boolean) {
+  constructor(breaker: HostBreaker | undefined, entry: Entry | undefined, host: string, probe: boolean, admittedAt: number) {
     this.#breaker = breaker;
     this.#entry = entry;
     this.#generation = entry?.generation ?? 0;
+    this.#round = entry?.round ?? 0;
+    this.#admittedAt = admittedAt;
     this.host = host;
     this.probe = probe;
   }
@@ -190,19 +112,19 @@ class Permit implements DialPermit {
     this.#settle('succeeded');
   }
 
-  failed(): void {
-    this.#settle('failed');
+  failed(error?: unknown): void {
+    this.#settle('failed', error);
   }
 
   abandoned(): void {
     this.#settle('abandoned');
   }
 
-  #settle(outcome: Outcome): void {
+  #settle(outcome: Outcome, error?: unknown): void {
     const breaker = this.#breaker;
     if (breaker === undefined) return;
     this.#breaker = undefined;
-    if (this.#entry !== undefined) settle(breaker, this.#entry, this.#generation, this.probe, outcome);
+    if (this.#entry !== undefined) settle(breaker, this.#entry, this.#generation, this.#round, this.#admittedAt, this.probe, outcome, error);
   }
 }
 
@@ -214,7 +136,7 @@ class NoopPermit implements DialPermit {
   succeeded(): void {
     this.settled = true;
   }
-  failed(): void {
+  failed(_error?: unknown): void {
     this.settled = true;
   }
   abandoned(): void {
@@ -223,11 +145,12 @@ class NoopPermit implements DialPermit {
 }
 
 // Module-private access to a breaker's internals for Permit, without making them public API.
-let settle: (b: HostBreaker, e: Entry, generation: number, probe: boolean, outcome: Outcome) => void;
+let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, probe: boolean, outcome: Outcome, error: unknown) => void;
 
 /** A per-host circuit breaker fed only by dial outcomes. See the module docs for the states. */
 export class HostBreaker {
   readonly #threshold: number;
+  readonly #minOutage: number;
   readonly #openDuration: Schedule;
   readonly #probeTimeout: number;
   readonly #idleRetention: number;
@@ -256,13 +179,14 @@ export class HostBreaker {
   };
 
   static {
-    settle = (b, e, generation, probe, outcome) => b.#settle(e, generation, probe, outcome);
+    settle = (b, e, generation, round, admittedAt, probe, outcome, error) => b.#settle(e, generation, round, admittedAt, probe, outcome, error);
   }
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: HostBreakerOptions = {}) {
     this.#threshold = checkInteger('failureThreshold', opt(options.failureThreshold, 3), 0);
-    const open = opt<number | Schedule>(options.openDuration, 30_000);
+    this.#minOutage = checkDuration('minOutage', opt(options.minOutage, 1_500));
+    const open = opt<number | Schedule>(options.openDuration, adaptiveOpenWindow);
     if (typeof open === 'function') {
       this.#openDuration = open;
     } else {
@@ -309,21 +233,7 @@ export class HostBreaker {
     let entry = this.#hosts.get(key);
     if (entry === undefined) {
       if (this.#hosts.size >= this.#capacity) this.#evictOldest();
-      entry = {
-        key,
-        state: 'closed',
-        failures: 0,
-        opens: 0,
-        lastOpenFor: 0,
-        generation: 0,
-        openUntil: 0,
-        openedAt: 0,
-        probing: false,
-        probeUntil: 0,
-        lastUsed: now,
-        refusal: undefined,
-        refusalGeneration: -1,
-      };
+      entry = this.#fresh(key, now);
       this.#hosts.set(key, entry);
     } else {
       entry.lastUsed = now;
@@ -336,7 +246,11 @@ export class HostBreaker {
     }
     this.#newest = entry;
 
-    if (entry.state === 'closed') return new Permit(this, entry, key, false);
+    if (entry.isolatedUntil > 0) {
+      if (now < entry.isolatedUntil) return this.#refuse(entry, entry.isolatedUntil - now, 'open');
+      this.#release(entry);
+    }
+    if (entry.state === 'closed') return new Permit(this, entry, key, false, now);
     if (now < entry.openUntil) return this.#refuse(entry, entry.openUntil - now, 'open');
     if (entry.probing) {
       if (now < entry.probeUntil) return this.#refuse(entry, entry.probeUntil - now, 'half-open');
@@ -348,7 +262,7 @@ export class HostBreaker {
     entry.probeUntil = now + this.#probeTimeout;
     this.#stats.probesGranted++;
     this.#events.emit('probe-granted', { host: key });
-    return new Permit(this, entry, key, true);
+    return new Permit(this, entry, key, true, now);
   }
 
   /**
@@ -361,7 +275,11 @@ export class HostBreaker {
     const now = this.#clock.now();
     let state: BreakerState = entry.state;
     let retryAfter = 0;
-    if (entry.state === 'open') {
+    const isolated = entry.isolatedUntil > now;
+    if (isolated) {
+      state = 'open';
+      retryAfter = entry.isolatedUntil - now;
+    } else if (entry.state === 'open') {
       if (now < entry.openUntil) {
         retryAfter = entry.openUntil - now;
       } else {
@@ -376,7 +294,80 @@ export class HostBreaker {
       opens: entry.opens,
       probing: state === 'half-open' && entry.probing && now < entry.probeUntil,
       retryAfter,
+      isolated,
+      lastError: entry.lastError,
     };
+  }
+
+  /**
+   * Refuses every dial to `host` for `ms` milliseconds (default: until released), whatever its
+   * state, e.g. to drain it before maintenance. Dials already admitted settle without moving
+   * anything. When the isolation ends the host starts afresh, closed with no failures: it was
+   * set aside, not found dead. Calling it again replaces the isolation. While isolated, a
+   * refusal's `retryAfter` counts down the isolation (`Infinity` until released).
+   *
+   * @param host - anything {@link hostKey} accepts (`host:port`).
+   * @param ms - how long, default `Infinity` (until the returned function or {@link reset} ends it).
+   * @returns a function that releases this isolation early (a no-op once replaced or reset).
+   */
+  isolate(host: string, ms = Number.POSITIVE_INFINITY): () => void {
+    const duration = checkDuration('ms', ms, 0, true);
+    const key = hostKey(host);
+    const now = this.#clock.now();
+    let entry = this.#hosts.get(key);
+    if (entry !== undefined) this.#hosts.delete(key);
+    else if (this.#hosts.size >= this.#capacity) this.#evictOldest();
+    entry = this.#fresh(key, now);
+    entry.isolatedUntil = duration === 0 ? 0 : now + duration;
+    this.#hosts.set(key, entry);
+    this.#newest = entry;
+    const isolated = entry;
+    return () => {
+      if (this.#hosts.get(key) === isolated && isolated.isolatedUntil > 0) this.#release(isolated);
+    };
+  }
+
+  /**
+   * Forgets `host`: its count, its open window, any probe or isolation. The next dial is admitted
+   * as for a host never seen; settlements of dials admitted before are ignored.
+   *
+   * @returns whether the host was tracked.
+   */
+  reset(host: string, port?: number): boolean {
+    return this.#hosts.delete(hostKey(host, port));
+  }
+
+  #fresh(key: string, now: number): Entry {
+    return {
+      key,
+      state: 'closed',
+      failures: 0,
+      round: 0,
+      streakStart: 0,
+      lastError: undefined,
+      isolatedUntil: 0,
+      opens: 0,
+      lastOpenFor: 0,
+      generation: 0,
+      openUntil: 0,
+      openedAt: 0,
+      probing: false,
+      probeUntil: 0,
+      lastUsed: now,
+      refusal: undefined,
+      refusalGeneration: -1,
+    };
+  }
+
+  /** Ends an isolation: the host starts afresh (a new generation, so older permits stay stale). */
+  #release(entry: Entry): void {
+    entry.isolatedUntil = 0;
+    entry.state = 'closed';
+    entry.failures = 0;
+    entry.opens = 0;
+    entry.lastOpenFor = 0;
+    entry.probing = false;
+    entry.generation++;
   }
 
   /** Counters since construction, and the current table size. */
@@ -394,13 +385,14 @@ export class HostBreaker {
     this.#stats.refused++;
     if (this.#events.active('refused')) this.#events.emit('refused', { host: entry.key, state });
     if (entry.refusalGeneration !== entry.generation || entry.refusal === undefined) {
-      entry.refusal = new HostUnavailableError(entry.key, retryAfter, state, this.#clock);
+      const details = entry.isolatedUntil > 0 ? { isolated: true } : { failures: entry.failures, cause: entry.lastError };
+      entry.refusal = new HostUnavailableError(entry.key, retryAfter, state, this.#clock, details);
       entry.refusalGeneration = entry.generation;
     }
     return entry.refusal;
   }
 
-  #settle(entry: Entry, generation: number, probe: boolean, outcome: Outcome): void {
+  #settle(entry: Entry, generation: number, round: number, admittedAt: number, probe: boolean, outcome: Outcome, error: unknown): void {
     const current = this.#hosts.get(entry.key) === entry && entry.generation === generation;
     if (outcome === 'abandoned') {
       this.#stats.abandoned++;
@@ -419,6 +411,7 @@ export class HostBreaker {
     if (outcome === 'succeeded') {
       this.#stats.succeeded++;
       entry.failures = 0;
+      entry.lastError = undefined;
       if (entry.state === 'open') {
         // Only the probe can be current while open: older permits were cut off by the trip.
         entry.state = 'closed';
@@ -432,9 +425,16 @@ export class HostBreaker {
       return;
     }
     this.#stats.failed++;
+    entry.lastError = error;
     if (entry.state === 'closed') {
-      entry.failures++;
-      if (entry.failures < this.#threshold) return;
+      // Overlapping dials are one round: count this failure only if none was counted since this
+      // permit was admitted.
+      if (round === entry.round) {
+        entry.round++;
+        if (entry.failures === 0) entry.streakStart = admittedAt;
+        entry.failures++;
+      }
+      if (entry.failures < this.#threshold || now - entry.streakStart < this.#minOutage) return;
       this.#open(entry, now, false);
     } else {
       this.#open(entry, now, true);
@@ -451,16 +451,26 @@ export class HostBreaker {
     entry.probing = false;
     entry.generation++;
     this.#stats.opened++;
-    this.#events.emit('opened', { host: entry.key, failures: entry.failures, openFor, reopened });
+    this.#events.emit('opened', { host: entry.key, failures: entry.failures, openFor, reopened, cause: entry.lastError });
   }
 
-  /** Forgets hosts idle past `idleRetention`. Recency order means it stops at the first fresh one. */
+  /**
+   * Forgets hosts idle past `idleRetention`. Recency order means it stops at the first fresh one.
+   * An isolated host is kept (moved to the fresh end): forgetting it would end the isolation.
+   */
   #sweepIdle(now: number): void {
     this.#lastSweep = now;
+    const kept: Entry[] = [];
     for (const entry of this.#hosts.values()) {
       if (now - entry.lastUsed < this.#idleRetention) break;
       this.#hosts.delete(entry.key);
-      this.#stats.evictedIdle++;
+      if (entry.isolatedUntil > now) kept.push(entry);
+      else this.#stats.evictedIdle++;
+    }
+    for (const entry of kept) {
+      entry.lastUsed = now;
+      this.#hosts.set(entry.key, entry);
+      this.#newest = entry;
     }
   }
 

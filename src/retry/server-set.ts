@@ -19,6 +19,7 @@ import { type Classification, type FailureKind, classify } from '../core/classif
 import type { Clock } from '../core/clock.js';
 import { HostUnavailableError, NoServerAvailableError, findError } from '../core/errors.js';
 import { checkFunction, opt, show } from '../core/validate.js';
+import { dialFailureOutcome } from '../guard/dial-outcome.js';
 import { type DialPermit, HostBreaker } from '../guard/host-breaker.js';
 import { hostKey } from '../guard/host-key.js';
 import { type RetryAttempt, type RetryOptions, retry } from './retry.js';
@@ -192,7 +193,7 @@ export class ServerSet<S> {
           value = await fn(entry.server, serverAttempt(attempt, entry.server, panic));
         } catch (err) {
           const c = classify(err, classifyOptions);
-          if (permit !== undefined) settle(permit, c);
+          if (permit !== undefined) settle(permit, c, err);
           // The refusal may arrive wrapped (fetch: TypeError('fetch failed', { cause })).
           const refusal = c.kind === 'refused' ? findError(err, HostUnavailableError) : undefined;
           if (refusal !== undefined) {
@@ -235,9 +236,14 @@ export class ServerSet<S> {
 }
 
 /** Reports an attempt to the breaker: only a dial failure counts against a host (rule 1). */
-function settle(permit: DialPermit, c: Classification): void {
-  if (c.kind === 'dial') permit.failed();
-  else if (c.kind === 'application' || c.kind === 'stream') permit.succeeded(); // it answered: alive
+function settle(permit: DialPermit, c: Classification, err: unknown): void {
+  if (c.kind === 'dial') {
+    // Only the host's failures count: a certificate or alert it sent proves it alive (rule 1).
+    const outcome = dialFailureOutcome(err);
+    if (outcome === 'failed') permit.failed(err);
+    else if (outcome === 'succeeded') permit.succeeded();
+    else permit.abandoned();
+  } else if (c.kind === 'application' || c.kind === 'stream') permit.succeeded(); // it answered: alive
   else permit.abandoned(); // says nothing about the dial
 }
 

@@ -2,29 +2,38 @@
  * Blackhole peers: a connect to them never completes, because the SYN is dropped. The client
  * retransmits until its own timeout, exactly as against a host that vanished from the network.
  *
- * Two ways to drop a SYN:
+ * Three ways to drop a SYN:
  * - `accept-queue` (unprivileged): a listener with a backlog of 1 in a worker thread whose event
  *   loop is blocked, so it never accepts; the queue is filled once, and the kernel drops every
  *   later SYN. Works anywhere, on the machine's loopback.
+ * - `veth` (iproute2 only): inside a network namespace the caller created (needs CAP_NET_ADMIN
+ *   there), a veth pair and a permanent neighbour entry whose MAC no one has: SYNs to
+ *   127.77.N.2 leave on the pair and vanish. Counts each connect exactly with the namespace's
+ *   `Tcp: ActiveOpens`. Needs nothing beyond Debian's base system.
  * - `nftables`: a drop rule for the port, inside a network namespace the caller created (needs
- *   CAP_NET_ADMIN there). Counts each attempt exactly.
+ *   CAP_NET_ADMIN there and the nft binary). Counts each attempt exactly, per peer, on 127.0.0.1
+ *   or ::1.
  *
  * Either can {@link Blackhole.heal}: the host comes back and accepts (as an echo peer).
  *
  * @module
  */
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { nft, setElements } from './nft.js';
 import { type FaultPeer, type PeerOptions, addressOf, echoPeer, loopback, type LoopbackHost, type TcpPeer } from './tcp-peers.js';
 
 /** How the blackhole drops SYNs. */
-export type BlackholeMode = 'accept-queue' | 'nftables';
+export type BlackholeMode = 'accept-queue' | 'veth' | 'nftables';
 
 /** Options of {@link blackhole}. */
 export interface BlackholeOptions extends PeerOptions {
-  /** Default `accept-queue` (needs no privileges). */
+  /**
+   * Default `accept-queue`: it needs no privileges. `veth` and `nftables` need a network namespace
+   * of the caller's own; `veth` ignores `host` (it answers for 127.77.N.2).
+   */
   mode?: BlackholeMode;
 }
 
@@ -33,7 +42,9 @@ export interface Blackhole extends FaultPeer {
   readonly mode: BlackholeMode;
   /**
    * Connection attempts seen. `nftables`: exact, one per attempt (distinct source ports of dropped
-   * SYNs), plus connections accepted after {@link heal}. `accept-queue`: SYNs dropped at full
+   * SYNs), plus connections accepted after {@link heal}. `veth`: connects started in this network
+   * namespace (`Tcp: ActiveOpens`) until {@link heal}, then connections accepted; exact where the
+   * peer is the only thing the namespace dials before it heals. `accept-queue`: SYNs dropped at full
    * accept queues in this network namespace (the kernel's ListenOverflows counter), so it counts
    * SYN retransmissions (the first comes 1 s into a connect) and other full listeners in the same
    * namespace too; exact for sub-second timeouts in a namespace of the test's own.
@@ -49,8 +60,9 @@ export interface Blackhole extends FaultPeer {
 export async function blackhole(options: BlackholeOptions = {}): Promise<Blackhole> {
   const mode = options.mode ?? 'accept-queue';
   if (mode === 'nftables') return NftBlackhole.start(options);
+  if (mode === 'veth') return VethBlackhole.start(options);
   if (mode === 'accept-queue') return AcceptQueueBlackhole.start(options);
-  throw new RangeError(`blackhole mode must be 'accept-queue' or 'nftables', got ${JSON.stringify(mode)}`);
+  throw new RangeError(`blackhole mode must be 'accept-queue', 'veth' or 'nftables', got ${JSON.stringify(mode)}`);
 }
 
 /** The kernel's count of SYNs dropped at full accept queues, in this network namespace. */
@@ -285,4 +297,174 @@ class NftBlackhole implements Blackhole {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+/** The veth blackhole could not be set up: iproute2 missing, no CAP_NET_ADMIN, or not a namespace of the test's own. */
+export class VethUnavailableError extends Error {
+  override readonly name = 'VethUnavailableError';
+  /** Stable code. */
+  readonly code = 'DIALGUARD_VETH_UNAVAILABLE';
+}
+
+/** Runs `ip <args>`; throws {@link VethUnavailableError} with ip's own message. */
+function ip(args: readonly string[]): string {
+  const r = spawnSync('ip', args, { encoding: 'utf8', timeout: 5_000 });
+  if (r.error !== undefined || r.status !== 0) {
+    const why = r.error?.message ?? r.stderr.trim();
+    throw new VethUnavailableError(
+      `ip ${args.join(' ')} failed (${why}). The veth blackhole needs iproute2 (Debian: apt-get install iproute2) and ` +
+        'CAP_NET_ADMIN in a network namespace of its own: run inside `unshare --user --map-root-user --net`.',
+    );
+  }
+  return r.stdout;
+}
+
+/** The kernel's count of connects started (SYN sent) in this network namespace. */
+function activeOpens(): number {
+  const lines = readFileSync('/proc/net/snmp', 'utf8').split('\n');
+  for (let i = 0; i + 1 < lines.length; i += 2) {
+    const names = lines[i]!.split(/\s+/);
+    if (names[0] !== 'Tcp:') continue;
+    return Number(lines[i + 1]!.split(/\s+/)[names.indexOf('ActiveOpens')]);
+  }
+  throw new VethUnavailableError('no Tcp: ActiveOpens in /proc/net/snmp');
+}
+
+/** The locally administered MAC that no interface has: frames to it are dropped at the far end. */
+const ABSENT_MAC = '02:00:00:00:00:09';
+let veths = 0;
+
+/**
+ * Refuses to touch a namespace that has links other than loopback and our own veth pairs: the
+ * machine's own namespace always has some, a fresh `unshare --net` has none.
+ */
+function assertOwnNamespace(): void {
+  const links = ip(['-o', 'link', 'show'])
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => l.split(':')[1]!.trim().split('@')[0]!);
+  const foreign = links.filter((l) => l !== 'lo' && !/^dgbh\d+[ab]$/.test(l));
+  if (foreign.length > 0) {
+    throw new VethUnavailableError(
+      `the veth blackhole runs only in a network namespace of the test's own (this one has ${foreign.join(', ')}): ` +
+        'run inside `unshare --user --map-root-user --net`',
+    );
+  }
+}
+
+class VethBlackhole implements Blackhole {
+  readonly kind = 'blackhole';
+  readonly mode = 'veth' as const;
+  readonly host: LoopbackHost;
+  readonly port: number;
+  readonly #link: string;
+  readonly #opensBase: number;
+  #opensAtHeal: number | undefined;
+  #peer: EchoOn | undefined;
+  #closed = false;
+
+  private constructor(host: LoopbackHost, port: number, link: string) {
+    this.host = host;
+    this.port = port;
+    this.#link = link;
+    this.#opensBase = activeOpens();
+  }
+
+  static async start(options: BlackholeOptions): Promise<VethBlackhole> {
+    assertOwnNamespace();
+    const n = ++veths % 250;
+    const link = `dgbh${n}a`;
+    const host = `127.77.${n}.2` as const;
+    // 127.0.0.0/8 is local to lo as a whole; narrow that to 127.0.0.1 so 127.77.N.2 routes out.
+    if (ip(['route', 'show', 'table', 'local', '127.0.0.0/8']).includes('local')) {
+      ip(['route', 'del', 'local', '127.0.0.0/8', 'dev', 'lo', 'table', 'local']);
+    }
+    ip(['link', 'add', link, 'type', 'veth', 'peer', 'name', `dgbh${n}b`]);
+    try {
+      writeFileSync(`/proc/sys/net/ipv4/conf/${link}/route_localnet`, '1');
+      for (const end of [link, `dgbh${n}b`]) writeFileSync(`/proc/sys/net/ipv6/conf/${end}/disable_ipv6`, '1');
+      ip(['addr', 'add', `127.77.${n}.1/24`, 'dev', link]);
+      ip(['link', 'set', link, 'up']);
+      ip(['link', 'set', `dgbh${n}b`, 'up']);
+      ip(['neigh', 'add', host, 'lladdr', ABSENT_MAC, 'dev', link, 'nud', 'permanent']);
+    } catch (err) {
+      spawnSync('ip', ['link', 'del', link], { timeout: 5_000 });
+      throw err instanceof VethUnavailableError ? err : new VethUnavailableError(`veth blackhole setup failed: ${String(err)}`);
+    }
+    return new VethBlackhole(host, options.port ?? (await freePort()), link);
+  }
+
+  get address(): string {
+    return addressOf(this.host, this.port);
+  }
+
+  get healed(): boolean {
+    return this.#opensAtHeal !== undefined;
+  }
+
+  get attempts(): number {
+    return (this.#opensAtHeal ?? activeOpens()) - this.#opensBase + (this.#peer?.attempts ?? 0);
+  }
+
+  async heal(): Promise<void> {
+    if (this.healed || this.#closed) return;
+    this.#opensAtHeal = activeOpens();
+    // The address becomes local (connects to it stay on this host) and an echo listener takes it.
+    ip(['neigh', 'del', this.host, 'dev', this.#link]);
+    ip(['addr', 'add', `${this.host}/32`, 'dev', this.#link]);
+    this.#peer = await echoPeerOn(this.host, this.port);
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#opensAtHeal ??= activeOpens();
+    await this.#peer?.close();
+    ip(['link', 'del', this.#link]);
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+/** A port that was free on 127.0.0.1 a moment ago (nothing listens on 127.77.N.2 anyway). */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** A minimal echo listener on the healed 127.77.N.2 (TcpPeer binds 127.0.0.1 and ::1 only). */
+interface EchoOn {
+  readonly attempts: number;
+  close(): Promise<void>;
+}
+
+async function echoPeerOn(host: string, port: number): Promise<EchoOn> {
+  let attempts = 0;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer({ noDelay: true }, (socket) => {
+    attempts++;
+    sockets.add(socket);
+    socket.on('error', () => {});
+    socket.on('close', () => sockets.delete(socket));
+    socket.pipe(socket);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host, port }, () => resolve());
+  });
+  return {
+    get attempts() {
+      return attempts;
+    },
+    close: async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of sockets) s.destroy();
+      await closed;
+    },
+  };
 }

@@ -17,7 +17,7 @@ export {
   refusing,
   resetOnAccept,
 } from './tcp-peers.js';
-export { type Blackhole, type BlackholeMode, type BlackholeOptions, blackhole } from './blackhole.js';
+export { type Blackhole, type BlackholeMode, type BlackholeOptions, VethUnavailableError, blackhole } from './blackhole.js';
 export { NftUnavailableError, nft, nftUsable } from './nft.js';
 export { type Http2Handler, Http2Peer, type Http2PeerOptions, http2Peer } from './http2-peer.js';
 export { TEST_CERT, TEST_KEY } from './test-cert.js';

@@ -6,8 +6,11 @@
  */
 import net from 'node:net';
 
-/** Loopback addresses the peers may bind: tests never touch any other network. */
-export type LoopbackHost = '127.0.0.1' | '::1';
+/**
+ * Loopback addresses the peers use: tests never touch any other network. Peers bind 127.0.0.1 or
+ * ::1; a `veth` blackhole answers for another address of 127.0.0.0/8 inside a test's own namespace.
+ */
+export type LoopbackHost = '127.0.0.1' | '::1' | `127.${number}.${number}.${number}`;
 
 /** Options every peer takes. */
 export interface PeerOptions {

@@ -66,7 +66,7 @@ describe('memcached clients against a frozen node', () => {
     let naiveDials = 0;
     let guardedDials = 0;
     const naive = new NaiveMemcached({ requestTimeout: 50, onDial: () => naiveDials++ });
-    const breaker = new HostBreaker({ failureThreshold: 3, openDuration: 60_000 });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 3, openDuration: 60_000 });
     const guarded = new GuardedMemcached({ breaker, requestTimeout: 50, connectTimeout: 100, keepAlive: 200, onDial: () => guardedDials++ });
     await expect(naive.get(server.node, 'x')).resolves.toBeUndefined();
     await expect(guarded.get(server.node, 'x')).resolves.toBeUndefined();

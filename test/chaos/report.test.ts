@@ -1,19 +1,18 @@
 /**
- * The chaos HTML report, opened in a real headless Chromium (Debian's chromium, driven by
- * playwright-core): every chart must have rendered with data. Chromium missing is a failure that
- * says how to install it, never a skip: CI installs it.
+ * The chaos HTML report, opened in a real headless Chromium (npm's @sparticuz/chromium, driven by
+ * playwright-core): every chart must have rendered with data. The browser comes with `npm ci`;
+ * one that does not launch is a failure, never a skip.
  */
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runChaos } from '../../src/chaos/index.js';
 import { LaneRecorder } from '../../src/chaos/recorder.js';
 import { renderReport } from '../../src/chaos/report-html.js';
 import type { ScenarioResult } from '../../src/chaos/scenario.js';
+import { launchChromium } from '../helpers/chromium.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const dir = mkdtempSync(join(tmpdir(), 'dialguard-report-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -25,11 +24,7 @@ interface Rendered {
 }
 
 async function inspect(file: string): Promise<Rendered> {
-  expect(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM}: apt-get install chromium (or set CHROMIUM_PATH)`).toBe(true);
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage();
     const requests: string[] = [];

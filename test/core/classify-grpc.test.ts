@@ -5,7 +5,9 @@
  * retrying-call, internal-channel). Any other details came from the server. Every row states all
  * five answers.
  */
-import { describe, it } from 'vitest';
+import * as grpc from '@grpc/grpc-js';
+import { describe, expect, it } from 'vitest';
+import { SERVER_ANSWERED, answeredByServer } from '../../src/core/classify-grpc.js';
 import { type Row, type Want, expectClassified, grpcErr } from './classify-table.js';
 
 const dial = (code: string): Want => ['dial', true, false, true, code];
@@ -130,4 +132,52 @@ describe('classify grpc: only a grpc status is read as one', () => {
     ['a numeric code without details', Object.assign(new Error('Connection dropped'), { code: 14 }), none],
     ['a status code as a string', Object.assign(new Error('x'), { code: '14', details: 'Connection dropped' }), ['unknown', false, false, false, '14']],
   ])('%s', (_name, err, want) => expectClassified(err, want));
+});
+
+/** A ServiceError as grpc-js builds it from a trailers-only reply: the response headers in its metadata. */
+function trailersOnly(code: number, details: string): Error {
+  const metadata = new grpc.Metadata();
+  metadata.set('content-type', 'application/grpc+proto');
+  return Object.assign(grpcErr(code, details), { metadata });
+}
+
+/** A ServiceError from a guarded call that saw the server answer (the brand copied from its status). */
+function branded(code: number, details: string): Error {
+  return Object.assign(grpcErr(code, details), { [SERVER_ANSWERED]: true });
+}
+
+describe('classify grpc: a status the server sent is its answer, whatever its details say (issue 18 break 1)', () => {
+  it.each<Row>([
+    ['"Failed to connect to database", trailers-only', trailersOnly(14, 'Failed to connect to database'), app('UNAVAILABLE')],
+    ['grpc-js\'s own "No connection established" forwarded', trailersOnly(14, 'No connection established. Last error: connect ECONNREFUSED 10.0.0.1:1'), app('UNAVAILABLE')],
+    ['"read ECONNRESET"', trailersOnly(14, 'read ECONNRESET'), app('UNAVAILABLE')],
+    ['"Connection dropped"', branded(14, 'Connection dropped'), app('UNAVAILABLE')],
+    ['"Stream refused by server"', branded(14, 'Stream refused by server'), app('UNAVAILABLE')],
+    ['"Channel closed before call started"', branded(14, 'Channel closed before call started'), app('UNAVAILABLE')],
+    ['"Cancelled on client"', branded(1, 'Cancelled on client'), app('CANCELLED')],
+    ['DEADLINE_EXCEEDED "waiting for LB pick"', branded(4, 'Deadline exceeded: waiting for LB pick'), app('DEADLINE_EXCEEDED')],
+    ['INTERNAL quoting a client reset', branded(13, 'Received RST_STREAM with code 2 triggered by internal client error: read ECONNRESET'), app('INTERNAL')],
+    ['"dialguard: " text a server forwarded', branded(14, 'dialguard: connection #1 to x is gone'), app('UNAVAILABLE')],
+    ['OK from the server is no failure', branded(0, ''), ['unknown', false, false, false, 'OK']],
+    ['an application status stays one', trailersOnly(5, 'no such key'), app('NOT_FOUND')],
+    // Text a server relayed about its own upstream still reads as such (seed 004): maybe sent, alive.
+    ['"rpc error: EOF"', trailersOnly(14, 'rpc error: EOF'), ['connection', false, false, true, 'EOF']],
+  ])('%s', (_name, err, want) => expectClassified(err, want));
+
+  it('answeredByServer: the brand, or a content-type in the metadata; never throws', () => {
+    expect(answeredByServer(trailersOnly(14, 'x'))).toBe(true);
+    expect(answeredByServer(branded(14, 'x'))).toBe(true);
+    expect(answeredByServer(grpcErr(14, 'x'))).toBe(false);
+    expect(answeredByServer({ code: 14, details: 'x', metadata: new grpc.Metadata() })).toBe(false);
+    const hostile = {
+      metadata: {
+        get: () => {
+          throw new Error('no');
+        },
+      },
+    };
+    expect(answeredByServer(hostile)).toBe(false);
+    expect(answeredByServer({ metadata: { get: () => 'application/grpc' } })).toBe(false);
+    expect(answeredByServer(null)).toBe(false);
+  });
 });

@@ -130,7 +130,7 @@ const netCases: Case[] = [
     name: 'dialguard breaker refuses a host that failed (HostUnavailableError)',
     produce: async () => {
       const p = await refusing();
-      const breaker = new HostBreaker({ failureThreshold: 1 });
+      const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 1 });
       await connect({ host: L, port: p.port }, { timeout: 300, breaker }).catch(() => {});
       return connect({ host: L, port: p.port }, { timeout: 300, breaker });
     },

@@ -102,8 +102,8 @@ describe('errors', () => {
   const clock = new ManualClock(0);
   const cause = new Error('root');
   it.each([
-    [`new HostUnavailableError('a:1', 500, 'open', clock)`, () => new HostUnavailableError('a:1', 500, 'open', clock), ErrorCodes.HOST_UNAVAILABLE, 'a:1 is unavailable after repeated failed dials; refused without dialling (see retryAfter)'],
-    [`new HostUnavailableError('a:1', 500, 'half-open')`, () => new HostUnavailableError('a:1', 500, 'half-open'), ErrorCodes.HOST_UNAVAILABLE, 'a:1 is unavailable; a probe dial is deciding whether it is back (see retryAfter)'],
+    [`new HostUnavailableError('a:1', 500, 'open', clock)`, () => new HostUnavailableError('a:1', 500, 'open', clock), ErrorCodes.HOST_UNAVAILABLE, 'a:1 is unavailable (0 consecutive failed dial round(s), last error unknown); refused without dialling; a probe may run in 500 ms'],
+    [`new HostUnavailableError('a:1', 500, 'half-open')`, () => new HostUnavailableError('a:1', 500, 'half-open'), ErrorCodes.HOST_UNAVAILABLE, 'a:1 is unavailable (a probe dial is deciding whether it is back; last error unknown); refused without dialling; retry in 500 ms'],
     [`new ConnectTimeoutError('a:1', 2_000, 'tls')`, () => new ConnectTimeoutError('a:1', 2_000, 'tls'), ErrorCodes.CONNECT_TIMEOUT, 'connect to a:1 timed out after 2000 ms (stalled in tls)'],
     [`new ConnectionGoneError('a:1', 7, { cause })`, () => new ConnectionGoneError('a:1', 7, { cause }), ErrorCodes.CONNECTION_GONE, 'connection #7 to a:1 is gone'],
     [`new KeepAliveTimeoutError(1_000, 500)`, () => new KeepAliveTimeoutError(1_000, 500), ErrorCodes.KEEPALIVE_TIMEOUT, 'keep-alive PING unanswered for 500 ms (sent every 1000 ms): peer is silent'],

@@ -88,7 +88,7 @@ describe('backoff: no schedule makes a wait NaN, negative or endless', () => {
         if (n === 1) return 100;
         throw new Error('schedule down');
       };
-      const breaker = new HostBreaker({ clock, failureThreshold: 1, openDuration: schedule, idleRetention: Infinity });
+      const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: schedule, idleRetention: Infinity }); // opens on one failure (issue 11: minOutage would hold it closed)
       breaker.admit('h:1').failed(); // window 100
       clock.advance(100);
       for (let reopen = 0; reopen < 2; reopen++) {
@@ -120,7 +120,7 @@ describe('backoff: no schedule makes a wait NaN, negative or endless', () => {
       [1e300, MAX_DURATION],
     ] as const) {
       const clock = new ManualClock();
-      const breaker = new HostBreaker({ clock, failureThreshold: 1, openDuration: () => answer, idleRetention: Infinity });
+      const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: () => answer, idleRetention: Infinity });
       breaker.admit('h:1').failed();
       expect(breaker.stats().opened, String(answer)).toBe(1);
       if (probeAfter > 0) {

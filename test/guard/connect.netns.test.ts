@@ -1,6 +1,6 @@
 /**
- * connect() against a packet-drop blackhole, in a network namespace of the test's own (nftables
- * needs CAP_NET_ADMIN there): the peer counts every attempt exactly. Each test re-runs itself
+ * connect() against a packet-drop blackhole, in a network namespace of the test's own (the veth
+ * blackhole needs CAP_NET_ADMIN there): the peer counts every attempt exactly. Each test re-runs itself
  * under unshare, and the parent insists on hearing that the child ran.
  */
 import { describe, expect } from 'vitest';
@@ -12,9 +12,9 @@ import { breakerOnManualClock, elapsed } from '../helpers/sockets.js';
 
 
 
-describe('connect: in a network namespace of its own (nftables drops SYNs, counts each attempt)', () => {
+describe('connect: in a network namespace of its own (a veth pair drops SYNs, ActiveOpens counts each attempt)', () => {
   netnsTest(import.meta.url, 'the second request for a known dead host is refused without dialling', async () => {
-    await using peer = await blackhole({ mode: 'nftables' });
+    await using peer = await blackhole({ mode: 'veth' });
     const { clock, breaker } = breakerOnManualClock(3, 30_000);
     const target = { host: peer.host, port: peer.port };
     // Request 1 spends its retries on dials; the breaker trips on the third.
@@ -35,7 +35,7 @@ describe('connect: in a network namespace of its own (nftables drops SYNs, count
   });
 
   netnsTest(import.meta.url, 'a blackholed dial gives up at the timeout, and the packet-drop peer counts it once', async () => {
-    await using peer = await blackhole({ mode: 'nftables' });
+    await using peer = await blackhole({ mode: 'veth' });
     const { ms, error } = await elapsed(connect({ host: peer.host, port: peer.port }, { timeout: 300, breaker: null }));
     expect(error).toMatchObject({ code: 'DIALGUARD_CONNECT_TIMEOUT', phase: 'tcp' });
     expect(ms).toBeGreaterThanOrEqual(295);

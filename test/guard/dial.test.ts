@@ -30,7 +30,7 @@ function deferred<C>(): {
 
 function setup(threshold = 3): { clock: ManualClock; breaker: HostBreaker } {
   const clock = new ManualClock();
-  return { clock, breaker: new HostBreaker({ clock, failureThreshold: threshold }) };
+  return { clock, breaker: new HostBreaker({ clock, failureThreshold: threshold, minOutage: 0 }) };
 }
 
 describe('dial', () => {

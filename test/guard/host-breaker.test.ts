@@ -8,7 +8,9 @@ const H = 'pod-a:443';
 
 function make(options: HostBreakerOptions = {}): { clock: ManualClock; breaker: HostBreaker } {
   const clock = new ManualClock(1_000);
-  return { clock, breaker: new HostBreaker({ clock, ...options }) };
+  // The classic rules these tests pin: the count alone trips, a fixed 30 s window. The blip and
+  // adaptive-window defaults have their own tests (host-breaker-blip.test.ts).
+  return { clock, breaker: new HostBreaker({ clock, minOutage: 0, openDuration: 30_000, ...options }) };
 }
 
 function refusal(breaker: HostBreaker, host = H): HostUnavailableError {
@@ -195,8 +197,9 @@ describe('HostBreaker: half-open', () => {
 describe('HostBreaker: dials admitted before the trip (seed 002 review)', () => {
   it('a late failure neither extends the block nor frees the probe slot', () => {
     const { clock, breaker } = make({ failureThreshold: 3, openDuration: 1_000, probeTimeout: 10_000 });
-    const inFlight = Array.from({ length: 5 }, () => breaker.admit(H)); // all admitted while closed
-    for (const p of inFlight.slice(0, 3)) p.failed(); // trips
+    // Admitted while closed, then three failed rounds trip the host.
+    const inFlight = [undefined, undefined, undefined, breaker.admit(H), breaker.admit(H)] as const;
+    failDials(breaker, 3);
     expect(breaker.state(H)?.state).toBe('open');
 
     clock.advance(500);
@@ -209,6 +212,7 @@ describe('HostBreaker: dials admitted before the trip (seed 002 review)', () => 
     inFlight[4]!.failed(); // late, while the probe is out
     expect(refusal(breaker).state).toBe('half-open'); // slot still held by the probe
     expect(breaker.stats()).toMatchObject({ opened: 1, stale: 2, probesGranted: 1 });
+    expect(inFlight[0]).toBeUndefined();
   });
 
   it('a late success does not close an open host; only the probe does', () => {
@@ -222,10 +226,10 @@ describe('HostBreaker: dials admitted before the trip (seed 002 review)', () => 
   });
 
   it('many permits in flight trip the host once; the rest settle as stale', () => {
-    const { breaker } = make({ failureThreshold: 3 });
+    const { breaker } = make({ failureThreshold: 1 });
     const permits = Array.from({ length: 100 }, () => breaker.admit(H));
     for (const p of permits) p.failed();
-    expect(breaker.stats()).toMatchObject({ opened: 1, failed: 3, stale: 97 });
+    expect(breaker.stats()).toMatchObject({ opened: 1, failed: 1, stale: 99 });
   });
 });
 
@@ -251,6 +255,7 @@ describe('HostBreaker: open window schedule', () => {
     const breaker = new HostBreaker({
       clock,
       failureThreshold: 1,
+      minOutage: 0,
       openDuration: proportionalJitter({ base: 1_000, max: 8_000 }),
       random: () => r,
     });

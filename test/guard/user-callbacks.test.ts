@@ -131,7 +131,7 @@ describe('a throwing user callback leaves the process alive and the operation co
 
   it("a breaker's open-window schedule that throws, settled from a dial's timeout: a warning, the host still opens, the dial rejects with its timeout", async () => {
     const clock = new ManualClock();
-    const breaker = new HostBreaker({ clock, failureThreshold: 1, openDuration: boom });
+    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: boom }); // one failed dial opens it
     const seen = await watching(async () => {
       const p = dial('db:3', () => new Promise<string>(() => {}), { timeout: 50, clock, breaker });
       const outcome = p.catch((err: unknown) => err);
@@ -148,7 +148,7 @@ describe('a throwing user callback leaves the process alive and the operation co
 
   it('events.ts listeners (already isolated, pinned here): a breaker listener throwing from a dial timer, a retry listener throwing between attempts', async () => {
     const clock = new ManualClock();
-    const breaker = new HostBreaker({ clock, failureThreshold: 1 });
+    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0 }); // one failed dial opens it
     const stopBreaker = breaker.on('opened', boom);
     const stopRetry = onRetryEvent('scheduled', boom);
     let attempts = 0;

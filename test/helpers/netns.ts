@@ -1,13 +1,14 @@
 /**
  * Privileged tests that cannot fail quietly.
  *
- * A test that needs CAP_NET_ADMIN (nftables rules) re-runs itself inside a network namespace of
- * its own: `unshare --user --map-root-user --net`, so it holds that capability over nothing but
+ * A test that needs CAP_NET_ADMIN (a veth pair and a neighbour entry) re-runs itself inside a
+ * network namespace of its own: `unshare --user --map-root-user --net`, so it holds that capability over nothing but
  * its own loopback, needs no sudo, and the namespace vanishes when the child exits. The child
  * writes the test's name to a report file when the body has run to completion; the parent passes
  * only if the child exited 0 AND reported. A stale name filter that matches nothing (the runner
  * would exit 0 having run nothing, seed 003) therefore fails loudly, as does a machine that
- * cannot make the namespace.
+ * cannot make the namespace. The tools are util-linux's `unshare` and iproute2's `ip` (both in
+ * Debian's base system); where one is missing the test fails naming the package to install.
  */
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -22,6 +23,19 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 
 /** Whether this process is the privileged child (inside its own network namespace). */
 export const inNetns = CHILD;
+
+/** The tools a netns test needs, with the Debian package that ships each. */
+const TOOLS: ReadonlyArray<readonly [tool: string, pkg: string]> = [
+  ['unshare', 'util-linux'],
+  ['ip', 'iproute2'],
+];
+
+/** The install command for whatever of {@link TOOLS} is not on PATH, or undefined. */
+export function missingTools(): string | undefined {
+  const missing = TOOLS.filter(([tool]) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0);
+  if (missing.length === 0) return undefined;
+  return `${missing.map(([tool]) => tool).join(' and ')} not found: apt-get install ${missing.map(([, pkg]) => pkg).join(' ')}`;
+}
 
 function escapeRegExp(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -43,6 +57,8 @@ export function netnsTest(file: string, name: string, body: () => Promise<void>,
     return;
   }
   it(fullName, () => {
+    const missing = missingTools();
+    expect(missing, `privileged tests need unshare and ip: ${missing}`).toBeUndefined();
     const dir = mkdtempSync(join(tmpdir(), 'dialguard-netns-'));
     const report = join(dir, 'ran');
     try {

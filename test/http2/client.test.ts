@@ -104,7 +104,7 @@ describe('Http2Client: bounded establishment', () => {
 
   it('a blocked origin is refused at once, without a dial', async () => {
     await using peer = await acceptAndHold();
-    const { client: c } = client({ connectTimeout: 100, breaker: new HostBreaker({ failureThreshold: 1 }) });
+    const { client: c } = client({ connectTimeout: 100, breaker: new HostBreaker({ minOutage: 0, failureThreshold: 1 }) });
     await expect(c.request(`http://${peer.address}/`)).rejects.toBeInstanceOf(ConnectTimeoutError);
     for (let i = 0; i < 20; i++) await expect(c.request(`http://${peer.address}/`)).rejects.toBeInstanceOf(HostUnavailableError);
     expect(peer.attempts).toBe(1);

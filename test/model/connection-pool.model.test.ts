@@ -204,7 +204,7 @@ describe('ConnectionPool, model-based', () => {
             connector,
             clock,
             classify,
-            breaker: new HostBreaker({ clock, failureThreshold: 2, openDuration: 700 }),
+            breaker: new HostBreaker({ clock, minOutage: 0, failureThreshold: 2, openDuration: 700 }),
             connectTimeout: 1_000,
             idleTimeout: 60_000,
             sweepInterval: 30_000,

@@ -17,34 +17,41 @@ const HOSTS = ['a:1', 'b:2'];
 const THRESHOLD = 3;
 const OPEN = 1_000;
 const PROBE = 500;
+/** Failed rounds must span this long to open (the blip rule); the clock moves by 1 to 2 500. */
+const MIN_OUTAGE = 1_000;
 
 /** The rules, written as plainly as possible. */
 class Model {
-  hosts = new Map<string, { closed: boolean; failures: number; openUntil: number; probing: boolean; probeUntil: number; gen: number }>();
+  hosts = new Map<
+    string,
+    { closed: boolean; failures: number; round: number; streakStart: number; openUntil: number; probing: boolean; probeUntil: number; gen: number }
+  >();
   now = 0;
 
   #entry(h: string) {
     let e = this.hosts.get(h);
     if (e === undefined) {
-      e = { closed: true, failures: 0, openUntil: 0, probing: false, probeUntil: 0, gen: 0 };
+      e = { closed: true, failures: 0, round: 0, streakStart: 0, openUntil: 0, probing: false, probeUntil: 0, gen: 0 };
       this.hosts.set(h, e);
     }
     return e;
   }
 
   /** 'granted' | 'probe' | refusal retryAfter; plus the generation the permit belongs to. */
-  admit(h: string): { result: 'granted' | 'probe' | { refused: number; state: 'open' | 'half-open' }; gen: number } {
+  admit(h: string): { result: 'granted' | 'probe' | { refused: number; state: 'open' | 'half-open' }; gen: number; round: number; at: number } {
     const e = this.#entry(h);
-    if (e.closed) return { result: 'granted', gen: e.gen };
-    if (this.now < e.openUntil) return { result: { refused: e.openUntil - this.now, state: 'open' }, gen: e.gen };
-    if (e.probing && this.now < e.probeUntil) return { result: { refused: e.probeUntil - this.now, state: 'half-open' }, gen: e.gen };
+    const round = e.round;
+    const at = this.now;
+    if (e.closed) return { result: 'granted', gen: e.gen, round, at };
+    if (this.now < e.openUntil) return { result: { refused: e.openUntil - this.now, state: 'open' }, gen: e.gen, round, at };
+    if (e.probing && this.now < e.probeUntil) return { result: { refused: e.probeUntil - this.now, state: 'half-open' }, gen: e.gen, round, at };
     e.gen++;
     e.probing = true;
     e.probeUntil = this.now + PROBE;
-    return { result: 'probe', gen: e.gen };
+    return { result: 'probe', gen: e.gen, round, at };
   }
 
-  settle(h: string, gen: number, probe: boolean, outcome: 'succeeded' | 'failed' | 'abandoned'): void {
+  settle(h: string, gen: number, round: number, at: number, probe: boolean, outcome: 'succeeded' | 'failed' | 'abandoned'): void {
     const e = this.#entry(h);
     const current = e.gen === gen;
     if (outcome === 'abandoned') {
@@ -65,8 +72,13 @@ class Model {
       return;
     }
     if (e.closed) {
-      e.failures++;
-      if (e.failures < THRESHOLD) return;
+      // One round per overlap: only a permit admitted since the last counted failure counts.
+      if (round === e.round) {
+        e.round++;
+        if (e.failures === 0) e.streakStart = at; // the outage began by this dial's admission
+        e.failures++;
+      }
+      if (e.failures < THRESHOLD || this.now - e.streakStart < MIN_OUTAGE) return;
     }
     e.closed = false;
     e.openUntil = this.now + OPEN;
@@ -91,7 +103,7 @@ class Model {
 interface Real {
   clock: ManualClock;
   breaker: HostBreaker;
-  permits: Array<{ permit: DialPermit; host: string; gen: number; settled: boolean }>;
+  permits: Array<{ permit: DialPermit; host: string; gen: number; round: number; at: number; settled: boolean }>;
 }
 interface World {
   model: Model;
@@ -122,7 +134,7 @@ class Admit implements fc.Command<World, Real> {
     } else {
       const probe = !refused && (actual as DialPermit).probe;
       if (refused || probe !== (expected.result === 'probe')) expect({ refused, probe }).toEqual({ refused: false, probe: expected.result === 'probe' });
-      r.permits.push({ permit: actual as DialPermit, host: this.host, gen: expected.gen, settled: false });
+      r.permits.push({ permit: actual as DialPermit, host: this.host, gen: expected.gen, round: expected.round, at: expected.at, settled: false });
     }
   }
   toString = (): string => `admit(${this.host})`;
@@ -140,7 +152,7 @@ class Settle implements fc.Command<World, Real> {
     const pool = open.length > 0 && this.index % 5 !== 0 ? open : r.permits;
     if (pool.length === 0) return;
     const p = pool[this.index % pool.length]!;
-    if (!p.settled) m.model.settle(p.host, p.gen, p.permit.probe, this.outcome); // the first settlement wins
+    if (!p.settled) m.model.settle(p.host, p.gen, p.round, p.at, p.permit.probe, this.outcome); // the first settlement wins
     p.settled = true;
     p.permit[this.outcome]();
     if (!p.permit.settled) expect(p.permit.settled).toBe(true);
@@ -187,7 +199,7 @@ describe('HostBreaker, model-based', () => {
         const clock = new ManualClock();
         const real: Real = {
           clock,
-          breaker: new HostBreaker({ clock, failureThreshold: THRESHOLD, openDuration: OPEN, probeTimeout: PROBE, idleRetention: Number.POSITIVE_INFINITY }),
+          breaker: new HostBreaker({ clock, failureThreshold: THRESHOLD, minOutage: MIN_OUTAGE, openDuration: OPEN, probeTimeout: PROBE, idleRetention: Number.POSITIVE_INFINITY }),
           permits: [],
         };
         const world: World = { model: new Model() };

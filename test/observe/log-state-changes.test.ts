@@ -35,7 +35,7 @@ describe('logStateChanges', () => {
     const { lines, logger } = recorder();
     stop = logStateChanges(logger);
     const clock = new ManualClock();
-    const breaker = new HostBreaker({ clock, failureThreshold: 3, openDuration: 30_000 });
+    const breaker = new HostBreaker({ clock, minOutage: 0, failureThreshold: 3, openDuration: 30_000 });
     const host = 'proxy-3:443';
     for (let i = 0; i < 3; i++) await dial(host, () => Promise.reject(refusedErr()), { breaker, clock }).catch(() => {});
     for (let i = 0; i < 10_000; i++) await dial(host, () => Promise.resolve(1), { breaker, clock }).catch(() => {});
@@ -51,7 +51,7 @@ describe('logStateChanges', () => {
     const { lines, logger } = recorder();
     stop = logStateChanges(logger);
     const clock = new ManualClock();
-    const breaker = new HostBreaker({ clock, failureThreshold: 1, openDuration: 1_000, probeTimeout: 100 });
+    const breaker = new HostBreaker({ clock, minOutage: 0, failureThreshold: 1, openDuration: 1_000, probeTimeout: 100 });
     breaker.admit('h:1').failed();
     clock.advance(1_000);
     breaker.admit('h:1'); // a probe whose report never comes
@@ -98,7 +98,7 @@ describe('logStateChanges', () => {
       },
       info: () => {},
     });
-    const breaker = new HostBreaker({ failureThreshold: 1 });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 1 });
     breaker.admit('a:1').failed();
     expect(breaker.state('a:1')?.state).toBe('open');
     unsubscribe();

@@ -47,7 +47,7 @@ describe('dialguard/otel', () => {
 
     // Breaker: two failed dials trip it (one of them in an unusual phase), refusals, a probe closes it.
     const clock = new ManualClock();
-    const breaker = new HostBreaker({ clock, failureThreshold: 2, openDuration: 1_000 });
+    const breaker = new HostBreaker({ clock, minOutage: 0, failureThreshold: 2, openDuration: 1_000 });
     const host = 'db-7.internal:5432';
     await dial(host, () => Promise.reject(refusedErr()), { breaker, clock }).catch(() => {});
     await dial(
@@ -131,7 +131,7 @@ describe('dialguard/otel', () => {
     const reader = new TestReader();
     const provider = new MeterProvider({ readers: [reader] });
     instrument({ meterProvider: provider })();
-    const breaker = new HostBreaker({ failureThreshold: 1 });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 1 });
     await dial('x:1', () => Promise.reject(refusedErr()), { breaker }).catch(() => {});
     const { resourceMetrics } = await reader.collect();
     const points = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).flatMap((m) => m.dataPoints as unknown[]);

@@ -11,7 +11,7 @@ const T = 'svc-a:50051';
 function setup(options: Partial<ConnectionPoolOptions<FakeConnection>> = {}) {
   const clock = new ManualClock();
   const connector = new FakeConnector();
-  const breaker = new HostBreaker({ clock, failureThreshold: 3 });
+  const breaker = new HostBreaker({ clock, minOutage: 0, failureThreshold: 3 });
   const pool = new ConnectionPool<FakeConnection>({ connector, clock, breaker, classify: testClassify, connectTimeout: 1_000, ...options });
   return { clock, connector, breaker, pool };
 }

@@ -50,7 +50,7 @@ describe('ServerSet.run: what the private breaker hears', () => {
 
   it('a breaker passed in is not fed by the set (the dial layer reports to it)', async () => {
     const clock = new ManualClock(T0);
-    const breaker = new HostBreaker({ clock, failureThreshold: 1 });
+    const breaker = new HostBreaker({ clock, minOutage: 0, failureThreshold: 1 });
     const set = new ServerSet(['a:1', 'b:1'], { breaker });
     track(set.run(() => Promise.reject(refusedConnect()), { clock, budget: null, maxAttempts: 1 }), clock);
     await clock.tick(0);
@@ -63,10 +63,10 @@ describe('ServerSet.run: what the private breaker hears', () => {
     const set = new ServerSet(['a:1'], { clock });
     for (let i = 0; i < 3; i++) {
       track(set.run(() => Promise.reject(refusedConnect()), { clock, budget: null, maxAttempts: 1 }), clock);
-      await clock.tick(0);
+      await clock.tick(750); // three failed rounds over 1.5 s: the default minOutage
     }
     expect(() => set.pick()).toThrow(NoServerAvailableError);
-    await clock.tick(30_000); // the default open window, on this clock only
+    await clock.tick(30_000); // past any open window, on this clock only
     expect(set.pick()).toBe('a:1');
   });
 
@@ -75,7 +75,7 @@ describe('ServerSet.run: what the private breaker hears', () => {
     const set = new ServerSet(['a:1'], { clock, panic: true });
     for (let i = 0; i < 3; i++) {
       track(set.run(() => Promise.reject(refusedConnect()), { clock, budget: null, maxAttempts: 1 }), clock);
-      await clock.tick(0);
+      await clock.tick(750); // three failed rounds over 1.5 s: the default minOutage
     }
     const call = track(set.run((server, a) => `${server} panic=${a.panic}`, { clock, budget: null }), clock);
     await clock.tick(0);

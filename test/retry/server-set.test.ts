@@ -14,7 +14,7 @@ function setup(options: ServerSetOptions<string> & { threshold?: number; open?: 
   set: ServerSet<string>;
 } {
   const clock = new ManualClock(0);
-  const breaker = new HostBreaker({ clock, failureThreshold: options.threshold ?? 1, openDuration: options.open ?? 10 * S });
+  const breaker = new HostBreaker({ clock, minOutage: 0, failureThreshold: options.threshold ?? 1, openDuration: options.open ?? 10 * S });
   return { clock, breaker, set: new ServerSet(['a:1', 'b:1', 'c:1'], { breaker, ...options }) };
 }
 
@@ -123,7 +123,7 @@ describe('ServerSet.run: retry across servers', () => {
   it('a server refused by the breaker is skipped within the attempt, not spent as one', async () => {
     const { clock, breaker, set } = setup();
     trip(breaker, 'a:1');
-    const dialLayer = new HostBreaker({ clock, failureThreshold: 1 });
+    const dialLayer = new HostBreaker({ clock, minOutage: 0, failureThreshold: 1 });
     dialLayer.admit('b:1').failed(); // the dial layer knows b is down; the set's breaker does not
     const seen: Array<[string, number]> = [];
     const call = track(
@@ -200,7 +200,7 @@ describe('ServerSet.run: retry across servers', () => {
         }, opts),
         clock,
       );
-      await clock.tick(0);
+      await clock.tick(750); // three failed rounds over 1.5 s: the default minOutage
       set.failed('b:1'); // put a back in front, so a is tried first every time
     }
     expect(set.breaker.state('a:1')?.state).toBe('open'); // 3 failed dials, the default threshold

@@ -11,6 +11,11 @@
  *   retired and its calls finish. Either way it is closed at once, which fails any call waiting
  *   for a pick on it as never sent, so those go back for a fresh channel.
  * - close: `channel.close()`, once. Calls on the wire finish or fail on their own.
+ * - reconnect backoff: after a failed connect a new one may start only after grpc's reconnect
+ *   backoff (the channel's `grpc.initial_reconnect_backoff_ms`, default 1 s, times 1.6 per
+ *   failure, ±20 % jitter, up to `grpc.max_reconnect_backoff_ms`, default 120 s), as a grpc-js
+ *   channel in TRANSIENT_FAILURE would; see {@link ChannelConnector.retryAt}. Nothing reconnects
+ *   on its own: a caller asks (`getConnectivityState(true)`, a wait-for-ready call).
  *
  * @module
  */
@@ -18,7 +23,7 @@ import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
 import type { Clock } from '../../core/clock.js';
 import type { DialContext } from '../../guard/dial.js';
-import { TransportClosedError } from '../../core/errors.js';
+import { ConnectTimeoutError, TransportClosedError } from '../../core/errors.js';
 import type { ConnectionWatch, Connector } from '../../pool/connection-pool.js';
 import { ChannelConnectError, lastError } from './connect-error.js';
 import type { SpecTable } from './target.js';
@@ -47,7 +52,31 @@ interface Standing {
   live: PooledChannel | undefined;
   connecting: number;
   failed: boolean;
+  /** Failed connects in a row (0 after a success). */
+  failures: number;
+  /** When the next connect may start, on the clock (0: at once). */
+  retryAt: number;
   listeners: Set<() => void>;
+}
+
+/** grpc's reconnect backoff defaults (grpc-js `backoff-timeout`): 1 s initial, 1.6 x, ±20 %, 120 s max. */
+const INITIAL_RECONNECT_BACKOFF = 1_000;
+const MAX_RECONNECT_BACKOFF = 120_000;
+const RECONNECT_MULTIPLIER = 1.6;
+const RECONNECT_JITTER = 0.2;
+
+/** A positive finite number option, else `fallback`. */
+function msOption(options: grpc.ChannelOptions, key: string, fallback: number): number {
+  const v: unknown = options[key];
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : fallback;
+}
+
+/** The wait after `failures` failed connects in a row, as grpc computes it for a channel with `options`. */
+export function reconnectDelay(options: grpc.ChannelOptions, failures: number, random: () => number = Math.random): number {
+  const initial = msOption(options, 'grpc.initial_reconnect_backoff_ms', INITIAL_RECONNECT_BACKOFF);
+  const max = Math.max(initial, msOption(options, 'grpc.max_reconnect_backoff_ms', MAX_RECONNECT_BACKOFF));
+  const base = Math.min(max, initial * RECONNECT_MULTIPLIER ** Math.min(Math.max(0, failures - 1), 64));
+  return base * (1 - RECONNECT_JITTER + 2 * RECONNECT_JITTER * random());
 }
 
 /** Opens grpc-js channels for the pool. */
@@ -86,6 +115,8 @@ export class ChannelConnector implements Connector<PooledChannel> {
         tracker.onPhase = undefined;
         standing.connecting--;
         if (err === undefined) {
+          standing.failures = 0;
+          standing.retryAt = 0;
           standing.live = pooled;
           this.#notify(standing);
           resolve(pooled);
@@ -94,6 +125,11 @@ export class ChannelConnector implements Connector<PooledChannel> {
         tracker.abort();
         closeChannel(pooled);
         standing.failed = true;
+        // Abandoned by the pool (its caller left, the guard closed): no evidence against the host.
+        if (!ctx.signal.aborted || ctx.signal.reason instanceof ConnectTimeoutError) {
+          standing.failures++;
+          standing.retryAt = this.#clock.now() + reconnectDelay(spec.options, standing.failures);
+        }
         this.#notify(standing);
         this.#forgetIfUnused(key, standing);
         reject(err);
@@ -194,6 +230,20 @@ export class ChannelConnector implements Connector<PooledChannel> {
     return s.failed ? TRANSIENT_FAILURE : IDLE;
   }
 
+  /**
+   * When a new connect for `key` may start, on the clock: 0 (at once) unless the last ones failed,
+   * then after grpc's reconnect backoff (see the module docs).
+   */
+  retryAt(key: string): number {
+    return this.#standing.get(key)?.retryAt ?? 0;
+  }
+
+  /** Tells the listeners of `key` to look again (a connect was asked for and may not have started). */
+  notify(key: string): void {
+    const s = this.#standing.get(key);
+    if (s !== undefined) this.#notify(s);
+  }
+
   /** The live channel for `key`, if any. */
   liveChannel(key: string): grpc.Channel | undefined {
     const live = this.#standing.get(key)?.live;
@@ -218,14 +268,16 @@ export class ChannelConnector implements Connector<PooledChannel> {
   #standingOf(key: string): Standing {
     let s = this.#standing.get(key);
     if (s === undefined) {
-      s = { live: undefined, connecting: 0, failed: false, listeners: new Set() };
+      s = { live: undefined, connecting: 0, failed: false, failures: 0, retryAt: 0, listeners: new Set() };
       this.#standing.set(key, s);
     }
     return s;
   }
 
   #forgetIfUnused(key: string, s: Standing): void {
-    if (s.live === undefined && s.connecting === 0 && s.listeners.size === 0 && this.#standing.get(key) === s) this.#standing.delete(key);
+    // A backoff still running is kept: forgetting it would let the next asker dial at once.
+    const backingOff = s.retryAt > this.#clock.now();
+    if (s.live === undefined && s.connecting === 0 && s.listeners.size === 0 && !backingOff && this.#standing.get(key) === s) this.#standing.delete(key);
   }
 
   #notify(s: Standing): void {

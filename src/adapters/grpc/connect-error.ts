@@ -8,15 +8,33 @@
  *
  * @module
  */
+import os from 'node:os';
 import * as grpc from '@grpc/grpc-js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 
+/** The brand {@link ChannelConnectError} checks: it survives two copies of dialguard and grpc-js's copying. */
+const kChannelConnect = Symbol.for('dialguard.grpc.ChannelConnectError');
+
 /**
  * Establishing a channel failed (refused, reset, a TLS or name-resolution failure): the status a
- * raw grpc-js call would have failed with. Shaped like a grpc-js `ServiceError` (numeric `code`,
- * `details`, `metadata`), so `classify` reads it the same way (a dial, not sent).
+ * raw grpc-js call would have failed with. Shaped like a grpc-js `ServiceError` (numeric `code`
+ * UNAVAILABLE, `details`, `metadata`), so `classify` reads it the same way (a dial, not sent) and
+ * existing grpc error handling keeps working.
+ *
+ * `cause` is the failure grpc-js quoted, rebuilt as Node would have thrown it where the text
+ * allows (`connect ECONNREFUSED 127.0.0.1:50051` becomes an Error with `code` `ECONNREFUSED`,
+ * `syscall` `connect`, `address` and `port`); undefined when grpc-js quoted none.
+ *
+ * A call that fails this way rejects with grpc-js's own `ServiceError`, built by grpc-js from the
+ * status: it carries this class's brand, `target` and `cause`, so `err instanceof
+ * ChannelConnectError` holds for it too.
  */
 export class ChannelConnectError extends Error {
+  /** Checks the brand rather than the prototype chain: true for grpc-js's ServiceError of a failed connect too. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[kChannelConnect] === true;
+  }
+
   /** The grpc status code, UNAVAILABLE. */
   readonly code: grpc.status;
   readonly details: string;
@@ -25,13 +43,60 @@ export class ChannelConnectError extends Error {
   readonly target: string;
 
   constructor(target: string, status: grpc.StatusObject) {
-    super(`${status.code} ${grpc.status[status.code]}: ${status.details}`);
+    const cause = quotedCause(status.details);
+    super(`${status.code} ${grpc.status[status.code]}: ${status.details}`, cause === undefined ? undefined : { cause });
     this.name = 'ChannelConnectError';
     this.code = status.code;
     this.details = status.details;
     this.metadata = status.metadata;
     this.target = target;
   }
+
+  /**
+   * The status a call that failed this way ends with: grpc-js's own words, the brand (grpc-js
+   * copies it onto the `ServiceError`, with `target` and `cause`).
+   */
+  toStatus(): grpc.StatusObject & { target: string; cause?: unknown; [kChannelConnect]: true } {
+    return {
+      code: this.code,
+      details: this.details,
+      metadata: this.metadata.clone(),
+      target: this.target,
+      ...(this.cause === undefined ? {} : { cause: this.cause }),
+      [kChannelConnect]: true,
+    };
+  }
+}
+Object.defineProperty(ChannelConnectError.prototype, kChannelConnect, { value: true });
+
+/** A system error grpc-js quoted as text: `connect ECONNREFUSED 127.0.0.1:1`, `getaddrinfo ENOTFOUND name`. */
+const SYSTEM_ERROR = /^(connect|getaddrinfo|read|write) (E[A-Z]{3,}|EAI_[A-Z]+)(?: (.+))?$/;
+
+/**
+ * The failure quoted after `Last error:` in grpc-js's details, as an Error (a system error's
+ * `code`, `syscall`, `address`/`port` or `hostname` restored); undefined when nothing is quoted.
+ */
+export function quotedCause(details: string): Error | undefined {
+  const quoted = /Last error: (?:Error: )?(.*?)(?:\. Resolution note:.*)?$/s.exec(details)?.[1]?.trim();
+  if (quoted === undefined || quoted === '' || quoted === 'null') return undefined;
+  const err = new Error(quoted) as Error & Record<string, unknown>;
+  const sys = SYSTEM_ERROR.exec(quoted);
+  if (sys !== null) {
+    const [, syscall, code, where] = sys as unknown as [string, string, string, string | undefined];
+    err.code = code;
+    err.syscall = syscall;
+    const errno = (os.constants.errno as Record<string, number | undefined>)[code];
+    if (errno !== undefined) err.errno = -errno;
+    if (where !== undefined && syscall === 'getaddrinfo') err.hostname = where;
+    else if (where !== undefined) {
+      const at = /^\[?([^\]]*?)\]?:(\d+)$/.exec(where);
+      if (at !== null) {
+        err.address = at[1];
+        err.port = Number(at[2]);
+      }
+    }
+  }
+  return err;
 }
 
 const PROBE_METHOD = '/dialguard.ConnectProbe/LastError';

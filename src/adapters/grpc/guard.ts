@@ -10,6 +10,7 @@
  * @module
  */
 import * as grpc from '@grpc/grpc-js';
+import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import type { Listener, Unsubscribe } from '../../core/events.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../../pool/connection-pool.js';
 import { sharedRetryBudget } from '../../retry/budget.js';
@@ -34,6 +35,10 @@ export class GrpcGuard {
   readonly #connector: ChannelConnector;
   readonly #pool: ConnectionPool<PooledChannel>;
   readonly #host: ChannelHost;
+  readonly #clock: Clock;
+  /** Reconnects waiting for their time (the reconnect backoff or the breaker), by spec key. */
+  readonly #reconnects = new Map<string, TimerHandle>();
+  readonly #retryAfter: (spec: ChannelSpec) => number;
   #closing: Promise<void> | undefined;
 
   /**
@@ -49,6 +54,8 @@ export class GrpcGuard {
     this.#connector = new ChannelConnector(this.#specs, s.clock);
     const hostOf = s.hostOf ?? grpcHostKey;
     const breaker = s.breaker === undefined ? sharedBreaker() : s.breaker;
+    this.#clock = s.clock;
+    this.#retryAfter = (spec) => breaker?.state(hostOf(spec.target))?.retryAfter ?? 0;
     this.#pool = new ConnectionPool<PooledChannel>({
       connector: this.#connector,
       connectTimeout: s.connectTimeout,
@@ -82,6 +89,8 @@ export class GrpcGuard {
         return guard.#closing !== undefined;
       },
       warm: (spec) => this.#warm(spec),
+      reconnect: (spec) => this.#reconnect(spec),
+      onChange: (key, listener) => this.#connector.onChange(key, listener),
       // Open, or half-open with its probe out: a call now would be refused.
       refused: (spec) => (breaker?.state(hostOf(spec.target))?.retryAfter ?? 0) > 0,
     };
@@ -129,10 +138,38 @@ export class GrpcGuard {
    */
   close(): Promise<void> {
     if (this.#closing === undefined) {
+      for (const timer of this.#reconnects.values()) this.#clock.clearTimeout(timer);
+      this.#reconnects.clear();
       this.#closing = this.#pool.close();
       this.#connector.notifyAll();
     }
     return this.#closing;
+  }
+
+  /**
+   * Connects `spec`'s channel as soon as a connect may start: at once, or when grpc's reconnect
+   * backoff after failed connects has passed and the breaker would let a dial through (whichever
+   * is later). Nothing while one is live or connecting, or once the guard is closed.
+   */
+  #reconnect(spec: ChannelSpec): void {
+    if (this.#closing !== undefined || this.#reconnects.has(spec.key)) return;
+    const state = this.#connector.stateOf(spec.key);
+    if (state === grpc.connectivityState.READY || state === grpc.connectivityState.CONNECTING) return;
+    const now = this.#clock.now();
+    const wait = Math.max(this.#connector.retryAt(spec.key) - now, this.#retryAfter(spec));
+    if (wait <= 0) {
+      this.#warm(spec);
+      return;
+    }
+    const timer = unrefTimer(
+      this.#clock.setTimeout(() => {
+        this.#reconnects.delete(spec.key);
+        // Its clients may all have closed meanwhile.
+        if (this.#specs.get(spec.key) === spec) this.#reconnect(spec);
+        this.#connector.notify(spec.key);
+      }, wait),
+    );
+    this.#reconnects.set(spec.key, timer);
   }
 
   /** Connects `spec`'s channel without riding it (a call would connect it anyway). */
@@ -145,6 +182,8 @@ export class GrpcGuard {
       .finally(() => {
         spec.calls--;
         this.#specs.forgetIfUnused(spec);
+        // A refusal by the breaker changes no standing: whoever waits for the channel looks again.
+        this.#connector.notify(spec.key);
       });
   }
 }

@@ -12,6 +12,10 @@
  *   its connection died and the method is idempotent.
  * - When the pool finds the channel dead, the call is released at once (its grpc-js call
  *   cancelled), not left to wait for a transport grpc-js would only redial for it.
+ * - A wait-for-ready call (`waitForReady` in its metadata options) that could not get a channel
+ *   (a failed connect, a refusal by the breaker) waits for one until its deadline instead of
+ *   failing: it asks for a connect whenever grpc's reconnect backoff and the breaker allow one,
+ *   and rides the channel once it is READY.
  * - A failure `retry()` would retry (see call-retry) is retried while the call can still be sent
  *   again unchanged: every attempt with the same absolute deadline, so each gets what remains of
  *   it (grpc-js sends it as `grpc-timeout`). Streaming calls too, until the server answers.
@@ -20,6 +24,8 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
+import { classify } from '../../core/classify.js';
+import { SERVER_ANSWERED, answeredByServer } from '../../core/classify-grpc.js';
 import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js';
 import { MAX_DURATION } from '../../core/validate.js';
 import type { ConnectionPool } from '../../pool/connection-pool.js';
@@ -47,6 +53,15 @@ export interface CallHost {
   idempotent(method: string): boolean;
   /** How calls are retried; undefined: not at all (the pool may still resend one, see above). */
   readonly retry: CallRetry | undefined;
+  /**
+   * Asks for a connection to `spec`'s target: at once, or once grpc's reconnect backoff and the
+   * breaker allow a dial (for a wait-for-ready call).
+   */
+  reconnect(spec: ChannelSpec): void;
+  /** Calls `listener` whenever the standing of `key`'s channel may have changed; returns the stopper. */
+  onChange(key: string, listener: () => void): () => void;
+  /** Whether the guard was closed (a wait for a channel then ends: the pool says how). */
+  readonly closed: boolean;
 }
 
 /** One ride of the call on one channel. */
@@ -58,6 +73,8 @@ interface Turn {
   active: boolean;
   /** Its grpc-js call delivered a status. */
   ended: boolean;
+  /** The server answered on it (headers, a message, or a trailers-only status). */
+  answered: boolean;
 }
 
 const OK = grpc.status.OK;
@@ -89,8 +106,12 @@ export class GuardedCall implements GrpcCall {
   #started = false;
   /** Wall-clock ms when the call started (grpc deadlines are wall-clock). */
   #startedAt = 0;
+  /** When the call started on the host's clock: a retry loop's `elapsed` counts from it. */
+  #startedOnClock = 0;
   /** Aborts the retry loop (its backoff) when the call ends otherwise; made when one starts. */
   #retrying: AbortController | undefined;
+  /** Stops a wait-for-ready call's wait for a READY channel; set while it waits. */
+  #stopWaiting: (() => void) | undefined;
   #done = false;
 
   constructor(
@@ -116,6 +137,7 @@ export class GuardedCall implements GrpcCall {
     if (this.#started) return;
     this.#started = true;
     this.#startedAt = Date.now();
+    this.#startedOnClock = this.#host.clock.now();
     this.#listener = listener;
     this.#metadata = metadata;
     if (this.#done) {
@@ -132,6 +154,11 @@ export class GuardedCall implements GrpcCall {
     // A wait for a channel ends by the deadline. With a READY channel there is no wait: grpc-js
     // enforces the deadline on its call, and a failed ride arms this if the pool goes back.
     if (!this.#host.ready(this.#spec.key)) this.#armDeadline();
+    this.#run();
+  }
+
+  /** Runs the first attempt (again, for a wait-for-ready call that waited for a channel). */
+  #run(): void {
     this.#attempt().then(
       (status) => {
         this.#host.retry?.budget?.deposit();
@@ -141,15 +168,62 @@ export class GuardedCall implements GrpcCall {
     );
   }
 
-  /** One attempt: a ride on the pool's channel (which may itself go back for a fresh one). */
+  /** Whether the call waits for a channel rather than fail on `err` (wait-for-ready, never sent, no channel to be had). */
+  #waitsFor(err: unknown): boolean {
+    if (this.#metadata?.getOptions().waitForReady !== true || !this.#sent.resendable || isStatusObject(err)) return false;
+    const kind = classify(err).kind;
+    return kind === 'dial' || kind === 'refused';
+  }
+
+  /**
+   * Waits for a READY channel (until the deadline, which #armDeadline enforces), asking for a
+   * connect whenever one may start; then runs the call on it. Looks again on every change of the
+   * channel's standing, on a later tick (never inside the pool's or the connector's own work).
+   */
+  #awaitReady(): void {
+    this.#armDeadline();
+    const key = this.#spec.key;
+    let queued = false;
+    const look = (): void => {
+      queued = false;
+      if (this.#done || this.#stopWaiting === undefined) return;
+      if (this.#host.ready(key) || this.#host.closed) {
+        this.#stopWaiting();
+        this.#stopWaiting = undefined;
+        this.#run();
+        return;
+      }
+      this.#host.reconnect(this.#spec);
+    };
+    const onChange = (): void => {
+      if (queued) return;
+      queued = true;
+      process.nextTick(look);
+    };
+    this.#stopWaiting = this.#host.onChange(key, onChange);
+    onChange();
+  }
+
+  /**
+   * One attempt: a ride on the pool's channel (which may itself go back for a fresh one). A ride
+   * the server answered settles the pool's side as done, whatever the status: the pool never
+   * reads a server's answer as a dead connection or a request to send again. The attempt then
+   * fails with that status unless it is OK.
+   */
   #attempt(): Promise<grpc.StatusObject> {
     const idempotent = this.#host.idempotent(this.#method);
-    return this.#host.pool.use(this.#spec.key, (lease) => this.#ride(lease), idempotent ? IDEMPOTENT : NOT_IDEMPOTENT);
+    return this.#host.pool
+      .use(this.#spec.key, (lease) => this.#ride(lease), idempotent ? IDEMPOTENT : NOT_IDEMPOTENT)
+      .then((status) => (status.code === OK ? status : Promise.reject(status)));
   }
 
   /** The first attempt failed with `err`: retries it if `retry()` would, else ends the call. */
   #retryOrFail(err: unknown): void {
     if (this.#done) return;
+    if (this.#waitsFor(err)) {
+      this.#awaitReady();
+      return;
+    }
     const policy = this.#host.retry;
     const idempotent = this.#host.idempotent(this.#method);
     const left = remaining(this.#deadline);
@@ -172,6 +246,8 @@ export class GuardedCall implements GrpcCall {
       {
         // The same deadline as the call's, on the retry loop's clock.
         deadline: Number.isFinite(left) ? policy.clock.now() + left : undefined,
+        // The whole call: connecting, every attempt and the backoff between them (seed 003).
+        start: this.#startedOnClock,
         maxAttempts: policy.maxAttempts,
         backoff: policy.backoff,
         budget: policy.budget,
@@ -189,8 +265,10 @@ export class GuardedCall implements GrpcCall {
 
   sendMessageWithContext(context: MessageContext, message: Buffer): void {
     if (this.#done) {
-      // The call is over; a writer waiting on this callback must not wait forever.
-      context.callback?.();
+      // The call is over; a writer waiting on this callback must not wait forever, nor be called
+      // back inside its own write.
+      const callback = context.callback;
+      if (callback !== undefined) process.nextTick(callback);
       return;
     }
     const sent = this.#sent.record(context, message);
@@ -275,7 +353,7 @@ export class GuardedCall implements GrpcCall {
       });
     }
     const call = pooled.channel.createCall(this.#method, this.#deadline, this.#authority, this.#parent, this.#flags);
-    const turn: Turn = { call, connectionId: lease.id, active: true, ended: false };
+    const turn: Turn = { call, connectionId: lease.id, active: true, ended: false, answered: false };
     this.#turn = turn;
     if (this.#credentials !== undefined) call.setCredentials(this.#credentials);
     const listener = this.#listener!;
@@ -284,22 +362,39 @@ export class GuardedCall implements GrpcCall {
       // removes its own headers on it (encodings), so a resend may reuse it as it is.
       call.start(this.#metadata!, {
         onReceiveMetadata: (metadata) => {
+          turn.answered = true;
           if (!turn.active) return;
           this.#sent.commit(); // the server answered: committed to this channel
           listener.onReceiveMetadata(metadata);
         },
         onReceiveMessage: (message) => {
+          turn.answered = true;
           if (!turn.active) return;
           this.#sent.commit(); // the server answered: committed to this channel
           this.#readPending = false;
           listener.onReceiveMessage(message);
         },
-        onReceiveStatus: (status) => {
+        onReceiveStatus: (received) => {
           turn.ended = true;
+          // A trailers-only reply, or a status after the server's headers on a transport still
+          // open, is the server's answer, whatever its details say: final, never resent, and no
+          // proof the connection died (only the transport says that: see ChannelConnector.watch).
+          const trailersOnly = received.code !== OK && answeredByServer(received);
+          if (trailersOnly) turn.answered = true;
+          const fromServer = trailersOnly || (turn.answered && received.code !== OK && !pooled.tracker.transportClosed);
+          const status = fromServer ? { ...received, [SERVER_ANSWERED]: true } : received;
           if (turn.active) this.#lastStatus = status;
           if (status.code === OK) {
-            // Nothing left to decide: the caller hears now, the pool's bookkeeping follows.
-            if (turn.active) this.#end(status);
+            // Nothing left to decide: the caller hears now, the pool's bookkeeping follows (and
+            // a retry loop this attempt runs in settles with it, as a success).
+            if (turn.active) this.#end(status, true);
+            resolve(status);
+            return;
+          }
+          if (fromServer) {
+            // The ride's transport did its job: #attempt fails with the status, and only a retry
+            // of an idempotent method may send it again, when the server relayed a transport
+            // failure of its own (`rpc error: EOF`; see classify).
             resolve(status);
             return;
           }
@@ -352,10 +447,17 @@ export class GuardedCall implements GrpcCall {
     this.#end(statusFor(err, grpc.status.DEADLINE_EXCEEDED));
   }
 
-  #end(status: GuardStatus): void {
+  /**
+   * Ends the call with `status`. `fromRide`: the current attempt's own outcome, which a retry loop
+   * running it settles with on its own (aborting it would report a success as a failure). The
+   * caller hears on a later tick, never inside a call of its own (`cancel()`).
+   */
+  #end(status: GuardStatus, fromRide = false): void {
     if (this.#done) return;
     this.#done = true;
-    this.#retrying?.abort(status);
+    if (!fromRide) this.#retrying?.abort(status);
+    this.#stopWaiting?.();
+    this.#stopWaiting = undefined;
     if (this.#timer !== undefined) {
       this.#host.clock.clearTimeout(this.#timer);
       this.#timer = undefined;
@@ -365,7 +467,9 @@ export class GuardedCall implements GrpcCall {
     this.#lastStatus = status;
     this.#spec.calls--;
     this.#host.specs.forgetIfUnused(this.#spec);
-    this.#listener!.onReceiveStatus(status);
+    const listener = this.#listener!;
+    if (fromRide) listener.onReceiveStatus(status);
+    else process.nextTick(() => listener.onReceiveStatus(status));
   }
 }
 

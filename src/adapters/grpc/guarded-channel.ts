@@ -20,8 +20,6 @@ type ServerSurfaceCall = Parameters<grpc.ChannelInterface['createCall']>[3];
 /** What a guarded channel needs from its guard. */
 export interface ChannelHost extends CallHost {
   readonly connector: ChannelConnector;
-  /** Whether the guard was closed. */
-  readonly closed: boolean;
   /** Starts connecting `spec`'s channel if nothing is (for `getConnectivityState(true)`). */
   warm(spec: ChannelSpec): void;
   /** Whether the breaker refuses `spec`'s host now. */
@@ -69,14 +67,21 @@ export class GuardedChannel implements grpc.ChannelInterface {
    * The pooled channel's state: READY when one is live, CONNECTING while one is being
    * established, TRANSIENT_FAILURE after a failed establishment (or while the breaker refuses the
    * host), IDLE otherwise, SHUTDOWN once this client or the guard closed.
+   *
+   * `tryToConnect` from IDLE or TRANSIENT_FAILURE starts a connect, at once or (after failed
+   * ones, or while the breaker refuses the host) once grpc's reconnect backoff and the breaker
+   * allow one, as a grpc-js channel reconnects; watchers then see CONNECTING and READY.
    */
   getConnectivityState(tryToConnect: boolean): grpc.connectivityState {
     if (this.#closed || this.#host.closed) return SHUTDOWN;
     const state = this.#host.connector.stateOf(this.#spec.key);
-    if (state !== IDLE) return state;
-    if (this.#host.refused(this.#spec)) return TRANSIENT_FAILURE;
-    if (tryToConnect) this.#host.warm(this.#spec);
-    return IDLE;
+    if (state !== IDLE && state !== TRANSIENT_FAILURE) return state;
+    // Asked to connect: at once, or once the reconnect backoff and the breaker allow (grpc-js
+    // reconnects from TRANSIENT_FAILURE too, so `waitForReady()` sees CONNECTING and READY).
+    if (tryToConnect) this.#host.reconnect(this.#spec);
+    const now = this.#host.connector.stateOf(this.#spec.key);
+    if (now !== IDLE) return now;
+    return this.#host.refused(this.#spec) ? TRANSIENT_FAILURE : IDLE;
   }
 
   /**
@@ -125,12 +130,17 @@ export class GuardedChannel implements grpc.ChannelInterface {
     return new GuardedCall(this.#host, this.#spec, method, deadline, host, parentCall, propagateFlags);
   }
 
+  /**
+   * Tells the watchers whose state is gone, each on a later tick: a change often happens inside
+   * the caller's own call (`getConnectivityState(true)` starts a connect), and a callback must
+   * never run re-entrantly inside it.
+   */
   #notify(): void {
     const state = this.getConnectivityState(false);
     for (const w of [...this.#watchers]) {
       if (w.currentState === state) continue;
       this.#remove(w);
-      w.callback();
+      process.nextTick(w.callback);
     }
   }
 

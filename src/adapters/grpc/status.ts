@@ -36,9 +36,10 @@ export function isStatusObject(value: unknown): value is grpc.StatusObject {
 /** The status for a failure that ended a call before (or instead of) a server's answer. */
 export function statusFor(err: unknown, code: grpc.status = grpc.status.UNAVAILABLE): GuardStatus {
   if (isStatusObject(err)) return err;
-  if (err instanceof ChannelConnectError) {
-    // grpc-js's own words for the failed connect, as a raw channel would have reported them.
-    return { code: err.code, details: err.details, metadata: err.metadata.clone() };
+  if (err instanceof ChannelConnectError && typeof err.toStatus === 'function') {
+    // grpc-js's own words for the failed connect, as a raw channel would have reported them, with
+    // the class's brand and the quoted failure as `cause` (see ChannelConnectError).
+    return err.toStatus();
   }
   const metadata = new grpc.Metadata();
   if (err instanceof DialguardError) {

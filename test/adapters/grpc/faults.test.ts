@@ -7,7 +7,7 @@
 import http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
-import { GrpcGuard, type GrpcGuardOptions, METADATA_CODE, METADATA_RETRY_AFTER } from '../../../src/adapters/grpc/index.js';
+import { ChannelConnectError, GrpcGuard, type GrpcGuardOptions, METADATA_CODE, METADATA_RETRY_AFTER } from '../../../src/adapters/grpc/index.js';
 import { classify } from '../../../src/core/classify.js';
 import { ConnectTimeoutError, ConnectionGoneError, HostUnavailableError } from '../../../src/core/errors.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
@@ -29,7 +29,7 @@ async function closed(guard: GrpcGuard): Promise<void> {
 }
 
 function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGuard; client: EchoClient; breaker: HostBreaker } {
-  const breaker = options.breaker ?? new HostBreaker();
+  const breaker = options.breaker ?? new HostBreaker({ minOutage: 0, openDuration: 30_000 }); // the classic count-only rules
   const guard = new GrpcGuard({ connectTimeout: CONNECT_TIMEOUT, retry: false, closeTimeout: 100, ...options, breaker });
   const client = new EchoClient(address, grpc.credentials.createInsecure(), guard.clientOptions());
   cleanup.push(() => closed(guard));
@@ -70,7 +70,7 @@ describe('grpc guard: a target that cannot be reached', () => {
 
   it('a refused port fails with grpc-js\'s own reason; once the breaker opens, calls are refused at once with no dial', async () => {
     const peer = await refusing();
-    const breaker = new HostBreaker({ failureThreshold: 2, openDuration: 60_000 });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 2, openDuration: 60_000 });
     const { client, guard } = setup(peer.address, { breaker, connectTimeout: 5_000 });
     for (let i = 0; i < 2; i++) {
       const err = await failure(call(client, 'Echo'));
@@ -97,6 +97,21 @@ describe('grpc guard: a target that cannot be reached', () => {
     expect(performance.now() - t0).toBeLessThan(1_000);
     expect(guard.stats().opened + breaker.stats().failed).toBe(dials);
     expect(breaker.stats().refused).toBe(20);
+  });
+
+  it('a refused connect rejects with a ChannelConnectError (instanceof holds for the ServiceError) whose cause is the ECONNREFUSED (issue 12 defect 10)', async () => {
+    const peer = await refusing();
+    const { client, guard } = setup(peer.address, { breaker: new HostBreaker({ failureThreshold: 5 }) });
+    const err = await failure(call(client, 'Echo'));
+    expect(err).toBeInstanceOf(ChannelConnectError);
+    expect(err).toBeInstanceOf(Error);
+    expect(err).toMatchObject({ code: grpc.status.UNAVAILABLE, target: peer.address });
+    expect(err.details).toMatch(/^No connection established\. Last error: .*ECONNREFUSED/);
+    const cause = err.cause as NodeJS.ErrnoException & { address?: string; port?: number };
+    expect(cause).toBeInstanceOf(Error);
+    expect(cause).toMatchObject({ code: 'ECONNREFUSED', syscall: 'connect', port: Number(peer.address.split(':').at(-1)) });
+    expect(classify(err)).toMatchObject({ kind: 'dial', notSent: true, code: 'ECONNREFUSED' });
+    expect(guard.stats().opened).toBe(0);
   });
 
   it('a peer that accepts TCP and never speaks HTTP/2 fails in one connect timeout (phase handshake), and its socket is closed', async () => {
@@ -127,7 +142,7 @@ describe('grpc guard: a target that cannot be reached', () => {
   it('three calls cancelled while connecting to a healthy server count against nothing', async () => {
     const server = await echoServer();
     cleanup.push(() => server.close());
-    const breaker = new HostBreaker({ failureThreshold: 1 });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 1 });
     const { client } = setup(server.address, { breaker });
     for (let i = 0; i < 3; i++) {
       const err = await failure(call(client, 'Echo', 'x', { onCall: (c) => c.cancel() }));
@@ -176,7 +191,7 @@ describe('grpc guard: a server that dies (seed 003, S5)', () => {
     const relay = await countingRelay(server);
     cleanup.push(() => relay.close());
     const clock = new ManualClock();
-    const breaker = new HostBreaker({ failureThreshold: 2, openDuration: 30_000, clock });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 2, openDuration: 30_000, clock });
     const { client, guard } = setup(relay.address, { breaker });
     await call(client, 'Echo');
     await relay.kill();
@@ -210,7 +225,7 @@ describe('grpc guard: what a status does to the channel', () => {
     cleanup.push(() => server.close());
     const relay = await countingRelay(server);
     cleanup.push(() => relay.close());
-    const breaker = new HostBreaker({ failureThreshold: 1 });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 1 });
     const { client, guard } = setup(relay.address, { breaker });
     for (let i = 0; i < 5; i++) {
       const err = await failure(call(client, 'Fail', `${code}:${details}`));

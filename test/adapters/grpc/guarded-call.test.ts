@@ -98,7 +98,18 @@ function harness() {
       },
     },
   });
-  const host: CallHost = { pool, ready: () => false, specs, clock, replayBufferSize: 1_024, idempotent: () => false, retry: undefined };
+  const host: CallHost = {
+    pool,
+    ready: () => false,
+    specs,
+    clock,
+    replayBufferSize: 1_024,
+    idempotent: () => false,
+    retry: undefined,
+    reconnect: () => {},
+    onChange: () => () => {},
+    closed: false,
+  };
   const statuses: grpc.StatusObject[] = [];
   const messages: unknown[] = [];
   const newCall = (deadline: grpc.Deadline = Infinity): GuardedCall => {
@@ -181,10 +192,12 @@ describe('GuardedCall: ending while it waits', () => {
     await h.pool.close();
   });
 
-  it('a cancel while waiting answers at once with the cancel status', async () => {
+  it('a cancel while waiting answers with the cancel status on a later tick, never inside cancel() (issue 18 break 3)', async () => {
     const h = harness();
     const call = h.newCall();
     call.cancelWithStatus(grpc.status.CANCELLED, 'Cancelled on client');
+    expect(h.statuses).toHaveLength(0); // not re-entrantly inside the caller's own cancel()
+    await new Promise<void>((resolve) => process.nextTick(resolve));
     expect(h.statuses).toEqual([expect.objectContaining({ code: grpc.status.CANCELLED, details: 'Cancelled on client' })]);
     await h.connectNext();
     expect(h.channels[0]!.calls).toHaveLength(0);

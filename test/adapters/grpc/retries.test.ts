@@ -11,11 +11,12 @@ import { classify } from '../../../src/core/classify.js';
 import { HostUnavailableError } from '../../../src/core/errors.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { RetryBudget } from '../../../src/retry/budget.js';
+import { type RetryEvents, onRetryEvent } from '../../../src/retry/retry.js';
 import { blackhole } from '../../../src/testing/blackhole.js';
 import { refusing } from '../../../src/testing/tcp-peers.js';
 import { eventually } from '../../helpers/eventually.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
-import { EchoClient, call, countingRelay, echoServer, failure } from './helpers.js';
+import { EchoClient, call, countingRelay, echoServer, echoService, failure } from './helpers.js';
 
 const cleanup = leakCheckEach();
 
@@ -28,7 +29,7 @@ async function closed(guard: GrpcGuard): Promise<void> {
 const everything = (): boolean => true;
 
 function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGuard; client: EchoClient; breaker: HostBreaker } {
-  const breaker = options.breaker ?? new HostBreaker();
+  const breaker = options.breaker ?? new HostBreaker({ minOutage: 0, openDuration: 30_000 }); // the classic count-only rules
   const guard = new GrpcGuard({
     connectTimeout: 1_000,
     closeTimeout: 100,
@@ -147,7 +148,7 @@ describe('grpc guard: retries', () => {
 
   it('a refusal by the breaker ends the call at the first attempt', async () => {
     const peer = await refusing();
-    const breaker = new HostBreaker({ failureThreshold: 1 });
+    const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 1 });
     const { client } = setup(peer.address, { breaker });
     expect(classify(await failure(call(client, 'Echo'))).kind).toBe('refused'); // 1 dial, then refused
     const refusedBefore = breaker.stats().refused;
@@ -238,5 +239,45 @@ describe('grpc guard: a call resent on a fresh channel', () => {
     await relay.resetConnections();
     for (const err of await Promise.all(held)) expect(classify(err)).toMatchObject({ kind: 'connection', connectionDead: true });
     expect(server.calls.Hold).toBe(4);
+  });
+});
+
+describe('grpc guard: whole-call metrics (issue 12 defect 5)', () => {
+  it('a call that succeeds on its second attempt settles ok, with an elapsed time covering the first attempt and the backoff', async () => {
+    // A stock grpc-js server whose first answer takes 200 ms and relays a remote EOF (retried for
+    // an idempotent method); the second answers at once.
+    let answers = 0;
+    const server = new grpc.Server();
+    server.addService(echoService, {
+      Echo: (c: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+        answers++;
+        if (answers === 1) setTimeout(() => cb({ code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' }), 200);
+        else cb(null, c.request);
+      },
+      Hold: () => {},
+      Fail: () => {},
+      Count: () => {},
+      Chat: () => {},
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
+    cleanup.push(() => server.forceShutdown());
+    const { client } = setup(`127.0.0.1:${port}`, { idempotent: everything, retry: { backoff: () => 50, budget: null } });
+    const settled: Array<RetryEvents['settled']> = [];
+    const off = onRetryEvent('settled', (e) => settled.push(e));
+    cleanup.push(off);
+    const t0 = performance.now();
+    expect(String(await call(client, 'Echo', 'twice'))).toBe('twice');
+    // Only this call retried (another test's loop may still settle here, with other counts).
+    const mine = (): Array<RetryEvents['settled']> => settled.filter((x) => x.attempts === 2);
+    await eventually(() => mine().length, (n) => n === 1);
+    const wall = performance.now() - t0;
+    expect(answers).toBe(2);
+    const [e] = mine();
+    expect(e).toMatchObject({ ok: true, attempts: 2 });
+    // The first attempt (200 ms at the server) and the backoff (50 ms) are inside it.
+    expect(e!.elapsed).toBeGreaterThanOrEqual(250);
+    expect(e!.elapsed).toBeLessThanOrEqual(wall);
   });
 });

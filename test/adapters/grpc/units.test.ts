@@ -6,7 +6,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { GrpcGuard, METADATA_CODE, METADATA_RETRY_AFTER, grpcHostKey } from '../../../src/adapters/grpc/index.js';
-import { ChannelConnectError } from '../../../src/adapters/grpc/connect-error.js';
+import { ChannelConnectError, quotedCause } from '../../../src/adapters/grpc/connect-error.js';
 import { grpcSettings } from '../../../src/adapters/grpc/options.js';
 import { statusFor } from '../../../src/adapters/grpc/status.js';
 import { SpecTable, targetOfKey } from '../../../src/adapters/grpc/target.js';
@@ -83,9 +83,9 @@ describe('grpc guard options', () => {
     expect(grpcSettings({ channelOptions: { 'grpc.keepalive_time_ms': 30_000 } }).channelOptions['grpc.keepalive_time_ms']).toBe(30_000);
   });
 
-  it('defaults: 5 s connect timeout, 3 attempts, 256 KiB replay buffer, nothing idempotent', () => {
+  it('defaults: 2.5 s connect timeout (ADAPTER_CONNECT_TIMEOUT, issue 11), 3 attempts, 256 KiB replay buffer, nothing idempotent', () => {
     const s = grpcSettings({});
-    expect(s).toMatchObject({ connectTimeout: 5_000, replayBufferSize: 262_144, retry: { maxAttempts: 3 } });
+    expect(s).toMatchObject({ connectTimeout: 2_500, replayBufferSize: 262_144, retry: { maxAttempts: 3 } });
     expect(s.idempotent('/a.B/C')).toBe(false);
   });
 
@@ -149,9 +149,31 @@ describe('statuses the guard makes up, and what classify reads in them', () => {
     });
     const s = statusFor(err);
     expect(s.details).toBe(err.details);
-    expect(s).not.toHaveProperty('cause');
+    expect(s.cause).toBe(err.cause);
+    expect(s).toBeInstanceOf(ChannelConnectError); // the brand rides on the status, for grpc-js's ServiceError
+    expect(err.cause).toMatchObject({ message: 'connect ECONNREFUSED 127.0.0.1:1', code: 'ECONNREFUSED', syscall: 'connect', address: '127.0.0.1', port: 1 });
     expect(classify(s)).toMatchObject({ kind: 'dial', code: 'ECONNREFUSED' });
     expect(classify(err)).toMatchObject({ kind: 'dial', code: 'ECONNREFUSED' });
+  });
+
+  it.each([
+    ['connect ECONNREFUSED ::1 in brackets', 'No connection established. Last error: connect ECONNREFUSED [::1]:50051. Resolution note: ', { code: 'ECONNREFUSED', syscall: 'connect', address: '::1', port: 50051 }],
+    ['getaddrinfo ENOTFOUND', 'No connection established. Last error: getaddrinfo ENOTFOUND nope.invalid', { code: 'ENOTFOUND', syscall: 'getaddrinfo', hostname: 'nope.invalid' }],
+    ['a TLS failure, kept as text', 'No connection established. Last error: Client network socket disconnected before secure TLS connection was established', { message: 'Client network socket disconnected before secure TLS connection was established' }],
+  ])('a ChannelConnectError rebuilds the failure grpc-js quoted as its cause: %s', (_name, details, want) => {
+    const err = new ChannelConnectError('h:1', { code: grpc.status.UNAVAILABLE, details, metadata: new grpc.Metadata() });
+    expect(err.cause).toMatchObject(want);
+  });
+
+  it.each([['No connection established'], ['No connection established. Last error: null'], ['something else']])('nothing quoted, no cause: %s', (details) => {
+    expect(new ChannelConnectError('h:1', { code: grpc.status.UNAVAILABLE, details, metadata: new grpc.Metadata() }).cause).toBeUndefined();
+    expect(quotedCause(details)).toBeUndefined();
+  });
+
+  it('instanceof ChannelConnectError holds for the class and its branded status only', () => {
+    expect(new Error('x')).not.toBeInstanceOf(ChannelConnectError);
+    expect({ code: 14, details: 'x', metadata: new grpc.Metadata() }).not.toBeInstanceOf(ChannelConnectError);
+    expect(null).not.toBeInstanceOf(ChannelConnectError);
   });
 
   it('a status grpc-js delivered passes through untouched', () => {

@@ -1,6 +1,6 @@
 /**
  * GuardedAgent against a packet-drop blackhole, in a network namespace of the test's own
- * (nftables needs CAP_NET_ADMIN there): the peer counts every SYN, so the dials are exact.
+ * (the veth blackhole needs CAP_NET_ADMIN there): the peer counts every connect, so the dials are exact.
  * Each test re-runs itself under unshare, and the parent insists on hearing that the child ran.
  */
 import { Agent, fetch as undiciFetch, request } from 'undici';
@@ -12,9 +12,9 @@ import { failure, guarded, leakChecked, manualBreaker, unwrapFetch } from './hel
 
 leakChecked();
 
-describe('GuardedAgent: in a network namespace of its own (nftables counts every SYN)', () => {
+describe('GuardedAgent: in a network namespace of its own (a veth pair drops SYNs, ActiveOpens counts each connect)', () => {
   netnsTest(import.meta.url, 'a blackholed origin: 3 dials for request 1, none for requests 2..100, one probe after the window', async () => {
-    await using peer = await blackhole({ mode: 'nftables' });
+    await using peer = await blackhole({ mode: 'veth' });
     const { clock, breaker } = manualBreaker(3, 30_000);
     const { agent } = guarded({ breaker, connectTimeout: 150 });
     const url = `http://${peer.address}/`;
@@ -33,7 +33,7 @@ describe('GuardedAgent: in a network namespace of its own (nftables counts every
   });
 
   netnsTest(import.meta.url, '20 concurrent fetches to a blackholed origin: raw undici dials 20 times, the guarded agent once', async () => {
-    await using peer = await blackhole({ mode: 'nftables' });
+    await using peer = await blackhole({ mode: 'veth' });
     const url = `http://${peer.address}/`;
     const raw = new Agent({ connectTimeout: 200 });
     try {

@@ -108,7 +108,7 @@ const agents: GuardedAgent[] = [];
  * unless given, so tests never share state through the process-wide ones.
  */
 export function guarded(options: GuardedAgentOptions = {}): { agent: GuardedAgent; breaker: HostBreaker } {
-  const breaker = options.breaker ?? new HostBreaker();
+  const breaker = options.breaker ?? new HostBreaker({ minOutage: 0, openDuration: 30_000 }); // the classic count-only rules
   const agent = new GuardedAgent({ connectTimeout: 1_000, budget: null, backoff: () => 0, ...options, breaker });
   agents.push(agent);
   return { agent, breaker };
@@ -117,7 +117,7 @@ export function guarded(options: GuardedAgentOptions = {}): { agent: GuardedAgen
 /** A breaker whose open window moves only when the test advances its clock. */
 export function manualBreaker(failureThreshold = 3, openDuration = 30_000): { clock: ManualClock; breaker: HostBreaker } {
   const clock = new ManualClock();
-  return { clock, breaker: new HostBreaker({ clock, failureThreshold, openDuration }) };
+  return { clock, breaker: new HostBreaker({ clock, failureThreshold, minOutage: 0, openDuration }) };
 }
 
 /** Registers the per-test leak check and agent clean-up. Call once at the top of a test file. */

@@ -1,0 +1,97 @@
+/**
+ * Whose failure a failed dial was: the host's (it did not answer), nobody's against the host (it
+ * answered, so it is alive), or this process's own (out of sockets or ports). Only the first may
+ * count against a host (DESIGN.md rule 1): one client's wrong CA, hostname or ALPN must never
+ * make a shared breaker refuse another client, and an EMFILE says nothing about the host.
+ *
+ * @module
+ */
+
+/** What a failed dial tells the breaker: settle the permit with this outcome. */
+export type DialFailureOutcome = 'failed' | 'succeeded' | 'abandoned';
+
+/**
+ * Certificate and identity verdicts (OpenSSL's X509 verify codes as Node names them, and Node's
+ * hostname check). Each is reached only after the peer presented its certificate: the host is up.
+ */
+const CERT_CODES: ReadonlySet<string> = new Set([
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_CRL',
+  'UNABLE_TO_DECRYPT_CERT_SIGNATURE',
+  'UNABLE_TO_DECRYPT_CRL_SIGNATURE',
+  'UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY',
+  'CERT_SIGNATURE_FAILURE',
+  'CRL_SIGNATURE_FAILURE',
+  'CERT_NOT_YET_VALID',
+  'CERT_HAS_EXPIRED',
+  'CRL_NOT_YET_VALID',
+  'CRL_HAS_EXPIRED',
+  'ERROR_IN_CERT_NOT_BEFORE_FIELD',
+  'ERROR_IN_CERT_NOT_AFTER_FIELD',
+  'ERROR_IN_CRL_LAST_UPDATE_FIELD',
+  'ERROR_IN_CRL_NEXT_UPDATE_FIELD',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'CERT_CHAIN_TOO_LONG',
+  'CERT_REVOKED',
+  'INVALID_CA',
+  'PATH_LENGTH_EXCEEDED',
+  'INVALID_PURPOSE',
+  'CERT_UNTRUSTED',
+  'CERT_REJECTED',
+  'HOSTNAME_MISMATCH',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+  'ERR_TLS_CERT_ALTNAME_FORMAT',
+]);
+
+/** Failures of this process, not of the host: no file descriptors, ports or buffers left. */
+const LOCAL_CODES: ReadonlySet<string> = new Set(['EMFILE', 'ENFILE', 'EADDRNOTAVAIL', 'ENOBUFS']);
+
+/** How deep the cause chain is searched for a code. */
+const MAX_DEPTH = 8;
+
+/** The string `code` of `err` or of the first error in its cause chain that has one. */
+function codeOf(err: unknown): string | undefined {
+  let e: unknown = err;
+  for (let depth = 0; depth < MAX_DEPTH && typeof e === 'object' && e !== null; depth++) {
+    let code: unknown;
+    let cause: unknown;
+    try {
+      code = (e as { code?: unknown }).code;
+      cause = (e as { cause?: unknown }).cause;
+    } catch {
+      return undefined; // a hostile getter: no verdict from it
+    }
+    if (typeof code === 'string') return code;
+    e = cause;
+  }
+  return undefined;
+}
+
+/**
+ * Decides how a failed dial settles its permit.
+ *
+ * - `succeeded`: the host answered, so it is alive; the caller still gets the error unchanged.
+ *   A certificate or hostname verdict (the peer presented a certificate), a TLS alert the peer
+ *   sent, a non-TLS answer (`ERR_SSL_WRONG_VERSION_NUMBER`), or any failure after the peer sent
+ *   at least one byte (`answered`).
+ * - `abandoned`: nobody's failure against the host: this process ran out of something (EMFILE,
+ *   ENFILE, EADDRNOTAVAIL, ENOBUFS), or the TLS layer refused our own configuration before the
+ *   peer said anything (another `ERR_SSL_*` / `ERR_TLS_*`).
+ * - `failed`: the host did not answer (refused, reset, unreachable, timed out...).
+ *
+ * @param answered - whether the peer sent anything before the failure (see `DialContext.answered`).
+ */
+export function dialFailureOutcome(err: unknown, answered = false): DialFailureOutcome {
+  const code = codeOf(err);
+  if (code !== undefined) {
+    if (LOCAL_CODES.has(code)) return 'abandoned';
+    if (CERT_CODES.has(code)) return 'succeeded';
+    if (code.startsWith('ERR_SSL_') && (/ALERT|WRONG_VERSION_NUMBER/.test(code) || answered)) return 'succeeded';
+  }
+  if (answered) return 'succeeded';
+  if (code !== undefined && (code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_'))) return 'abandoned';
+  return 'failed';
+}

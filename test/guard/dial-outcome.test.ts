@@ -1,0 +1,134 @@
+/**
+ * Only the host's failures count (DESIGN rule 1, issue 11): a host that presented a certificate
+ * or sent an alert is alive, and one client's TLS configuration must never make a shared breaker
+ * refuse another client. Real TLS servers on loopback; the breaker is the strictest one (the
+ * count alone trips), so a single mistaken count would show.
+ */
+import https from 'node:https';
+import type net from 'node:net';
+import tls from 'node:tls';
+import { request } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { GuardedAgent } from '../../src/adapters/undici/agent.js';
+import { HostUnavailableError } from '../../src/core/errors.js';
+import { connect } from '../../src/guard/connect.js';
+import { dial } from '../../src/guard/dial.js';
+import { dialFailureOutcome } from '../../src/guard/dial-outcome.js';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { TEST_CERT, TEST_KEY } from '../../src/testing/test-cert.js';
+
+/** A breaker that opens on the third failed dial, with no minimum outage: as strict as they come. */
+function strictBreaker(): HostBreaker {
+  return new HostBreaker({ failureThreshold: 3, minOutage: 0, openDuration: 60_000 });
+}
+
+async function listen<S extends net.Server>(server: S): Promise<{ server: S; port: number; close: () => Promise<void> }> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  return { server, port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+function sys(code: string): Error {
+  return Object.assign(new Error(code), { code });
+}
+
+describe('dialFailureOutcome', () => {
+  it.each([
+    ['ECONNREFUSED', 'failed'],
+    ['ECONNRESET', 'failed'],
+    ['EHOSTUNREACH', 'failed'],
+    ['DEPTH_ZERO_SELF_SIGNED_CERT', 'succeeded'],
+    ['CERT_HAS_EXPIRED', 'succeeded'],
+    ['ERR_TLS_CERT_ALTNAME_INVALID', 'succeeded'],
+    ['ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL', 'succeeded'],
+    ['ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE', 'succeeded'],
+    ['ERR_SSL_WRONG_VERSION_NUMBER', 'succeeded'],
+    ['ERR_SSL_NO_PROTOCOLS_AVAILABLE', 'abandoned'],
+    ['EMFILE', 'abandoned'],
+    ['ENFILE', 'abandoned'],
+    ['EADDRNOTAVAIL', 'abandoned'],
+    ['ENOBUFS', 'abandoned'],
+  ] as const)('%s -> %s', (code, outcome) => {
+    expect(dialFailureOutcome(sys(code))).toBe(outcome);
+  });
+
+  it('reads the code through a cause chain, and any answer from the peer proves it alive', () => {
+    expect(dialFailureOutcome(new Error('wrapped', { cause: sys('DEPTH_ZERO_SELF_SIGNED_CERT') }))).toBe('succeeded');
+    expect(dialFailureOutcome(sys('ECONNRESET'), true)).toBe('succeeded');
+    expect(dialFailureOutcome(new Error('no code'))).toBe('failed');
+    expect(dialFailureOutcome(undefined)).toBe('failed');
+  });
+});
+
+describe('dial: local failures are abandoned', () => {
+  it('EMFILE, ENFILE, EADDRNOTAVAIL and ENOBUFS never count against the host, and reach the caller unchanged', async () => {
+    const breaker = strictBreaker();
+    for (const code of ['EMFILE', 'ENFILE', 'EADDRNOTAVAIL', 'ENOBUFS', 'EMFILE', 'EMFILE']) {
+      const err = sys(code);
+      await expect(dial('db:5432', () => Promise.reject(err), { breaker })).rejects.toBe(err);
+    }
+    expect(breaker.state('db:5432')).toMatchObject({ state: 'closed', failures: 0 });
+    expect(breaker.stats()).toMatchObject({ failed: 0, abandoned: 6 });
+  });
+});
+
+describe('connect: a client’s TLS mistake is not the host’s failure', () => {
+  it('a wrong-CA client and a correct client share one breaker: the correct one is never refused, the wrong one sees the real TLS error', async () => {
+    const peer = await listen(tls.createServer({ key: TEST_KEY, cert: TEST_CERT }, (s) => s.end()));
+    const breaker = strictBreaker();
+    const target = { host: '127.0.0.1', port: peer.port };
+    try {
+      for (let i = 0; i < 6; i++) {
+        // The default trust store does not know the self-signed TEST_CERT.
+        const wrong = await connect(target, { breaker, tls: true }).catch((e: unknown) => e);
+        expect(wrong).not.toBeInstanceOf(HostUnavailableError);
+        expect(wrong).toMatchObject({ code: 'DEPTH_ZERO_SELF_SIGNED_CERT' });
+        const right = await connect(target, { breaker, tls: { ca: TEST_CERT } });
+        right.destroy();
+      }
+      expect(breaker.state(`127.0.0.1:${peer.port}`)).toMatchObject({ state: 'closed', failures: 0 });
+      expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, succeeded: 12 });
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('a hostname mismatch and a refused ALPN protocol never count either', async () => {
+    const peer = await listen(tls.createServer({ key: TEST_KEY, cert: TEST_CERT, ALPNProtocols: ['h2'] }, (s) => s.end()));
+    const breaker = strictBreaker();
+    const target = { host: '127.0.0.1', port: peer.port };
+    try {
+      for (let i = 0; i < 4; i++) {
+        const name = await connect(target, { breaker, tls: { ca: TEST_CERT, servername: 'wrong.example', ALPNProtocols: ['h2'] } }).catch((e: unknown) => e);
+        expect(name).toMatchObject({ code: 'ERR_TLS_CERT_ALTNAME_INVALID' });
+        const alpn = await connect(target, { breaker, tls: { ca: TEST_CERT, ALPNProtocols: ['http/1.1'] } }).catch((e: unknown) => e);
+        expect(alpn).toMatchObject({ code: expect.stringMatching(/^ERR_SSL_.*ALERT_NO_APPLICATION_PROTOCOL$/) });
+      }
+      expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
+    } finally {
+      await peer.close();
+    }
+  });
+
+  it('through GuardedAgents: a wrong-CA agent never gets a correctly configured agent refused', async () => {
+    const peer = await listen(https.createServer({ key: TEST_KEY, cert: TEST_CERT }, (_req, res) => res.end('ok')));
+    const breaker = strictBreaker();
+    const wrong = new GuardedAgent({ breaker });
+    const right = new GuardedAgent({ breaker, tls: { ca: TEST_CERT } });
+    const origin = `https://127.0.0.1:${peer.port}`;
+    try {
+      for (let i = 0; i < 4; i++) {
+        const err = await request(origin, { dispatcher: wrong }).catch((e: unknown) => e);
+        expect(err).not.toBeInstanceOf(HostUnavailableError);
+        expect(err).toMatchObject({ code: 'DEPTH_ZERO_SELF_SIGNED_CERT' });
+      }
+      const res = await request(origin, { dispatcher: right });
+      expect(await res.body.text()).toBe('ok');
+      expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
+    } finally {
+      await wrong.destroy();
+      await right.destroy();
+      await peer.close();
+    }
+  });
+});

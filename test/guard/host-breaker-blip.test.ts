@@ -1,0 +1,274 @@
+/**
+ * HostBreaker's default rules for the events users meet most (issue 11): a burst of overlapping
+ * dials is one round, a restart shorter than `minOutage` never opens a host, a dead host still
+ * opens fast, the open window starts short and grows only while the host stays dead, refusals
+ * explain themselves, and operators can isolate or forget a host. Manual clock, no sleeps.
+ */
+import { describe, expect, it } from 'vitest';
+import { HostUnavailableError } from '../../src/core/errors.js';
+import { adaptiveOpenWindow, type DialPermit, HostBreaker, type HostBreakerOptions } from '../../src/guard/host-breaker.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
+
+const H = 'pod-a:443';
+
+function make(options: HostBreakerOptions = {}): { clock: ManualClock; breaker: HostBreaker } {
+  const clock = new ManualClock(1_000);
+  return { clock, breaker: new HostBreaker({ clock, ...options }) };
+}
+
+function refused(_?: unknown): Error & { code: string } {
+  return Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:443'), { code: 'ECONNREFUSED' });
+}
+
+function refusal(breaker: HostBreaker, host = H): HostUnavailableError {
+  const answer = breaker.tryAdmit(host);
+  if (!(answer instanceof HostUnavailableError)) throw new Error(`expected ${host} to be refused`);
+  return answer;
+}
+
+/**
+ * A host refusing every dial for `outageMs`, dialled by `callers` callers who each retry every
+ * `everyMs` (all in flight together); then the host is back. Returns how many admits were refused.
+ */
+function playRefusingOutage(clock: ManualClock, breaker: HostBreaker, outageMs: number, callers: number, everyMs: number): number {
+  let refusedAdmits = 0;
+  for (let t = 0; t < outageMs; t += everyMs) {
+    const permits: DialPermit[] = [];
+    for (let i = 0; i < callers; i++) {
+      const answer = breaker.tryAdmit(H);
+      if (answer instanceof HostUnavailableError) refusedAdmits++;
+      else permits.push(answer);
+    }
+    for (const p of permits) p.failed(refused(undefined));
+    clock.advance(everyMs);
+  }
+  return refusedAdmits;
+}
+
+describe('HostBreaker: one round per overlap (DESIGN rule 3)', () => {
+  it('a burst of 64 dials that fail together is one failed round, not 64', () => {
+    const { breaker } = make({ minOutage: 0 });
+    const burst = Array.from({ length: 64 }, () => breaker.admit(H));
+    for (const p of burst) p.failed(refused(undefined));
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 1 });
+    expect(breaker.stats()).toMatchObject({ failed: 64, opened: 0 });
+  });
+
+  it('a dial admitted after a counted failure starts a new round, whoever opened it', () => {
+    const { breaker } = make({ minOutage: 0, failureThreshold: 3 });
+    const early = breaker.admit(H);
+    breaker.admit(H).failed(); // round 1
+    const second = breaker.admit(H); // admitted after round 1 was counted
+    early.failed(); // overlapped round 1: not a new round
+    expect(breaker.state(H)?.failures).toBe(1);
+    second.failed(); // round 2
+    expect(breaker.state(H)?.failures).toBe(2);
+  });
+
+  it('a success ends the streak: the next failure starts counting again from one', () => {
+    const { breaker } = make({ minOutage: 0 });
+    breaker.admit(H).failed();
+    breaker.admit(H).failed();
+    breaker.admit(H).succeeded();
+    breaker.admit(H).failed();
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 1 });
+  });
+});
+
+describe('HostBreaker: a blip is not a death (defaults)', () => {
+  it('a restart refusing every dial for 300 ms, then for 1 s, never opens the host', () => {
+    for (const outage of [300, 1_000]) {
+      const { clock, breaker } = make();
+      // 64 callers retrying every 50 ms: 20 rounds in 1 s, far past failureThreshold.
+      const refusedAdmits = playRefusingOutage(clock, breaker, outage, 64, 50);
+      expect(refusedAdmits).toBe(0);
+      expect(breaker.state(H)?.state).toBe('closed');
+      expect(breaker.state(H)!.failures).toBeGreaterThanOrEqual(3);
+      breaker.admit(H).succeeded(); // back
+      expect(breaker.stats().opened).toBe(0);
+    }
+  });
+
+  it('a dead host refusing every dial opens within 1.5 s of its first refusal', () => {
+    const { clock, breaker } = make();
+    const start = clock.now();
+    let openedAt = -1;
+    breaker.on('opened', () => {
+      if (openedAt < 0) openedAt = clock.now() - start;
+    });
+    playRefusingOutage(clock, breaker, 3_000, 4, 100);
+    expect(openedAt).toBe(1_500);
+  });
+
+  it('a dead host timing out opens on the third timed-out round (threshold x connect timeout)', () => {
+    const { clock, breaker } = make();
+    for (let i = 0; i < 2; i++) {
+      const p = breaker.admit(H);
+      clock.advance(5_000);
+      p.failed(new Error('timed out'));
+    }
+    expect(breaker.state(H)?.state).toBe('closed');
+    const third = breaker.admit(H);
+    clock.advance(5_000);
+    third.failed(new Error('timed out'));
+    expect(breaker.state(H)?.state).toBe('open');
+  });
+});
+
+describe('HostBreaker: the outage is timed from the first failed dial’s admission', () => {
+  it('three back-to-back 500 ms timeouts open the host on the third: threshold x connect timeout = 1.5 s', () => {
+    const { clock, breaker } = make();
+    for (let i = 0; i < 3; i++) {
+      const p = breaker.admit(H);
+      clock.advance(500);
+      p.failed(new Error('timed out'));
+    }
+    expect(breaker.state(H)?.state).toBe('open');
+  });
+
+  it('a dial admitted before the restart that fails with it still times the outage from its admission: a 1 s restart stays closed', () => {
+    const { clock, breaker } = make();
+    const slow = breaker.admit(H); // a handshake in progress when the port closes 100 ms later
+    clock.advance(100);
+    slow.failed(refused(undefined));
+    for (let t = 0; t < 1_000; t += 100) {
+      breaker.admit(H).failed(refused(undefined));
+      clock.advance(100);
+    }
+    expect(breaker.state(H)?.state).toBe('closed');
+  });
+});
+
+describe('HostBreaker: adaptive open window (default)', () => {
+  it('starts at about 1 s, doubles with jitter while probes fail, caps at 30 s, and resets when a probe succeeds', () => {
+    let r = 0;
+    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => r });
+    const windows: number[] = [];
+    breaker.on('opened', (e) => windows.push(e.openFor));
+    breaker.admit(H).failed();
+    for (let i = 0; i < 7; i++) {
+      clock.advance(windows[windows.length - 1]!);
+      breaker.admit(H).failed(); // the probe fails
+    }
+    expect(windows).toEqual([1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000]);
+
+    clock.advance(30_000);
+    breaker.admit(H).succeeded(); // back: the schedule starts over
+    r = 0.999;
+    breaker.admit(H).failed();
+    expect(windows[8]).toBeCloseTo(1_249.75, 5); // jitter adds up to 25 %
+    expect(refusal(breaker).retryAfter).toBe(1_250); // a whole number of ms
+  });
+
+  it('jitter never takes a window past the 30 s cap', () => {
+    for (let n = 1; n < 40; n++) {
+      expect(adaptiveOpenWindow(n, 0, () => 0.999_999)).toBeLessThanOrEqual(30_000);
+      expect(adaptiveOpenWindow(n, 0, () => 0)).toBeGreaterThanOrEqual(1_000);
+    }
+  });
+
+  it('a host dead for ten minutes costs at most 2 dials a minute once the window is capped', () => {
+    const { clock, breaker } = make({ random: () => 0.5 });
+    // Eager callers: one admit every 100 ms for ten minutes; every dial is refused by the host.
+    const dialsAt: number[] = [];
+    const start = clock.now();
+    for (let t = 0; t < 600_000; t += 100) {
+      const answer = breaker.tryAdmit(H);
+      if (!(answer instanceof HostUnavailableError)) {
+        dialsAt.push(clock.now() - start);
+        answer.failed(refused(undefined));
+      }
+      clock.advance(100);
+    }
+    const perMinute = (from: number): number => dialsAt.filter((t) => t >= from && t < from + 60_000).length;
+    expect(perMinute(0)).toBeLessThanOrEqual(25); // 1.5 s of refusals, then probes at 1, 2, 4, 8, 16 s...
+    for (let minute = 2; minute < 10; minute++) expect(perMinute(minute * 60_000)).toBeLessThanOrEqual(2);
+  });
+});
+
+describe('HostBreaker: a refusal explains itself', () => {
+  it('carries the dial error that opened the host as cause, and names host, failures, code and when a probe may run', () => {
+    const { clock, breaker } = make({ minOutage: 0, openDuration: 30_000 });
+    const errors = [0, 1, 2].map(() => refused(undefined));
+    for (const e of errors) breaker.admit(H).failed(e);
+    clock.advance(0.4);
+    const err = refusal(breaker);
+    expect(err.cause).toBe(errors[2]);
+    expect(err.failures).toBe(3);
+    expect(err.retryAfter).toBe(30_000); // 29 999.6 rounded up to a whole ms
+    expect(Number.isInteger(err.retryAfter)).toBe(true);
+    expect(err.message).toBe(`${H} is unavailable (3 consecutive failed dial round(s), last error ECONNREFUSED); refused without dialling; a probe may run in 30000 ms`);
+    expect(breaker.state(H)?.lastError).toBe(errors[2]);
+  });
+
+  it('a failed probe keeps the host open and its error becomes the next window’s cause', () => {
+    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, openDuration: 1_000 });
+    breaker.admit(H).failed(refused(undefined));
+    clock.advance(1_000);
+    const timeout = Object.assign(new Error('connect timed out'), { code: 'DIALGUARD_CONNECT_TIMEOUT' });
+    breaker.admit(H).failed(timeout);
+    const err = refusal(breaker);
+    expect(err.cause).toBe(timeout);
+    expect(err.message).toContain('last error DIALGUARD_CONNECT_TIMEOUT');
+  });
+});
+
+describe('HostBreaker: operator control', () => {
+  it('isolate(host, ms) refuses every dial for ms whatever the host did, then admits it afresh', () => {
+    const { clock, breaker } = make();
+    breaker.admit(H).succeeded();
+    const inFlight = breaker.admit(H);
+    breaker.isolate(H, 10_000);
+    const err = refusal(breaker);
+    expect(err).toMatchObject({ isolated: true, state: 'open', retryAfter: 10_000 });
+    expect(err.message).toContain('isolated by an operator');
+    expect(breaker.state(H)).toMatchObject({ state: 'open', isolated: true, retryAfter: 10_000 });
+    inFlight.succeeded(); // admitted before: moves nothing
+    expect(breaker.state(H)?.isolated).toBe(true);
+    clock.advance(10_000);
+    const after = breaker.admit(H);
+    expect(after.probe).toBe(false);
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', isolated: false, failures: 0 });
+  });
+
+  it('isolate(host) with no duration lasts until released, survives the idle sweep, and its release function ends it', () => {
+    const { clock, breaker } = make({ idleRetention: 1_000, sweepInterval: 0 });
+    const release = breaker.isolate(H);
+    clock.advance(60_000);
+    breaker.tryAdmit('other:1'); // runs the idle sweep
+    expect(refusal(breaker).retryAfter).toBe(Number.POSITIVE_INFINITY);
+    expect(refusal(breaker).message).toContain('dials resume when released');
+    release();
+    expect(breaker.admit(H).probe).toBe(false);
+    release(); // a second call is a no-op
+    expect(breaker.state(H)?.state).toBe('closed');
+  });
+
+  it('isolate replaces an open window; a stale release does not end a newer isolation', () => {
+    const { breaker } = make({ minOutage: 0, failureThreshold: 1 });
+    breaker.admit(H).failed();
+    const first = breaker.isolate(H, 5_000);
+    breaker.isolate(H, 60_000);
+    first();
+    expect(refusal(breaker).retryAfter).toBe(60_000);
+  });
+
+  it('reset(host) forgets an open host at once; a late settlement from before moves nothing', () => {
+    const { breaker } = make({ minOutage: 0, failureThreshold: 1 });
+    const late = breaker.admit(H);
+    breaker.admit(H).failed();
+    expect(breaker.state(H)?.state).toBe('open');
+    expect(breaker.reset(H)).toBe(true);
+    expect(breaker.state(H)).toBeUndefined();
+    expect(breaker.admit(H).probe).toBe(false);
+    late.failed();
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+    expect(breaker.reset('never-seen:1')).toBe(false);
+  });
+
+  it('isolate rejects a bad duration, naming it', () => {
+    const { breaker } = make();
+    expect(() => breaker.isolate(H, -1)).toThrow(/ms/);
+    expect(() => breaker.isolate(H, Number.NaN)).toThrow(/ms/);
+  });
+});
