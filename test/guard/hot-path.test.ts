@@ -26,6 +26,19 @@ describe('HostBreaker: recency when the newest host is asked again', () => {
     expect(breaker.stats()).toMatchObject({ hosts: 2, evictedCapacity: 2 });
   });
 
+  it('a host isolated after the newest one was asked is newer than it: asking that one again moves it', () => {
+    const breaker = new HostBreaker({ capacity: 3 });
+    breaker.admit('a:1').succeeded();
+    breaker.admit('b:1').succeeded(); // b newest
+    breaker.isolate('c:1', 60_000); // c inserted after b
+    breaker.admit('b:1').succeeded(); // b must move behind c
+    breaker.admit('d:1').succeeded(); // evicts a
+    breaker.admit('e:1').succeeded(); // evicts the least recent of c and b: c
+    expect(breaker.state('a:1')).toBeUndefined();
+    expect(breaker.state('c:1')).toBeUndefined();
+    expect(breaker.state('b:1')).toBeDefined();
+  });
+
   it('a newest host that was swept as idle comes back as a new entry, and is then kept', () => {
     const clock = new ManualClock();
     const breaker = new HostBreaker({ clock, idleRetention: 1_000, sweepInterval: 0, failureThreshold: 1 });
