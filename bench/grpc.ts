@@ -1,7 +1,7 @@
 /**
  * bench/grpc: dialguard's GrpcGuard against raw @grpc/grpc-js, in one run, same generic client.
  *
- *   node dist/bench/grpc.js [--quick] [--rounds N]
+ *   node dist/bench/grpc.js [--quick] [--rounds N] [--round-ms MS]
  *
  * The raw client is how most code uses grpc-js: `new Client(target, credentials)`, its own
  * channel, no connect timeout (grpc-js has none), no keep-alive. The guarded one is the same
@@ -11,7 +11,7 @@
  *   process (so it does not share the clients' event loop), guarded / raw calls per second: short
  *   rounds taking turns, the median of the ratios of adjacent pairs. healthy_cpu_ratio: the same
  *   for the client's CPU time per call (raw / guarded), which other processes' load disturbs less.
- *   `--rounds` pairs (default 30); the spread of the pair ratios and healthy_cpu_us_per_call
+ *   `--rounds` pairs (default 150 of 100 ms rounds, `--round-ms`); the spread of the pair ratios and healthy_cpu_us_per_call
  *   (each lane's median, and `extra`: the median over the pairs of guarded minus raw) are printed.
  * - killed_peer_release_ms: 64 calls in flight when the server process is killed (SIGKILL): time
  *   until all 64 are released. Each client runs against a server process of its own, alone, so
@@ -29,15 +29,15 @@ import { GrpcGuard } from '../src/adapters/grpc/index.js';
 import { HostBreaker } from '../src/index.js';
 import { blackhole } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
-import { quick } from './lib/args.js';
+import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
 import { type Paired, pairedRounds, roundsFlag } from './lib/paired.js';
 import { capped, median, throughput } from './lib/timing.js';
 
 const CONNECT_TIMEOUT = 1_000;
 const CALLERS = 64;
-const HEALTHY_MS = quick ? 250 : 500;
-const HEALTHY_ROUNDS = roundsFlag(quick ? 6 : 30);
+const HEALTHY_MS = numberFlag('--round-ms', 100); // short pairs follow the bursts of a shared machine's load
+const HEALTHY_ROUNDS = roundsFlag(quick ? 15 : 150);
 const RAW_CAP = 5_000; // above three connect timeouts, so the guarded retries always fit under it
 const WARM_UP_MS = quick ? 600 : 1_000;
 const DEADLINE = 10_000;

@@ -1,7 +1,7 @@
 /**
  * bench/undici: dialguard's GuardedAgent against a raw undici Agent, in one run.
  *
- *   node dist/bench/undici.js [--quick] [--timeout MS] [--rounds N] [--healthy-only] [--no-netns]
+ *   node dist/bench/undici.js [--quick] [--timeout MS] [--rounds N] [--round-ms MS] [--healthy-only] [--no-netns]
  *
  * - healthy_ratio: requests per second through a GuardedAgent / through a raw undici Agent, 64
  *   concurrent callers against a node:http server in a child process (so it does not share the
@@ -9,7 +9,7 @@
  *   healthy_cpu_ratio is the same for this process's CPU time per request (raw / guarded), which
  *   a busy machine disturbs less than throughput. healthy_cpu_us_per_call: each lane's median CPU
  *   per request, µs, and `extra`, the median over the pairs of guarded minus raw. `--rounds`
- *   sets the number of pairs (default 30); the spread (min-max of the pair ratios) is printed.
+ *   sets the number of pairs (default 150, of 100 ms rounds: `--round-ms`); the spread (min-max of the pair ratios) is printed.
  *   `--healthy-only` stops after the healthy lanes.
  * - dead_host_request_ms: the 2nd..100th request (undici's `request()`) to a blackholed origin,
  *   median. Raw undici pays one connect timeout for each; the guarded agent refuses once its
@@ -38,8 +38,8 @@ const TIMEOUT = numberFlag('--timeout', quick ? 200 : 1_000);
 const CALLERS = 64;
 // Many short alternating rounds: on a shared machine the noise comes in bursts, and the median
 // of many raw/guarded pairs sees through them better than a few long rounds.
-const HEALTHY_MS = quick ? 300 : 500;
-const HEALTHY_ROUNDS = roundsFlag(quick ? 4 : 30);
+const HEALTHY_MS = numberFlag('--round-ms', 100); // short pairs follow the bursts of a shared machine's load
+const HEALTHY_ROUNDS = roundsFlag(quick ? 12 : 150);
 const REQUESTS = 100;
 
 /** A node:http server in a child process: its event loop is not the clients'. */
