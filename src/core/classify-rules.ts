@@ -12,6 +12,7 @@
  */
 import type { FailureKind } from './classify.js';
 import { ErrorCodes } from './errors.js';
+import { CERT_CODES, TLS_MISMATCH_ALERT } from './tls-codes.js';
 
 /**
  * One error's verdict. `final` means no error deeper in the chain can say more (an errno code is
@@ -173,30 +174,15 @@ const DIAL_CODES = new Set([
 ]);
 /** Codes that mean an established connection died. */
 const CONNECTION_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ENOTCONN', 'ESHUTDOWN', 'ERR_STREAM_PREMATURE_CLOSE', 'ERR_SOCKET_CLOSED']);
-/** Certificate and identity failures: a handshake failed for a reason retrying cannot fix. */
-const CERT_CODES = new Set([
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
-  'SELF_SIGNED_CERT_IN_CHAIN',
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-  'UNABLE_TO_GET_ISSUER_CERT',
-  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'CERT_HAS_EXPIRED',
-  'CERT_NOT_YET_VALID',
-  'CERT_REVOKED',
-  'CERT_UNTRUSTED',
-  'CERT_REJECTED',
-  'CERT_SIGNATURE_FAILURE',
-  'HOSTNAME_MISMATCH',
-  'ERR_TLS_CERT_ALTNAME_INVALID',
-]);
-
 function isDnsSyscall(syscall: string | undefined): boolean {
   return syscall === 'getaddrinfo' || syscall === 'getnameinfo' || (syscall !== undefined && syscall.startsWith('query'));
 }
 
 /** Node's system and TLS errors, by code (and `syscall`: a connect that failed is a dial). */
 function systemVerdict(code: string, f: Facts): Verdict | undefined {
-  if (CERT_CODES.has(code)) return verdict('dial', code, { transient: false });
+  // A certificate verdict, or an alert saying the two ends' configurations disagree: the same
+  // handshake fails the same way again, so a retry cannot help.
+  if (CERT_CODES.has(code) || TLS_MISMATCH_ALERT.test(code)) return verdict('dial', code, { transient: false });
   // A broken TLS record on an established connection kills it with the request maybe sent;
   // every other SSL error arrives during the handshake, before a byte of the request.
   if (code.startsWith('ERR_SSL_')) return verdict(/BAD_RECORD_MAC|DECRYPTION_FAILED|RECORD_OVERFLOW/.test(code) ? 'connection' : 'dial', code);

@@ -24,7 +24,7 @@ import {
 } from './classify-rules.js';
 import { answeredByServer, grpcVerdict } from './classify-grpc.js';
 import { MAX_CHAIN_DEPTH, MAX_CHAIN_MEMBERS, MAX_CHAIN_NODES } from './errors.js';
-import type { Unsubscribe } from './events.js';
+import { type Unsubscribe, unsubscriber } from './events.js';
 import { show } from './validate.js';
 
 /** What a failure was. */
@@ -147,10 +147,10 @@ export function registerClassifier(extra: { patterns?: readonly ClassifyPattern[
   const given = extra.patterns ?? [];
   const entry: Registered = { patterns: [...given], hook: extra.hook };
   registry.push(entry);
-  return () => {
+  return unsubscriber(() => {
     const i = registry.indexOf(entry);
     if (i >= 0) registry.splice(i, 1);
-  };
+  });
 }
 
 /**

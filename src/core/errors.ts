@@ -72,6 +72,8 @@ export interface RefusalDetails {
   cause?: unknown;
   /** An operator isolated the host (`HostBreaker.isolate`); no dial failed. */
   isolated?: boolean;
+  /** A name guarded per address (`connect()`): the refusal of each address it resolves to. */
+  addresses?: readonly HostUnavailableError[];
 }
 
 /**
@@ -94,6 +96,11 @@ export class HostUnavailableError extends DialguardError {
   readonly failures: number;
   /** Whether an operator isolated the host. */
   readonly isolated: boolean;
+  /**
+   * For a name whose addresses are guarded apart (`connect()`): each address's own refusal, in
+   * the order the name resolved to them (every one of them is refused). Undefined otherwise.
+   */
+  readonly addresses: readonly HostUnavailableError[] | undefined;
   readonly #retryAt: number;
   readonly #now: () => number;
 
@@ -107,7 +114,8 @@ export class HostUnavailableError extends DialguardError {
     const isolated = details.isolated === true;
     const wait = Number.isFinite(retryAfter) ? `in ${Math.max(0, Math.ceil(retryAfter))} ms` : 'when released';
     let why: string;
-    if (isolated) why = 'isolated by an operator';
+    if (details.addresses !== undefined) why = `every address it resolves to is refused: ${details.addresses.map((a) => `${a.host} ${a.state}`).join(', ')}`;
+    else if (isolated) why = 'isolated by an operator';
     else if (state === 'open') why = `${failures} consecutive failed dial round(s), last error ${describe(details.cause)}`;
     else why = `a probe dial is deciding whether it is back; last error ${describe(details.cause)}`;
     const next = isolated ? `dials resume ${wait}` : state === 'open' ? `a probe may run ${wait}` : `retry ${wait}`;
@@ -116,6 +124,7 @@ export class HostUnavailableError extends DialguardError {
     this.state = state;
     this.failures = failures;
     this.isolated = isolated;
+    this.addresses = details.addresses;
     this.#now = clock === undefined ? () => 0 : () => clock.now();
     this.#retryAt = this.#now() + retryAfter;
   }
@@ -294,14 +303,25 @@ brand(NoServerAvailableError);
 
 /** `code` (or, lacking one, the name) of an error, for messages; `unknown` when there is none. */
 function describe(err: unknown): string {
-  if (err === undefined || err === null) return 'unknown';
-  if (typeof err === 'object') {
-    const code = (err as { code?: unknown }).code;
-    if (typeof code === 'string' || typeof code === 'number') return String(code);
-    const name = (err as { name?: unknown }).name;
-    if (typeof name === 'string') return name;
+  // A string code (ECONNREFUSED, DIALGUARD_CONNECT_TIMEOUT) names a failure best; a gRPC status
+  // error carries only a number (14), so look a few causes down for the errno under it first.
+  let node: unknown = err;
+  let fallback: string | undefined;
+  for (let depth = 0; depth < 4 && typeof node === 'object' && node !== null; depth++) {
+    let code: unknown;
+    let name: unknown;
+    let cause: unknown;
+    try {
+      ({ code, name, cause } = node as { code?: unknown; name?: unknown; cause?: unknown });
+    } catch {
+      break; // a hostile getter: name what we have
+    }
+    if (typeof code === 'string' && code !== '') return code;
+    if (fallback === undefined && typeof code === 'number') fallback = `${typeof name === 'string' ? name : 'code'} ${code}`;
+    else if (fallback === undefined && typeof name === 'string') fallback = name;
+    node = cause;
   }
-  return 'unknown';
+  return fallback ?? 'unknown';
 }
 
 /**

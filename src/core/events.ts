@@ -11,8 +11,16 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 /** Receives one event's payload. */
 export type Listener<T> = (payload: T) => void;
 
-/** Stops a listener; calling it twice is harmless. */
-export type Unsubscribe = () => void;
+/**
+ * Stops a listener; calling it twice is harmless. Also a `Disposable`, so `using` ends it with
+ * its scope: `using stop = breaker.on('opened', log);`.
+ */
+export type Unsubscribe = (() => void) & Disposable;
+
+/** Makes `stop` an {@link Unsubscribe}: callable, and disposable with `using`. */
+export function unsubscriber(stop: () => void): Unsubscribe {
+  return Object.assign(stop, { [Symbol.dispose]: stop });
+}
 
 const channels = new Map<string, diagnosticsChannel.Channel>();
 
@@ -54,9 +62,9 @@ export class EventHub<Events extends { [K in keyof Events]: object }> {
       this.#listeners.set(event, set);
     }
     set.add(listener as Listener<never>);
-    return () => {
+    return unsubscriber(() => {
       set.delete(listener as Listener<never>);
-    };
+    });
   }
 
   /**

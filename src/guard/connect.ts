@@ -7,8 +7,11 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import tls from 'node:tls';
-import { type DialContext, type DialOptions, dialWith } from './dial.js';
+import { DEFAULT_ATTEMPT_DELAY, connectAddresses, refuseFromMemory, tlsForName } from './addresses.js';
+import { systemClock } from '../core/clock.js';
+import { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, dialWith, sharedBreaker } from './dial.js';
 import { hostKey } from './host-key.js';
+import { checkDuration, opt } from '../core/validate.js';
 
 /** Where to connect. */
 export interface ConnectTarget {
@@ -31,6 +34,21 @@ export interface ConnectOptions extends DialOptions<net.Socket> {
   handshake?: (socket: net.Socket, ctx: DialContext) => Promise<void>;
   /** Other `net.connect` options (family, localAddress, lookup, keepAlive, ...). */
   socket?: Omit<net.TcpNetConnectOpts, 'host' | 'port' | 'timeout'>;
+  /**
+   * Guard each address of a name apart (default `true`): the name is resolved (with the
+   * `lookup` given, if any), each dial is recorded against its address's own breaker entry
+   * (`address:port`), open addresses are skipped, and the name is refused only when all of its
+   * addresses are open. Why: one dead pod or record must neither cost every request a timeout nor
+   * open the name for its live siblings. `false`: the name is one entry and Node resolves it (as
+   * before). An IP literal is always its own single entry.
+   */
+  perAddress?: boolean;
+  /**
+   * With `perAddress`, ms before the next address is dialled alongside one that has not
+   * connected yet. Default {@link DEFAULT_ATTEMPT_DELAY} (250, Node's and RFC 8305's): a live
+   * address connects within it, so a dead one costs a request at most this, until it opens.
+   */
+  attemptDelay?: number;
 }
 
 /**
@@ -48,8 +66,58 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
   } catch (err) {
     return Promise.reject(err);
   }
+  // An IP literal (bracketed IPv6 included) is one address: today's path, no extra work.
+  if (options.perAddress !== false && options.breaker !== null && !isLiteral(target.host)) {
+    return byAddress(target, key, options);
+  }
   return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy);
 }
+
+/** {@link connect} for a name: resolve it, dial its addresses, each guarded apart. */
+function byAddress(target: ConnectTarget, key: string, options: ConnectOptions): Promise<net.Socket> {
+  let timeout: number;
+  let attemptDelay: number;
+  try {
+    timeout = checkDuration('timeout', opt(options.timeout, DEFAULT_CONNECT_TIMEOUT), 1);
+    attemptDelay = checkDuration('attemptDelay', opt(options.attemptDelay, DEFAULT_ATTEMPT_DELAY));
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  const breaker = options.breaker ?? sharedBreaker();
+  // A disabled breaker guards nothing: Node resolves and dials the name, as without perAddress.
+  if (!breaker.enabled) return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy);
+  // The refusal before anything is built: it is the hot path of a dead name.
+  const clock = options.clock ?? systemClock;
+  const refusal = refuseFromMemory(breaker, key, clock);
+  if (refusal !== undefined) return Promise.reject(refusal);
+  const tlsObject = typeof options.tls === 'object' ? (options.tls as tls.ConnectionOptions & { family?: number; hints?: number }) : undefined;
+  const perDial = { tls: tlsForName(options.tls, target.host), handshake: options.handshake, socket: options.socket };
+  return connectAddresses(target.host, target.port, key, (address, ctx) => openSocket({ host: address, port: target.port }, perDial, ctx), {
+    timeout,
+    signal: options.signal,
+    breaker,
+    clock,
+    attemptDelay,
+    lookup: tlsObject?.lookup ?? options.socket?.lookup,
+    family: tlsObject?.family ?? options.socket?.family,
+    hints: tlsObject?.hints ?? options.socket?.hints,
+  });
+}
+
+/**
+ * Whether `host` is an IP address (bracketed IPv6 included), memoised: `net.isIP` runs regular
+ * expressions, which would cost more than the rest of a refusal. Bounded like hostKey's memo.
+ */
+function isLiteral(host: string): boolean {
+  let literal = literals.get(host);
+  if (literal === undefined) {
+    literal = host.charCodeAt(0) === 91 || net.isIP(host) !== 0;
+    if (literals.size >= 1024) literals.clear();
+    literals.set(host, literal);
+  }
+  return literal;
+}
+const literals = new Map<string, boolean>();
 
 function destroy(socket: net.Socket): void {
   socket.destroy();

@@ -12,6 +12,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
 import { checkDuration, opt } from '../core/validate.js';
+import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js';
 import { dialFailureOutcome } from './dial-outcome.js';
 import { type DialPermit, HostBreaker } from './host-breaker.js';
 
@@ -134,11 +135,17 @@ export function dialWith<C>(
   const controller = new AbortController();
   const ctx: DialContext = { signal: controller.signal, permit, phase: 'tcp', answered: false };
   const started = clock.now();
+  // A trace only when someone listens (dialguard:dial): otherwise the dial runs as is.
+  const trace: DialTraceMessage | undefined = traced(dialTrace) ? { host: permit.host, probe: permit.probe } : undefined;
   const report = (outcome: DialEvents['settled']['outcome']): void => {
+    if (trace !== undefined) {
+      trace.outcome = outcome;
+      trace.phase = String(ctx.phase);
+    }
     if (events.active('settled')) events.emit('settled', { host: permit.host, outcome, duration: clock.now() - started, phase: String(ctx.phase) });
   };
 
-  return new Promise<C>((resolve, reject) => {
+  const run = (): Promise<C> => new Promise<C>((resolve, reject) => {
     let done = false;
     const end = (): void => {
       done = true;
@@ -196,6 +203,7 @@ export function dialWith<C>(
       },
     );
   });
+  return trace === undefined ? run() : dialTrace.tracePromise(run, trace);
 }
 
 /** Calls the user's `dispose` on a late connection; a throw becomes a warning, never an unhandled rejection. */

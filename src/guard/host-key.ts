@@ -24,36 +24,110 @@ const schemePorts: Readonly<Record<string, number>> = {
  * @throws TypeError when `host` is not a non-empty string or `port` is not a valid port.
  */
 export function hostKey(host: string, port?: number | string): string {
-  // The same host and port as last time (a client dialling one target): no string to build.
-  if (port !== undefined && host === lastHost && port === lastPort) return lastKey;
+  const plain = canonicalKey(host, port);
+  if (plain !== undefined) return plain;
   // The memo is keyed by the spelling as given; a NUL never occurs in a host, so it separates.
   const spelling = port === undefined ? host : typeof host === 'string' ? `${host}\u0000${port}` : undefined;
-  const hit = spelling === undefined ? undefined : memo.get(spelling);
-  const key = hit ?? normalise(host, port);
-  if (hit === undefined) {
-    if (memo.size >= MEMO_CAPACITY) memo.clear();
-    memo.set(spelling ?? key, key);
+  if (spelling === undefined) return normalise(host, port); // not a string: throws
+  const hit = memo.get(spelling);
+  if (hit !== undefined) return hit;
+  const old = previous.get(spelling);
+  if (old !== undefined) {
+    remember(spelling, old); // still in use: carried into the current generation
+    return old;
   }
-  if (port !== undefined) {
-    lastHost = host;
-    lastPort = port;
-    lastKey = key;
-  }
+  const key = normalise(host, port);
+  parses++;
+  remember(spelling, key);
   return key;
 }
 
-/** The last host and port given separately, and their key: building the memo's spelling costs more than the rest. */
-let lastHost: string | undefined;
-let lastPort: number | string | undefined;
-let lastKey = '';
+/**
+ * Makes one generation of the spelling memo hold at least twice `hosts` spellings, so that a
+ * breaker tracking that many hosts (and, with room to spare, the other breakers and clients of
+ * the process) never re-parses one while they stay in rotation. Only ever grows; called by every
+ * `HostBreaker` with its capacity.
+ *
+ * @internal
+ */
+export function reserveHostKeys(hosts: number): void {
+  if (2 * hosts > generationSize) generationSize = 2 * hosts;
+}
 
 /**
- * Recent spellings and their keys: the refusal path asks for the same host again and again, and
- * parsing it each time would cost more than the refusal itself. Bounded: cleared when full, so a
- * stream of distinct hosts costs at most MEMO_CAPACITY entries.
+ * What the spelling memo holds now (both generations), the size of one generation, and how many
+ * spellings were parsed (memo misses) since the process started.
+ *
+ * @internal For tests and benchmarks.
  */
-const memo = new Map<string, string>();
-const MEMO_CAPACITY = 1024;
+export function hostKeyMemoStats(): { entries: number; generation: number; parses: number } {
+  return { entries: memo.size + previous.size, generation: generationSize, parses };
+}
+
+/**
+ * A spelling that is already its own key, returned without parsing or memory: a lower-case name
+ * or IPv4 address (letters, digits, `-`, `.`, `_`), not ending in a dot, with an optional
+ * canonical `:port` (no leading zero, at most 65535), or with `port` given as an integer. That is
+ * how connect() and every breaker key arrive, so the common path costs one scan of the string
+ * whatever the number of hosts. Anything else (upper case, a URL, IPv6, a string port) is
+ * `undefined` and goes the long way.
+ */
+function canonicalKey(host: string, port: number | string | undefined): string | undefined {
+  if (typeof host !== 'string') return undefined;
+  const n = host.length;
+  let colon = -1;
+  for (let i = 0; i < n; i++) {
+    const c = host.charCodeAt(i);
+    if ((c >= 97 && c <= 122) || (c >= 48 && c <= 57) || c === 45 || c === 46 || c === 95) continue; // a-z 0-9 - . _
+    if (c !== 58 /* : */) return undefined;
+    colon = i;
+    break;
+  }
+  const nameEnd = colon < 0 ? n : colon;
+  if (nameEnd === 0 || host.charCodeAt(nameEnd - 1) === 46 /* . */) return undefined;
+  if (colon < 0) {
+    if (port === undefined) return host;
+    if (typeof port === 'number' && Number.isInteger(port) && port >= 0 && port <= 65535) return `${host}:${port}`;
+    return undefined;
+  }
+  if (port !== undefined) return undefined;
+  // host:port, the port canonical: 1-5 digits, no leading zero (but "0"), at most 65535.
+  const digits = n - colon - 1;
+  if (digits < 1 || digits > 5 || (digits > 1 && host.charCodeAt(colon + 1) === 48)) return undefined;
+  let value = 0;
+  for (let i = colon + 1; i < n; i++) {
+    const c = host.charCodeAt(i);
+    if (c < 48 || c > 57) return undefined;
+    value = value * 10 + (c - 48);
+  }
+  return value <= 65535 ? host : undefined;
+}
+
+/**
+ * Recent spellings that are not their own key (upper case, URLs, IPv6) and their keys: the
+ * refusal path asks for the same host again and again, and parsing it each time would cost more
+ * than the refusal itself. Two generations: a spelling is looked up in the current one, then in
+ * the previous one (and carried over); when the current one is full it becomes the previous and
+ * the oldest is dropped. So any set of up to `generationSize` spellings in rotation always hits,
+ * and a stream of distinct hosts holds at most 2 × `generationSize` entries.
+ */
+let memo = new Map<string, string>();
+let previous = new Map<string, string>();
+/**
+ * One generation's size: twice the largest breaker capacity constructed (twice the default 4 096
+ * before any). Twice, because the memo is the process's, shared by every breaker and client; a
+ * rotation past one generation would turn every hit into a carry-over (a Map write).
+ */
+let generationSize = 8192;
+let parses = 0;
+
+function remember(spelling: string, key: string): void {
+  if (memo.size >= generationSize) {
+    previous = memo;
+    memo = new Map();
+  }
+  memo.set(spelling, key);
+}
 
 function normalise(host: string, port: number | string | undefined): string {
   if (typeof host !== 'string' || host.length === 0) {

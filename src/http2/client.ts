@@ -18,7 +18,7 @@ import type tls from 'node:tls';
 import { type FailureKind, classify } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { RequestTimeoutError } from '../core/errors.js';
-import { checkDuration, opt } from '../core/validate.js';
+import { checkDuration, opt, show } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../guard/dial.js';
 import type { HostBreaker } from '../guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../pool/connection-pool.js';
@@ -47,7 +47,10 @@ export interface Http2ClientOptions {
   requestTimeout?: number;
   /** TLS for `https:` origins (`ca`, `cert`, `key`, `rejectUnauthorized`...). Built into one context per origin. */
   tls?: tls.SecureContextOptions & Pick<tls.ConnectionOptions, 'rejectUnauthorized' | 'servername' | 'checkServerIdentity'>;
-  /** Local HTTP/2 SETTINGS. Default Node's. */
+  /**
+   * Local HTTP/2 SETTINGS. Default Node's. Checked here (a TypeError/RangeError naming it): an
+   * invalid value would otherwise fail every session after its TCP/TLS connect.
+   */
   settings?: http2.Settings;
   /** Close a session no request has used for this long, ms. Default 600 000 (see ConnectionPool). */
   idleTimeout?: number;
@@ -119,7 +122,7 @@ export class Http2Client {
     this.#requestTimeout = checkDuration('requestTimeout', opt(options.requestTimeout, Number.POSITIVE_INFINITY), 1, true);
     const connector = new SessionConnector({
       tls: opt(options.tls, {}),
-      settings: options.settings,
+      settings: checkSettings(options.settings),
       keepAliveInterval: checkDuration('keepAliveInterval', opt(options.keepAliveInterval, 10_000)),
       keepAliveTimeout: checkDuration('keepAliveTimeout', opt(options.keepAliveTimeout, 10_000), 1),
       clock: this.#clock,
@@ -214,6 +217,11 @@ export class Http2Client {
     return this.#pool.close();
   }
 
+  /** `await using` support: the same as {@link Http2Client.close}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
   /**
    * Runs one stream on the leased session; `signal` is the caller's, bounded by the call's
    * deadline; `started` is when the call began (for the response's `latency`).
@@ -286,6 +294,24 @@ export class Http2Client {
       stream.end(body);
     });
   }
+}
+
+/**
+ * `settings` as given, once node:http2 accepts them (its own check, `getPackedSettings`). Unchecked,
+ * a bad value threw from `http2.connect` after every TCP/TLS connect: counted against the host as
+ * a failed dial (one client's options refusing it for every client on the breaker) and leaking the
+ * socket.
+ */
+function checkSettings(settings: http2.Settings | undefined): http2.Settings | undefined {
+  if (settings === undefined) return undefined;
+  if (typeof settings !== 'object' || settings === null) throw new TypeError(`settings must be an object, got ${show(settings)}`);
+  try {
+    http2.getPackedSettings(settings);
+  } catch (err) {
+    const message = `settings: ${err instanceof Error ? err.message : String(err)}`;
+    throw err instanceof TypeError ? new TypeError(message, { cause: err }) : new RangeError(message, { cause: err });
+  }
+  return settings;
 }
 
 /** A stream that closed without an error event and without a complete response. */

@@ -84,6 +84,10 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
         ctx.signal.removeEventListener('abort', onAbort);
       };
       const fail = (err: unknown): void => {
+        // Bytes from the peer after TCP/TLS (a protocol answer: an HTTP/1.1 reply to the preface,
+        // a GOAWAY) prove it alive, so this failure never counts against the host (DESIGN rule 1).
+        // A peer that hangs up or stalls without a byte still does. (A TLS socket counts cleartext.)
+        if (socket.bytesRead > 0) ctx.answered = true;
         cleanup();
         session.destroy();
         socket.destroy();

@@ -15,7 +15,7 @@ import type { DialEvents } from '../guard/dial.js';
 import type { HostBreakerEvents } from '../guard/host-breaker.js';
 import type { Http2ClientEvents } from '../http2/client.js';
 import type { RetryEvents } from '../retry/retry.js';
-import type { Unsubscribe } from '../core/events.js';
+import { type Unsubscribe, unsubscriber } from '../core/events.js';
 
 /** Channel name to payload type, for every channel dialguard publishes on. */
 export interface DialguardChannels {
@@ -69,9 +69,9 @@ export function subscribe<K extends keyof DialguardChannels>(name: K, listener: 
   };
   diagnosticsChannel.subscribe(name, handler);
   let done = false;
-  return () => {
+  return unsubscriber(() => {
     if (done) return;
     done = true;
     diagnosticsChannel.unsubscribe(name, handler);
-  };
+  });
 }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Unsubscribe } from '../core/events.js';
+import { type Unsubscribe, unsubscriber } from '../core/events.js';
 import { checkDuration, checkFunction, opt } from '../core/validate.js';
 import { subscribe } from './channels.js';
 
@@ -83,7 +83,7 @@ export function logStateChanges(logger: StateLogger, options: LogStateChangesOpt
       }),
     ),
   ];
-  return () => {
+  return unsubscriber(() => {
     for (const stop of stops) stop();
-  };
+  });
 }

@@ -49,6 +49,9 @@ const STALE_PASSES = 4;
 /** What the pool assumes when a `classify` option throws: nothing proven (no going back, no eviction). */
 const UNPROVEN: PoolClassification = Object.freeze({ connectionDead: false, notSent: false });
 
+/** Targets one call's share of the idle sweep looks at (64: a few µs). */
+const SWEEP_BATCH = 64;
+
 /** One shared connection per target. See the module docs. */
 export class ConnectionPool<C> {
   readonly #connector: Connector<C>;
@@ -71,6 +74,8 @@ export class ConnectionPool<C> {
   #closed: Promise<void> | undefined;
   #nextId = 0;
   #lastSweep: number;
+  /** The sweep in progress: where it stands among the targets. */
+  #sweeping: MapIterator<Slot<C>> | undefined;
   #attempts = 0;
   #leases = 0;
   readonly #counts = { opened: 0, closed: 0, gone: 0, turns: 0 };
@@ -170,6 +175,11 @@ export class ConnectionPool<C> {
   close(): Promise<void> {
     this.#closed ??= this.#shutdown();
     return this.#closed;
+  }
+
+  /** `await using` support: the same as {@link ConnectionPool.close}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
   }
 
   async #shutdown(): Promise<void> {
@@ -407,13 +417,25 @@ export class ConnectionPool<C> {
     this.#closes.add(conn.closing);
   }
 
-  /** Closes connections idle past `idleTimeout`; runs at most once per `sweepInterval`. */
+  /**
+   * Closes connections idle past `idleTimeout`; a sweep starts at most once per `sweepInterval`.
+   * It looks at SWEEP_BATCH targets per call and carries on at the next calls until it has seen
+   * them all, so no call pays a scan of every target (10 000 targets: ~0.4 ms in one call).
+   */
   #sweepIfDue(): void {
     const now = this.#clock.now();
-    if (now - this.#lastSweep < this.#sweepInterval) return;
-    this.#lastSweep = now;
-    for (const slot of this.#slots.values()) {
-      const conn = slot.current;
+    if (this.#sweeping === undefined) {
+      if (now - this.#lastSweep < this.#sweepInterval) return;
+      this.#lastSweep = now;
+      this.#sweeping = this.#slots.values(); // live: sees deletions and additions made meanwhile
+    }
+    for (let budget = SWEEP_BATCH; budget > 0; budget--) {
+      const next = this.#sweeping.next();
+      if (next.done === true) {
+        this.#sweeping = undefined;
+        return;
+      }
+      const conn = next.value.current;
       if (conn !== undefined && conn.leases === 0 && now - conn.lastUsed >= this.#idleTimeout) this.#retire(conn, 'idle');
     }
   }

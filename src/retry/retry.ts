@@ -19,6 +19,7 @@ import { type Classification, type FailureKind, classify } from '../core/classif
 import { type Clock, type TimerHandle, sleep, unrefTimer } from '../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
+import { type CallTraceMessage, attemptTrace, callTrace, traced } from '../observe/tracing.js';
 import { MAX_DURATION, checkFunction } from '../core/validate.js';
 import { type RetryAttempt, type RetryOptions, type RetryResult, settings } from './retry-options.js';
 
@@ -178,6 +179,11 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
   if (s.deadline !== Infinity) armDeadline();
 
   try {
+    // Traced (dialguard:call, dialguard:attempt) only when someone listens.
+    if (traced(callTrace)) {
+      const trace: CallTraceMessage = { component: 'retry' };
+      return await callTrace.tracePromise(() => loop().finally(() => (trace.attempts = attempts)), trace);
+    }
     return await loop();
   } catch (err) {
     // A predicate, schedule or hook that threw: the call ends with that error, cleaned up.
@@ -195,7 +201,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
       const attempt = new Attempt(attempts, s.deadline, clock, signal);
       let error: unknown;
       try {
-        const value = await untilHalted(invoke(fn, attempt));
+        const value = await untilHalted(traced(attemptTrace) ? attemptTrace.tracePromise(() => invoke(fn, attempt), { attempt: attempts }) : invoke(fn, attempt));
         finish({ ok: true, attempts, elapsed: clock.now() - s.start });
         return value;
       } catch (err) {

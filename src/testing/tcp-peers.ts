@@ -39,10 +39,11 @@ export interface FaultPeer {
 /** Checks that `host` is loopback: the fault peers never bind anything else. */
 export function loopback(host: string | undefined): LoopbackHost {
   const h = host ?? '127.0.0.1';
-  if (h !== '127.0.0.1' && h !== '::1') {
-    throw new RangeError(`fault peers bind loopback only (127.0.0.1 or ::1), got ${JSON.stringify(h)}`);
+  // Any of 127.0.0.0/8 (a name resolving to 127.0.0.2, .3, .4 stands for several hosts).
+  if (h !== '::1' && !(net.isIPv4(h) && h.startsWith('127.'))) {
+    throw new RangeError(`fault peers bind loopback only (127.0.0.0/8 or ::1), got ${JSON.stringify(h)}`);
   }
-  return h;
+  return h as LoopbackHost;
 }
 
 /** `host:port`, bracketing IPv6. */

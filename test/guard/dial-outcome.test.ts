@@ -131,4 +131,25 @@ describe('connect: a client’s TLS mistake is not the host’s failure', () => 
       await peer.close();
     }
   });
+
+  it('through a GuardedAgent: a refused ALPN is one dial per request, not one per attempt, and never counts', async () => {
+    // An h2-only TLS server and an agent that offers only http/1.1: the server's
+    // no_application_protocol alert fails the same way every time, so no attempt is retried.
+    let dials = 0;
+    const peer = await listen(tls.createServer({ key: TEST_KEY, cert: TEST_CERT, ALPNProtocols: ['h2'] }, (s) => s.end()));
+    peer.server.on('connection', () => dials++);
+    const breaker = strictBreaker();
+    const agent = new GuardedAgent({ breaker, tls: { ca: TEST_CERT } });
+    try {
+      for (let i = 0; i < 4; i++) {
+        const err = await request(`https://127.0.0.1:${peer.port}`, { dispatcher: agent }).catch((e: unknown) => e);
+        expect(err).toMatchObject({ code: expect.stringMatching(/ALERT_NO_APPLICATION_PROTOCOL$/) });
+      }
+      expect(dials).toBe(4);
+      expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
+    } finally {
+      await agent.destroy();
+      await peer.close();
+    }
+  });
 });

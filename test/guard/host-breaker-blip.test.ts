@@ -201,6 +201,16 @@ describe('HostBreaker: a refusal explains itself', () => {
     expect(breaker.state(H)?.lastError).toBe(errors[2]);
   });
 
+  it('a gRPC status error (a numeric code) is named by the errno under it, or by name and number', () => {
+    const { breaker } = make({ minOutage: 0, failureThreshold: 1, openDuration: 1_000 });
+    const status = Object.assign(new Error('14 UNAVAILABLE: No connection established'), { code: 14, cause: refused(undefined) });
+    breaker.admit(H).failed(status);
+    expect(refusal(breaker).message).toContain('last error ECONNREFUSED');
+    const other = make({ minOutage: 0, failureThreshold: 1, openDuration: 1_000 }).breaker;
+    other.admit(H).failed(Object.assign(new Error('14 UNAVAILABLE'), { code: 14 }));
+    expect(refusal(other).message).toContain('last error Error 14');
+  });
+
   it('a failed probe keeps the host open and its error becomes the next window’s cause', () => {
     const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, openDuration: 1_000 });
     breaker.admit(H).failed(refused(undefined));

@@ -14,7 +14,9 @@ import type { Schedule } from '../../core/backoff.js';
 import { classify } from '../../core/classify.js';
 import type { Clock } from '../../core/clock.js';
 import { RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
+import { dialFailureOutcome } from '../../guard/dial-outcome.js';
 import type { RetryBudget } from '../../retry/budget.js';
+import { ChannelConnectError } from './connect-error.js';
 
 /** A guarded call's retry settings, resolved. */
 export interface CallRetry {
@@ -33,8 +35,20 @@ export interface CallRetry {
  * may have seen only for an idempotent one.
  */
 export function worthRetrying(err: unknown, idempotent: boolean): boolean {
+  if (clientMistake(err)) return false;
   const c = classify(err);
   return c.kind !== 'refused' && c.transient && (c.notSent || idempotent);
+}
+
+/**
+ * Whether `err` is a channel connect that failed on the client's own configuration: the host
+ * answered (it presented a certificate, sent an alert), and the client rejected it (a wrong CA,
+ * server name or ALPN protocol). Trying again fails the same way, so it is never retried: a raw
+ * grpc-js call fails at once there too. grpc-js words it UNAVAILABLE, which alone reads as
+ * transient; the cause (Node's TLS error, see ChannelConnectError) tells.
+ */
+export function clientMistake(err: unknown): boolean {
+  return err instanceof ChannelConnectError && dialFailureOutcome(err) === 'succeeded';
 }
 
 /**

@@ -25,7 +25,7 @@ import type { Clock } from '../../core/clock.js';
 import type { DialContext } from '../../guard/dial.js';
 import { ConnectTimeoutError, TransportClosedError } from '../../core/errors.js';
 import type { ConnectionWatch, Connector } from '../../pool/connection-pool.js';
-import { ChannelConnectError, lastError } from './connect-error.js';
+import { ChannelConnectError, lastError, quotedCause } from './connect-error.js';
 import type { SpecTable } from './target.js';
 import { ConnectTracker, trackCredentials } from './tracked-credentials.js';
 
@@ -122,6 +122,9 @@ export class ChannelConnector implements Connector<PooledChannel> {
           resolve(pooled);
           return;
         }
+        // The peer sent HTTP/2-layer bytes: a protocol answer (say an HTTP/1.1 server's reply to
+        // the preface) from a live host, never a failed dial against it (DESIGN rule 1).
+        if (tracker.answered) ctx.answered = true;
         tracker.abort();
         closeChannel(pooled);
         standing.failed = true;
@@ -147,7 +150,11 @@ export class ChannelConnector implements Connector<PooledChannel> {
           case TRANSIENT_FAILURE:
             // Failed. Ask grpc-js why (a millisecond or two), then close.
             probing = true;
-            void lastError(channel, this.#clock).then((status) => settle(ctx.signal.aborted ? ctx.signal.reason : new ChannelConnectError(spec.target, status)));
+            // A TLS handshake that failed is given as the cause itself, with its code: a
+            // certificate, hostname or ALPN verdict proves the host alive (dialFailureOutcome).
+            void lastError(channel, this.#clock).then((status) =>
+              settle(ctx.signal.aborted ? ctx.signal.reason : new ChannelConnectError(spec.target, status, tracker.handshakeError ?? quotedCause(status.details))),
+            );
             return;
           case SHUTDOWN:
             settle(new Error(`channel to ${spec.target} shut down while connecting`));

@@ -21,9 +21,12 @@ const kChannelConnect = Symbol.for('dialguard.grpc.ChannelConnectError');
  * UNAVAILABLE, `details`, `metadata`), so `classify` reads it the same way (a dial, not sent) and
  * existing grpc error handling keeps working.
  *
- * `cause` is the failure grpc-js quoted, rebuilt as Node would have thrown it where the text
- * allows (`connect ECONNREFUSED 127.0.0.1:50051` becomes an Error with `code` `ECONNREFUSED`,
- * `syscall` `connect`, `address` and `port`); undefined when grpc-js quoted none.
+ * `cause` is the failure itself when the adapter saw it: a TLS handshake's error as Node raised
+ * it (`DEPTH_ZERO_SELF_SIGNED_CERT`, `ERR_TLS_CERT_ALTNAME_INVALID`, an alert), so the breaker
+ * can tell a client's mistake from a dead host. Otherwise the failure grpc-js quoted, rebuilt as
+ * Node would have thrown it where the text allows (`connect ECONNREFUSED 127.0.0.1:50051` becomes
+ * an Error with `code` `ECONNREFUSED`, `syscall` `connect`, `address` and `port`); undefined when
+ * grpc-js quoted none.
  *
  * A call that fails this way rejects with grpc-js's own `ServiceError`, built by grpc-js from the
  * status: it carries this class's brand, `target` and `cause`, so `err instanceof
@@ -42,8 +45,11 @@ export class ChannelConnectError extends Error {
   /** The channel's target. */
   readonly target: string;
 
-  constructor(target: string, status: grpc.StatusObject) {
-    const cause = quotedCause(status.details);
+  /**
+   * @param cause - the failure as seen (see the class docs); default: the one grpc-js quoted in
+   *   `status.details`.
+   */
+  constructor(target: string, status: grpc.StatusObject, cause: unknown = quotedCause(status.details)) {
     super(`${status.code} ${grpc.status[status.code]}: ${status.details}`, cause === undefined ? undefined : { cause });
     this.name = 'ChannelConnectError';
     this.code = status.code;

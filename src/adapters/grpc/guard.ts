@@ -13,6 +13,7 @@ import * as grpc from '@grpc/grpc-js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import type { Listener, Unsubscribe } from '../../core/events.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../../pool/connection-pool.js';
+import { MAX_DURATION } from '../../core/validate.js';
 import { sharedRetryBudget } from '../../retry/budget.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import { ChannelConnector, type PooledChannel } from './channel-connector.js';
@@ -24,6 +25,12 @@ import { type ChannelSpec, SpecTable, grpcHostKey, targetOfKey } from './target.
 export type ChannelFactory = (target: string, credentials: grpc.ChannelCredentials, options: grpc.ChannelOptions) => grpc.ChannelInterface;
 
 const noop = (): void => {};
+
+/**
+ * How often a host isolated until released is looked at again, ms, while a wait-for-ready call
+ * waits for it: the breaker tells no one of a release, and a look costs no I/O.
+ */
+const RELEASE_POLL = 1_000;
 
 /**
  * Guards grpc-js clients: bounded connects that feed a per-host breaker, one shared channel per
@@ -102,14 +109,28 @@ export class GrpcGuard {
    * `ipv4:addr:port`, ...). Usable as a client's `channelOverride`; closing it stops that client
    * only (the pooled channel serves the guard's other clients until it is idle).
    *
-   * @throws Error once the guard is closed (as a closed grpc-js channel does).
+   * @throws Error once the guard is closed (as a closed grpc-js channel does), and whatever grpc-js
+   *   throws for a channel it would refuse (invalid options, a target no resolver takes).
    */
   channel(target: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions): GuardedChannel {
     if (typeof target !== 'string' || target.length === 0) throw new TypeError('target must be a non-empty string');
     if (typeof credentials !== 'object' || credentials === null) throw new TypeError('credentials must be grpc ChannelCredentials');
     if (this.#closing !== undefined) throw new Error('Channel has been shut down');
     grpcHostKey(target); // a target that names no host fails here, not on the first call
-    return new GuardedChannel(this.#host, this.#specs.acquire(target, credentials, options));
+    const spec = this.#specs.acquire(target, credentials, options);
+    if (spec.clients === 1) {
+      // A new channel spec: grpc-js checks it as a raw client's constructor would (a service
+      // config that does not parse, a target no resolver takes). Unchecked, each connect threw
+      // before any I/O and counted as a failed dial: this client's options refused the host for
+      // every other client on the breaker.
+      try {
+        new grpc.Channel(spec.target, spec.credentials, spec.options).close();
+      } catch (err) {
+        this.#specs.release(spec);
+        throw err;
+      }
+    }
+    return new GuardedChannel(this.#host, spec);
   }
 
   /**
@@ -146,6 +167,11 @@ export class GrpcGuard {
     return this.#closing;
   }
 
+  /** `await using` support: the same as {@link GrpcGuard.close}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
   /**
    * Connects `spec`'s channel as soon as a connect may start: at once, or when grpc's reconnect
    * backoff after failed connects has passed and the breaker would let a dial through (whichever
@@ -161,13 +187,17 @@ export class GrpcGuard {
       this.#warm(spec);
       return;
     }
+    // A timer set past 2^31-1 ms fires after 1 ms: a longer wait (a huge
+    // grpc.max_reconnect_backoff_ms) is waited out in steps, each looking again. A host isolated
+    // until released (Infinity) is looked at every RELEASE_POLL ms: a release has no event.
+    const step = Number.isFinite(wait) ? Math.min(wait, MAX_DURATION) : RELEASE_POLL;
     const timer = unrefTimer(
       this.#clock.setTimeout(() => {
         this.#reconnects.delete(spec.key);
         // Its clients may all have closed meanwhile.
         if (this.#specs.get(spec.key) === spec) this.#reconnect(spec);
         this.#connector.notify(spec.key);
-      }, wait),
+      }, step),
     );
     this.#reconnects.set(spec.key, timer);
   }

@@ -31,7 +31,7 @@ import { MAX_DURATION } from '../../core/validate.js';
 import type { ConnectionPool } from '../../pool/connection-pool.js';
 import type { Lease } from '../../pool/pooled-connection.js';
 import { retry } from '../../retry/retry.js';
-import { type CallRetry, finalFailure, remaining, worthRetrying } from './call-retry.js';
+import { type CallRetry, clientMistake, finalFailure, remaining, worthRetrying } from './call-retry.js';
 import type { PooledChannel } from './channel-connector.js';
 import { SendLog } from './send-log.js';
 import { type GuardStatus, isStatusObject, statusFor } from './status.js';
@@ -254,8 +254,9 @@ export class GuardedCall implements GrpcCall {
         clock: policy.clock,
         idempotent,
         signal: controller.signal,
-        // Never once the server has answered, or more was sent than could be kept.
-        retryable: () => (this.#sent.resendable ? undefined : false),
+        // Never once the server has answered, or more was sent than could be kept, nor after a
+        // connect the client's own TLS configuration failed.
+        retryable: (e) => (this.#sent.resendable && !clientMistake(e) ? undefined : false),
       },
     ).then(
       (status) => this.#end(status),
@@ -386,9 +387,11 @@ export class GuardedCall implements GrpcCall {
           if (turn.active) this.#lastStatus = status;
           if (status.code === OK) {
             // Nothing left to decide: the caller hears now, the pool's bookkeeping follows (and
-            // a retry loop this attempt runs in settles with it, as a success).
-            if (turn.active) this.#end(status, true);
+            // a retry loop this attempt runs in settles with it, as a success). Settled first:
+            // a caller's callback that throws (uncaught, as with raw grpc-js) must not strand
+            // the ride, which would hold its lease and the channel until close() gave up on it.
             resolve(status);
+            if (turn.active) this.#end(status, true);
             return;
           }
           if (fromServer) {

@@ -87,7 +87,8 @@ export interface GrpcGuardOptions {
   /**
    * Which methods (full path, `/package.Service/Method`) may run twice without harm. A call of
    * one whose connection died under it is resent; other calls are only resent when the server
-   * certainly never saw them. Default none: grpc cannot tell.
+   * certainly never saw them. Default none: grpc cannot tell. One that throws answers false (the
+   * safe side), with a process warning the first time: it never fails or strands a call.
    */
   idempotent?: (method: string) => boolean;
   /**
@@ -156,10 +157,31 @@ export function grpcSettings(options: GrpcGuardOptions): GrpcSettings {
     retiredRetries: options.retiredRetries,
     closeTimeout: options.closeTimeout,
     replayBufferSize: checkInteger('replayBufferSize', opt(options.replayBufferSize, 262_144), 0),
-    idempotent: checkFunction<(method: string) => boolean>('idempotent', opt(options.idempotent, never)),
+    idempotent: guardedPredicate(checkFunction<(method: string) => boolean>('idempotent', opt(options.idempotent, never))),
     retry: retrySettings(options.retry),
     hostOf: options.hostOf === undefined ? undefined : checkFunction<(target: string) => string>('hostOf', options.hostOf),
     clock,
+  };
+}
+
+/**
+ * The user's `idempotent`, made safe to call from anywhere in a call's life (inside a promise
+ * chain, a timer): a throw answers false, never resending anything on a guess, and is reported
+ * once as a process warning rather than as an unhandled rejection or a call that never ends.
+ */
+function guardedPredicate(idempotent: (method: string) => boolean): (method: string) => boolean {
+  if (idempotent === never) return never;
+  let warned = false;
+  return (method) => {
+    try {
+      return Boolean(idempotent(method));
+    } catch (err) {
+      if (!warned) {
+        warned = true;
+        process.emitWarning(`dialguard: the grpc guard's idempotent() threw, so ${method} was taken as not idempotent: ${String(err)}`);
+      }
+      return false;
+    }
   };
 }
 

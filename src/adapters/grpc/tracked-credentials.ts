@@ -30,7 +30,14 @@ export class ConnectTracker {
   onPhase: ((phase: ConnectPhase) => void) | undefined;
   /** Whether the credentials could be wrapped (so sockets are seen at all). */
   tracking = false;
+  /**
+   * The error the credentials' own handshake (TLS) failed with last, as Node raised it: a
+   * certificate, hostname or ALPN verdict keeps its `code` here, where grpc-js keeps only its text.
+   */
+  handshakeError: unknown;
   readonly #sockets = new Set<net.Socket>();
+  /** The sockets HTTP/2 was to run over (a TLS socket counts cleartext), kept after they close. */
+  readonly #carriers: net.Socket[] = [];
   #handedOver = 0;
   #aborted = false;
 
@@ -54,6 +61,19 @@ export class ConnectTracker {
     this.#handedOver++;
     this.#sockets.add(socket);
     socket.once('close', () => this.#sockets.delete(socket));
+  }
+
+  /** Records `socket` as one HTTP/2 runs over (see {@link ConnectTracker.answered}). */
+  carry(socket: net.Socket): void {
+    this.#carriers.push(socket);
+  }
+
+  /**
+   * Whether the peer sent any HTTP/2-layer byte (after TLS, if any): a protocol answer, even one
+   * that failed the handshake (an HTTP/1.1 reply to the preface, a GOAWAY), proves the host alive.
+   */
+  get answered(): boolean {
+    return this.#carriers.some((s) => s.bytesRead > 0);
   }
 
   /** Whether the attempt was given up. */
@@ -121,8 +141,15 @@ class TrackedCredentials extends grpc.ChannelCredentials {
         tracker.add(socket);
         if (tracker.aborted) throw new Error('connection attempt given up');
         tracker.enter(secure ? 'tls' : 'handshake');
-        const result = await inner.connect(socket);
+        let result: SecureConnectResult;
+        try {
+          result = await inner.connect(socket);
+        } catch (err) {
+          if (!tracker.aborted) tracker.handshakeError = err;
+          throw err;
+        }
         if (result.socket !== socket) tracker.add(result.socket);
+        tracker.carry(result.socket);
         if (tracker.aborted) {
           result.socket.destroy();
           throw new Error('connection attempt given up');

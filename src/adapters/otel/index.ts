@@ -22,9 +22,11 @@
  * @module
  */
 import { type Attributes, type Meter, type MeterProvider, metrics } from '@opentelemetry/api';
-import type { Unsubscribe } from '../../core/events.js';
+import { type Unsubscribe, unsubscriber } from '../../core/events.js';
 import type { FailureKind } from '../../core/classify.js';
 import { subscribe } from '../../observe/channels.js';
+
+export { type TraceSpansOptions, traceSpans } from './tracing.js';
 
 /** Options of {@link instrument}. */
 export interface InstrumentOptions {
@@ -89,7 +91,7 @@ export function instrument(options: InstrumentOptions = {}): Unsubscribe {
       callDuration.record(e.latency, { component: 'http2', outcome: e.ok ? 'ok' : 'error', kind: e.ok ? 'none' : kindLabel(e.kind) }),
     ),
   ];
-  return () => {
+  return unsubscriber(() => {
     for (const stop of stops) stop();
-  };
+  });
 }

@@ -106,6 +106,11 @@ export class GuardedAgent extends Agent {
     this.#inner = (opts, handler) => base.call(this, opts, handler);
   }
 
+  /** `await using` support: closes the agent as `close()` does (requests in flight finish first). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
   /**
    * Dispatches one request through the retrying layer (see `Dispatcher.dispatch`). As undici's:
    * throws `InvalidArgumentError` without a handler; a request undici refuses at once (bad

@@ -12,6 +12,7 @@ import { statusFor } from '../../../src/adapters/grpc/status.js';
 import { SpecTable, targetOfKey } from '../../../src/adapters/grpc/target.js';
 import { classify } from '../../../src/core/classify.js';
 import { ConnectTimeoutError, ConnectionGoneError, DeadlineExceededError, HostUnavailableError, PoolClosedError } from '../../../src/core/errors.js';
+import { ADAPTER_CONNECT_TIMEOUT } from '../../../src/core/restart-backoff.js';
 import { ManualClock } from '../../../src/testing/manual-clock.js';
 import { TEST_CERT } from '../../../src/testing/test-cert.js';
 
@@ -83,9 +84,9 @@ describe('grpc guard options', () => {
     expect(grpcSettings({ channelOptions: { 'grpc.keepalive_time_ms': 30_000 } }).channelOptions['grpc.keepalive_time_ms']).toBe(30_000);
   });
 
-  it('defaults: 2.5 s connect timeout (ADAPTER_CONNECT_TIMEOUT, issue 11), 3 attempts, 256 KiB replay buffer, nothing idempotent', () => {
+  it('defaults: 2.5 s connect timeout (ADAPTER_CONNECT_TIMEOUT), 3 attempts, 256 KiB replay buffer, nothing idempotent', () => {
     const s = grpcSettings({});
-    expect(s).toMatchObject({ connectTimeout: 2_500, replayBufferSize: 262_144, retry: { maxAttempts: 3 } });
+    expect(s).toMatchObject({ connectTimeout: ADAPTER_CONNECT_TIMEOUT, replayBufferSize: 262_144, retry: { maxAttempts: 3 } });
     expect(s.idempotent('/a.B/C')).toBe(false);
   });
 

@@ -1,0 +1,394 @@
+/**
+ * Per-address guarding for a name that resolves to several addresses.
+ *
+ * The breaker's key for a dial is the address it went to (`address:port`), not the name: one dead
+ * pod behind a headless service, one dead node of a list behind one DNS name, or a dead AAAA
+ * record must neither cost every request a timeout nor open the name for its live siblings.
+ *
+ * - The name is resolved with the caller's `lookup` (or `dns.lookup`), `all: true`. The lookup is
+ *   a dial of its own against the name's entry: a resolver that fails or stalls opens the name
+ *   (there is no address to blame), one that answers proves nothing about the addresses.
+ * - Addresses are tried in the resolver's order, families interleaved (RFC 8305). One whose entry
+ *   is open is skipped without I/O. A dial that has not connected after `attemptDelay` gets
+ *   company from the next address; the first to connect wins, and the others run to their own end
+ *   in the background so that their outcome is recorded (a late socket is closed). A probe (an
+ *   address whose window ended) or a suspect (closed, but its last dial failed) is dialled beside
+ *   the next address at once (one dial to a suspect at a time, whoever the caller), so no caller
+ *   waits on it, and at most one probe per connect is out
+ *   at a time. A dead address thus costs callers nothing once its first dial has failed, opens
+ *   after the breaker's rounds, and is dialled once per open window after that.
+ * - The name is refused, without a lookup, only when every address it last resolved to is open:
+ *   the refusal ({@link HostUnavailableError}) carries each address's own refusal.
+ *
+ * Address entries live in the breaker's own table, so its capacity and idle eviction cover them.
+ * The whole connect (lookup and dials) is bounded by one timeout: an address dialled later gets
+ * what is left of it. The lookup, being a dial of the name, is reported as one (`dial:settled`
+ * and the `dialguard:dial` trace, phase `lookup`).
+ *
+ * @module
+ */
+import dns from 'node:dns';
+import net from 'node:net';
+import type tls from 'node:tls';
+import { type Clock, systemClock } from '../core/clock.js';
+import { ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
+import { type DialContext, dialWith } from './dial.js';
+import type { HostBreaker } from './host-breaker.js';
+import { hostKey } from './host-key.js';
+
+/**
+ * Default delay before the next address is dialled alongside one that has not connected yet,
+ * 250 ms: Node's `autoSelectFamilyAttemptTimeout` and RFC 8305's recommendation. A live address
+ * on a LAN connects well within it; a dead one costs a request at most this much, and only until
+ * its entry opens.
+ */
+export const DEFAULT_ATTEMPT_DELAY = 250;
+
+/**
+ * How long, ms, the addresses a name last resolved to may refuse it without a new lookup: 1 000.
+ * Long enough that a refused name costs no I/O on the hot path (one lookup a second, not one a
+ * call); short enough that a name whose addresses all moved (pods rescheduled) is re-resolved
+ * within a second instead of waiting out the old addresses' windows.
+ */
+export const ADDRESS_RECHECK = 1_000;
+
+/** Most addresses of one name that are dialled and remembered; the rest are ignored. */
+const MAX_ADDRESSES = 64;
+/** Most names whose addresses are remembered per breaker; the least recently used goes first. */
+const MEMO_CAPACITY = 1_024;
+
+/** One resolved address. */
+export interface ResolvedAddress {
+  address: string;
+  family: number;
+}
+
+/**
+ * The refusal of a name every address of which is refused: a {@link HostUnavailableError} for the
+ * name whose `addresses` holds each address's own refusal; `retryAfter` is the earliest of theirs.
+ */
+function nameRefusal(name: string, addresses: readonly HostUnavailableError[], clock: Pick<Clock, 'now'>): HostUnavailableError {
+  return new HostUnavailableError(
+    name,
+    Math.min(...addresses.map((a) => a.retryAfter)),
+    addresses.every((a) => a.state === 'half-open') ? 'half-open' : 'open',
+    clock,
+    {
+      failures: Math.min(...addresses.map((a) => a.failures)),
+      cause: addresses[0]?.cause,
+      isolated: addresses.every((a) => a.isolated),
+      addresses,
+    },
+  );
+}
+
+/** What {@link connectAddresses} needs from `connect`'s options. */
+export interface AddressDialOptions {
+  timeout: number;
+  signal: AbortSignal | undefined;
+  breaker: HostBreaker;
+  clock: Clock | undefined;
+  attemptDelay: number;
+  lookup: net.LookupFunction | undefined;
+  family: number | undefined;
+  hints: number | undefined;
+}
+
+/** The names a breaker remembers addresses for: name key -> addresses. */
+interface Memo {
+  readonly names: Map<string, Remembered>;
+  /**
+   * Suspect addresses with a dial out. One at a time is enough: dials that overlap are one
+   * round for the breaker, so more would only add SYNs to a likely dead address.
+   */
+  readonly suspectsOut: Set<string>;
+}
+
+interface Remembered {
+  /** The address keys (`address:port`), in resolver order. */
+  keys: readonly string[];
+  /** When they were resolved (or a refresh started). */
+  at: number;
+  /** The last refusal made from them, reused while each address's refusal is the same object. */
+  refusal: HostUnavailableError | undefined;
+}
+
+const memos = new WeakMap<HostBreaker, Memo>();
+
+function memoOf(breaker: HostBreaker): Memo {
+  let memo = memos.get(breaker);
+  if (memo === undefined) {
+    memo = { names: new Map(), suspectsOut: new Set() };
+    memos.set(breaker, memo);
+  }
+  return memo;
+}
+
+/**
+ * Whether `key` would be refused now (open inside its window, or half-open with its probe out),
+ * read without touching its recency or counters.
+ */
+function refusedNow(breaker: HostBreaker, key: string): boolean {
+  const s = breaker.state(key);
+  return s !== undefined && (s.state === 'open' || s.probing);
+}
+
+/**
+ * @internal The refusal for `name` when the addresses it last resolved to (within {@link ADDRESS_RECHECK})
+ * are all open; otherwise undefined. A stale memo is marked fresh by the caller that goes on to
+ * re-resolve, so concurrent callers keep refusing from memory meanwhile instead of all looking up.
+ */
+export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Clock): HostUnavailableError | undefined {
+  const seen = memos.get(breaker)?.names.get(name);
+  if (seen === undefined) return undefined;
+  const now = clock.now();
+  if (now - seen.at >= ADDRESS_RECHECK) {
+    seen.at = now; // this caller re-resolves; the others keep refusing from memory meanwhile
+    return undefined;
+  }
+  const { keys } = seen;
+  const last = seen.refusal;
+  const lastParts = last?.addresses;
+  let parts: HostUnavailableError[] | undefined;
+  if (last === undefined) {
+    // Not refused from memory yet: look before admitting, so that an address that may be dialled
+    // is not admitted (and abandoned) here. Once refused, admit at once (the hot path): an admit
+    // granted there is abandoned below, which happens once per window at most.
+    for (const key of keys) if (!refusedNow(breaker, key)) return undefined;
+  }
+  // Each admit counts its refusal; while they are the same objects, so is the name's.
+  for (let i = 0; i < keys.length; i++) {
+    const answer = breaker.tryAdmit(keys[i]!);
+    if (!(answer instanceof HostUnavailableError)) {
+      answer.abandoned(); // its window ended this instant (or it was reset): dial after all
+      return undefined;
+    }
+    if (parts === undefined && lastParts !== undefined && lastParts[i] === answer) continue;
+    parts ??= lastParts === undefined ? [] : lastParts.slice(0, i);
+    parts.push(answer);
+  }
+  if (parts === undefined && last !== undefined && lastParts!.length === keys.length) return last;
+  seen.refusal = nameRefusal(name, parts ?? [], clock);
+  return seen.refusal;
+}
+
+function remember(breaker: HostBreaker, name: string, keys: readonly string[], now: number): void {
+  const names = memoOf(breaker).names;
+  names.delete(name);
+  if (names.size >= MEMO_CAPACITY) names.delete(names.keys().next().value!);
+  if (keys.length > 0) names.set(name, { keys, at: now, refusal: undefined });
+}
+
+/**
+ * Resolves `host` (a name) and connects to one of its addresses, guarding each address apart.
+ * `open` opens the socket to one address inside its dial. The caller checks
+ * {@link refuseFromMemory} first.
+ *
+ * @internal used by `connect`.
+ */
+export function connectAddresses(
+  host: string,
+  port: number,
+  name: string,
+  open: (address: string, ctx: DialContext) => Promise<net.Socket>,
+  options: AddressDialOptions,
+): Promise<net.Socket> {
+  const clock = options.clock ?? systemClock;
+  const { breaker } = options;
+  const started = clock.now();
+  const lookup = options.lookup ?? (dns.lookup as unknown as net.LookupFunction);
+  return dialWith(name, (ctx) => resolve(lookup, host, options, ctx), { timeout: options.timeout, signal: options.signal, breaker, clock }, undefined).then(
+    (resolved) => {
+      const keys = resolved.map((a) => hostKey(a.address, port));
+      remember(breaker, name, keys, clock.now());
+      const remaining = Math.max(1, options.timeout - (clock.now() - started));
+      return race(name, resolved, keys, open, { ...options, timeout: remaining }, clock);
+    },
+  );
+}
+
+/** The lookup, `all: true`, as one establishment: phase `lookup`, stopped by `ctx.signal`. */
+function resolve(lookup: net.LookupFunction, host: string, options: AddressDialOptions, ctx: DialContext): Promise<ResolvedAddress[]> {
+  ctx.phase = 'lookup';
+  return new Promise<ResolvedAddress[]>((done, fail) => {
+    const onAbort = (): void => fail(ctx.signal.reason);
+    ctx.signal.addEventListener('abort', onAbort, { once: true });
+    const lookupOptions: dns.LookupAllOptions = { all: true, family: options.family ?? 0, ...(options.hints === undefined ? {} : { hints: options.hints }) };
+    (lookup as (h: string, o: dns.LookupAllOptions, cb: (err: Error | null, a: unknown, f?: number) => void) => void)(host, lookupOptions, (err, answer, family) => {
+      ctx.signal.removeEventListener('abort', onAbort);
+      if (err) return fail(err);
+      // A user lookup may ignore `all` and answer with one address.
+      const list: ResolvedAddress[] = Array.isArray(answer)
+        ? (answer as ResolvedAddress[])
+        : typeof answer === 'string'
+          ? [{ address: answer, family: family ?? net.isIP(answer) }]
+          : [];
+      const usable = list.filter((a) => typeof a?.address === 'string' && net.isIP(a.address) !== 0).slice(0, MAX_ADDRESSES);
+      if (usable.length === 0) return fail(Object.assign(new Error(`${host} resolved to no address`), { code: 'ENOTFOUND', hostname: host }));
+      done(interleave(usable));
+    });
+  });
+}
+
+/** RFC 8305 §4: alternate families, starting with the resolver's first. */
+function interleave(list: ResolvedAddress[]): ResolvedAddress[] {
+  const firstFamily = net.isIP(list[0]!.address);
+  const a = list.filter((x) => net.isIP(x.address) === firstFamily);
+  const b = list.filter((x) => net.isIP(x.address) !== firstFamily);
+  if (b.length === 0) return list;
+  const out: ResolvedAddress[] = [];
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    if (i < a.length) out.push(a[i]!);
+    if (i < b.length) out.push(b[i]!);
+  }
+  return out;
+}
+
+/**
+ * Dials the addresses, staggered by `attemptDelay`, skipping those whose entry is open; the first
+ * socket wins. Attempts still running when it does go on to their own end (recorded, and a late
+ * socket closed).
+ */
+function race(
+  name: string,
+  resolved: readonly ResolvedAddress[],
+  keys: readonly string[],
+  open: (address: string, ctx: DialContext) => Promise<net.Socket>,
+  options: AddressDialOptions,
+  clock: Clock,
+): Promise<net.Socket> {
+  const { breaker, signal } = options;
+  const { suspectsOut } = memoOf(breaker);
+  const deadline = clock.now() + options.timeout;
+  const order = resolved.map((_, i) => i);
+  /** Suspects passed over because another caller's dial to them is out: dialled only as a last resort. */
+  const deferred: number[] = [];
+  let lastResort = false;
+
+  return new Promise<net.Socket>((resolveCall, rejectCall) => {
+    const controller = new AbortController(); // the caller's signal, until the call settles
+    const errors: unknown[] = [];
+    const refusals: HostUnavailableError[] = [];
+    let inflight = 0;
+    let probeOut = false;
+    let done = false;
+    let timer: ReturnType<Clock['setTimeout']> | undefined;
+
+    const finish = (): void => {
+      done = true;
+      if (timer !== undefined) clock.clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const onAbort = (): void => {
+      if (done) return;
+      finish();
+      controller.abort(signal!.reason);
+      rejectCall(signal!.reason);
+    };
+    const settleIfOver = (): void => {
+      if (done || inflight > 0 || order.length > 0) return;
+      if (deferred.length > 0 && deadline - clock.now() >= 1) {
+        lastResort = true; // nothing else is left: dial them after all
+        order.push(...deferred.splice(0));
+        next();
+        return;
+      }
+      finish();
+      if (errors.length === 0 && refusals.length === 0) rejectCall(new ConnectTimeoutError(name, options.timeout, 'tcp')); // no time left to dial
+      else if (errors.length === 0) rejectCall(nameRefusal(name, refusals, clock));
+      else if (errors.length === 1) rejectCall(errors[0]);
+      else rejectCall(new AggregateError(errors, `connect to ${name} failed on each of its ${errors.length} addresses dialled`));
+    };
+    const next = (): void => {
+      if (timer !== undefined) clock.clearTimeout(timer);
+      timer = undefined;
+      while (!done && order.length > 0) {
+        // A probe goes to one address at a time: while one is out, a half-open address waits.
+        let at = 0;
+        if (probeOut) {
+          at = order.findIndex((i) => breaker.state(keys[i]!)?.state !== 'half-open');
+          if (at < 0) break;
+        }
+        const i = order.splice(at, 1)[0]!;
+        const key = keys[i]!;
+        const snapshot = breaker.state(key);
+        if (snapshot !== undefined && (snapshot.state === 'open' || snapshot.probing)) {
+          const refused = breaker.tryAdmit(key);
+          if (refused instanceof HostUnavailableError) {
+            refusals.push(refused);
+            continue; // skipped without I/O
+          }
+          refused.abandoned(); // its window ended this instant: dial it below
+        }
+        const probe = snapshot?.state === 'half-open';
+        // Its last dial failed (still closed): likely dead, not yet proven so.
+        const suspect = snapshot !== undefined && snapshot.state === 'closed' && snapshot.failures > 0;
+        if (suspect && !lastResort && suspectsOut.has(key)) {
+          deferred.push(i);
+          continue;
+        }
+        const remaining = deadline - clock.now();
+        if (remaining < 1) {
+          order.length = 0;
+          break;
+        }
+        launch(resolved[i]!.address, key, probe, suspect, remaining);
+        // A probe or a suspect runs beside the next address, not ahead of it: no caller waits on
+        // it, yet it is dialled, so a dead address opens (and is then skipped) and one that is
+        // back serves again.
+        if (probe || suspect) continue;
+        if (order.length > 0) timer = clock.setTimeout(next, options.attemptDelay);
+        return;
+      }
+      settleIfOver();
+    };
+    const launch = (address: string, key: string, probe: boolean, suspect: boolean, timeout: number): void => {
+      inflight++;
+      if (probe) probeOut = true;
+      const tracked = suspect && !suspectsOut.has(key);
+      if (tracked) suspectsOut.add(key);
+      const ended = (): void => {
+        inflight--;
+        if (probe) probeOut = false;
+        if (tracked) suspectsOut.delete(key);
+      };
+      dialWith(key, (ctx) => open(address, ctx), { timeout, signal: controller.signal, breaker, clock }, destroy).then(
+        (socket) => {
+          ended();
+          if (done) {
+            socket.destroy(); // a loser that connected after the winner: recorded, then closed
+            return;
+          }
+          finish();
+          resolveCall(socket);
+        },
+        (err: unknown) => {
+          ended();
+          if (done) return;
+          if (err instanceof HostUnavailableError) refusals.push(err);
+          else errors.push(err);
+          next(); // a failure hands over at once, as happy eyeballs does
+        },
+      );
+    };
+
+    if (signal?.aborted) {
+      done = true;
+      rejectCall(signal.reason);
+      return;
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+    next();
+  });
+}
+
+function destroy(socket: net.Socket): void {
+  socket.destroy();
+}
+
+/** TLS options for a dial to one address of `host`: SNI still carries the name. */
+export function tlsForName(options: boolean | tls.ConnectionOptions | undefined, host: string): tls.ConnectionOptions | undefined {
+  if (options === undefined || options === false) return undefined;
+  const o = options === true ? {} : options;
+  return o.servername === undefined ? { ...o, servername: host } : o;
+}

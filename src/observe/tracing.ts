@@ -1,0 +1,66 @@
+/**
+ * Tracing channels (`node:diagnostics_channel.tracingChannel`): start / end / asyncStart /
+ * asyncEnd / error around a dial, one attempt of a guarded call, and a whole guarded call, which
+ * is what APM tools and OpenTelemetry's Node instrumentations build spans from (undici does the
+ * same for its requests). `dialguard/otel`'s `traceSpans()` turns them into spans.
+ *
+ * - `dialguard:call`: a whole `retry()` call: every attempt, the waits between them.
+ * - `dialguard:attempt`: one attempt of it.
+ * - `dialguard:dial`: one admitted dial (a refusal is no dial: it is a `dialguard:breaker:refused`
+ *   event inside whatever span is current).
+ *
+ * Costs nothing when nobody subscribes: the publishers check `hasSubscribers` first and call the
+ * function directly otherwise.
+ *
+ * @module
+ */
+import diagnosticsChannel from 'node:diagnostics_channel';
+
+/** The message of a `dialguard:call` trace. `error` or `result` is set when it ends. */
+export interface CallTraceMessage {
+  /** What made the call: `retry`. */
+  component: 'retry';
+  /** Attempts made, set when the call ends. */
+  attempts?: number;
+  error?: unknown;
+  result?: unknown;
+  [key: string]: unknown;
+}
+
+/** The message of a `dialguard:attempt` trace. */
+export interface AttemptTraceMessage {
+  /** 1 for the first attempt. */
+  attempt: number;
+  error?: unknown;
+  result?: unknown;
+  [key: string]: unknown;
+}
+
+/** The message of a `dialguard:dial` trace. */
+export interface DialTraceMessage {
+  /** The breaker's key for what was dialled (`host:port`; for a name guarded per address, the address). */
+  host: string;
+  /** Whether the dial is the breaker's half-open probe. */
+  probe: boolean;
+  /** How the dial ended for the breaker, set when it ends. */
+  outcome?: 'succeeded' | 'failed' | 'abandoned';
+  /** The stage it ended in (`lookup`, `tcp`, `tls`, `handshake`). */
+  phase?: string;
+  error?: unknown;
+  result?: unknown;
+  [key: string]: unknown;
+}
+
+/** `dialguard:call`. */
+export const callTrace = diagnosticsChannel.tracingChannel<CallTraceMessage>('dialguard:call');
+/** `dialguard:attempt`. */
+export const attemptTrace = diagnosticsChannel.tracingChannel<AttemptTraceMessage>('dialguard:attempt');
+/** `dialguard:dial`. */
+export const dialTrace = diagnosticsChannel.tracingChannel<DialTraceMessage>('dialguard:dial');
+
+/** Whether anyone listens to `channel` (Node 20.13+ has `hasSubscribers` on the tracing channel; older ones on each part). */
+export function traced(channel: diagnosticsChannel.TracingChannel<object>): boolean {
+  const own = (channel as { hasSubscribers?: boolean }).hasSubscribers;
+  if (own !== undefined) return own;
+  return channel.start.hasSubscribers || channel.asyncEnd.hasSubscribers || channel.error.hasSubscribers;
+}

@@ -1,0 +1,200 @@
+/**
+ * One client's TLS configuration never makes a shared breaker refuse another client (issue 11,
+ * DESIGN rule 1), through GrpcGuard: a real TLS grpc-js server on loopback, a client with a wrong
+ * CA (or a wrong server name, or a peer refusing its ALPN protocol) next to a correctly
+ * configured one. The breakers are counted: a single failed dial credited to the host would show.
+ * The wrong client sees the real TLS error, as the cause of its ChannelConnectError.
+ */
+import net from 'node:net';
+import tls from 'node:tls';
+import * as grpc from '@grpc/grpc-js';
+import { describe, expect, it } from 'vitest';
+import { ChannelConnectError, GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
+import { HostUnavailableError } from '../../../src/core/errors.js';
+import { sharedBreaker } from '../../../src/guard/dial.js';
+import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
+import { leakCheckEach } from '../../helpers/leaks.js';
+import { EchoClient, call, echoService, failure } from './helpers.js';
+
+const cleanup = leakCheckEach();
+const trusted = (): grpc.ChannelCredentials => grpc.credentials.createSsl(Buffer.from(TEST_CERT));
+
+/** A breaker that opens on the third failed dial round, with no minimum outage: as strict as they come. */
+function strictBreaker(): HostBreaker {
+  return new HostBreaker({ failureThreshold: 3, minOutage: 0, openDuration: 60_000 });
+}
+
+/** A TLS grpc-js server (the self-signed TEST_CERT) answering Echo; counts the calls it saw. */
+async function tlsEchoServer(): Promise<{ address: string; calls: () => number }> {
+  let calls = 0;
+  const server = new grpc.Server();
+  const unused = (_c: unknown, cb?: grpc.sendUnaryData<Buffer>): void => cb?.({ code: grpc.status.UNIMPLEMENTED });
+  server.addService(echoService, {
+    Echo: (c: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      calls++;
+      cb(null, c.request);
+    },
+    Hold: unused,
+    Fail: unused,
+    Count: (c: grpc.ServerWritableStream<Buffer, Buffer>) => c.end(),
+    Chat: (c: grpc.ServerDuplexStream<Buffer, Buffer>) => c.end(),
+  });
+  const credentials = grpc.ServerCredentials.createSsl(null, [{ private_key: Buffer.from(TEST_KEY), cert_chain: Buffer.from(TEST_CERT) }]);
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', credentials, (err, p) => (err ? reject(err) : resolve(p))));
+  cleanup.push(() => server.forceShutdown());
+  return { address: `127.0.0.1:${port}`, calls: () => calls };
+}
+
+function guarded(options: GrpcGuardOptions): GrpcGuard {
+  const guard = new GrpcGuard({ connectTimeout: 2_000, closeTimeout: 100, ...options });
+  cleanup.push(() => guard.close());
+  return guard;
+}
+
+function client(address: string, credentials: grpc.ChannelCredentials, guard: GrpcGuard, options: grpc.ChannelOptions = {}): EchoClient {
+  const c = new EchoClient(address, credentials, { ...options, ...guard.clientOptions() });
+  cleanup.push(() => c.close());
+  return c;
+}
+
+/** The wrong client's failure: the documented class, not a refusal, with Node's TLS error (`code`) as its cause. */
+async function tlsFailure(p: Promise<unknown>, code: string | RegExp): Promise<void> {
+  const err = await failure(p);
+  expect(err).not.toBeInstanceOf(HostUnavailableError);
+  expect(err).toBeInstanceOf(ChannelConnectError);
+  expect(err.code).toBe(grpc.status.UNAVAILABLE);
+  expect(err.cause).toBeInstanceOf(Error);
+  expect((err.cause as { code?: unknown }).code).toMatch(code);
+}
+
+describe('grpc guard: a client’s TLS mistake is not the host’s failure', () => {
+  it('a wrong-CA client next to a correct one on an explicit shared breaker: the correct one is never refused, the host never counted', async () => {
+    const server = await tlsEchoServer();
+    const breaker = strictBreaker();
+    // Two guards (two teams' clients in one process) and one guard holding both credentials.
+    const wrongGuard = guarded({ breaker, retry: false });
+    const rightGuard = guarded({ breaker, retry: false });
+    const wrong = client(server.address, grpc.credentials.createSsl(), wrongGuard); // default trust store: TEST_CERT unknown
+    const right = client(server.address, trusted(), rightGuard);
+    const rightSameGuard = client(server.address, trusted(), wrongGuard);
+    for (let i = 0; i < 5; i++) {
+      await tlsFailure(call(wrong, 'Echo'), 'DEPTH_ZERO_SELF_SIGNED_CERT');
+      expect(String(await call(right, 'Echo', `r${i}`))).toBe(`r${i}`);
+      expect(String(await call(rightSameGuard, 'Echo', `s${i}`))).toBe(`s${i}`);
+    }
+    expect(server.calls()).toBe(10);
+    expect(breaker.state(server.address)).toMatchObject({ state: 'closed', failures: 0 });
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
+  });
+
+  it('a wrong-CA client on the default shared breaker: not one failed dial against the host, and the correct client is served', async () => {
+    const server = await tlsEchoServer();
+    const before = sharedBreaker().stats();
+    const guard = guarded({ retry: false }); // no breaker option: the process-wide one
+    const wrong = client(server.address, grpc.credentials.createSsl(), guard);
+    const right = client(server.address, trusted(), guard);
+    for (let i = 0; i < 5; i++) await tlsFailure(call(wrong, 'Echo'), 'DEPTH_ZERO_SELF_SIGNED_CERT');
+    expect(String(await call(right, 'Echo', 'ok'))).toBe('ok');
+    const after = sharedBreaker().stats();
+    expect(after.failed - before.failed).toBe(0);
+    expect(after.refused - before.refused).toBe(0);
+    expect(sharedBreaker().state(server.address)).toMatchObject({ state: 'closed', failures: 0 });
+  });
+
+  it('with retries on (the default), the wrong-CA call fails once with its TLS error and spends no retry on it', async () => {
+    const server = await tlsEchoServer();
+    const breaker = strictBreaker();
+    const guard = guarded({ breaker });
+    const wrong = client(server.address, grpc.credentials.createSsl(), guard);
+    const right = client(server.address, trusted(), guard);
+    const t0 = performance.now();
+    for (let i = 0; i < 3; i++) await tlsFailure(call(wrong, 'Echo', 'x', { deadline: Date.now() + 5_000 }), 'DEPTH_ZERO_SELF_SIGNED_CERT');
+    const ms = performance.now() - t0;
+    // One dial per call (each settled as the host's success: it answered), no backoff waited.
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0, succeeded: 3 });
+    expect(ms).toBeLessThan(1_000); // a retry would wait out grpc's 1 s reconnect backoff
+    expect(String(await call(right, 'Echo', 'ok'))).toBe('ok');
+  });
+
+  it('a wrong server name (ssl_target_name_override) never counts against the host either', async () => {
+    const server = await tlsEchoServer();
+    const breaker = strictBreaker();
+    const guard = guarded({ breaker, retry: false });
+    const wrong = client(server.address, trusted(), guard, { 'grpc.ssl_target_name_override': 'wrong.example' });
+    const right = client(server.address, trusted(), guard);
+    for (let i = 0; i < 4; i++) await tlsFailure(call(wrong, 'Echo'), 'ERR_TLS_CERT_ALTNAME_INVALID');
+    expect(String(await call(right, 'Echo', 'ok'))).toBe('ok');
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
+  });
+
+  it('a peer that refuses the h2 ALPN protocol (a TLS alert) proves itself alive: no failed dial', async () => {
+    // A TLS server that speaks only http/1.1: it answers grpc-js's ClientHello with an alert.
+    const peer = tls.createServer({ key: TEST_KEY, cert: TEST_CERT, ALPNProtocols: ['http/1.1'] }, (s) => s.end());
+    peer.on('tlsClientError', () => {});
+    await new Promise<void>((resolve) => peer.listen(0, '127.0.0.1', resolve));
+    cleanup.push(() => new Promise<void>((resolve) => peer.close(() => resolve())));
+    const address = `127.0.0.1:${(peer.address() as net.AddressInfo).port}`;
+    const breaker = strictBreaker();
+    const guard = guarded({ breaker, retry: false });
+    const wrong = client(address, trusted(), guard);
+    for (let i = 0; i < 4; i++) await tlsFailure(call(wrong, 'Echo'), /^ERR_SSL_.*ALERT_NO_APPLICATION_PROTOCOL$/);
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
+  });
+});
+
+/** A server on loopback (TLS with TEST_CERT and no ALPN, or plain TCP) running `onSocket`; its `host:port`. */
+async function rawServer(secure: boolean, onSocket: (s: net.Socket) => void): Promise<string> {
+  const server = secure ? tls.createServer({ key: TEST_KEY, cert: TEST_CERT }, onSocket) : net.createServer(onSocket);
+  const sockets = new Set<net.Socket>();
+  server.on(secure ? 'secureConnection' : 'connection', (s: net.Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanup.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  );
+  return `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+}
+
+/** An HTTP/1.1 server's answer to the HTTP/2 client preface. */
+const http1 = (s: net.Socket): void => {
+  s.on('error', () => {});
+  s.once('data', () => s.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'));
+};
+
+describe('grpc guard: a client pointed at a port that is not gRPC', () => {
+  it.each([
+    ['plaintext', false],
+    ['TLS without ALPN', true],
+  ])('an HTTP/1.1 server (%s) answering the preface is alive: no failed dial, however many calls', async (_name, secure) => {
+    const address = await rawServer(secure, http1);
+    const breaker = strictBreaker();
+    const guard = guarded({ breaker, retry: false });
+    const c = client(address, secure ? trusted() : grpc.credentials.createInsecure(), guard);
+    for (let i = 0; i < 4; i++) {
+      const err = await failure(call(c, 'Echo'));
+      expect(err).not.toBeInstanceOf(HostUnavailableError);
+      expect(err).toBeInstanceOf(ChannelConnectError);
+    }
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0, succeeded: 4 });
+  });
+
+  it('while a peer that hangs up without a byte of HTTP/2 still counts: the third such dial opens the host', async () => {
+    const address = await rawServer(true, (s) => {
+      s.on('error', () => {});
+      s.end();
+    });
+    const breaker = strictBreaker();
+    const guard = guarded({ breaker, retry: false });
+    const c = client(address, trusted(), guard);
+    for (let i = 0; i < 3; i++) expect(await failure(call(c, 'Echo'))).not.toBeInstanceOf(HostUnavailableError);
+    expect((await failure(call(c, 'Echo'))).cause).toBeInstanceOf(HostUnavailableError);
+    expect(breaker.stats()).toMatchObject({ failed: 3, opened: 1, succeeded: 0 });
+  });
+});

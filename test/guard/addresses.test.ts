@@ -1,0 +1,269 @@
+/**
+ * Per-address guarding: a name resolving to 127.0.0.2, .3 and .4 through a custom lookup, one of
+ * them dead (refusing, or blackholed by a full accept queue). Counts dials per address (the
+ * `dialguard:dial:settled` channel) and connections each live peer accepted.
+ */
+import diagnosticsChannel from 'node:diagnostics_channel';
+import net from 'node:net';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { HostUnavailableError } from '../../src/core/errors.js';
+import { connect } from '../../src/guard/connect.js';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { type TcpPeer, echoPeer } from '../../src/testing/tcp-peers.js';
+import { blackhole } from '../../src/testing/blackhole.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
+import { eventually } from '../helpers/eventually.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+import { breakerOnManualClock } from '../helpers/sockets.js';
+
+leakCheckEach();
+
+/** Dials settled per breaker key, from the public diagnostics channel. */
+let dials: Map<string, number>;
+const onSettled = (payload: unknown): void => {
+  const { host } = payload as { host: string };
+  dials.set(host, (dials.get(host) ?? 0) + 1);
+};
+beforeEach(() => {
+  dials = new Map();
+  diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
+});
+afterEach(() => {
+  diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled);
+});
+
+/** A lookup answering `name` with `addresses` (all: true), counting its calls. */
+function lookupTo(addresses: string[]): { lookup: net.LookupFunction; calls: () => number } {
+  let calls = 0;
+  const lookup = ((_host: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
+    calls++;
+    const list = addresses.map((address) => ({ address, family: 4 }));
+    queueMicrotask(() => (options.all ? callback(null, list) : callback(null, list[0]!.address, 4)));
+  }) as unknown as net.LookupFunction;
+  return { lookup, calls: () => calls };
+}
+
+/** Two live echo peers on 127.0.0.2 and 127.0.0.4, same port; 127.0.0.3 has no listener there. */
+async function twoLive(): Promise<{ port: number; live: TcpPeer[]; close: () => Promise<void> }> {
+  const a = await echoPeer({ host: '127.0.0.2' });
+  const b = await echoPeer({ host: '127.0.0.4', port: a.port });
+  return { port: a.port, live: [a, b], close: async () => void (await Promise.all([a.close(), b.close()])) };
+}
+
+async function connectN(n: number, run: () => Promise<net.Socket>): Promise<{ ok: number; errors: unknown[] }> {
+  let ok = 0;
+  const errors: unknown[] = [];
+  for (let i = 0; i < n; i++) {
+    try {
+      const s = await run();
+      ok++;
+      s.destroy();
+    } catch (err) {
+      errors.push(err);
+    }
+  }
+  return { ok, errors };
+}
+
+describe('connect: per-address guarding', () => {
+  it('one refusing address of three: the live ones serve every call, the dead one opens alone after its own failure, and the name is never refused', async () => {
+    const peers = await twoLive();
+    try {
+      const { breaker } = breakerOnManualClock(1);
+      const { lookup } = lookupTo(['127.0.0.3', '127.0.0.2', '127.0.0.4']); // the dead one first
+      const r = await connectN(20, () => connect({ host: 'svc.test', port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } }));
+      expect(r).toEqual({ ok: 20, errors: [] });
+      expect(dials.get(`127.0.0.3:${peers.port}`)).toBe(1); // once, then open and skipped
+      expect(breaker.state(`127.0.0.3:${peers.port}`)?.state).toBe('open');
+      expect(breaker.state(`svc.test:${peers.port}`)?.state).toBe('closed');
+      expect(peers.live[0]!.attempts + peers.live[1]!.attempts).toBe(20);
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it('an address whose entry is open (isolated) is skipped without a dial, while its siblings serve', async () => {
+    const peers = await twoLive();
+    try {
+      const { breaker } = breakerOnManualClock();
+      breaker.isolate(`127.0.0.2:${peers.port}`);
+      const { lookup } = lookupTo(['127.0.0.2', '127.0.0.4']);
+      const r = await connectN(5, () => connect({ host: 'svc.test', port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } }));
+      expect(r.ok).toBe(5);
+      expect(peers.live[0]!.attempts).toBe(0);
+      expect(peers.live[1]!.attempts).toBe(5);
+      expect(dials.get(`127.0.0.2:${peers.port}`)).toBeUndefined();
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it('a blackholed address costs a call at most attemptDelay, is recorded when its own timeout ends, and is skipped once open', async () => {
+    const peers = await twoLive();
+    await using hole = await blackhole({ host: '127.0.0.3', port: peers.port });
+    try {
+      const { breaker } = breakerOnManualClock(1);
+      const { lookup } = lookupTo([hole.host, '127.0.0.2', '127.0.0.4']);
+      const dead = hole.address;
+      const opts = { breaker, timeout: 300, attemptDelay: 30, socket: { lookup } };
+      const first = await connect({ host: 'svc.test', port: peers.port }, opts);
+      first.destroy();
+      expect(dials.get(dead)).toBeUndefined(); // served while the dead address's dial was still out
+      // The dead address's dial runs on in the background to its own end, and is recorded.
+      expect(await eventually(() => dials.get(dead), (n) => n === 1, 2_000)).toBe(1);
+      expect(breaker.state(dead)?.state).toBe('open');
+      const r = await connectN(10, () => connect({ host: 'svc.test', port: peers.port }, opts));
+      expect(r.ok).toBe(10);
+      expect(dials.get(dead)).toBe(1);
+      expect(peers.live[0]!.attempts + peers.live[1]!.attempts).toBe(11);
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it('a probe goes to one address at a time: with two half-open blackholed addresses, one is probed and the other waits while a live one serves', async () => {
+    const peers = await twoLive();
+    await using holeA = await blackhole({ host: '127.0.0.3', port: peers.port });
+    await using holeB = await blackhole({ host: '127.0.0.5', port: peers.port });
+    try {
+      const { breaker, clock } = breakerOnManualClock(1, 1_000);
+      const a = holeA.address;
+      const b = holeB.address;
+      for (const key of [a, b]) breaker.admit(key).failed(new Error('dead'));
+      clock.advance(1_000); // both half-open: the next admit of each would be a probe
+      const { lookup } = lookupTo([holeA.host, holeB.host, '127.0.0.2']);
+      const socket = await connect({ host: 'svc.test', port: peers.port }, { breaker, timeout: 200, attemptDelay: 20, socket: { lookup } });
+      socket.destroy();
+      expect(await eventually(() => dials.get(a), (n) => n === 1, 2_000)).toBe(1);
+      expect(dials.get(b)).toBeUndefined();
+      expect(peers.live[0]!.attempts).toBe(1);
+      expect(breaker.stats().probesGranted).toBe(1);
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it('the name is refused, without a lookup, only when every address it resolves to is open; the refusal carries each address', async () => {
+    const peers = await twoLive(); // only for a free port: nothing listens on .3, .5, .6
+    await peers.close();
+    const { breaker } = breakerOnManualClock(1);
+    const { lookup, calls } = lookupTo(['127.0.0.3', '127.0.0.5', '127.0.0.6']);
+    const opts = { breaker, timeout: 1_000, socket: { lookup } };
+    const first = await connect({ host: 'svc.test', port: peers.port }, opts).catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(AggregateError);
+    expect((first as AggregateError).errors.map((e: { code?: string }) => e.code)).toEqual(['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED']);
+    const second = await connect({ host: 'svc.test', port: peers.port }, opts).catch((e: unknown) => e);
+    expect(second).toBeInstanceOf(HostUnavailableError);
+    const refusal = second as HostUnavailableError;
+    expect(refusal.host).toBe(`svc.test:${peers.port}`);
+    expect(refusal.addresses?.map((x) => [x.host, x.state])).toEqual([
+      [`127.0.0.3:${peers.port}`, 'open'],
+      [`127.0.0.5:${peers.port}`, 'open'],
+      [`127.0.0.6:${peers.port}`, 'open'],
+    ]);
+    expect(refusal.retryAfter).toBeGreaterThan(0);
+    expect(refusal.message).toContain('every address it resolves to is refused');
+    expect(calls()).toBe(1); // refused from memory: no lookup, no dial
+    expect([...dials.values()].reduce((x, y) => x + y, 0)).toBe(4); // the lookup and three dials
+  });
+
+  it('a name with one address alive is not refused, however many of its others are open', async () => {
+    const peers = await twoLive();
+    try {
+      const { breaker } = breakerOnManualClock(1);
+      breaker.isolate(`127.0.0.2:${peers.port}`);
+      breaker.isolate(`127.0.0.3:${peers.port}`);
+      const { lookup } = lookupTo(['127.0.0.2', '127.0.0.3', '127.0.0.4']);
+      const r = await connectN(5, () => connect({ host: 'svc.test', port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } }));
+      expect(r).toEqual({ ok: 5, errors: [] });
+      expect(peers.live[0]!.attempts).toBe(0); // isolated: never dialled
+      expect(peers.live[1]!.attempts).toBe(5);
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it("the breaker's capacity bounds address entries too: a name and its addresses share one table", async () => {
+    const peers = await twoLive();
+    try {
+      const breaker = new HostBreaker({ capacity: 4 });
+      const { lookup } = lookupTo(['127.0.0.2', '127.0.0.4']);
+      for (const name of ['a.test', 'b.test', 'c.test']) {
+        (await connect({ host: name, port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } })).destroy();
+      }
+      // 3 names + 1 address actually dialled (the first, each time): 4 keys, at capacity.
+      expect(breaker.stats().hosts).toBeLessThanOrEqual(4);
+      expect(breaker.state(`127.0.0.2:${peers.port}`)?.state).toBe('closed');
+      for (const name of ['d.test', 'e.test']) {
+        (await connect({ host: name, port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } })).destroy();
+      }
+      // Two more names evict the two least recently used names; the address, dialled each time, stays.
+      expect(breaker.stats()).toMatchObject({ hosts: 4, evictedCapacity: 2 });
+      expect(breaker.state('a.test', peers.port)).toBeUndefined();
+      expect(breaker.state(`127.0.0.2:${peers.port}`)).toBeDefined();
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it('a dead address whose last dial failed is dialled beside the next one: no caller waits out the attempt delay, and it opens after its rounds', async () => {
+    const peers = await twoLive();
+    await using hole = await blackhole({ host: '127.0.0.3', port: peers.port });
+    try {
+      // One manual clock for the breaker, the dial timeouts and the attempt delay: nothing fires
+      // unless the test ticks it, so a caller waiting on the attempt delay would never connect.
+      const clock = new ManualClock();
+      const breaker = new HostBreaker({ clock, failureThreshold: 2, minOutage: 0, openDuration: 30_000 });
+      breaker.admit(hole.address).failed(new Error('timed out')); // suspect: closed, 1 failure
+      const { lookup } = lookupTo([hole.host, '127.0.0.2']);
+      const opts = { breaker, clock, timeout: 1_000, attemptDelay: 50, socket: { lookup } };
+      const bounded = <T,>(p: Promise<T>): Promise<T | 'stuck'> => Promise.race([p, new Promise<'stuck'>((r) => setTimeout(() => r('stuck'), 2_000))]);
+      const first = await bounded(connect({ host: 'svc.test', port: peers.port }, opts));
+      expect(first).not.toBe('stuck');
+      (first as net.Socket).destroy();
+      expect(breaker.state(hole.address)?.state).toBe('closed'); // its dial is still out
+      await clock.tick(1_000); // the dead address's dial times out: its second failed round opens it
+      expect(await eventually(() => dials.get(hole.address), (n) => n === 1)).toBe(1);
+      expect(breaker.state(hole.address)?.state).toBe('open');
+      const second = await bounded(connect({ host: 'svc.test', port: peers.port }, opts));
+      expect(second).not.toBe('stuck');
+      (second as net.Socket).destroy();
+      expect(dials.get(hole.address)).toBe(1); // open: skipped
+      expect(peers.live[0]!.attempts).toBe(2);
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it('concurrent callers share one dial to a suspect address: 8 calls, 1 dial to it, 8 served by the live one', async () => {
+    const peers = await twoLive();
+    await using hole = await blackhole({ host: '127.0.0.3', port: peers.port });
+    try {
+      const clock = new ManualClock();
+      const breaker = new HostBreaker({ clock, failureThreshold: 3, minOutage: 0 });
+      breaker.admit(hole.address).failed(new Error('timed out')); // suspect
+      const { lookup } = lookupTo([hole.host, '127.0.0.2']);
+      const opts = { breaker, clock, timeout: 1_000, attemptDelay: 50, socket: { lookup } };
+      const sockets = await Promise.all(Array.from({ length: 8 }, () => connect({ host: 'svc.test', port: peers.port }, opts)));
+      for (const s of sockets) s.destroy();
+      await clock.tick(1_000);
+      expect(await eventually(() => dials.get(hole.address), (n) => (n ?? 0) > 1, 200)).toBe(1); // and no more
+      expect(peers.live[0]!.attempts).toBe(8);
+    } finally {
+      await peers.close();
+    }
+  });
+
+  it("a resolver's failure is the name's own (no address to blame): the caller gets it, the name's entry counts it", async () => {
+    const { breaker } = breakerOnManualClock(3);
+    const notFound = Object.assign(new Error('getaddrinfo ENOTFOUND gone.test'), { code: 'ENOTFOUND' });
+    const lookup = ((_h: string, _o: unknown, cb: (err: Error) => void) => queueMicrotask(() => cb(notFound))) as unknown as net.LookupFunction;
+    await expect(connect({ host: 'gone.test', port: 80 }, { breaker, socket: { lookup } })).rejects.toBe(notFound);
+    expect(breaker.state('gone.test:80')?.failures).toBe(1);
+    expect(breaker.stats().hosts).toBe(1); // no address entry
+  });
+
+  it('attemptDelay is checked, naming the option', async () => {
+    await expect(connect({ host: 'svc.test', port: 80 }, { attemptDelay: -1 })).rejects.toThrow(/attemptDelay/);
+  });
+});

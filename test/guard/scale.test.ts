@@ -1,0 +1,196 @@
+/**
+ * Cost that stays flat as the hosts grow (issue 17), proved by counting, not timing: how many
+ * spellings `hostKey` parses, how many it remembers, and how many hosts one admit forgets.
+ */
+import { describe, expect, it, vi } from 'vitest';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { hostKey, hostKeyMemoStats } from '../../src/guard/host-key.js';
+import { ManualClock } from '../../src/testing/index.js';
+import { seededRandom } from '../../src/testing/index.js';
+
+function ip(i: number): string {
+  return `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
+}
+
+describe('hostKey at scale', () => {
+  it('a breaker at capacity 4096 refusing URL spellings in rotation parses each spelling once, not once per refusal (the 1 024-entry cliff)', () => {
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, capacity: 4_096 });
+    const hosts = Array.from({ length: 4_096 }, (_, i) => `https://Rotation-${i}.example`);
+    for (const h of hosts) breaker.admit(h).failed();
+    const before = hostKeyMemoStats().parses;
+    for (let pass = 0; pass < 3; pass++) for (const h of hosts) expect(breaker.tryAdmit(h)).toBeInstanceOf(Error);
+    expect(hostKeyMemoStats().parses - before).toBe(0);
+    expect(breaker.stats()).toMatchObject({ hosts: 4_096, refused: 3 * 4_096 });
+  });
+
+  it('a raised capacity (65 536) keeps every one of its spellings memoised too', () => {
+    const n = 20_000;
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, capacity: 65_536 });
+    expect(hostKeyMemoStats().generation).toBeGreaterThanOrEqual(2 * 65_536);
+    const hosts = Array.from({ length: n }, (_, i) => `Raised-${i}.EXAMPLE:11211`);
+    for (const h of hosts) breaker.admit(h).failed();
+    const before = hostKeyMemoStats().parses;
+    for (const h of hosts) expect(breaker.tryAdmit(h)).toBeInstanceOf(Error);
+    expect(hostKeyMemoStats().parses - before).toBe(0);
+  });
+
+  it('a spelling that is already its key (what connect() and every breaker key pass) is neither parsed nor remembered, however many there are', () => {
+    const before = hostKeyMemoStats();
+    let wrong = 0;
+    for (let i = 0; i < 100_000; i++) {
+      if (hostKey(ip(i), 11211) !== `${ip(i)}:11211`) wrong++;
+      if (hostKey(`${ip(i)}:80`) !== `${ip(i)}:80`) wrong++;
+    }
+    expect(wrong).toBe(0);
+    const after = hostKeyMemoStats();
+    expect(after.parses).toBe(before.parses);
+    expect(after.entries).toBe(before.entries);
+  });
+
+  it.each([
+    ['az09-._', undefined, 'az09-._'],
+    ['a', 0, 'a:0'],
+    ['z', 65_535, 'z:65535'],
+    ['a.b:0', undefined, 'a.b:0'],
+    ['a.b:1', undefined, 'a.b:1'],
+    ['a.b:65535', undefined, 'a.b:65535'],
+    ['9.9.9.9:10', undefined, '9.9.9.9:10'],
+  ])('%s (port %s) is its own key: %s, with no parse and no memo entry', (host, port, key) => {
+    const before = hostKeyMemoStats();
+    expect(hostKey(host, port)).toBe(key);
+    const after = hostKeyMemoStats();
+    expect([after.parses - before.parses, after.entries - before.entries]).toEqual([0, 0]);
+  });
+
+  it.each([
+    ['parse-upper-A', undefined, 'parse-upper-a'],
+    ['parse-dot.', undefined, 'parse-dot'],
+    ['parse-zero.test:080', undefined, 'parse-zero.test:80'],
+    ['parse-port.test:', undefined, 'parse-port.test'],
+    ['parse-string-port.test', '80', 'parse-string-port.test:80'],
+    ['parse-override.test:1', 2, 'parse-override.test:2'],
+    ['[::2]:80', undefined, '[::2]:80'],
+    ['parse-at@', undefined, 'parse-at@'],
+    ['parse-brace{', undefined, 'parse-brace{'],
+    ['parse-slash/', undefined, 'parse-slash/'],
+    ['parse-backtick`', undefined, 'parse-backtick`'],
+  ])('%s (port %s) is not its own key: parsed once to %s, then remembered', (host, port, key) => {
+    const before = hostKeyMemoStats().parses;
+    expect(hostKey(host, port)).toBe(key);
+    expect(hostKey(host, port)).toBe(key);
+    expect(hostKeyMemoStats().parses - before).toBe(1);
+  });
+
+  it('a hostile stream of distinct URL spellings (past two generations) holds at most two generations of the memo', () => {
+    const { generation } = hostKeyMemoStats();
+    const before = hostKeyMemoStats().parses;
+    for (let i = 0; i < 2 * generation + 1_000; i++) hostKey(`https://Hostile-${i}.example/`);
+    const { entries, parses } = hostKeyMemoStats();
+    expect(parses - before).toBe(2 * generation + 1_000);
+    expect(entries).toBeLessThanOrEqual(2 * generation);
+    expect(entries).toBeGreaterThanOrEqual(generation); // still remembering the recent ones
+  });
+
+  it('the unparsed path and the parsed path agree on every spelling (1 500 random ones, each also upper-cased with a trailing dot)', () => {
+    const random = seededRandom(17);
+    const pick = (alphabet: string, n: number): string =>
+      Array.from({ length: n }, () => alphabet[Math.floor(random() * alphabet.length)]).join('');
+    const outcome = (f: () => string): string => {
+      try {
+        return f();
+      } catch (err) {
+        return `throws ${(err as Error).name}`;
+      }
+    };
+    for (let i = 0; i < 1_500; i++) {
+      let name = pick('abcxyz0189-_.', 1 + Math.floor(random() * 8));
+      if (name.endsWith('.')) name += 'a';
+      const port = random() < 0.3 ? '' : `:${pick('0123456789', Math.floor(random() * 7))}`;
+      const plain = `${name}${port}`;
+      const variant = `${name.toUpperCase()}.${port}`; // never its own key: always parsed
+      expect(outcome(() => hostKey(plain))).toBe(outcome(() => hostKey(variant)));
+      const n = [0, 1, 80, 65_535, 65_536, -1, 1.5, Math.floor(random() * 70_000)][i % 8]!;
+      expect(outcome(() => hostKey(name, n))).toBe(outcome(() => hostKey(`${name.toUpperCase()}.`, String(n))));
+    }
+  });
+});
+
+describe('HostBreaker: the idle sweep at capacity', () => {
+  it('a table gone idle at once is forgotten 64 hosts per admit, never in one full scan', () => {
+    const clock = new ManualClock(0);
+    const breaker = new HostBreaker({ clock, capacity: 1_000, idleRetention: 1_000, sweepInterval: 100 });
+    for (let i = 0; i < 1_000; i++) breaker.admit(ip(i), 1).succeeded();
+    clock.advance(2_000); // all 1 000 idle
+    const perAdmit: number[] = [];
+    let last = 0;
+    for (let i = 0; i < 40; i++) {
+      breaker.admit(ip(10_000 + i), 1).succeeded();
+      const { evictedIdle } = breaker.stats();
+      perAdmit.push(evictedIdle - last);
+      last = evictedIdle;
+    }
+    expect(Math.max(...perAdmit)).toBe(64);
+    expect(last).toBe(1_000); // all forgotten within 16 admits
+    expect(perAdmit.slice(0, 16).reduce((a, b) => a + b, 0)).toBe(1_000);
+    expect(breaker.stats().hosts).toBe(40); // only the fresh ones are left
+    expect(breaker.stats().evictedCapacity).toBe(0);
+  });
+
+  it('once the idle hosts are gone the sweep waits for sweepInterval again', () => {
+    const clock = new ManualClock(0);
+    const breaker = new HostBreaker({ clock, capacity: 200, idleRetention: 1_000, sweepInterval: 5_000 });
+    for (let i = 0; i < 100; i++) breaker.admit(ip(i), 1).succeeded();
+    clock.advance(5_000);
+    breaker.admit('fresh.test', 1).succeeded(); // forgets 64
+    breaker.admit('fresh.test', 1).succeeded(); // forgets the other 36: the sweep is done
+    expect(breaker.stats().evictedIdle).toBe(100);
+    for (let i = 0; i < 10; i++) breaker.admit(ip(500 + i), 1).succeeded();
+    clock.advance(4_999); // all 11 idle, but no sweep is due yet
+    breaker.admit('other.test', 1).succeeded();
+    expect(breaker.stats().evictedIdle).toBe(100);
+    clock.advance(1);
+    breaker.admit('other.test', 1).succeeded();
+    expect(breaker.stats().evictedIdle).toBe(111);
+  });
+});
+
+describe('HostBreaker: recency without rehashing', () => {
+  it('admitting and refusing known hosts writes nothing to any Map (no re-insertion, so no periodic whole-table rehash)', () => {
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, capacity: 4_096 });
+    const hosts = Array.from({ length: 4_096 }, (_, i) => ip(i));
+    for (const [i, h] of hosts.entries()) {
+      const permit = breaker.admit(h, 1);
+      if (i % 2 === 0) permit.failed();
+      else permit.succeeded();
+    }
+    breaker.tryAdmit(hosts[0]!, 1); // the first refusal looks up its event channel once
+    const set = vi.spyOn(Map.prototype, 'set');
+    const del = vi.spyOn(Map.prototype, 'delete');
+    try {
+      for (let pass = 0; pass < 2; pass++) {
+        for (const h of hosts) {
+          const answer = breaker.tryAdmit(h, 1);
+          if (!(answer instanceof Error)) answer.succeeded();
+        }
+      }
+      expect(set.mock.calls.length + del.mock.calls.length).toBe(0);
+    } finally {
+      set.mockRestore();
+      del.mockRestore();
+    }
+    expect(breaker.stats()).toMatchObject({ hosts: 4_096, refused: 4_097, evictedCapacity: 0 });
+  });
+
+  it('the host refused most recently is the last evicted, the one not asked for longest the first', () => {
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, capacity: 3 });
+    for (const h of ['a', 'b', 'c']) breaker.admit(h, 1).failed();
+    breaker.tryAdmit('a', 1); // refused, and now the most recent
+    breaker.admit('d', 1); // evicts b
+    expect(breaker.state('b', 1)).toBeUndefined();
+    breaker.tryAdmit('c', 1);
+    breaker.admit('e', 1); // evicts a (c was just refused)
+    expect(breaker.state('a', 1)).toBeUndefined();
+    expect(breaker.state('c', 1)?.state).toBe('open');
+    expect(breaker.stats().evictedCapacity).toBe(2);
+  });
+});
