@@ -2,7 +2,7 @@
  * bench/connections: seed 003's figures, dialguard's Http2Client against raw `node:http2` in one
  * run.
  *
- *   node dist/bench/connections.js [--quick]
+ *   node dist/bench/connections.js [--quick] [--rounds N] [--round-ms MS] [--healthy-only]
  *
  * The raw client is how most code uses node:http2: one cached session per origin, replaced on
  * `close`/`error`; Node gives it no connect timeout and no keep-alive. Where raw never settles
@@ -14,7 +14,10 @@
  *   same port); N requests then queue on the client. Guarded: one shared dial, all released at
  *   one connect timeout. Raw: queued behind a connect with no timeout (the kernel's ~130 s).
  * - silent_peer_ms: a request in flight when the peer goes silent (TCP open, nothing flows).
- * - healthy_ratio: 64 concurrent callers against an h2c server in another process, guarded / raw.
+ * - healthy_ratio: 64 concurrent callers against an h2c server in another process, guarded / raw,
+ *   the median of `--rounds` alternating pairs (default 150 of 100 ms, `--round-ms`) and its spread; healthy_cpu_us_per_call:
+ *   each lane's median CPU per call, µs, and `extra`, the median over the pairs of guarded minus
+ *   raw. `--healthy-only` runs only this measure.
  * - connections_per_call under churn: 5 % of calls get a failure a naive client takes for a dead
  *   connection (a 503, RST_STREAM ENHANCE_YOUR_CALM or REFUSED_STREAM), and every 500 ms the peer
  *   resets its connections outright. The raw client here drops its session on any failure.
@@ -28,16 +31,18 @@ import { Http2Client } from '../src/http2/index.js';
 import { HostBreaker } from '../src/index.js';
 import { blackhole, http2Peer } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
-import { quick } from './lib/args.js';
+import type { Row } from '../src/cli/table.js';
+import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { capped, median, throughput } from './lib/timing.js';
+import { type Paired, pairedRounds, roundsFlag } from './lib/paired.js';
+import { capped, throughput } from './lib/timing.js';
 
 
 const CONNECT_TIMEOUT = 1_000;
 const KEEPALIVE = 1_000; // interval and timeout, for the silent-peer measure
 const RAW_CAP = quick ? 3_000 : 5_000;
-const HEALTHY_MS = quick ? 300 : 500;
-const HEALTHY_ROUNDS = quick ? 4 : 20;
+const HEALTHY_MS = numberFlag('--round-ms', 100); // short pairs follow the bursts of a shared machine's load
+const HEALTHY_ROUNDS = roundsFlag(quick ? 12 : 150);
 const CHURN_MS = quick ? 1_000 : 3_000;
 const SIZES = [8, 1000];
 
@@ -172,32 +177,25 @@ async function serverProcess(): Promise<{ origin: string; stop: () => Promise<vo
  * shared two-core machine the noise comes in bursts (±7 % between neighbouring rounds of the same
  * client), and pairs see through it better than a few long rounds.
  */
-async function healthy(): Promise<{ guarded: number; raw: number; ratio: number; cpuRatio: number }> {
-  progress(`healthy: 64 concurrent callers, ${HEALTHY_ROUNDS} alternating rounds of ${HEALTHY_MS} ms each`);
+async function healthy(): Promise<Paired> {
+  progress(`healthy: 64 concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
   const server = await serverProcess();
   const url = `${server.origin}/`;
   const g = guarded();
   const raw = new NaiveHttp2Client();
-  await g.client.request(url);
-  await raw.request(url);
-  await throughput(64, 300, () => raw.request(url)); // warm-up both
-  await throughput(64, 300, () => g.client.request(url));
-  const gs: number[] = [];
-  const rs: number[] = [];
-  const ratios: number[] = [];
-  const cpuRatios: number[] = [];
-  for (let i = 0; i < HEALTHY_ROUNDS; i++) {
-    const r = await throughput(64, HEALTHY_MS, () => raw.request(url));
-    const gr = await throughput(64, HEALTHY_MS, () => g.client.request(url));
-    rs.push(r.perSecond);
-    gs.push(gr.perSecond);
-    ratios.push(gr.perSecond / r.perSecond);
-    cpuRatios.push(r.cpuUsPerCall / gr.cpuUsPerCall);
+  try {
+    await g.client.request(url);
+    await raw.request(url);
+    await throughput(64, 300, () => raw.request(url)); // warm-up both
+    await throughput(64, 300, () => g.client.request(url));
+    return await pairedRounds(HEALTHY_ROUNDS, HEALTHY_MS, 64, () => raw.request(url), () => g.client.request(url), (i, r, gr) => {
+      progress(`round ${i + 1}: raw ${Math.round(r.perSecond)}/s, guarded ${Math.round(gr.perSecond)}/s, ratio ${(gr.perSecond / r.perSecond).toFixed(3)}; CPU/call raw ${r.cpuUsPerCall.toFixed(1)} µs, guarded ${gr.cpuUsPerCall.toFixed(1)} µs`);
+    });
+  } finally {
+    await g.client.close();
+    raw.close();
+    await server.stop();
   }
-  await g.client.close();
-  raw.close();
-  await server.stop();
-  return { guarded: median(gs), raw: median(rs), ratio: median(ratios), cpuRatio: median(cpuRatios) };
 }
 
 /** Answers 95 % of streams; the rest get a 503 or a reset that does not kill the connection. */
@@ -285,7 +283,45 @@ async function churn(): Promise<{ guarded: ChurnResult; raw: ChurnResult }> {
   return { guarded: run('guarded'), raw: run('raw') };
 }
 
+/** The healthy rows of the table. */
+function healthyRows(health: Paired): Row[] {
+  return [
+    {
+      measure: 'healthy, 64 callers (calls/s)',
+      raw: health.raw,
+      guarded: health.guarded,
+      'guarded/raw': health.ratio,
+      note: `median of ${health.rounds} pair ratios, spread ${health.ratioMin.toFixed(3)}-${health.ratioMax.toFixed(3)}`,
+    },
+    {
+      measure: 'healthy: client CPU per call (µs, median)',
+      raw: health.cpuUsPerCall.raw,
+      guarded: health.cpuUsPerCall.guarded,
+      'guarded/raw': health.cpuUsPerCall.guarded / health.cpuUsPerCall.raw,
+      note: `extra ${health.cpuExtraUs.toFixed(2)} µs (pairs ${health.cpuExtraMin.toFixed(2)} to ${health.cpuExtraMax.toFixed(2)})`,
+    },
+  ];
+}
+
+/** The healthy fields of the JSON line. */
+function healthyJson(health: Paired): Record<string, unknown> {
+  return {
+    healthy_rounds: health.rounds,
+    healthy_ratio: round(health.ratio),
+    healthy_ratio_spread: [round(health.ratioMin), round(health.ratioMax)],
+    healthy_cpu_ratio: round(health.cpuRatio),
+    healthy_cpu_us_per_call: { guarded: round(health.cpuUsPerCall.guarded), raw: round(health.cpuUsPerCall.raw), extra: round(health.cpuExtraUs) },
+    healthy_calls_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
+  };
+}
+
 async function main(): Promise<void> {
+  if (process.argv.includes('--healthy-only')) {
+    const health = await healthy();
+    printTable('connections: dialguard Http2Client vs raw node:http2, healthy path', healthyRows(health));
+    printJson('connections', healthyJson(health));
+    return;
+  }
   const unr = await unreachable();
   const dead = await deadCached();
   const silent = await silentPeer();
@@ -315,7 +351,7 @@ async function main(): Promise<void> {
       'guarded/raw': silent.guarded.ms / silent.raw.ms,
       note: `keep-alive ${KEEPALIVE}+${KEEPALIVE} ms`,
     },
-    { measure: 'healthy, 64 callers (calls/s)', raw: health.raw, guarded: health.guarded, 'guarded/raw': health.ratio, note: `median of ${HEALTHY_ROUNDS} pair ratios; CPU per call raw/guarded ${round(health.cpuRatio)}` },
+    ...healthyRows(health),
     {
       measure: 'churn: connections per call',
       raw: ch.raw.crashed ?? ch.raw.connections / ch.raw.calls,
@@ -337,9 +373,7 @@ async function main(): Promise<void> {
     silent_peer_bound_ms: 2 * KEEPALIVE * 1.1,
     raw_silent_peer_ms: round(silent.raw.ms),
     raw_silent_peer_capped: silent.raw.capped,
-    healthy_ratio: round(health.ratio),
-    healthy_cpu_ratio: round(health.cpuRatio),
-    healthy_calls_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
+    ...healthyJson(health),
     connections_per_call: round(ch.guarded.connections / ch.guarded.calls),
     raw_connections_per_call: round(ch.raw.connections / ch.raw.calls),
     churn_calls: ch.guarded.calls,

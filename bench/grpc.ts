@@ -1,7 +1,7 @@
 /**
  * bench/grpc: dialguard's GrpcGuard against raw @grpc/grpc-js, in one run, same generic client.
  *
- *   node dist/bench/grpc.js [--quick]
+ *   node dist/bench/grpc.js [--quick] [--rounds N] [--round-ms MS]
  *
  * The raw client is how most code uses grpc-js: `new Client(target, credentials)`, its own
  * channel, no connect timeout (grpc-js has none), no keep-alive. The guarded one is the same
@@ -11,6 +11,8 @@
  *   process (so it does not share the clients' event loop), guarded / raw calls per second: short
  *   rounds taking turns, the median of the ratios of adjacent pairs. healthy_cpu_ratio: the same
  *   for the client's CPU time per call (raw / guarded), which other processes' load disturbs less.
+ *   `--rounds` pairs (default 150 of 100 ms rounds, `--round-ms`); the spread of the pair ratios and healthy_cpu_us_per_call
+ *   (each lane's median, and `extra`: the median over the pairs of guarded minus raw) are printed.
  * - killed_peer_release_ms: 64 calls in flight when the server process is killed (SIGKILL): time
  *   until all 64 are released. Each client runs against a server process of its own, alone, so
  *   neither's release waits behind the other's on the event loop.
@@ -27,14 +29,15 @@ import { GrpcGuard } from '../src/adapters/grpc/index.js';
 import { HostBreaker } from '../src/index.js';
 import { blackhole } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
-import { quick } from './lib/args.js';
+import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { type Throughput, capped, median, throughput } from './lib/timing.js';
+import { type Paired, pairedRounds, roundsFlag } from './lib/paired.js';
+import { capped, median, throughput } from './lib/timing.js';
 
 const CONNECT_TIMEOUT = 1_000;
 const CALLERS = 64;
-const HEALTHY_MS = quick ? 250 : 500;
-const HEALTHY_ROUNDS = quick ? 6 : 20;
+const HEALTHY_MS = numberFlag('--round-ms', 100); // short pairs follow the bursts of a shared machine's load
+const HEALTHY_ROUNDS = roundsFlag(quick ? 15 : 150);
 const RAW_CAP = 5_000; // above three connect timeouts, so the guarded retries always fit under it
 const WARM_UP_MS = quick ? 600 : 1_000;
 const DEADLINE = 10_000;
@@ -90,14 +93,8 @@ function newGuard(breaker = new HostBreaker()): GrpcGuard {
   return new GrpcGuard({ connectTimeout: CONNECT_TIMEOUT, breaker, closeTimeout: 100 });
 }
 
-interface Healthy {
-  guarded: number;
-  raw: number;
-  /** Median over pairs of adjacent rounds of guarded / raw calls per second. */
-  ratio: number;
-  /** Median over pairs of raw / guarded CPU per call (1 = the same cost). */
-  cpuRatio: number;
-  cpuPerCall: { guarded: number; raw: number };
+interface Healthy extends Paired {
+  /** Channels the guarded client opened. */
   channels: number;
 }
 
@@ -115,32 +112,13 @@ async function healthy(): Promise<Healthy> {
   // Warm-up both (the JIT has more of the guarded path to compile).
   await throughput(CALLERS, WARM_UP_MS, () => invoke(raw, 'Echo'));
   await throughput(CALLERS, WARM_UP_MS, () => invoke(guarded, 'Echo'));
-  const gs: Throughput[] = [];
-  const rs: Throughput[] = [];
-  for (let i = 0; i < HEALTHY_ROUNDS; i++) {
-    if (i % 2 === 0) {
-      rs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(raw, 'Echo')));
-      gs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(guarded, 'Echo')));
-    } else {
-      gs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(guarded, 'Echo')));
-      rs.push(await throughput(CALLERS, HEALTHY_MS, () => invoke(raw, 'Echo')));
-    }
-  }
-  progress(`raw calls/s: ${rs.map((r) => Math.round(r.perSecond)).join(' ')}`);
-  progress(`guarded calls/s: ${gs.map((r) => Math.round(r.perSecond)).join(' ')}`);
+  const paired = await pairedRounds(HEALTHY_ROUNDS, HEALTHY_MS, CALLERS, () => invoke(raw, 'Echo'), () => invoke(guarded, 'Echo'));
   const channels = guard.stats().opened;
   guarded.close();
   raw.close();
   await guard.close();
   await server.kill();
-  return {
-    guarded: median(gs.map((r) => r.perSecond)),
-    raw: median(rs.map((r) => r.perSecond)),
-    ratio: median(gs.map((g, i) => g.perSecond / rs[i]!.perSecond)),
-    cpuRatio: median(gs.map((g, i) => rs[i]!.cpuUsPerCall / g.cpuUsPerCall)),
-    cpuPerCall: { guarded: median(gs.map((r) => r.cpuUsPerCall)), raw: median(rs.map((r) => r.cpuUsPerCall)) },
-    channels,
-  };
+  return { ...paired, channels };
 }
 
 type Settled = { ms: number; capped: boolean; failed: number };
@@ -253,14 +231,14 @@ async function main(): Promise<void> {
       raw: health.raw,
       guarded: health.guarded,
       'guarded/raw': health.ratio,
-      note: `median of pair ratios; guarded channels opened: ${health.channels}`,
+      note: `median of pair ratios, spread ${health.ratioMin.toFixed(3)}-${health.ratioMax.toFixed(3)}; guarded channels opened: ${health.channels}`,
     },
     {
       measure: '  client CPU per call (µs, median)',
-      raw: health.cpuPerCall.raw,
-      guarded: health.cpuPerCall.guarded,
-      'guarded/raw': health.cpuPerCall.guarded / health.cpuPerCall.raw,
-      note: `raw/guarded CPU, median of pairs: ${round(health.cpuRatio)}`,
+      raw: health.cpuUsPerCall.raw,
+      guarded: health.cpuUsPerCall.guarded,
+      'guarded/raw': health.cpuUsPerCall.guarded / health.cpuUsPerCall.raw,
+      note: `extra ${health.cpuExtraUs.toFixed(2)} µs (pairs ${health.cpuExtraMin.toFixed(2)} to ${health.cpuExtraMax.toFixed(2)}); raw/guarded CPU, median of pairs: ${round(health.cpuRatio)}`,
     },
     {
       measure: `killed peer, ${CALLERS} in flight released (ms)`,
@@ -294,10 +272,12 @@ async function main(): Promise<void> {
   printJson('grpc', {
     connect_timeout_ms: CONNECT_TIMEOUT,
     callers: CALLERS,
+    healthy_rounds: health.rounds,
     healthy_ratio: round(health.ratio),
+    healthy_ratio_spread: [round(health.ratioMin), round(health.ratioMax)],
     healthy_calls_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
     healthy_cpu_ratio: round(health.cpuRatio),
-    healthy_cpu_us_per_call: { guarded: round(health.cpuPerCall.guarded), raw: round(health.cpuPerCall.raw) },
+    healthy_cpu_us_per_call: { guarded: round(health.cpuUsPerCall.guarded), raw: round(health.cpuUsPerCall.raw), extra: round(health.cpuExtraUs) },
     healthy_channels_opened: health.channels,
     killed_peer_release_ms: round(killed.guarded.inFlight.ms),
     raw_killed_peer_release_ms: round(killed.raw.inFlight.ms),

@@ -1,13 +1,16 @@
 /**
  * bench/undici: dialguard's GuardedAgent against a raw undici Agent, in one run.
  *
- *   node dist/bench/undici.js [--quick] [--timeout MS] [--no-netns]
+ *   node dist/bench/undici.js [--quick] [--timeout MS] [--rounds N] [--round-ms MS] [--healthy-only] [--no-netns]
  *
  * - healthy_ratio: requests per second through a GuardedAgent / through a raw undici Agent, 64
  *   concurrent callers against a node:http server in a child process (so it does not share the
  *   clients' event loop). Raw and guarded rounds alternate; the median of the rounds' ratios.
  *   healthy_cpu_ratio is the same for this process's CPU time per request (raw / guarded), which
- *   a busy machine disturbs less than throughput.
+ *   a busy machine disturbs less than throughput. healthy_cpu_us_per_call: each lane's median CPU
+ *   per request, µs, and `extra`, the median over the pairs of guarded minus raw. `--rounds`
+ *   sets the number of pairs (default 150, of 100 ms rounds: `--round-ms`); the spread (min-max of the pair ratios) is printed.
+ *   `--healthy-only` stops after the healthy lanes.
  * - dead_host_request_ms: the 2nd..100th request (undici's `request()`) to a blackholed origin,
  *   median. Raw undici pays one connect timeout for each; the guarded agent refuses once its
  *   breaker has opened (request 1 spends its retries tripping it). The same through `fetch()`
@@ -23,8 +26,10 @@ import { HostBreaker } from '../src/index.js';
 import { type Blackhole, blackhole } from '../src/testing/index.js';
 import { inBenchNetns, reexecInNetns } from './lib/netns.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
+import type { Row } from '../src/cli/table.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
+import { type Paired, pairedRounds, roundsFlag } from './lib/paired.js';
 import { median, percentile, throughput } from './lib/timing.js';
 
 reexecInNetns();
@@ -33,8 +38,8 @@ const TIMEOUT = numberFlag('--timeout', quick ? 200 : 1_000);
 const CALLERS = 64;
 // Many short alternating rounds: on a shared machine the noise comes in bursts, and the median
 // of many raw/guarded pairs sees through them better than a few long rounds.
-const HEALTHY_MS = quick ? 300 : 500;
-const HEALTHY_ROUNDS = quick ? 4 : 20;
+const HEALTHY_MS = numberFlag('--round-ms', 100); // short pairs follow the bursts of a shared machine's load
+const HEALTHY_ROUNDS = roundsFlag(quick ? 12 : 150);
 const REQUESTS = 100;
 
 /** A node:http server in a child process: its event loop is not the clients'. */
@@ -53,20 +58,8 @@ async function get(dispatcher: Dispatcher, url: string): Promise<void> {
   await res.body.dump();
 }
 
-interface Healthy {
-  raw: number;
-  guarded: number;
-  /** Median of the rounds' guarded/raw throughput. */
-  ratio: number;
-  ratios: number[];
-  /** Median of the rounds' raw/guarded CPU per request: the client's own cost, less sensitive to a busy machine. */
-  cpuRatio: number;
-  rawCpuUs: number;
-  guardedCpuUs: number;
-}
-
-async function healthy(): Promise<Healthy> {
-  progress(`healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating rounds of ${HEALTHY_MS} ms each`);
+async function healthy(): Promise<Paired> {
+  progress(`healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
   const server = await serverProcess();
   const url = `${server.origin}/`;
   const raw = new Agent();
@@ -74,35 +67,9 @@ async function healthy(): Promise<Healthy> {
   try {
     await throughput(CALLERS, 1_000, () => get(raw, url)); // warm-up: connections open, code paths hot
     await throughput(CALLERS, 1_000, () => get(guarded, url));
-    const rs: number[] = [];
-    const gs: number[] = [];
-    const ratios: number[] = [];
-    const cpuRatios: number[] = [];
-    const rawCpu: number[] = [];
-    const guardedCpu: number[] = [];
-    for (let i = 0; i < HEALTHY_ROUNDS; i++) {
-      // Alternate which goes first, so neither always runs on a warmer machine.
-      const pair = i % 2 === 0 ? [raw, guarded] : [guarded, raw];
-      const a = await throughput(CALLERS, HEALTHY_MS, () => get(pair[0]!, url));
-      const b = await throughput(CALLERS, HEALTHY_MS, () => get(pair[1]!, url));
-      const [r, g] = i % 2 === 0 ? [a, b] : [b, a];
-      rs.push(r.perSecond);
-      gs.push(g.perSecond);
-      ratios.push(g.perSecond / r.perSecond);
-      rawCpu.push(r.cpuUsPerCall);
-      guardedCpu.push(g.cpuUsPerCall);
-      cpuRatios.push(r.cpuUsPerCall / g.cpuUsPerCall);
+    return await pairedRounds(HEALTHY_ROUNDS, HEALTHY_MS, CALLERS, () => get(raw, url), () => get(guarded, url), (i, r, g) => {
       progress(`round ${i + 1}: raw ${Math.round(r.perSecond)}/s, guarded ${Math.round(g.perSecond)}/s, ratio ${(g.perSecond / r.perSecond).toFixed(3)}; CPU/request raw ${r.cpuUsPerCall.toFixed(1)} µs, guarded ${g.cpuUsPerCall.toFixed(1)} µs`);
-    }
-    return {
-      raw: median(rs),
-      guarded: median(gs),
-      ratio: median(ratios),
-      ratios,
-      cpuRatio: median(cpuRatios),
-      rawCpuUs: median(rawCpu),
-      guardedCpuUs: median(guardedCpu),
-    };
+    });
   } finally {
     await Promise.all([raw.destroy(), guarded.destroy()]);
     await server.stop();
@@ -180,8 +147,45 @@ async function deadGuarded(peer: Blackhole, exact: boolean): Promise<DeadResult 
   }
 }
 
+/** The healthy figures, for the table and the JSON line. */
+function healthyRows(health: Paired): { rows: Row[]; json: Record<string, unknown> } {
+  return {
+    rows: [
+      {
+        measure: `healthy, ${CALLERS} callers (requests/s, median)`,
+        raw: health.raw,
+        guarded: health.guarded,
+        'guarded/raw': health.ratio,
+        note: `median of ${health.rounds} pair ratios, spread ${health.ratioMin.toFixed(3)}-${health.ratioMax.toFixed(3)}`,
+      },
+      {
+        measure: 'healthy: client CPU per request (µs, median)',
+        raw: health.cpuUsPerCall.raw,
+        guarded: health.cpuUsPerCall.guarded,
+        'guarded/raw': health.cpuUsPerCall.guarded / health.cpuUsPerCall.raw,
+        note: `extra ${health.cpuExtraUs.toFixed(2)} µs (pairs ${health.cpuExtraMin.toFixed(2)} to ${health.cpuExtraMax.toFixed(2)})`,
+      },
+    ],
+    json: {
+      callers: CALLERS,
+      healthy_rounds: health.rounds,
+      healthy_ratio: round(health.ratio),
+      healthy_ratio_spread: [round(health.ratioMin), round(health.ratioMax)],
+      healthy_requests_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
+      healthy_cpu_ratio: round(health.cpuRatio),
+      healthy_cpu_us_per_call: { guarded: round(health.cpuUsPerCall.guarded), raw: round(health.cpuUsPerCall.raw), extra: round(health.cpuExtraUs) },
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const health = await healthy();
+  const h = healthyRows(health);
+  if (process.argv.includes('--healthy-only')) {
+    printTable('undici: GuardedAgent vs raw undici Agent, healthy path', h.rows);
+    printJson('undici', h.json);
+    return;
+  }
 
   const mode = inBenchNetns ? 'veth' : 'accept-queue';
   progress(`dead origin: a blackhole via ${mode}; dials counted ${inBenchNetns ? 'at the peer' : 'at the client'}`);
@@ -198,22 +202,17 @@ async function main(): Promise<void> {
   const rawLater = median(raw.laterMs);
   const guardedLater = median(guarded.laterMs);
   printTable(`undici: GuardedAgent vs raw undici Agent, connect timeout ${TIMEOUT} ms, dials counted ${inBenchNetns ? 'at the peer (veth, ActiveOpens)' : 'at the client'}`, [
-    { measure: `healthy, ${CALLERS} callers (requests/s, median)`, raw: health.raw, guarded: health.guarded, 'guarded/raw': health.ratio },
-    { measure: 'healthy: client CPU per request (µs, median)', raw: health.rawCpuUs, guarded: health.guardedCpuUs, 'guarded/raw': health.guardedCpuUs / health.rawCpuUs },
+    ...h.rows,
     { measure: 'dead origin: request 1 (ms)', raw: raw.firstMs, guarded: guarded.firstMs, 'guarded/raw': guarded.firstMs / raw.firstMs },
     { measure: `dead origin: requests 2..${REQUESTS} (ms, median)`, raw: rawLater, guarded: guardedLater, 'guarded/raw': guardedLater / rawLater },
     { measure: `dead origin: requests 2..${REQUESTS} (ms, p99)`, raw: percentile(raw.laterMs, 99), guarded: percentile(guarded.laterMs, 99), 'guarded/raw': percentile(guarded.laterMs, 99) / percentile(raw.laterMs, 99) },
     { measure: 'dead origin: one fetch() (ms, median)', raw: median(raw.laterFetchMs), guarded: median(guarded.laterFetchMs), 'guarded/raw': median(guarded.laterFetchMs) / median(raw.laterFetchMs) },
     { measure: `dead origin: dials for ${REQUESTS} requests`, raw: raw.dials, guarded: guarded.dials, 'guarded/raw': guarded.dials / raw.dials },
   ]);
-  process.stdout.write(`\n(healthy rounds, guarded/raw: ${health.ratios.map((r) => r.toFixed(3)).join(' ')})\n`);
   printJson('undici', {
     connect_timeout_ms: TIMEOUT,
-    callers: CALLERS,
     dial_count: inBenchNetns ? 'peer' : 'client',
-    healthy_ratio: round(health.ratio),
-    healthy_requests_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
-    healthy_cpu_ratio: round(health.cpuRatio),
+    ...h.json,
     dead_host_request_ms: round(guardedLater),
     raw_dead_host_request_ms: round(rawLater),
     dead_host_fetch_ms: round(median(guarded.laterFetchMs)),

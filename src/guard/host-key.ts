@@ -24,6 +24,30 @@ const schemePorts: Readonly<Record<string, number>> = {
  * @throws TypeError when `host` is not a non-empty string or `port` is not a valid port.
  */
 export function hostKey(host: string, port?: number | string): string {
+  // The same spelling as last time (connect() asks for its target's key, then the breaker for
+  // the same key, call after call): no scan, no string built. One slot for each form.
+  if (port === undefined) {
+    if (host === lastSpelling) return lastSpellingKey;
+    const key = keyOf(host, undefined);
+    lastSpelling = host;
+    lastSpellingKey = key;
+    return key;
+  }
+  if (host === lastHost && port === lastPort) return lastKey;
+  const key = keyOf(host, port);
+  lastHost = host;
+  lastPort = port;
+  lastKey = key;
+  return key;
+}
+
+let lastSpelling: string | undefined;
+let lastSpellingKey = '';
+let lastHost: string | undefined;
+let lastPort: number | string | undefined;
+let lastKey = '';
+
+function keyOf(host: string, port: number | string | undefined): string {
   const plain = canonicalKey(host, port);
   if (plain !== undefined) return plain;
   // The memo is keyed by the spelling as given; a NUL never occurs in a host, so it separates.

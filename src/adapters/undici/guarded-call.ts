@@ -61,6 +61,9 @@ export class GuardedCall implements AttemptOwner {
   #idempotentMemo: boolean | undefined;
   readonly #headersTimeout: number;
   readonly #bodyTimeout: number;
+  /** The request's own timeouts as given (read once: see the constructor). */
+  readonly #ownHeadersTimeout: number | null | undefined;
+  readonly #ownBodyTimeout: number | null | undefined;
   #started = 0;
   #deadline = Infinity;
   /** The deadline timer of the first attempt (retry() keeps its own once it takes over). */
@@ -94,9 +97,12 @@ export class GuardedCall implements AttemptOwner {
     // reads slowly (a fraction of a µs per field, more for a field that is absent): only what
     // every request needs is read here; the method, `idempotent` and the origin when a
     // decision needs them.
-    this.#body = requestBody(opts.body);
-    this.#headersTimeout = lowest(s.headersTimeout, opts.headersTimeout);
-    this.#bodyTimeout = lowest(s.bodyTimeout, opts.bodyTimeout);
+    // A field that is absent is asked for with `in` first: reading it costs ~0.1 µs, `in` a tenth.
+    this.#body = requestBody('body' in opts ? opts.body : undefined);
+    this.#ownHeadersTimeout = 'headersTimeout' in opts ? opts.headersTimeout : undefined;
+    this.#ownBodyTimeout = 'bodyTimeout' in opts ? opts.bodyTimeout : undefined;
+    this.#headersTimeout = lowest(s.headersTimeout, this.#ownHeadersTimeout);
+    this.#bodyTimeout = lowest(s.bodyTimeout, this.#ownBodyTimeout);
   }
 
   /** Whether the request may be repeated: its own `idempotent`, else by method (RFC 9110). */
@@ -309,8 +315,8 @@ export class GuardedCall implements AttemptOwner {
     // slow path (several µs per request, measured), a copy and three stores in well under one.
     if (
       underneath === undefined ||
-      headersTimeout !== (opts.headersTimeout ?? underneath.headers) ||
-      bodyTimeout !== (opts.bodyTimeout ?? underneath.body) ||
+      headersTimeout !== (this.#ownHeadersTimeout ?? underneath.headers) ||
+      bodyTimeout !== (this.#ownBodyTimeout ?? underneath.body) ||
       !this.#body.asGiven
     ) {
       opts = Object.assign({}, opts);

@@ -1,0 +1,84 @@
+/**
+ * Healthy-path comparison of a guarded client against the raw one: alternating paired rounds, so
+ * the bursts of noise on a shared machine fall on both alike, and figures that are medians of the
+ * pairs (with their spread), never of one long run.
+ */
+import { numberFlag } from './args.js';
+import { median, throughput } from './timing.js';
+
+/** What {@link pairedRounds} measured. */
+export interface Paired {
+  /** Rounds run (pairs). */
+  rounds: number;
+  /** Median calls per second of each lane. */
+  raw: number;
+  guarded: number;
+  /** Median of the pairs' guarded/raw throughput, and its spread (min and max over the pairs). */
+  ratio: number;
+  ratioMin: number;
+  ratioMax: number;
+  /** Median of the pairs' raw/guarded CPU per call (1 = the guarded client costs nothing more). */
+  cpuRatio: number;
+  /** Median CPU per call of each lane, µs (this process, `process.cpuUsage`). */
+  cpuUsPerCall: { guarded: number; raw: number };
+  /** Median over the pairs of guarded minus raw CPU per call, µs, and its spread. */
+  cpuExtraUs: number;
+  cpuExtraMin: number;
+  cpuExtraMax: number;
+}
+
+/** `--rounds N`, else `fallback`: how many paired rounds a healthy comparison runs. */
+export function roundsFlag(fallback: number): number {
+  const n = numberFlag('--rounds', fallback);
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`--rounds needs a positive integer, got ${n}`);
+  return n;
+}
+
+/**
+ * `rounds` pairs of `ms`-long rounds of `callers` concurrent loops, one lane of each pair raw and
+ * one guarded, the order alternating so neither always runs on a warmer machine.
+ */
+export async function pairedRounds(
+  rounds: number,
+  ms: number,
+  callers: number,
+  raw: () => Promise<unknown>,
+  guarded: () => Promise<unknown>,
+  onRound?: (i: number, r: { perSecond: number; cpuUsPerCall: number }, g: { perSecond: number; cpuUsPerCall: number }) => void,
+): Promise<Paired> {
+  const rs: number[] = [];
+  const gs: number[] = [];
+  const ratios: number[] = [];
+  const cpuRatios: number[] = [];
+  const rawCpu: number[] = [];
+  const guardedCpu: number[] = [];
+  const extra: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const first = i % 2 === 0 ? raw : guarded;
+    const second = i % 2 === 0 ? guarded : raw;
+    const a = await throughput(callers, ms, first);
+    const b = await throughput(callers, ms, second);
+    const [r, g] = i % 2 === 0 ? [a, b] : [b, a];
+    rs.push(r.perSecond);
+    gs.push(g.perSecond);
+    ratios.push(g.perSecond / r.perSecond);
+    rawCpu.push(r.cpuUsPerCall);
+    guardedCpu.push(g.cpuUsPerCall);
+    cpuRatios.push(r.cpuUsPerCall / g.cpuUsPerCall);
+    extra.push(g.cpuUsPerCall - r.cpuUsPerCall);
+    onRound?.(i, r, g);
+  }
+  return {
+    rounds,
+    raw: median(rs),
+    guarded: median(gs),
+    ratio: median(ratios),
+    ratioMin: Math.min(...ratios),
+    ratioMax: Math.max(...ratios),
+    cpuRatio: median(cpuRatios),
+    cpuUsPerCall: { guarded: median(guardedCpu), raw: median(rawCpu) },
+    cpuExtraUs: median(extra),
+    cpuExtraMin: Math.min(...extra),
+    cpuExtraMax: Math.max(...extra),
+  };
+}

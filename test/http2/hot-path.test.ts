@@ -1,0 +1,47 @@
+/**
+ * The healthy path pays only for what can happen: counted, not timed, so a later change that
+ * adds per-call work shows here whatever the machine's speed.
+ */
+import { describe, expect, it } from 'vitest';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { Http2Client } from '../../src/http2/client.js';
+import { http2Peer } from '../../src/testing/http2-peer.js';
+import { countAbortControllers, countingClock } from '../helpers/hot-path.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+
+const cleanup = leakCheckEach();
+const CALLS = 20;
+
+describe('Http2Client: what a healthy call creates', () => {
+  it('a call with no timeout arms no timer and makes no AbortController', async () => {
+    await using peer = await http2Peer();
+    const clock = countingClock();
+    const c = new Http2Client({ breaker: new HostBreaker(), clock });
+    cleanup.push(() => c.close());
+    await c.request(`${peer.origin}/`); // the session is dialled here
+    const armed = clock.armed;
+    const controllers = await countAbortControllers(async () => {
+      for (let i = 0; i < CALLS; i++) expect((await c.request(`${peer.origin}/`)).status).toBe(200);
+    });
+    expect(peer.attempts).toBe(1);
+    expect(peer.streams).toBe(CALLS + 1);
+    expect(clock.armed - armed).toBe(0);
+    expect(controllers).toBe(0);
+  });
+
+  it('a call with a timeout arms one timer and one AbortController, and clears the timer', async () => {
+    await using peer = await http2Peer();
+    const clock = countingClock();
+    const c = new Http2Client({ breaker: new HostBreaker(), clock, requestTimeout: 10_000 });
+    cleanup.push(() => c.close());
+    await c.request(`${peer.origin}/`);
+    const [armed, cleared] = [clock.armed, clock.cleared];
+    const controllers = await countAbortControllers(async () => {
+      for (let i = 0; i < CALLS; i++) expect((await c.request(`${peer.origin}/`)).status).toBe(200);
+    });
+    expect(peer.attempts).toBe(1);
+    expect(clock.armed - armed).toBe(CALLS);
+    expect(clock.cleared - cleared).toBe(CALLS);
+    expect(controllers).toBe(CALLS);
+  });
+});
