@@ -65,13 +65,14 @@ describe('RedisGuard: a frozen node (SIGSTOP, accept-and-hold)', () => {
     for (const c of [...nr, ...io]) c.on('error', () => {});
     cleanups.push(() => nr.forEach((c) => c.isOpen && c.destroy()), () => io.forEach((c) => c.disconnect()));
     await Promise.all(nr.map((c) => c.connect()));
+    const ping = (c: (typeof nr)[number] | (typeof io)[number]): Promise<string> => (c instanceof Redis ? c.ping() : c.ping());
     const clients = [...nr, ...io];
-    expect(await Promise.all(clients.map((c) => c.ping()))).toEqual(['PONG', 'PONG', 'PONG', 'PONG']);
+    expect(await Promise.all(clients.map(ping))).toEqual(['PONG', 'PONG', 'PONG', 'PONG']);
     const before = [raw.calls, gated.calls, rawIo.dials, gatedIo.dials];
     expect(before).toEqual([1, 1, 1, 1]);
 
     await server.freeze();
-    const pings = clients.map((c) => c.ping());
+    const pings = clients.map(ping);
     // Neither client has a reply timeout by default: the commands wait, and nothing redials.
     expect(await Promise.all(pings.map((p) => within(p, 1_500)))).toEqual(['pending', 'pending', 'pending', 'pending']);
     expect([raw.calls, gated.calls, rawIo.dials, gatedIo.dials]).toEqual(before);
