@@ -12,6 +12,7 @@
  * @module
  */
 import type net from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { RedisGuard } from '../../adapters/redis/index.js';
@@ -59,8 +60,12 @@ interface AnyClient {
   on(event: string, listener: (...args: unknown[]) => void): unknown;
 }
 
-async function main(config: RedisWorkerConfig): Promise<void> {
-  const send = (r: RedisWorkerReport): Promise<void> => new Promise((resolve) => process.send!(r, () => resolve()));
+/**
+ * Runs one worker: connects its clients, reports `ready`, waits for `go`, runs the loops for
+ * `durationMs`, closes every client and resolves after the last report (`done`). The forked
+ * process wraps it; tests call it in-process.
+ */
+export async function runRedisWorker(config: RedisWorkerConfig, send: (r: RedisWorkerReport) => Promise<void>, go: Promise<unknown>): Promise<void> {
   let batch: RedisWorkerReport = { calls: [], dials: [], opened: 0, breaker: [] };
   let breaker: HostBreaker | undefined;
   const watchKey = `localhost:${config.watch}`;
@@ -125,7 +130,6 @@ async function main(config: RedisWorkerConfig): Promise<void> {
   );
   batch.opened = 0;
   batch.dials = [];
-  const go = new Promise<void>((resolve) => process.once('message', () => resolve()));
   await send({ calls: [], dials: [], opened: 0, breaker: [], ready: true });
   await go;
 
@@ -168,11 +172,12 @@ async function main(config: RedisWorkerConfig): Promise<void> {
   clearInterval(flush);
   for (const c of clients) c.close();
   await send({ ...batch, done: { lost: started - settled, double } });
-  process.exit(0);
 }
 
-if (process.send !== undefined && process.argv[2] !== undefined) {
-  main(JSON.parse(process.argv[2]) as RedisWorkerConfig).catch((err: unknown) => {
+if (process.send !== undefined && process.argv[2] !== undefined && process.argv[1] === fileURLToPath(import.meta.url)) {
+  const send = (r: RedisWorkerReport): Promise<void> => new Promise((resolve) => process.send!(r, () => resolve()));
+  const go = new Promise<void>((resolve) => process.once('message', () => resolve()));
+  runRedisWorker(JSON.parse(process.argv[2]) as RedisWorkerConfig, send, go).then(() => process.exit(0), (err: unknown) => {
     process.stderr.write(`redis worker failed: ${String(err)}\n`);
     process.exit(1);
   });
