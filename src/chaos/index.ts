@@ -12,10 +12,11 @@ import { renderReport } from './report-html.js';
 import type { Scenario, ScenarioResult } from './scenario.js';
 import { deadProxy } from './scenarios/dead-proxy.js';
 import { memcachedStorm } from './scenarios/memcached.js';
+import { redisScenario } from './scenarios/redis.js';
 import { s5 } from './scenarios/s5.js';
 
 /** Every scenario, in the order a full run plays them. */
-export const scenarios: readonly Scenario[] = [s5, deadProxy, memcachedStorm];
+export const scenarios: readonly Scenario[] = [s5, deadProxy, memcachedStorm, redisScenario];
 
 /** Options of {@link runChaos}. */
 export interface ChaosOptions {
@@ -48,6 +49,7 @@ export function jsonLine(r: ScenarioResult): Record<string, unknown> {
     connections_opened: pair('connections_opened'),
     lost_calls: pair('lost_calls'),
     double_settled: pair('double_settled'),
+    ...(r.extra ?? {}),
   };
 }
 

@@ -44,6 +44,8 @@ export interface ScenarioResult {
   skipped?: string;
   /** Facts a reader needs to read the numbers (timeouts, counts). */
   notes: string[];
+  /** Figures only this scenario measures, added to its JSON line as they are (e.g. `recovery_ms`). */
+  extra?: Record<string, unknown>;
 }
 
 /** A replayable incident. */

@@ -5,6 +5,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
+import { stopped, waitForThreads } from '../../../src/chaos/redis/server.js';
 
 /** The install command named when `redis-server` is missing (Debian 12 ships 7.0). */
 export const INSTALL = 'apt-get install -y redis-server';
@@ -61,17 +62,23 @@ export class RedisServer {
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     child.kill(signal);
+    child.kill('SIGCONT'); // a frozen process takes no other signal until it runs
     await exited;
   }
 
-  /** SIGSTOP: frozen, its listener still completes TCP handshakes from the kernel's backlog. */
-  freeze(): void {
+  /**
+   * SIGSTOP, resolving once /proc shows every thread stopped: frozen, its listener still
+   * completes TCP handshakes into the kernel's backlog (accept-and-hold).
+   */
+  async freeze(): Promise<void> {
     this.#child?.kill('SIGSTOP');
+    await waitForThreads(this.#child?.pid, stopped);
   }
 
-  /** SIGCONT after {@link freeze}. */
-  thaw(): void {
+  /** SIGCONT after {@link freeze}, resolving once every thread runs again. */
+  async thaw(): Promise<void> {
     this.#child?.kill('SIGCONT');
+    await waitForThreads(this.#child?.pid, (s) => !stopped(s));
   }
 }
 

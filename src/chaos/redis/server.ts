@@ -1,0 +1,129 @@
+/**
+ * Real `redis-server` processes for the redis chaos scenario and the redis tests: started on
+ * loopback, frozen (SIGSTOP) and thawed with the kernel's word that every thread has stopped or
+ * runs again, killed for sure, restarted on the same port.
+ *
+ * @module
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import net from 'node:net';
+import { ownsListener } from '../memcached/server.js';
+
+/** The install command named when `redis-server` is missing (Debian 12 ships 7.0). */
+export const REDIS_INSTALL = 'apt-get install -y redis-server';
+
+/** Why `redis-server` cannot run here, or undefined when it can. */
+export function redisServerMissing(): string | undefined {
+  const r = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
+  return r.status === 0 ? undefined : `redis-server not found (${(r.error?.message ?? r.stderr).trim()}): install it with \`${REDIS_INSTALL}\``;
+}
+
+/**
+ * Waits (at most 2 s) until every thread of `pid` shows a state `ok` accepts in /proc; where
+ * /proc cannot tell (not Linux, or the process is gone), at once. A SIGSTOP is only delivered
+ * when the scheduler gets to it: without this wait a request can still slip in.
+ */
+export async function waitForThreads(pid: number | undefined, ok: (state: string) => boolean): Promise<void> {
+  if (pid === undefined) return;
+  const until = Date.now() + 2_000;
+  while (Date.now() < until) {
+    let states: string[];
+    try {
+      states = readdirSync(`/proc/${pid}/task`).map((tid) => {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? '';
+      });
+    } catch {
+      return;
+    }
+    if (states.every(ok)) return;
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  throw new Error(`process ${pid} did not reach the expected state in 2 s`);
+}
+
+/** Whether a process state letter (from /proc/<pid>/stat) is stopped. */
+export const stopped = (s: string): boolean => s === 'T' || s === 't';
+
+/** A `redis-server` on 127.0.0.1:port that can be frozen, thawed, killed and started again. */
+export class RedisProcess {
+  #child: ChildProcess | undefined;
+  constructor(
+    readonly port: number,
+    readonly args: readonly string[] = [],
+  ) {}
+
+  /** `127.0.0.1:port`. */
+  get node(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  /** The running process's id, if any. */
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  /**
+   * Starts it and resolves once it accepts connections and holds the listener itself (bounded,
+   * 5 s). Rejects if it exits first (e.g. the port was taken).
+   */
+  async start(): Promise<this> {
+    const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', ...this.args], {
+      stdio: 'ignore',
+    });
+    this.#child = child;
+    // Never outlive this process, whatever happens to it.
+    const reap = (): void => {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+    };
+    process.once('exit', reap);
+    child.once('exit', () => process.off('exit', reap));
+    for (let i = 0; i < 200; i++) {
+      if ((await accepts(this.port)) && ownsListener(child.pid, this.port)) return this;
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`redis-server exited (${child.exitCode ?? child.signalCode}) on port ${this.port}`);
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    await this.kill();
+    throw new Error(`redis-server on port ${this.port} did not accept within 5 s`);
+  }
+
+  /** SIGSTOP; resolves once every thread is stopped. Its listener still completes TCP handshakes into the backlog. */
+  async freeze(): Promise<void> {
+    const child = this.#child;
+    if (child === undefined) return;
+    child.kill('SIGSTOP');
+    await waitForThreads(child.pid, stopped);
+  }
+
+  /** SIGCONT; resolves once every thread runs again. */
+  async thaw(): Promise<void> {
+    const child = this.#child;
+    if (child === undefined) return;
+    child.kill('SIGCONT');
+    await waitForThreads(child.pid, (s) => !stopped(s));
+  }
+
+  /** SIGKILL (a frozen process too), waiting for the exit: its port refuses from then on. */
+  async kill(): Promise<void> {
+    const child = this.#child;
+    this.#child = undefined;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGKILL');
+    child.kill('SIGCONT');
+    await exited;
+  }
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect({ host: '127.0.0.1', port });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
