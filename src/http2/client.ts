@@ -14,13 +14,14 @@
  * @module
  */
 import http2 from 'node:http2';
+import type net from 'node:net';
 import type tls from 'node:tls';
 import { type FailureKind, classify } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { RequestTimeoutError } from '../core/errors.js';
 import { checkDuration, opt, show } from '../core/validate.js';
-import { DEFAULT_CONNECT_TIMEOUT } from '../guard/dial.js';
-import type { HostBreaker } from '../guard/host-breaker.js';
+import { DEFAULT_CONNECT_TIMEOUT, sharedBreaker } from '../guard/dial.js';
+import { HostBreaker } from '../guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../pool/connection-pool.js';
 import type { Lease } from '../pool/pooled-connection.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
@@ -31,8 +32,17 @@ import { SessionConnector, goawayOf } from './session-connector.js';
 export interface Http2ClientOptions {
   /** Bound on TCP + TLS + the SETTINGS exchange, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (5 000). */
   connectTimeout?: number;
-  /** Breaker fed by every session establishment. Default the shared one; `null`: none. */
+  /**
+   * Breaker fed by every session establishment. Default the shared one; `null`: none. With one,
+   * an origin whose host is a name is guarded per address (as `connect()`'s `perAddress`): one
+   * dead address neither costs requests a timeout nor refuses the name while another is alive.
+   */
   breaker?: HostBreaker | null;
+  /**
+   * Resolves an origin's name to its addresses (`dns.lookup`'s signature, called with `all:
+   * true`). Default `dns.lookup`: the system resolver, as `http2.connect` uses.
+   */
+  lookup?: net.LookupFunction;
   /**
    * PING interval, ms; 0 disables. Default 10 000 (seed 003): with the timeout below, a silent
    * peer is detected within ~20 s without capping how long a request may run.
@@ -120,7 +130,15 @@ export class Http2Client {
   constructor(options: Http2ClientOptions = {}) {
     this.#clock = opt(options.clock, systemClock);
     this.#requestTimeout = checkDuration('requestTimeout', opt(options.requestTimeout, Number.POSITIVE_INFINITY), 1, true);
+    const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
+    if (breaker !== null && !(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker or null, got ${show(breaker)}`);
+    const connectTimeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1);
+    const lookup = options.lookup;
+    if (lookup !== undefined && typeof lookup !== 'function') throw new TypeError(`lookup must be a function, got ${show(lookup)}`);
     const connector = new SessionConnector({
+      connectTimeout,
+      breaker,
+      lookup,
       tls: opt(options.tls, {}),
       settings: checkSettings(options.settings),
       keepAliveInterval: checkDuration('keepAliveInterval', opt(options.keepAliveInterval, 10_000)),
@@ -129,8 +147,8 @@ export class Http2Client {
     });
     this.#pool = new ConnectionPool({
       connector,
-      connectTimeout: opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT),
-      breaker: options.breaker,
+      connectTimeout,
+      breaker,
       idleTimeout: options.idleTimeout,
       sweepInterval: options.sweepInterval,
       retiredRetries: options.retiredRetries,

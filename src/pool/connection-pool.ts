@@ -25,7 +25,7 @@ import { classify as defaultClassify } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
-import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
+import { MAX_DURATION, checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial, sharedBreaker } from '../guard/dial.js';
 import type { HostBreaker } from '../guard/host-breaker.js';
 import { hostKey } from '../guard/host-key.js';
@@ -257,9 +257,16 @@ export class ConnectionPool<C> {
       this.#track(raw);
       return raw;
     };
+    // A connector that guards and bounds this target itself (per address) gets an unguarded dial.
+    let own = false;
+    try {
+      own = this.#connector.guardsItself?.(target) === true;
+    } catch {
+      // a connector that cannot say is guarded by the pool, as one without the method
+    }
     const attempt = dial(slot.host, establish, {
-      timeout: this.#connectTimeout,
-      breaker: this.#breaker,
+      timeout: own ? MAX_DURATION : this.#connectTimeout,
+      breaker: own ? null : this.#breaker,
       clock: this.#clock,
       signal: this.#closingSignal.signal,
       dispose: (c) => this.#track(this.#closeSafely(c, new PoolClosedError())),

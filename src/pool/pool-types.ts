@@ -28,6 +28,13 @@ export interface Connector<C> {
   close(connection: C, reason: unknown): void | Promise<void>;
   /** Subscribes to the connection's fate; may return a function that unsubscribes. */
   watch?(connection: C, watch: ConnectionWatch, target: string): void | (() => void);
+  /**
+   * Whether the connector guards and bounds `target`'s establishment itself (a name it dials per
+   * address, each address its own breaker entry): the pool's dial then neither asks the breaker
+   * nor arms the connect timeout, and only shares the one attempt among the waiters. Default
+   * false: the pool guards every target by its `hostOf` key.
+   */
+  guardsItself?(target: string): boolean;
 }
 
 /** What the pool needs from an error's classification. */
