@@ -19,7 +19,7 @@ import type tls from 'node:tls';
 import { type FailureKind, classify } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { RequestTimeoutError } from '../core/errors.js';
-import { checkDuration, opt, show } from '../core/validate.js';
+import { checkDuration, checkInteger, opt, show } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, sharedBreaker } from '../guard/dial.js';
 import { HostBreaker } from '../guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../pool/connection-pool.js';
@@ -107,6 +107,32 @@ export interface Http2Response {
   latency: number;
 }
 
+/**
+ * A response whose body arrives as it is read: `body` is a web `ReadableStream` (also an async
+ * iterable: `for await (const chunk of res.body)`). Reading drives HTTP/2 flow control: a body
+ * nobody reads stops the server once the stream's window and `highWaterMark` are full.
+ */
+export interface Http2StreamingResponse {
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  /** The body's bytes as the server sends them. Cancel it (or `signal`) to reset the stream. */
+  body: ReadableStream<Uint8Array>;
+  /** Identity of the session that carries it. */
+  connectionId: number;
+  /** From `stream()` to the response's headers, ms: connect wait included. */
+  latency: number;
+}
+
+/** Options of {@link Http2Client.stream}: a request's, plus how much of the body to buffer. */
+export interface Http2StreamOptions extends Http2RequestOptions {
+  /**
+   * Bytes of body kept unread before the stream is paused (and the server, by flow control,
+   * stopped). Default 65 536: one default HTTP/2 stream window, so a slow reader costs at most
+   * two windows of memory.
+   */
+  highWaterMark?: number;
+}
+
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 
 /** Payloads of the HTTP/2 client's events (on `dialguard:http2:<event>`). */
@@ -170,6 +196,38 @@ export class Http2Client {
    * @param url - an absolute `http:` (h2c, prior knowledge) or `https:` URL.
    */
   request(url: string | URL, options: Http2RequestOptions = {}): Promise<Http2Response> {
+    return this.#call(url, options, undefined);
+  }
+
+  /**
+   * Sends one request and resolves at the response's headers, with a body to read as it arrives
+   * (backpressure through HTTP/2 flow control). Rejects as {@link Http2Client.request} does until
+   * the headers come; after them, a failure (a reset, the session dying, `signal`, the call's
+   * `timeout`, which covers the whole body) errors the body instead, and the request is never
+   * sent again (its answer has begun). Cancelling the body resets the stream (CANCEL).
+   *
+   * @param url - an absolute `http:` (h2c, prior knowledge) or `https:` URL.
+   */
+  stream(url: string | URL, options: Http2StreamOptions = {}): Promise<Http2StreamingResponse> {
+    let highWaterMark: number;
+    try {
+      highWaterMark = checkInteger('highWaterMark', opt(options.highWaterMark, 65_536), 1);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    let onHead!: (response: Http2StreamingResponse) => void;
+    let noHead!: (err: unknown) => void;
+    const head = new Promise<Http2StreamingResponse>((resolve, reject) => {
+      onHead = resolve;
+      noHead = reject;
+    });
+    // The call settles when the body ends; before the headers, its failure is the caller's.
+    this.#call(url, options, { highWaterMark, onHead }).then(() => noHead(new Error('dialguard: the stream ended without a response')), noHead);
+    return head;
+  }
+
+  /** One call: buffered (`streaming` undefined) or streamed (resolving `streaming.onHead` at the headers). */
+  #call(url: string | URL, options: Http2RequestOptions, streaming: Streaming | undefined): Promise<Http2Response> {
     const started = this.#clock.now();
     let target: URL;
     let timeout: number;
@@ -202,7 +260,7 @@ export class Http2Client {
       };
     }
     // #exchange resolves with the response itself: no async wrapper, no second object per call.
-    let call = this.#pool.use(target.origin, (lease) => this.#exchange(lease, target, method, options, signal, started), { signal, idempotent });
+    let call = this.#pool.use(target.origin, (lease) => this.#exchange(lease, target, method, options, signal, started, streaming), { signal, idempotent });
     if (stop !== undefined) call = call.finally(stop);
     if (!events.active('settled')) return call;
     return call.then(
@@ -251,6 +309,7 @@ export class Http2Client {
     options: Http2RequestOptions,
     signal: AbortSignal | undefined,
     started: number,
+    streaming?: Streaming,
   ): Promise<Http2Response> {
     const session = lease.connection;
     // Never a stream on a session that can take none: the request was certainly not sent.
@@ -271,15 +330,26 @@ export class Http2Client {
       let headers: http2.IncomingHttpHeaders = {};
       const chunks: Buffer[] = [];
       let settled = false;
+      /** The streamed body's controller, once the headers came (`streaming` only). */
+      let sink: ReadableStreamDefaultController<Uint8Array> | undefined;
+      let response: Http2Response | undefined;
       const finish = (err: unknown, value?: Http2Response): void => {
         if (settled) return;
         settled = true;
         signal?.removeEventListener('abort', onAbort);
-        if (err === undefined) resolve(value!);
-        else {
-          if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
-          reject(err);
+        if (err === undefined) {
+          sink?.close();
+          resolve(value!);
+          return;
         }
+        if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+        if (sink !== undefined) {
+          // The answer has begun: the failure is the body's, and the call is over (never resent).
+          sink.error(err);
+          resolve(response!);
+          return;
+        }
+        reject(err);
       };
       /** The stream failed before any response: if the peer's GOAWAY excluded it, it was never processed. */
       const failed = (err: unknown): void => {
@@ -296,12 +366,45 @@ export class Http2Client {
         responded = true;
         headers = h;
         status = Number(h[':status']);
+        if (streaming !== undefined) {
+          const latency = this.#clock.now() - started;
+          const readable = new ReadableStream<Uint8Array>(
+            {
+              start: (controller) => {
+                sink = controller;
+              },
+              // Reading again: let node:http2 read (and open the flow-control window) again.
+              pull: () => {
+                stream.resume();
+              },
+              cancel: () => {
+                sink = undefined; // cancelled by its reader: nothing more to deliver
+                if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+                finish(undefined, response);
+              },
+            },
+            { highWaterMark: streaming.highWaterMark, size: (chunk) => chunk.byteLength },
+          );
+          response = { status, headers, body: EMPTY, connectionId: lease.id, latency };
+          streaming.onHead({ status, headers, body: readable, connectionId: lease.id, latency });
+        }
       });
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('data', (chunk: Buffer) => {
+        if (settled) return;
+        if (sink === undefined) {
+          if (streaming === undefined) chunks.push(chunk);
+          return;
+        }
+        sink.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+        // The reader is behind: stop reading, so flow control stops the server.
+        if ((sink.desiredSize ?? 0) <= 0) stream.pause();
+      });
       // A stream the peer reset with NO_ERROR or CANCEL before any response also ends: that is no
       // response, and 'close' rejects it with the code. Only a response the server sent resolves.
       stream.on('end', () => {
-        if (responded) finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId: lease.id, latency: this.#clock.now() - started });
+        if (!responded) return;
+        if (streaming !== undefined) finish(undefined, response);
+        else finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId: lease.id, latency: this.#clock.now() - started });
       });
       stream.on('error', failed);
       stream.on('close', () => {
@@ -313,6 +416,15 @@ export class Http2Client {
     });
   }
 }
+
+/** What a streamed call needs: the body's buffer bound, and where its headers go. */
+interface Streaming {
+  readonly highWaterMark: number;
+  readonly onHead: (response: Http2StreamingResponse) => void;
+}
+
+/** The `body` of the response a streamed call settles with internally (the caller has the stream). */
+const EMPTY = Buffer.alloc(0);
 
 /**
  * `settings` as given, once node:http2 accepts them (its own check, `getPackedSettings`). Unchecked,
