@@ -62,7 +62,9 @@ export interface GuardedConnectorOptions {
   /**
    * How sockets resolve and reach the host: `lookup`, `family`, `autoSelectFamily`,
    * `autoSelectFamilyAttemptTimeout`, `localAddress`... as `net.connect` takes them. Default
-   * Node's (dns.lookup, its own family selection): the same as undici's connector.
+   * Node's (dns.lookup). With a breaker, a name is resolved here (`lookup`, `family`, `hints`)
+   * and its addresses dialled one by one, each its own breaker entry (as `connect()`'s
+   * `perAddress`), `autoSelectFamilyAttemptTimeout` pacing them (default 250 ms, Node's).
    */
   socket?: GuardedSocketOptions;
   /**
@@ -221,7 +223,19 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
       const perAddress = s.connector === undefined && !path && s.breaker !== null && !isLiteral(host);
       open = () =>
         (perAddress
-          ? connect({ host, port }, { timeout: s.timeout, breaker: s.breaker, clock: s.clock, dispose: destroy, tls: tlsOptions, socket })
+          ? connect(
+              { host, port },
+              {
+                timeout: s.timeout,
+                breaker: s.breaker,
+                clock: s.clock,
+                dispose: destroy,
+                tls: tlsOptions,
+                socket,
+                // Node's happy-eyeballs delay, when given, paces the addresses here too.
+                ...(socket.autoSelectFamilyAttemptTimeout === undefined ? {} : { attemptDelay: socket.autoSelectFamilyAttemptTimeout }),
+              },
+            )
           : dial(key, establish, dialOptions)
         ).then((sock) => {
           // As undici's own connector does: the kernel probes an idle pooled connection.
