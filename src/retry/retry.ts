@@ -235,7 +235,6 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
         events.emit('budget-exhausted', { attempt: attempts });
         return fail(new RetryBudgetExhaustedError(causeOf(errors, undefined, 'retry budget exhausted')));
       }
-      events.emit('scheduled', { attempt: attempts + 1, delay, code: c.code, kind: c.kind });
       if (s.onRetry !== undefined) {
         // A hook that throws (or rejects) ends the call with its error, through the caller of loop().
         const hooked = s.onRetry({ attempt: attempts, error, classification: c, delay, remaining: s.deadline === Infinity ? Infinity : Math.max(0, s.deadline - now) });
@@ -250,6 +249,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
           if (hookError !== undefined) return fail(hookError.error);
         }
       }
+      events.emit('scheduled', { attempt: attempts + 1, delay, code: c.code, kind: c.kind });
       try {
         await sleep(clock, delay, signal());
       } catch {

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { constant, fullJitter } from '../../src/core/backoff.js';
 import { RetryBudget } from '../../src/retry/budget.js';
-import { type RetryInfo, type RetryOptions, retry } from '../../src/retry/retry.js';
+import { type RetryInfo, type RetryOptions, onRetryEvent, retry } from '../../src/retry/retry.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import { after, refusedConnect, resetMidRequest, seeded, track } from './helpers.js';
 
@@ -51,8 +51,10 @@ describe('retry: onRetry hook', () => {
     expect(infos[1]!.remaining).toBe(10_000 - 50 - infos[0]!.delay - 50);
   });
 
-  it('a hook that throws ends the call with its error: no further attempt, no wait', async () => {
+  it('a hook that throws ends the call with its error: no further attempt, no wait, no retry announced', async () => {
     const clock = new ManualClock(0);
+    const scheduled: unknown[] = [];
+    const off = onRetryEvent('scheduled', (e) => scheduled.push(e));
     const mine = new Error('stop here');
     let attempts = 0;
     const results: unknown[] = [];
@@ -70,6 +72,8 @@ describe('retry: onRetry hook', () => {
     expect(attempts).toBe(1);
     expect(results).toEqual([mine]);
     expect(clock.pending).toBe(0);
+    off();
+    expect(scheduled).toEqual([]);
   });
 
   it('a hook whose promise rejects ends the call with that error; one that resolves lets the retry go on', async () => {
