@@ -11,6 +11,7 @@ import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { Http2Client } from '../../src/http2/client.js';
 import { http2Peer } from '../../src/testing/http2-peer.js';
 import { acceptAndHold } from '../../src/testing/tcp-peers.js';
+import { TEST_CERT } from '../../src/testing/test-cert.js';
 import { eventually } from '../helpers/eventually.js';
 import { leakCheckEach } from '../helpers/leaks.js';
 
@@ -103,5 +104,23 @@ describe('Http2Client: a name is guarded per address', () => {
     expect(breaker.state(`127.0.0.4:${live.port}`)?.state).toBe('closed');
     expect(live.attempts).toBe(1);
     expect(hold.attempts).toBe(1);
+  });
+
+  it('over TLS each address is dialled with the name as SNI and checked against it: the live addresses of localhost serve, the refusing one opens alone', async () => {
+    await using a = await http2Peer({ host: '127.0.0.2', tls: true });
+    await using b = await http2Peer({ host: '127.0.0.4', port: a.port, tls: true });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
+    const { lookup } = lookupTo(['127.0.0.3', '127.0.0.2', '127.0.0.4']);
+    for (let i = 0; i < 4; i++) {
+      const c = new Http2Client({ breaker, lookup, connectTimeout: 1_000, tls: { ca: TEST_CERT } });
+      try {
+        expect((await c.request(`https://localhost:${a.port}/`)).status).toBe(200);
+      } finally {
+        await c.close();
+      }
+    }
+    expect(a.attempts + b.attempts).toBe(4);
+    expect(dials.get(`127.0.0.3:${a.port}`)).toBe(1);
+    expect(breaker.state(`127.0.0.3:${a.port}`)?.state).toBe('open');
   });
 });
