@@ -30,9 +30,10 @@ export interface Connector<C> {
   watch?(connection: C, watch: ConnectionWatch, target: string): void | (() => void);
   /**
    * Whether the connector guards and bounds `target`'s establishment itself (a name it dials per
-   * address, each address its own breaker entry): the pool's dial then neither asks the breaker
-   * nor arms the connect timeout, and only shares the one attempt among the waiters. Default
-   * false: the pool guards every target by its `hostOf` key.
+   * address, each address its own breaker entry): the pool then runs `connect` without a dial of
+   * its own (no breaker, connect timer or dial event: the connector's dials have them), still one
+   * attempt shared by every waiter and stopped by `close()`. Default false: the pool guards every
+   * target by its `hostOf` key.
    */
   guardsItself?(target: string): boolean;
 }
