@@ -90,6 +90,7 @@ export {
 export {
   type RetryAttempt,
   type RetryEvents,
+  type RetryInfo,
   type RetryOptions,
   type RetryPredicate,
   type RetryResult,

@@ -14,25 +14,34 @@
  * @module
  */
 import http2 from 'node:http2';
+import type net from 'node:net';
 import type tls from 'node:tls';
 import { type FailureKind, classify } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { RequestTimeoutError } from '../core/errors.js';
-import { checkDuration, opt, show } from '../core/validate.js';
-import { DEFAULT_CONNECT_TIMEOUT } from '../guard/dial.js';
-import type { HostBreaker } from '../guard/host-breaker.js';
+import { checkDuration, checkInteger, opt, show } from '../core/validate.js';
+import { DEFAULT_CONNECT_TIMEOUT, sharedBreaker } from '../guard/dial.js';
+import { HostBreaker } from '../guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../pool/connection-pool.js';
-import type { Lease } from '../pool/pooled-connection.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
-import { h2Name } from '../core/classify-rules.js';
-import { SessionConnector, goawayOf } from './session-connector.js';
+import { type Streaming, exchange } from './exchange.js';
+import { SessionConnector } from './session-connector.js';
 
 /** Options of an {@link Http2Client}. */
 export interface Http2ClientOptions {
   /** Bound on TCP + TLS + the SETTINGS exchange, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (5 000). */
   connectTimeout?: number;
-  /** Breaker fed by every session establishment. Default the shared one; `null`: none. */
+  /**
+   * Breaker fed by every session establishment. Default the shared one; `null`: none. With one,
+   * an origin whose host is a name is guarded per address (as `connect()`'s `perAddress`): one
+   * dead address neither costs requests a timeout nor refuses the name while another is alive.
+   */
   breaker?: HostBreaker | null;
+  /**
+   * Resolves an origin's name to its addresses (`dns.lookup`'s signature, called with `all:
+   * true`). Default `dns.lookup`: the system resolver, as `http2.connect` uses.
+   */
+  lookup?: net.LookupFunction;
   /**
    * PING interval, ms; 0 disables. Default 10 000 (seed 003): with the timeout below, a silent
    * peer is detected within ~20 s without capping how long a request may run.
@@ -97,6 +106,32 @@ export interface Http2Response {
   latency: number;
 }
 
+/**
+ * A response whose body arrives as it is read: `body` is a web `ReadableStream` (also an async
+ * iterable: `for await (const chunk of res.body)`). Reading drives HTTP/2 flow control: a body
+ * nobody reads stops the server once the stream's window and `highWaterMark` are full.
+ */
+export interface Http2StreamingResponse {
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  /** The body's bytes as the server sends them. Cancel it (or `signal`) to reset the stream. */
+  body: ReadableStream<Uint8Array>;
+  /** Identity of the session that carries it. */
+  connectionId: number;
+  /** From `stream()` to the response's headers, ms: connect wait included. */
+  latency: number;
+}
+
+/** Options of {@link Http2Client.stream}: a request's, plus how much of the body to buffer. */
+export interface Http2StreamOptions extends Http2RequestOptions {
+  /**
+   * Bytes of body kept unread before the stream is paused (and the server, by flow control,
+   * stopped). Default 65 536: one default HTTP/2 stream window, so a slow reader costs at most
+   * two windows of memory.
+   */
+  highWaterMark?: number;
+}
+
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 
 /** Payloads of the HTTP/2 client's events (on `dialguard:http2:<event>`). */
@@ -120,7 +155,15 @@ export class Http2Client {
   constructor(options: Http2ClientOptions = {}) {
     this.#clock = opt(options.clock, systemClock);
     this.#requestTimeout = checkDuration('requestTimeout', opt(options.requestTimeout, Number.POSITIVE_INFINITY), 1, true);
+    const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
+    if (breaker !== null && !(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker or null, got ${show(breaker)}`);
+    const connectTimeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1);
+    const lookup = options.lookup;
+    if (lookup !== undefined && typeof lookup !== 'function') throw new TypeError(`lookup must be a function, got ${show(lookup)}`);
     const connector = new SessionConnector({
+      connectTimeout,
+      breaker,
+      lookup,
       tls: opt(options.tls, {}),
       settings: checkSettings(options.settings),
       keepAliveInterval: checkDuration('keepAliveInterval', opt(options.keepAliveInterval, 10_000)),
@@ -129,8 +172,8 @@ export class Http2Client {
     });
     this.#pool = new ConnectionPool({
       connector,
-      connectTimeout: opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT),
-      breaker: options.breaker,
+      connectTimeout,
+      breaker,
       idleTimeout: options.idleTimeout,
       sweepInterval: options.sweepInterval,
       retiredRetries: options.retiredRetries,
@@ -152,6 +195,38 @@ export class Http2Client {
    * @param url - an absolute `http:` (h2c, prior knowledge) or `https:` URL.
    */
   request(url: string | URL, options: Http2RequestOptions = {}): Promise<Http2Response> {
+    return this.#call(url, options, undefined);
+  }
+
+  /**
+   * Sends one request and resolves at the response's headers, with a body to read as it arrives
+   * (backpressure through HTTP/2 flow control). Rejects as {@link Http2Client.request} does until
+   * the headers come; after them, a failure (a reset, the session dying, `signal`, the call's
+   * `timeout`, which covers the whole body) errors the body instead, and the request is never
+   * sent again (its answer has begun). Cancelling the body resets the stream (CANCEL).
+   *
+   * @param url - an absolute `http:` (h2c, prior knowledge) or `https:` URL.
+   */
+  stream(url: string | URL, options: Http2StreamOptions = {}): Promise<Http2StreamingResponse> {
+    let highWaterMark: number;
+    try {
+      highWaterMark = checkInteger('highWaterMark', opt(options.highWaterMark, 65_536), 1);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    let onHead!: (response: Http2StreamingResponse) => void;
+    let noHead!: (err: unknown) => void;
+    const head = new Promise<Http2StreamingResponse>((resolve, reject) => {
+      onHead = resolve;
+      noHead = reject;
+    });
+    // The call settles when the body ends; before the headers, its failure is the caller's.
+    this.#call(url, options, { highWaterMark, onHead }).then(() => noHead(new Error('dialguard: the stream ended without a response')), noHead);
+    return head;
+  }
+
+  /** One call: buffered (`streaming` undefined) or streamed (resolving `streaming.onHead` at the headers). */
+  #call(url: string | URL, options: Http2RequestOptions, streaming: Streaming | undefined): Promise<Http2Response> {
     const started = this.#clock.now();
     let target: URL;
     let timeout: number;
@@ -183,8 +258,8 @@ export class Http2Client {
         caller?.removeEventListener('abort', onCaller);
       };
     }
-    // #exchange resolves with the response itself: no async wrapper, no second object per call.
-    let call = this.#pool.use(target.origin, (lease) => this.#exchange(lease, target, method, options, signal, started), { signal, idempotent });
+    // exchange() resolves with the response itself: no async wrapper, no second object per call.
+    let call = this.#pool.use(target.origin, (lease) => exchange(lease, target, method, options, signal, started, this.#clock, streaming), { signal, idempotent });
     if (stop !== undefined) call = call.finally(stop);
     if (!events.active('settled')) return call;
     return call.then(
@@ -221,79 +296,6 @@ export class Http2Client {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
-
-  /**
-   * Runs one stream on the leased session; `signal` is the caller's, bounded by the call's
-   * deadline; `started` is when the call began (for the response's `latency`).
-   */
-  #exchange(
-    lease: Lease<http2.ClientHttp2Session>,
-    url: URL,
-    method: string,
-    options: Http2RequestOptions,
-    signal: AbortSignal | undefined,
-    started: number,
-  ): Promise<Http2Response> {
-    const session = lease.connection;
-    // Never a stream on a session that can take none: the request was certainly not sent.
-    if (session.destroyed) return Promise.reject(notSent('ERR_HTTP2_INVALID_SESSION', 'The session has been destroyed'));
-    if (session.closed || goawayOf(session) !== undefined) {
-      return Promise.reject(notSent('ERR_HTTP2_GOAWAY_SESSION', 'New streams cannot be created after receiving a GOAWAY'));
-    }
-    const body = options.body;
-    // Throws at once (ERR_HTTP2_INVALID_SESSION, ERR_HTTP2_GOAWAY_SESSION) when the session can
-    // take no stream: the request was certainly not sent.
-    const path = `${url.pathname}${url.search}`;
-    const extra = options.headers;
-    // A literal when there are no extra headers: a spread builds the object on V8's slow path.
-    const stream = session.request(extra === undefined ? { ':method': method, ':path': path } : { ...extra, ':method': method, ':path': path });
-    return new Promise((resolve, reject) => {
-      let status = 0;
-      let responded = false;
-      let headers: http2.IncomingHttpHeaders = {};
-      const chunks: Buffer[] = [];
-      let settled = false;
-      const finish = (err: unknown, value?: Http2Response): void => {
-        if (settled) return;
-        settled = true;
-        signal?.removeEventListener('abort', onAbort);
-        if (err === undefined) resolve(value!);
-        else {
-          if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
-          reject(err);
-        }
-      };
-      /** The stream failed before any response: if the peer's GOAWAY excluded it, it was never processed. */
-      const failed = (err: unknown): void => {
-        const goaway = responded ? undefined : goawayOf(session);
-        if (goaway !== undefined && (stream.id === undefined || stream.id > goaway.lastStreamID)) finish(unprocessed(stream.id, goaway, err));
-        else finish(err);
-      };
-      // The pool ends the call itself when the session dies (destroying it ends the stream too);
-      // a caller's abort or the call's deadline must also cancel the stream, so the peer stops.
-      const onAbort = (): void => finish(signal!.reason);
-      if (signal?.aborted === true) return finish(signal.reason);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      stream.on('response', (h) => {
-        responded = true;
-        headers = h;
-        status = Number(h[':status']);
-      });
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-      // A stream the peer reset with NO_ERROR or CANCEL before any response also ends: that is no
-      // response, and 'close' rejects it with the code. Only a response the server sent resolves.
-      stream.on('end', () => {
-        if (responded) finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId: lease.id, latency: this.#clock.now() - started });
-      });
-      stream.on('error', failed);
-      stream.on('close', () => {
-        if (!settled) failed(streamClosedError(stream.rstCode, responded));
-      });
-      // end() rather than the endStream option: measured faster on Node 20 (A/B, same run), for
-      // one empty DATA frame more on the wire.
-      stream.end(body);
-    });
-  }
 }
 
 /**
@@ -312,28 +314,4 @@ function checkSettings(settings: http2.Settings | undefined): http2.Settings | u
     throw err instanceof TypeError ? new TypeError(message, { cause: err }) : new RangeError(message, { cause: err });
   }
   return settings;
-}
-
-/** A stream that closed without an error event and without a complete response. */
-function streamClosedError(rstCode: number, responded: boolean): Error {
-  const name = h2Name(rstCode) ?? String(rstCode);
-  const when = responded ? 'before the response ended' : 'before any response';
-  return Object.assign(new Error(`Stream closed with error code NGHTTP2_${name} ${when}`), {
-    code: 'ERR_HTTP2_STREAM_ERROR',
-    rstCode,
-  });
-}
-
-/** A request that was certainly not sent, with node:http2's code for why. */
-function notSent(code: 'ERR_HTTP2_INVALID_SESSION' | 'ERR_HTTP2_GOAWAY_SESSION', message: string): Error {
-  return Object.assign(new Error(message), { code });
-}
-
-/** A stream the peer's GOAWAY excluded (RFC 9113 §6.8): never processed, safe to send again. */
-function unprocessed(id: number | undefined, goaway: { code: number; lastStreamID: number }, cause: unknown): Error {
-  const name = h2Name(goaway.code) ?? String(goaway.code);
-  return Object.assign(
-    new Error(`HTTP/2 stream ${id ?? '(unsent)'} was not processed: the peer's GOAWAY (${name}, last stream ${goaway.lastStreamID}) excluded it`, { cause }),
-    { code: 'ERR_HTTP2_GOAWAY_SESSION' },
-  );
 }

@@ -10,11 +10,13 @@
  * @module
  */
 import http2 from 'node:http2';
+import net from 'node:net';
 import tls from 'node:tls';
 import { type Clock, type TimerHandle, unrefTimer } from '../core/clock.js';
 import { KeepAliveTimeoutError, TransportClosedError } from '../core/errors.js';
-import { openSocket } from '../guard/connect.js';
+import { connect, openSocket } from '../guard/connect.js';
 import type { DialContext } from '../guard/dial.js';
+import type { HostBreaker } from '../guard/host-breaker.js';
 import type { ConnectionWatch, Connector } from '../pool/connection-pool.js';
 
 /** What the connector needs from the client's options. */
@@ -28,6 +30,15 @@ export interface SessionConnectorOptions {
   /** How long a PING may go unanswered before the session is gone, ms. */
   keepAliveTimeout: number;
   clock: Clock;
+  /** Bound on one establishment, ms (per-address connects bound themselves with it). */
+  connectTimeout: number;
+  /**
+   * The client's breaker. With one, a name is dialled per address (see `connect`'s
+   * `perAddress`): the connector guards and bounds those dials itself.
+   */
+  breaker: HostBreaker | null;
+  /** Resolves names (per address); default `dns.lookup`. */
+  lookup: net.LookupFunction | undefined;
 }
 
 const noop = (): void => {};
@@ -61,13 +72,48 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
     this.#options = options;
   }
 
+  /**
+   * Whether `origin`'s host is a name this connector dials per address (with the client's
+   * breaker, each address its own entry, the HTTP/2 handshake inside each address's dial): the
+   * pool then leaves guarding and bounding to it.
+   */
+  guardsItself(origin: string): boolean {
+    if (this.#options.breaker === null) return false;
+    const host = new URL(origin).hostname;
+    return !host.startsWith('[') && net.isIP(host) === 0;
+  }
+
   async connect(origin: string, ctx: DialContext): Promise<http2.ClientHttp2Session> {
     const url = new URL(origin);
     const secure = url.protocol === 'https:';
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     const port = Number(url.port || (secure ? 443 : 80));
-    const socket = await openSocket({ host, port }, { tls: secure ? this.#tlsFor(origin) : undefined }, ctx);
+    const tlsOptions = secure ? this.#tlsFor(origin) : undefined;
+    if (this.guardsItself(origin)) {
+      // Each address's dial runs TCP, TLS and the SETTINGS exchange; the one that wins is kept.
+      const sessions = new WeakMap<net.Socket, http2.ClientHttp2Session>();
+      const { breaker, connectTimeout, clock, lookup } = this.#options;
+      const socket = await connect(
+        { host, port },
+        {
+          breaker,
+          timeout: connectTimeout,
+          clock,
+          signal: ctx.signal,
+          tls: tlsOptions,
+          ...(lookup === undefined ? {} : { socket: { lookup } }),
+          handshake: (sock, inner) => this.#handshake(origin, sock, inner).then((session) => void sessions.set(sock, session)),
+        },
+      );
+      return sessions.get(socket)!;
+    }
+    const socket = await openSocket({ host, port }, { tls: tlsOptions }, ctx);
     ctx.phase = 'handshake';
+    return this.#handshake(origin, socket, ctx);
+  }
+
+  /** The HTTP/2 preface and SETTINGS exchange on a connected socket, watching `ctx.signal`. */
+  #handshake(origin: string, socket: net.Socket, ctx: DialContext): Promise<http2.ClientHttp2Session> {
     const session = http2.connect(origin, { createConnection: () => socket, settings: this.#options.settings });
     // Errors reach the pool through watch(); this keeps one arriving after unwatch from crashing.
     session.on('error', noop);

@@ -28,6 +28,7 @@ import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial, sharedBreaker } from '../guard/dial.js';
 import type { HostBreaker } from '../guard/host-breaker.js';
+import type { DialPermit } from '../guard/host-breaker-types.js';
 import { hostKey } from '../guard/host-key.js';
 import { type Lease, PooledConnection, type RetireReason, Ride } from './pooled-connection.js';
 import type { ConnectionPoolEvents, ConnectionPoolOptions, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
@@ -257,13 +258,24 @@ export class ConnectionPool<C> {
       this.#track(raw);
       return raw;
     };
-    const attempt = dial(slot.host, establish, {
-      timeout: this.#connectTimeout,
-      breaker: this.#breaker,
-      clock: this.#clock,
-      signal: this.#closingSignal.signal,
-      dispose: (c) => this.#track(this.#closeSafely(c, new PoolClosedError())),
-    }).then(
+    // A connector that guards and bounds this target itself (per address) gets an unguarded dial.
+    let own = false;
+    try {
+      own = this.#connector.guardsItself?.(target) === true;
+    } catch {
+      // a connector that cannot say is guarded by the pool, as one without the method
+    }
+    const attempt = (
+      own
+        ? unguarded(establish, this.#closingSignal.signal)
+        : dial(slot.host, establish, {
+            timeout: this.#connectTimeout,
+            breaker: this.#breaker,
+            clock: this.#clock,
+            signal: this.#closingSignal.signal,
+            dispose: (c) => this.#track(this.#closeSafely(c, new PoolClosedError())),
+          })
+    ).then(
       (connection) => {
         this.#attempts--;
         const conn = new PooledConnection(++this.#nextId, target, connection, this.#clock.now());
@@ -467,4 +479,17 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): 
       },
     );
   });
+}
+
+/** The permit of an establishment its connector guards itself: it settles nothing. */
+const UNGUARDED: DialPermit = { host: '', probe: false, settled: true, succeeded() {}, failed() {}, abandoned() {} };
+
+/**
+ * Runs `establish` for a connector that guards and bounds the target itself (its own dials ask
+ * the breaker, arm their timeouts and are reported): no second breaker entry, timer or dial event
+ * here. The pool's closing still aborts it through `signal`.
+ */
+function unguarded<C>(establish: (ctx: DialContext) => Promise<C>, signal: AbortSignal): Promise<C> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return establish({ signal, permit: UNGUARDED, phase: 'tcp', answered: false });
 }

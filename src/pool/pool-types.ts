@@ -28,6 +28,14 @@ export interface Connector<C> {
   close(connection: C, reason: unknown): void | Promise<void>;
   /** Subscribes to the connection's fate; may return a function that unsubscribes. */
   watch?(connection: C, watch: ConnectionWatch, target: string): void | (() => void);
+  /**
+   * Whether the connector guards and bounds `target`'s establishment itself (a name it dials per
+   * address, each address its own breaker entry): the pool then runs `connect` without a dial of
+   * its own (no breaker, connect timer or dial event: the connector's dials have them), still one
+   * attempt shared by every waiter and stopped by `close()`. Default false: the pool guards every
+   * target by its `hostOf` key.
+   */
+  guardsItself?(target: string): boolean;
 }
 
 /** What the pool needs from an error's classification. */

@@ -41,6 +41,20 @@ export interface RetryResult {
   readonly classification?: Classification;
 }
 
+/** What a per-call {@link RetryOptions.onRetry} hook is told about the retry about to be waited for. */
+export interface RetryInfo {
+  /** The attempt that just failed (1 for the first); the next one is `attempt + 1`. */
+  readonly attempt: number;
+  /** What that attempt failed with. */
+  readonly error: unknown;
+  /** How that failure was classified (the reason it may be retried). */
+  readonly classification: Classification;
+  /** The wait chosen before the next attempt, ms (jitter applied). */
+  readonly delay: number;
+  /** Milliseconds left of the overall deadline now, before the wait; Infinity when there is none. */
+  readonly remaining: number;
+}
+
 /**
  * Decides whether a failure may be retried, overriding the default (`transient && (notSent ||
  * idempotent)`); return undefined to keep the default. Not asked about refusals by the breaker,
@@ -115,6 +129,14 @@ export interface RetryOptions {
   classify?: ClassifyOptions;
   /** Called once when the call ends, with whole-call data for metrics. Default none. */
   onResult?: (result: RetryResult) => void;
+  /**
+   * Called before each wait for a retry, once every check has allowed it (retryable, attempts,
+   * window, deadline, budget). A hook that throws, or returns a promise that rejects, ends the
+   * call with that error: a hook is never swallowed. A returned promise is awaited (the caller's
+   * abort, shutdown and the deadline still interrupt it) and its time counts against the
+   * deadline. Default none.
+   */
+  onRetry?: (info: RetryInfo) => void | PromiseLike<void>;
 }
 
 /** Options resolved for one call: defaults applied, values checked, the deadline made absolute. */
@@ -134,6 +156,7 @@ export interface Settings {
   shutdown: AbortSignal | undefined;
   cancel: ((cancel: (reason: unknown) => void) => void) | undefined;
   onResult: ((result: RetryResult) => void) | undefined;
+  onRetry: ((info: RetryInfo) => void | PromiseLike<void>) | undefined;
   start: number;
 }
 
@@ -189,5 +212,6 @@ export function settings(options: RetryOptions): Settings {
     shutdown: checkSignal('shutdown', options.shutdown),
     cancel: options.cancel === undefined ? undefined : checkFunction<(cancel: (reason: unknown) => void) => void>('cancel', options.cancel),
     onResult: options.onResult === undefined ? undefined : checkFunction<(result: RetryResult) => void>('onResult', options.onResult),
+    onRetry: options.onRetry === undefined ? undefined : checkFunction<(info: RetryInfo) => void | PromiseLike<void>>('onRetry', options.onRetry),
   };
 }

@@ -23,7 +23,7 @@ import { type CallTraceMessage, attemptTrace, callTrace, traced } from '../obser
 import { MAX_DURATION, checkFunction } from '../core/validate.js';
 import { type RetryAttempt, type RetryOptions, type RetryResult, settings } from './retry-options.js';
 
-export type { RetryAttempt, RetryOptions, RetryPredicate, RetryResult } from './retry-options.js';
+export type { RetryAttempt, RetryInfo, RetryOptions, RetryPredicate, RetryResult } from './retry-options.js';
 
 /** Payloads of the retry loop's events (also published on `dialguard:retry:<event>`). */
 export interface RetryEvents {
@@ -235,6 +235,20 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
         events.emit('budget-exhausted', { attempt: attempts });
         return fail(new RetryBudgetExhaustedError(causeOf(errors, undefined, 'retry budget exhausted')));
       }
+      if (s.onRetry !== undefined) {
+        // A hook that throws (or rejects) ends the call with its error, through the caller of loop().
+        const hooked = s.onRetry({ attempt: attempts, error, classification: c, delay, remaining: s.deadline === Infinity ? Infinity : Math.max(0, s.deadline - now) });
+        if (isThenable(hooked)) {
+          let hookError: { error: unknown } | undefined;
+          try {
+            await untilHalted(Promise.resolve(hooked));
+          } catch (err) {
+            hookError = { error: err };
+          }
+          if (stop !== undefined) return interrupted();
+          if (hookError !== undefined) return fail(hookError.error);
+        }
+      }
       events.emit('scheduled', { attempt: attempts + 1, delay, code: c.code, kind: c.kind });
       try {
         await sleep(clock, delay, signal());
@@ -266,6 +280,10 @@ class Attempt implements RetryAttempt {
   get remaining(): number {
     return this.deadline === Infinity ? Infinity : Math.max(0, this.deadline - this.#clock.now());
   }
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function';
 }
 
 function invoke<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>, attempt: RetryAttempt): Promise<T> {

@@ -1,59 +1,39 @@
 /**
- * dialguard/otel's traceSpans: the parent/child shape of a call that dials, fails once, backs
- * off and succeeds. @opentelemetry/sdk-trace-base is not a dependency here, so spans are recorded
- * by a tracer written against @opentelemetry/api alone (parents read with `trace.getSpan`).
+ * dialguard/otel's traceSpans, recorded by OpenTelemetry's own SDK (@opentelemetry/sdk-trace-base:
+ * a BasicTracerProvider exporting to an InMemorySpanExporter): the parent/child shape of a call
+ * that dials, fails once, backs off and succeeds, read from the spans' real parent span contexts.
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { type Attributes, type Context, type Span, type SpanOptions, type SpanStatus, type Tracer, trace } from '@opentelemetry/api';
+import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import { afterEach, describe, expect, it } from 'vitest';
 import { traceSpans } from '../../src/adapters/otel/index.js';
 import { HostBreaker, dial, retry } from '../../src/index.js';
 
-interface Recorded {
-  name: string;
-  parent: Recorded | undefined;
-  attributes: Attributes;
-  events: Array<{ name: string; attributes: Attributes | undefined }>;
-  status: SpanStatus | undefined;
-  ended: boolean;
-}
-
-class RecordingTracer implements Tracer {
-  readonly spans: Recorded[] = [];
-  startSpan(name: string, options?: SpanOptions, ctx?: Context): Span {
-    const parentSpan = ctx === undefined ? undefined : (trace.getSpan(ctx) as (Span & { record?: Recorded }) | undefined);
-    const record: Recorded = { name, parent: parentSpan?.record, attributes: { ...options?.attributes }, events: [], status: undefined, ended: false };
-    this.spans.push(record);
-    const span = {
-      record,
-      spanContext: () => ({ traceId: '0'.repeat(31) + '1', spanId: String(this.spans.length).padStart(16, '0'), traceFlags: 1 }),
-      setAttribute: (k: string, v: unknown) => ((record.attributes[k] = v as never), span),
-      setAttributes: (a: Attributes) => (Object.assign(record.attributes, a), span),
-      addEvent: (n: string, a?: Attributes) => (record.events.push({ name: n, attributes: a }), span),
-      addLink: () => span,
-      addLinks: () => span,
-      setStatus: (s: SpanStatus) => ((record.status = s), span),
-      updateName: () => span,
-      end: () => void (record.ended = true),
-      isRecording: () => !record.ended,
-      recordException: () => {},
-    };
-    return span as unknown as Span;
-  }
-  startActiveSpan(): never {
-    throw new Error('not used');
-  }
-}
-
 let stop: (() => void) | undefined;
-afterEach(() => {
+let provider: BasicTracerProvider | undefined;
+afterEach(async () => {
   stop?.();
   stop = undefined;
+  await provider?.shutdown();
+  provider = undefined;
 });
+
+/** A real SDK tracer whose finished spans land in the returned exporter. */
+function sdkTracer(): { tracer: Tracer; exporter: InMemorySpanExporter } {
+  const exporter = new InMemorySpanExporter();
+  provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  return { tracer: provider.getTracer('dialguard-test'), exporter };
+}
+
+/** An OpenTelemetry HrTime as ms. */
+function hrMs([seconds, nanos]: readonly [number, number]): number {
+  return seconds * 1_000 + nanos / 1e6;
+}
 
 describe('traceSpans', () => {
   it('a call that dials, fails once, backs off and succeeds: call > attempt 1 > dial (failed), call > attempt 2 > dial (succeeded), the wait an event on the call', async () => {
-    const tracer = new RecordingTracer();
+    const { tracer, exporter } = sdkTracer();
     stop = traceSpans({ tracer });
     const breaker = new HostBreaker();
     let dials = 0;
@@ -72,34 +52,55 @@ describe('traceSpans', () => {
       { budget: null, backoff: () => 5 },
     );
     expect(value).toBe('conn');
-    const shape = tracer.spans.map((s) => `${s.parent === undefined ? '' : `${s.parent.name}#${String(s.parent.attributes['dialguard.attempt'] ?? '')} > `}${s.name}`);
-    expect(shape).toEqual([
-      'dialguard.call',
-      'dialguard.call# > dialguard.attempt',
-      'dialguard.attempt#1 > dialguard.dial',
-      'dialguard.call# > dialguard.attempt',
-      'dialguard.attempt#2 > dialguard.dial',
+    const spans = exporter.getFinishedSpans();
+    expect(spans).toHaveLength(5); // every span ended (only ended spans are exported)
+    const byId = new Map(spans.map((s) => [s.spanContext().spanId, s]));
+    const parentOf = (s: ReadableSpan) => (s.parentSpanContext === undefined ? undefined : byId.get(s.parentSpanContext.spanId));
+    const childrenOf = (p: ReadableSpan) => spans.filter((s) => parentOf(s) === p);
+    // One trace, one root: the call.
+    expect(new Set(spans.map((s) => s.spanContext().traceId)).size).toBe(1);
+    const roots = spans.filter((s) => parentOf(s) === undefined);
+    expect(roots.map((s) => s.name)).toEqual(['dialguard.call']);
+    const call = roots[0]!;
+    // call > attempt 1 > dial (failed); call > attempt 2 > dial (succeeded).
+    const attempts = childrenOf(call).sort((x, y) => Number(x.attributes['dialguard.attempt']) - Number(y.attributes['dialguard.attempt']));
+    expect(attempts.map((s) => `${s.name}#${String(s.attributes['dialguard.attempt'])}`)).toEqual(['dialguard.attempt#1', 'dialguard.attempt#2']);
+    const [a1, a2] = attempts as [ReadableSpan, ReadableSpan];
+    expect(childrenOf(a1).map((s) => s.name)).toEqual(['dialguard.dial']);
+    expect(childrenOf(a2).map((s) => s.name)).toEqual(['dialguard.dial']);
+    const d1 = childrenOf(a1)[0]!;
+    const d2 = childrenOf(a2)[0]!;
+    // The wait between them: the second attempt starts after the first ended, and the backoff is an event on the call.
+    expect(hrMs(a2.startTime)).toBeGreaterThanOrEqual(hrMs(a1.endTime));
+    expect(call.attributes).toMatchObject({ 'dialguard.outcome': 'ok', 'dialguard.attempts': 2, 'dialguard.component': 'retry' });
+    expect(call.events.map((e) => ({ name: e.name, attributes: e.attributes }))).toEqual([
+      { name: 'dialguard.retry.scheduled', attributes: { 'dialguard.attempt': 2, 'dialguard.delay_ms': 5, 'error.type': 'ECONNREFUSED' } },
     ]);
-    const [call, a1, d1, a2, d2] = tracer.spans;
-    expect(tracer.spans.every((s) => s.ended)).toBe(true);
-    expect(call!.attributes).toMatchObject({ 'dialguard.outcome': 'ok', 'dialguard.attempts': 2, 'dialguard.component': 'retry' });
-    expect(call!.events).toEqual([{ name: 'dialguard.retry.scheduled', attributes: { 'dialguard.attempt': 2, 'dialguard.delay_ms': 5, 'error.type': 'ECONNREFUSED' } }]);
-    expect(a1!.attributes).toMatchObject({ 'dialguard.attempt': 1, 'dialguard.outcome': 'error', 'dialguard.refused': false, 'error.type': 'ECONNREFUSED' });
-    expect(d1!.attributes).toMatchObject({ 'server.address': 'db.test:5432', 'dialguard.outcome': 'failed', 'error.type': 'ECONNREFUSED' });
-    expect(a2!.attributes).toMatchObject({ 'dialguard.attempt': 2, 'dialguard.outcome': 'ok' });
-    expect(d2!.attributes).toMatchObject({ 'dialguard.outcome': 'succeeded' });
+    expect(a1.attributes).toMatchObject({ 'dialguard.attempt': 1, 'dialguard.outcome': 'error', 'dialguard.refused': false, 'error.type': 'ECONNREFUSED' });
+    expect(a1.status.code).toBe(SpanStatusCode.ERROR);
+    expect(d1.attributes).toMatchObject({ 'server.address': 'db.test:5432', 'dialguard.outcome': 'failed', 'error.type': 'ECONNREFUSED' });
+    expect(d1.status.code).toBe(SpanStatusCode.ERROR);
+    expect(a2.attributes).toMatchObject({ 'dialguard.attempt': 2, 'dialguard.outcome': 'ok' });
+    expect(d2.attributes).toMatchObject({ 'dialguard.outcome': 'succeeded' });
+    expect(call.status.code).not.toBe(SpanStatusCode.ERROR);
+    // Each child ended before its parent (the exporter receives spans as they end): none is left open.
+    for (const child of [a1, a2, d1, d2]) expect(spans.indexOf(child)).toBeLessThan(spans.indexOf(parentOf(child)!));
+    expect(hrMs(a1.startTime)).toBeGreaterThanOrEqual(hrMs(call.startTime) - 1); // the SDK anchors times to the ms
   });
 
   it('a refusal is an event on the attempt that was refused (no dial span), and the attempt says refused', async () => {
-    const tracer = new RecordingTracer();
+    const { tracer, exporter } = sdkTracer();
     stop = traceSpans({ tracer });
     const breaker = new HostBreaker();
     breaker.isolate('db.test:5432');
     await expect(retry(() => dial('db.test:5432', async () => 'conn', { breaker }), { budget: null })).rejects.toMatchObject({
       code: 'DIALGUARD_HOST_UNAVAILABLE',
     });
-    expect(tracer.spans.map((s) => s.name)).toEqual(['dialguard.call', 'dialguard.attempt']);
-    const attempt = tracer.spans[1]!;
+    const spans = exporter.getFinishedSpans();
+    expect(spans.map((s) => s.name).sort()).toEqual(['dialguard.attempt', 'dialguard.call']);
+    const call = spans.find((s) => s.name === 'dialguard.call')!;
+    const attempt = spans.find((s) => s.name === 'dialguard.attempt')!;
+    expect(attempt.parentSpanContext?.spanId).toBe(call.spanContext().spanId);
     expect(attempt.attributes).toMatchObject({ 'dialguard.refused': true, 'error.type': 'DIALGUARD_HOST_UNAVAILABLE' });
     expect(attempt.events.map((e) => e.name)).toEqual(['dialguard.refused']);
   });
@@ -108,7 +109,7 @@ describe('traceSpans', () => {
     const names = ['dialguard:call', 'dialguard:attempt', 'dialguard:dial'];
     const active = () => names.map((n) => diagnosticsChannel.tracingChannel(n).start.hasSubscribers || diagnosticsChannel.tracingChannel(n).asyncEnd.hasSubscribers);
     expect(active()).toEqual([false, false, false]);
-    const off = traceSpans({ tracer: new RecordingTracer() });
+    const off = traceSpans({ tracer: sdkTracer().tracer });
     expect(active()).toEqual([true, true, true]);
     off();
     expect(active()).toEqual([false, false, false]);

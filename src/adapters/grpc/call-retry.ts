@@ -16,7 +16,9 @@ import type { Clock } from '../../core/clock.js';
 import { RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { dialFailureOutcome } from '../../guard/dial-outcome.js';
 import type { RetryBudget } from '../../retry/budget.js';
+import { answeredByServer } from '../../core/classify-grpc.js';
 import { ChannelConnectError } from './connect-error.js';
+import { isStatusObject } from './status.js';
 
 /** A guarded call's retry settings, resolved. */
 export interface CallRetry {
@@ -27,15 +29,50 @@ export interface CallRetry {
   /** The budget every call deposits into and every retry withdraws from; null: none. */
   readonly budget: RetryBudget | null;
   readonly clock: Clock;
+  /** Status codes the server sent that an idempotent method is retried on (see retryableStatusCodes). */
+  readonly statuses: ReadonlySet<number>;
 }
+
+/** The trailer in which a server vetoes or paces a retry (grpc's retry design, A6). */
+export const PUSHBACK = 'grpc-retry-pushback-ms';
+
+/**
+ * Whether `err` is a status the server sent (trailers-only: the caller checks the call was not
+ * committed) whose code is in `statuses`, for an idempotent method, and the server did not veto a
+ * retry. The pushback is read by {@link pushbackOf}.
+ */
+export function retryableStatus(err: unknown, idempotent: boolean, statuses: ReadonlySet<number>): boolean {
+  if (!idempotent || statuses.size === 0 || !isStatusObject(err) || !statuses.has(err.code) || !answeredByServer(err)) return false;
+  return pushbackOf(err) !== null;
+}
+
+/**
+ * The server's `grpc-retry-pushback-ms` on a status: undefined when it sent none, the ms to wait
+ * when it is a non-negative integer, null (do not retry) for anything else, as grpc specifies.
+ */
+export function pushbackOf(status: grpc.StatusObject): number | null | undefined {
+  let values: unknown[];
+  try {
+    values = status.metadata.get(PUSHBACK);
+  } catch {
+    return undefined;
+  }
+  if (values.length === 0) return undefined;
+  const text = String(values[0]);
+  return /^\d{1,9}$/.test(text) ? Number(text) : null;
+}
+
+const NONE: ReadonlySet<number> = new Set();
 
 /**
  * Whether `retry()` would retry `err` as a call's first failure (its default rule): never a
  * refusal by the breaker; a transient failure the server certainly never saw for any call, one it
- * may have seen only for an idempotent one.
+ * may have seen only for an idempotent one; and a status in `statuses` the server sent an
+ * idempotent method (see {@link retryableStatus}).
  */
-export function worthRetrying(err: unknown, idempotent: boolean): boolean {
+export function worthRetrying(err: unknown, idempotent: boolean, statuses: ReadonlySet<number> = NONE): boolean {
   if (clientMistake(err)) return false;
+  if (retryableStatus(err, idempotent, statuses)) return true;
   const c = classify(err);
   return c.kind !== 'refused' && c.transient && (c.notSent || idempotent);
 }

@@ -91,6 +91,7 @@ export class GrpcGuard {
               backoff: s.retry.backoff,
               budget: s.retry.budget === undefined ? sharedRetryBudget() : s.retry.budget,
               clock: s.clock,
+              statuses: s.retry.statuses,
             },
       get closed(): boolean {
         return guard.#closing !== undefined;

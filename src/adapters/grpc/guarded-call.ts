@@ -30,8 +30,9 @@ import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js
 import { MAX_DURATION } from '../../core/validate.js';
 import type { ConnectionPool } from '../../pool/connection-pool.js';
 import type { Lease } from '../../pool/pooled-connection.js';
+import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import { retry } from '../../retry/retry.js';
-import { type CallRetry, clientMistake, finalFailure, remaining, worthRetrying } from './call-retry.js';
+import { type CallRetry, clientMistake, finalFailure, pushbackOf, remaining, retryableStatus, worthRetrying } from './call-retry.js';
 import type { PooledChannel } from './channel-connector.js';
 import { SendLog } from './send-log.js';
 import { type GuardStatus, isStatusObject, statusFor } from './status.js';
@@ -227,7 +228,7 @@ export class GuardedCall implements GrpcCall {
     const policy = this.#host.retry;
     const idempotent = this.#host.idempotent(this.#method);
     const left = remaining(this.#deadline);
-    if (policy === undefined || policy.maxAttempts <= 1 || !this.#sent.resendable || left <= 0 || !worthRetrying(err, idempotent)) {
+    if (policy === undefined || policy.maxAttempts <= 1 || !this.#sent.resendable || left <= 0 || !worthRetrying(err, idempotent, policy.statuses)) {
       policy?.budget?.deposit();
       this.#fail(err);
       return;
@@ -235,6 +236,11 @@ export class GuardedCall implements GrpcCall {
     const controller = new AbortController();
     this.#retrying = controller;
     let last = err;
+    // The wait the server asked for (grpc-retry-pushback-ms) before the retry now being decided.
+    let pushback: number | undefined;
+    const statuses = policy.statuses;
+    const backoff = policy.backoff;
+    const paced = statuses.size === 0 ? backoff : (n: number, previous: number, random: () => number): number => pushback ?? (backoff ?? restartSpanningBackoff)(n, previous, random);
     retry(
       (attempt) => {
         if (attempt.number === 1) return Promise.reject(err);
@@ -249,14 +255,22 @@ export class GuardedCall implements GrpcCall {
         // The whole call: connecting, every attempt and the backoff between them (seed 003).
         start: this.#startedOnClock,
         maxAttempts: policy.maxAttempts,
-        backoff: policy.backoff,
+        backoff: paced,
         budget: policy.budget,
         clock: policy.clock,
         idempotent,
         signal: controller.signal,
         // Never once the server has answered, or more was sent than could be kept, nor after a
         // connect the client's own TLS configuration failed.
-        retryable: (e) => (this.#sent.resendable && !clientMistake(e) ? undefined : false),
+        // A status in retryableStatusCodes the server sent an idempotent method, before
+        // committing the call (resendable), is retried, paced by its pushback.
+        retryable: (e) => {
+          pushback = undefined;
+          if (!this.#sent.resendable || clientMistake(e)) return false;
+          if (!retryableStatus(e, idempotent, statuses)) return undefined;
+          pushback = pushbackOf(e as grpc.StatusObject) ?? undefined;
+          return true;
+        },
       },
     ).then(
       (status) => this.#end(status),

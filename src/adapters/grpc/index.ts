@@ -16,7 +16,7 @@
  * @module
  */
 export { GrpcGuard, type ChannelFactory } from './guard.js';
-export type { GrpcGuardOptions, GrpcRetryOptions } from './options.js';
+export type { GrpcGuardOptions, GrpcRetryOptions, StatusName } from './options.js';
 export { GuardedChannel } from './guarded-channel.js';
 export { GuardedCall } from './guarded-call.js';
 export { ChannelConnectError } from './connect-error.js';

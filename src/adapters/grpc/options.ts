@@ -29,7 +29,22 @@ export interface GrpcRetryOptions {
    * process-wide one (`sharedRetryBudget()`: retries at most 20 % of calls); `null` for none.
    */
   budget?: RetryBudget | null;
+  /**
+   * Statuses the server sent that an idempotent method may be retried on, as grpc-js's own
+   * `retryPolicy.retryableStatusCodes`: codes (`grpc.status.UNAVAILABLE`) or their names
+   * (`'UNAVAILABLE'`). As in grpc's retry design, only a status that came before any response
+   * header or message (a trailers-only reply: the call was not committed), and the server may
+   * veto or pace a retry with `grpc-retry-pushback-ms` (negative or malformed: no retry; a
+   * number of ms: the wait before it). Never a non-idempotent method (see `idempotent`): a
+   * status means the server ran the handler, or may have. Such a status never retires the
+   * connection either. Default none: a status is the server's answer, and only the caller knows
+   * which answers a second try may change.
+   */
+  retryableStatusCodes?: ReadonlyArray<grpc.status | StatusName>;
 }
+
+/** A grpc status name, as grpc-js's service config spells it (`'UNAVAILABLE'`). */
+export type StatusName = keyof typeof grpc.status;
 
 /** Options of a {@link GrpcGuard}; every one has a default. */
 export interface GrpcGuardOptions {
@@ -119,7 +134,7 @@ export interface GrpcSettings {
   closeTimeout: number | undefined;
   replayBufferSize: number;
   idempotent: (method: string) => boolean;
-  retry: Required<Pick<GrpcRetryOptions, 'maxAttempts'>> & Omit<GrpcRetryOptions, 'maxAttempts'> | false;
+  retry: (Required<Pick<GrpcRetryOptions, 'maxAttempts'>> & Omit<GrpcRetryOptions, 'maxAttempts' | 'retryableStatusCodes'> & { statuses: ReadonlySet<number> }) | false;
   hostOf: ((target: string) => string) | undefined;
   clock: Clock;
 }
@@ -193,5 +208,34 @@ function retrySettings(retry: GrpcRetryOptions | false | undefined): GrpcSetting
   if (r.budget !== undefined && r.budget !== null && !(r.budget instanceof RetryBudget)) {
     throw new TypeError(`retry.budget must be a RetryBudget or null, got ${show(r.budget)}`);
   }
-  return { ...r, backoff: opt<Schedule>(r.backoff, restartSpanningBackoff), maxAttempts: checkInteger('retry.maxAttempts', opt(r.maxAttempts, 3), 1) };
+  const { retryableStatusCodes, ...rest } = r;
+  return {
+    ...rest,
+    backoff: opt<Schedule>(r.backoff, restartSpanningBackoff),
+    maxAttempts: checkInteger('retry.maxAttempts', opt(r.maxAttempts, 3), 1),
+    statuses: statusCodes(retryableStatusCodes),
+  };
+}
+
+/** grpc status names by code, built from the names alone (grpc-js is only a type import here). */
+const STATUS_NAMES = [
+  'OK', 'CANCELLED', 'UNKNOWN', 'INVALID_ARGUMENT', 'DEADLINE_EXCEEDED', 'NOT_FOUND', 'ALREADY_EXISTS',
+  'PERMISSION_DENIED', 'RESOURCE_EXHAUSTED', 'FAILED_PRECONDITION', 'ABORTED', 'OUT_OF_RANGE',
+  'UNIMPLEMENTED', 'INTERNAL', 'UNAVAILABLE', 'DATA_LOSS', 'UNAUTHENTICATED',
+] as const;
+
+/** `retry.retryableStatusCodes` as a set of codes; OK and anything not a grpc status are refused. */
+function statusCodes(codes: unknown): ReadonlySet<number> {
+  const name = 'retry.retryableStatusCodes';
+  if (codes === undefined) return new Set();
+  if (!Array.isArray(codes)) throw new TypeError(`${name} must be an array of grpc status codes or names, got ${show(codes)}`);
+  const set = new Set<number>();
+  for (const code of codes as unknown[]) {
+    const n = typeof code === 'string' ? (STATUS_NAMES as readonly string[]).indexOf(code.toUpperCase()) : code;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n >= STATUS_NAMES.length) {
+      throw new RangeError(`${name} must hold grpc status codes 1-16 or their names (not OK), got ${show(code)}`);
+    }
+    set.add(n);
+  }
+  return set;
 }

@@ -17,7 +17,7 @@ import { type Clock, systemClock } from '../../core/clock.js';
 import { checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
 import { ADAPTER_CONNECT_TIMEOUT } from '../../core/restart-backoff.js';
 import { type DialContext, dial, sharedBreaker } from '../../guard/dial.js';
-import { openSocket } from '../../guard/connect.js';
+import { connect, openSocket } from '../../guard/connect.js';
 import { HostBreaker } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { DialScout } from './dial-scout.js';
@@ -62,7 +62,9 @@ export interface GuardedConnectorOptions {
   /**
    * How sockets resolve and reach the host: `lookup`, `family`, `autoSelectFamily`,
    * `autoSelectFamilyAttemptTimeout`, `localAddress`... as `net.connect` takes them. Default
-   * Node's (dns.lookup, its own family selection): the same as undici's connector.
+   * Node's (dns.lookup). With a breaker, a name is resolved here (`lookup`, `family`, `hints`)
+   * and its addresses dialled one by one, each its own breaker entry (as `connect()`'s
+   * `perAddress`), `autoSelectFamilyAttemptTimeout` pacing them (default 250 ms, Node's).
    */
   socket?: GuardedSocketOptions;
   /**
@@ -216,8 +218,26 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
       const socket = { ...s.socket, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}), ...(path ? { path } : {}) };
       const establish =
         s.connector === undefined ? (ctx: DialContext) => openSocket({ host, port }, { tls: tlsOptions, socket }, ctx) : viaConnector(s.connector, opts);
+      // A name dialled by dialguard itself over TCP is guarded per address (see connect's
+      // `perAddress`): resolved with the user's lookup, each address its own breaker entry.
+      const perAddress = s.connector === undefined && !path && s.breaker !== null && !isLiteral(host);
       open = () =>
-        dial(key, establish, dialOptions).then((sock) => {
+        (perAddress
+          ? connect(
+              { host, port },
+              {
+                timeout: s.timeout,
+                breaker: s.breaker,
+                clock: s.clock,
+                dispose: destroy,
+                tls: tlsOptions,
+                socket,
+                // Node's happy-eyeballs delay, when given, paces the addresses here too.
+                ...(socket.autoSelectFamilyAttemptTimeout === undefined ? {} : { attemptDelay: socket.autoSelectFamilyAttemptTimeout }),
+              },
+            )
+          : dial(key, establish, dialOptions)
+        ).then((sock) => {
           // As undici's own connector does: the kernel probes an idle pooled connection.
           if (s.keepAliveDelay > 0) sock.setKeepAlive(true, s.keepAliveDelay);
           if (tlsOptions !== undefined && s.connector === undefined) remember(s.sessions, tlsOptions.servername ?? host, sock as tls.TLSSocket);
@@ -240,6 +260,11 @@ function viaConnector(connector: UndiciConnector, opts: buildConnector.Options):
     new Promise<net.Socket>((resolve, reject) => {
       connector(opts, (err, socket) => (err === null ? resolve(socket) : reject(err)));
     });
+}
+
+/** Whether `host` is an IP address (undici brackets IPv6 ones). */
+function isLiteral(host: string): boolean {
+  return host.startsWith('[') || net.isIP(host) !== 0;
 }
 
 function checkBoolean(name: string, value: unknown): boolean {

@@ -450,7 +450,9 @@ describe("undici's connect options are honoured", () => {
     const res = await request(`http://service.test:${server.port}/`, { dispatcher: agent });
     expect(await res.body.text()).toBe('looked up');
     expect(names).toEqual(['service.test']);
-    expect(breaker.stats()).toMatchObject({ succeeded: 1 });
+    // A name is guarded per address (issue 16): the lookup is the name's dial, the connect the address's.
+    expect(breaker.stats()).toMatchObject({ succeeded: 2 });
+    expect(breaker.state(`127.0.0.1:${server.port}`)?.state).toBe('closed');
   });
 
   it('socketPath: every request rides the unix socket', async () => {
