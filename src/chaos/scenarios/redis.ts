@@ -10,9 +10,9 @@
  * @module
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { blackhole } from '../../testing/blackhole.js';
+import { freePort } from '../../testing/local-process.js';
 import { LaneRecorder } from '../recorder.js';
 import { RedisProcess, redisServerMissing } from '../redis/server.js';
 import type { RedisWorkerConfig, RedisWorkerReport } from '../redis/worker.js';
@@ -207,12 +207,8 @@ export const redisScenario: Scenario = {
 async function startOnFreePort(): Promise<RedisProcess> {
   let last: unknown;
   for (let i = 0; i < 5; i++) {
-    const server = net.createServer();
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as net.AddressInfo;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
     try {
-      return await new RedisProcess(port).start();
+      return await new RedisProcess(await freePort()).start();
     } catch (err) {
       last = err;
     }
