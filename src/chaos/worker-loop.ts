@@ -27,12 +27,35 @@ export function emptyBatch<C>(): WorkerReportBase<C> {
 }
 
 /**
- * Sends `take()` (the batch so far, which it must replace with an empty one) every
- * {@link FLUSH_EVERY} ms; returns the function that stops it.
+ * A worker's report so far (`batch`, filled in by the worker), sent and replaced with an empty one
+ * every {@link FLUSH_EVERY} ms from {@link start} on; {@link finish} sends the last with the final counts.
  */
-export function flushEvery<R>(take: () => R, send: (r: R) => Promise<void>): () => void {
-  const flush = setInterval(() => void send(take()), FLUSH_EVERY);
-  return () => clearInterval(flush);
+export class Reporter<R extends WorkerReportBase<unknown>> {
+  /** What has happened since the last report. */
+  batch: R = emptyBatch() as R;
+  #flush: NodeJS.Timeout | undefined;
+
+  constructor(readonly send: (r: R) => Promise<void>) {}
+
+  /** Starts sending the batch every {@link FLUSH_EVERY} ms. */
+  start(): void {
+    this.#flush = setInterval(() => {
+      const out = this.batch;
+      this.batch = emptyBatch() as R;
+      void this.send(out);
+    }, FLUSH_EVERY);
+  }
+
+  /** Stops sending every {@link FLUSH_EVERY} ms. */
+  stop(): void {
+    clearInterval(this.#flush);
+  }
+
+  /** Stops the timer and sends what is left with `done`. */
+  async finish(done: { lost: number; double: number }): Promise<void> {
+    this.stop();
+    await this.send({ ...this.batch, done });
+  }
 }
 
 /** One loop's hooks for {@link runCallLoops}. */

@@ -7,7 +7,7 @@
  */
 import { HostBreaker } from '../../guard/host-breaker.js';
 import { proportionalJitter } from '../../core/backoff.js';
-import { type WorkerReportBase, emptyBatch, flushEvery, runCallLoops, runWhenForked } from '../worker-loop.js';
+import { type WorkerReportBase, Reporter, runCallLoops, runWhenForked } from '../worker-loop.js';
 import { GuardedMemcached, NaiveMemcached } from './clients.js';
 
 /** What the scenario passes (as JSON in argv[2]). */
@@ -29,10 +29,10 @@ export type WorkerReport = WorkerReportBase<[start: number, end: number, ok: 0 |
 
 /** Runs one worker for `durationMs`, closes its client and resolves after the last report (`done`). */
 async function runMemcachedWorker(config: WorkerConfig, send: (r: WorkerReport) => Promise<void>): Promise<void> {
-  let batch: WorkerReport = emptyBatch();
+  const report = new Reporter<WorkerReport>(send);
   const onDial = (node: string): void => {
-    batch.opened++;
-    if (node === config.watch) batch.dials.push(Date.now());
+    report.batch.opened++;
+    if (node === config.watch) report.batch.dials.push(Date.now());
   };
   let client: NaiveMemcached | GuardedMemcached;
   if (config.lane === 'guarded') {
@@ -40,8 +40,8 @@ async function runMemcachedWorker(config: WorkerConfig, send: (r: WorkerReport) 
       failureThreshold: 3,
       openDuration: proportionalJitter({ base: config.openBase, max: config.openMax }),
     });
-    breaker.on('opened', (e) => e.host === config.watch && batch.breaker.push([1, Date.now()]));
-    breaker.on('closed', (e) => e.host === config.watch && batch.breaker.push([0, Date.now()]));
+    breaker.on('opened', (e) => e.host === config.watch && report.batch.breaker.push([1, Date.now()]));
+    breaker.on('closed', (e) => e.host === config.watch && report.batch.breaker.push([0, Date.now()]));
     client = new GuardedMemcached({
       breaker,
       requestTimeout: config.requestTimeout,
@@ -52,21 +52,17 @@ async function runMemcachedWorker(config: WorkerConfig, send: (r: WorkerReport) 
   } else {
     client = new NaiveMemcached({ requestTimeout: config.requestTimeout, onDial });
   }
-  const stopFlushing = flushEvery(() => {
-    const out = batch;
-    batch = emptyBatch();
-    return out;
-  }, send);
+  report.start();
   const done = await runCallLoops({
     loops: config.loops,
     durationMs: config.durationMs,
     call: (loop, i) => client.get(config.nodes[(loop + i) % config.nodes.length]!, `key-${loop}-${i % 100}`),
-    record: (_loop, start, end, ok) => batch.calls.push([start, end, ok]),
+    record: (_loop, start, end, ok) => report.batch.calls.push([start, end, ok]),
     pause: () => new Promise((r) => setImmediate(r)), // a refusal settles in microtasks: let timers run
   });
-  stopFlushing();
+  report.stop();
   await client.close();
-  await send({ ...batch, done });
+  await report.finish(done);
 }
 
 runWhenForked(import.meta.url, 'memcached worker', runMemcachedWorker);

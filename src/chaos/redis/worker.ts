@@ -16,7 +16,7 @@ import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { RedisGuard } from '../../adapters/redis/index.js';
 import { HostBreaker } from '../../guard/host-breaker.js';
-import { type WorkerReportBase, emptyBatch, flushEvery, runCallLoops, runWhenForked } from '../worker-loop.js';
+import { type WorkerReportBase, Reporter, runCallLoops, runWhenForked } from '../worker-loop.js';
 
 /** What the scenario passes (as JSON in argv[2]). */
 export interface RedisWorkerConfig {
@@ -60,14 +60,14 @@ interface AnyClient {
  * process wraps it; tests call it in-process.
  */
 export async function runRedisWorker(config: RedisWorkerConfig, send: (r: RedisWorkerReport) => Promise<void>, go: Promise<unknown>): Promise<void> {
-  let batch: RedisWorkerReport = emptyBatch();
+  const report = new Reporter<RedisWorkerReport>(send);
   let breaker: HostBreaker | undefined;
   const watchKey = `localhost:${config.watch}`;
   const onDial = (port: number): void => {
-    batch.opened++;
+    report.batch.opened++;
     if (port !== config.watch) return;
-    batch.dials.push(Date.now());
-    if (breaker !== undefined && (breaker.state(watchKey)?.state ?? 'closed') !== 'closed') batch.probes = (batch.probes ?? 0) + 1;
+    report.batch.dials.push(Date.now());
+    if (breaker !== undefined && (breaker.state(watchKey)?.state ?? 'closed') !== 'closed') report.batch.probes = (report.batch.probes ?? 0) + 1;
   };
   const lookupFor = (port: number): net.LookupFunction =>
     ((_host: string, opts: { all?: boolean }, cb: (...args: unknown[]) => void) => {
@@ -92,8 +92,8 @@ export async function runRedisWorker(config: RedisWorkerConfig, send: (r: RedisW
   let guard: RedisGuard | undefined;
   if (config.lane === 'guarded') {
     breaker = new HostBreaker(); // every default: 3 failed rounds over 1.5 s, adaptive window
-    breaker.on('opened', (e) => e.host === watchKey && batch.breaker.push([1, Date.now()]));
-    breaker.on('closed', (e) => e.host === watchKey && batch.breaker.push([0, Date.now()]));
+    breaker.on('opened', (e) => e.host === watchKey && report.batch.breaker.push([1, Date.now()]));
+    breaker.on('closed', (e) => e.host === watchKey && report.batch.breaker.push([0, Date.now()]));
     guard = new RedisGuard({ breaker, connectTimeout: config.connectTimeout });
   }
   const clients: Array<{ client: AnyClient; port: number; close: () => void }> = [];
@@ -122,26 +122,21 @@ export async function runRedisWorker(config: RedisWorkerConfig, send: (r: RedisW
       }
     }),
   );
-  batch.opened = 0;
-  batch.dials = [];
+  report.batch.opened = 0;
+  report.batch.dials = [];
   await send({ calls: [], dials: [], opened: 0, breaker: [], ready: true });
   await go;
 
-  const stopFlushing = flushEvery(() => {
-    const out = batch;
-    batch = emptyBatch();
-    return out;
-  }, send);
+  report.start();
   const done = await runCallLoops({
     loops: clients.length,
     durationMs: config.durationMs,
     call: (n, i) => withDeadline(clients[n]!.client.get(`key-${n}-${i % 100}`), config.callTimeout),
-    record: (n, start, end, ok) => batch.calls.push([start, end, ok, clients[n]!.port === config.watch ? 1 : 0]),
+    record: (n, start, end, ok) => report.batch.calls.push([start, end, ok, clients[n]!.port === config.watch ? 1 : 0]),
     pause: () => new Promise((r) => setTimeout(r, config.pause)),
   });
-  stopFlushing();
   for (const c of clients) c.close();
-  await send({ ...batch, done });
+  await report.finish(done);
 }
 
 /** `p`, or a rejection once `ms` have passed without it settling (the timer is cleared either way). */
