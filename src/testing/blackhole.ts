@@ -22,6 +22,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { Worker } from 'node:worker_threads';
+import { freePort } from './local-process.js';
 import { nft, setElements } from './nft.js';
 import { type FaultPeer, type PeerOptions, addressOf, echoPeer, loopback, type LoopbackHost, type TcpPeer } from './tcp-peers.js';
 
@@ -426,15 +427,6 @@ class VethBlackhole implements Blackhole {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
-}
-
-/** A port that was free on 127.0.0.1 a moment ago (nothing listens on 127.77.N.2 anyway). */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** A minimal echo listener on the healed 127.77.N.2 (TcpPeer binds 127.0.0.1 and ::1 only). */

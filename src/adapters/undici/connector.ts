@@ -106,7 +106,8 @@ export interface GuardedConnectorOptions {
   clock?: Clock;
 }
 
-const TLS_KEYS: ReadonlySet<string> = new Set([
+/** The TLS options the connector takes (its `tls`, and the TLS keys of undici's `connect` object). */
+export const TLS_KEYS: ReadonlySet<string> = new Set([
   'ca',
   'cert',
   'key',
@@ -121,7 +122,8 @@ const TLS_KEYS: ReadonlySet<string> = new Set([
   'servername',
 ]);
 
-const SOCKET_KEYS: ReadonlySet<string> = new Set(['lookup', 'family', 'hints', 'autoSelectFamily', 'autoSelectFamilyAttemptTimeout', 'localAddress', 'noDelay']);
+/** The socket options the connector passes to `net.connect` (its `socket`, and those keys of undici's `connect` object). */
+export const SOCKET_KEYS: ReadonlySet<string> = new Set(['lookup', 'family', 'hints', 'autoSelectFamily', 'autoSelectFamilyAttemptTimeout', 'localAddress', 'noDelay']);
 
 /** `connectTimeout: 0`: the longest timer Node can arm (about 24.8 days), as good as none. */
 const NO_LIMIT = 2 ** 31 - 1;

@@ -9,26 +9,7 @@
  */
 import type { Agent } from 'undici';
 import { show } from '../../core/validate.js';
-import type { GuardedConnectorOptions, GuardedSocketOptions, GuardedTlsOptions, UndiciConnector } from './connector.js';
-
-/** Keys of undici's `connect` object that go to `net.connect` through the connector's `socket`. */
-const SOCKET_KEYS = new Set(['lookup', 'family', 'hints', 'autoSelectFamily', 'autoSelectFamilyAttemptTimeout', 'localAddress', 'noDelay']);
-
-/** Keys of undici's `connect` object that are TLS options. */
-const TLS_KEYS = new Set([
-  'ca',
-  'cert',
-  'key',
-  'pfx',
-  'passphrase',
-  'rejectUnauthorized',
-  'checkServerIdentity',
-  'ciphers',
-  'minVersion',
-  'maxVersion',
-  'secureContext',
-  'servername',
-]);
+import { type GuardedConnectorOptions, type GuardedSocketOptions, type GuardedTlsOptions, SOCKET_KEYS, TLS_KEYS, type UndiciConnector } from './connector.js';
 
 /** Top-level undici Agent options that configure undici's own connector. */
 const TOP_LEVEL = ['connect', 'connectTimeout', 'socketPath', 'autoSelectFamily', 'autoSelectFamilyAttemptTimeout', 'maxCachedSessions'] as const;

@@ -5,9 +5,11 @@
  * @module
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import net from 'node:net';
+import { freePort, freezeProcess, ownsListener, thawProcess } from '../../testing/local-process.js';
 import { MemcachedConnection } from './connection.js';
+
+export { ownsListener } from '../../testing/local-process.js';
 
 /** Whether a memcached binary is on PATH. */
 export function hasMemcached(): boolean {
@@ -33,15 +35,6 @@ export function ensureMemcached(log: (line: string) => void): string | undefined
     r = spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'memcached'], { env, timeout: 300_000, encoding: 'utf8' });
   }
   return hasMemcached() ? undefined : `memcached could not be installed: ${(r.stderr || r.error?.message || '').trim().slice(0, 300)}`;
-}
-
-/** A port that was free a moment ago on 127.0.0.1. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** A started memcached: its `host:port`, its process, and the faults the scenario applies to it. */
@@ -90,14 +83,8 @@ async function startOnce(): Promise<MemcachedServer | undefined> {
       return {
         node,
         proc,
-        freeze: async () => {
-          proc.kill('SIGSTOP');
-          await waitForState(proc.pid, (s) => s === 'T' || s === 't');
-        },
-        thaw: async () => {
-          proc.kill('SIGCONT');
-          await waitForState(proc.pid, (s) => s !== 'T' && s !== 't');
-        },
+        freeze: () => freezeProcess(proc, 'memcached'),
+        thaw: () => thawProcess(proc, 'memcached'),
         stop: kill,
       };
     }
@@ -128,68 +115,6 @@ function answersVersion(port: number): Promise<boolean> {
       );
     });
   });
-}
-
-/**
- * Whether process `pid` holds the socket listening on 127.0.0.1:`port` (Linux: /proc/net/tcp
- * names the listener's inode, /proc/<pid>/fd the process's sockets). Where /proc cannot tell, true.
- */
-export function ownsListener(pid: number | undefined, port: number): boolean {
-  if (pid === undefined) return false;
-  let table: string;
-  try {
-    table = readFileSync('/proc/net/tcp', 'utf8');
-  } catch {
-    return true;
-  }
-  const local = `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`;
-  const inodes = new Set<string>();
-  for (const line of table.split('\n').slice(1)) {
-    const f = line.trim().split(/\s+/);
-    if (f[1] === local && f[3] === '0A') inodes.add(f[9]!); // 0A: LISTEN
-  }
-  if (inodes.size === 0) return false;
-  try {
-    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-      const target = readlinkSafe(`/proc/${pid}/fd/${fd}`);
-      const m = /^socket:\[(\d+)\]$/.exec(target ?? '');
-      if (m !== null && inodes.has(m[1]!)) return true;
-    }
-  } catch {
-    return true; // its fds are not ours to read: cannot tell
-  }
-  return false;
-}
-
-function readlinkSafe(path: string): string | undefined {
-  try {
-    return readlinkSync(path);
-  } catch {
-    return undefined; // an fd closed while we looked
-  }
-}
-
-/**
- * Waits (at most 2 s) until every thread of `pid` shows a state `ok` accepts in /proc; where
- * /proc cannot tell, at once.
- */
-async function waitForState(pid: number | undefined, ok: (state: string) => boolean): Promise<void> {
-  if (pid === undefined) return;
-  const until = Date.now() + 2_000;
-  while (Date.now() < until) {
-    let states: string[];
-    try {
-      states = readdirSync(`/proc/${pid}/task`).map((tid) => {
-        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-        return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? '';
-      });
-    } catch {
-      return;
-    }
-    if (states.every(ok)) return;
-    await wait(2);
-  }
-  throw new Error(`memcached ${pid} did not reach the expected state in 2 s`);
 }
 
 function wait(ms: number): Promise<void> {

@@ -6,9 +6,9 @@
  * @module
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
-import net from 'node:net';
-import { ownsListener } from '../memcached/server.js';
+import { accepts, freezeProcess, ownsListener, thawProcess } from '../../testing/local-process.js';
+
+export { stopped, waitForThreads } from '../../testing/local-process.js';
 
 /** The install command named when `redis-server` is missing (Debian 12 ships 7.0). */
 export const REDIS_INSTALL = 'apt-get install -y redis-server';
@@ -18,33 +18,6 @@ export function redisServerMissing(): string | undefined {
   const r = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
   return r.status === 0 ? undefined : `redis-server not found (${(r.error?.message ?? r.stderr).trim()}): install it with \`${REDIS_INSTALL}\``;
 }
-
-/**
- * Waits (at most 2 s) until every thread of `pid` shows a state `ok` accepts in /proc; where
- * /proc cannot tell (not Linux, or the process is gone), at once. A SIGSTOP is only delivered
- * when the scheduler gets to it: without this wait a request can still slip in.
- */
-export async function waitForThreads(pid: number | undefined, ok: (state: string) => boolean): Promise<void> {
-  if (pid === undefined) return;
-  const until = Date.now() + 2_000;
-  while (Date.now() < until) {
-    let states: string[];
-    try {
-      states = readdirSync(`/proc/${pid}/task`).map((tid) => {
-        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-        return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? '';
-      });
-    } catch {
-      return;
-    }
-    if (states.every(ok)) return;
-    await new Promise((r) => setTimeout(r, 2));
-  }
-  throw new Error(`process ${pid} did not reach the expected state in 2 s`);
-}
-
-/** Whether a process state letter (from /proc/<pid>/stat) is stopped. */
-export const stopped = (s: string): boolean => s === 'T' || s === 't';
 
 /** A `redis-server` on 127.0.0.1:port that can be frozen, thawed, killed and started again. */
 export class RedisProcess {
@@ -91,18 +64,12 @@ export class RedisProcess {
 
   /** SIGSTOP; resolves once every thread is stopped. Its listener still completes TCP handshakes into the backlog. */
   async freeze(): Promise<void> {
-    const child = this.#child;
-    if (child === undefined) return;
-    child.kill('SIGSTOP');
-    await waitForThreads(child.pid, stopped);
+    await freezeProcess(this.#child);
   }
 
   /** SIGCONT; resolves once every thread runs again. */
   async thaw(): Promise<void> {
-    const child = this.#child;
-    if (child === undefined) return;
-    child.kill('SIGCONT');
-    await waitForThreads(child.pid, (s) => !stopped(s));
+    await thawProcess(this.#child);
   }
 
   /** SIGKILL (a frozen process too), waiting for the exit: its port refuses from then on. */
@@ -115,15 +82,4 @@ export class RedisProcess {
     child.kill('SIGCONT');
     await exited;
   }
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host: '127.0.0.1', port });
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
 }

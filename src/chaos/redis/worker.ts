@@ -12,11 +12,11 @@
  * @module
  */
 import type net from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { RedisGuard } from '../../adapters/redis/index.js';
 import { HostBreaker } from '../../guard/host-breaker.js';
+import { type WorkerReportBase, Reporter, runCallLoops, runWhenForked } from '../worker-loop.js';
 
 /** What the scenario passes (as JSON in argv[2]). */
 export interface RedisWorkerConfig {
@@ -36,16 +36,10 @@ export interface RedisWorkerConfig {
   connectTimeout: number;
 }
 
-/** One IPC report: batched since the last one. */
-export interface RedisWorkerReport {
-  calls: Array<[start: number, end: number, ok: 0 | 1, watched: 0 | 1]>;
-  dials: number[];
-  /** Dials to any node since the last report. */
-  opened: number;
-  breaker: Array<[open: 0 | 1, at: number]>;
+/** One IPC report: batched since the last one. Calls are `[start, end, ok, watched]`. */
+export interface RedisWorkerReport extends WorkerReportBase<[start: number, end: number, ok: 0 | 1, watched: 0 | 1]> {
   /** Guarded lane: dials to the watched node the breaker let through as a probe (it was not closed). */
   probes?: number;
-  done?: { lost: number; double: number };
   /** Sent once, when every client has answered a PING (or 10 s passed): the worker then waits for {@link RedisWorkerGo}. */
   ready?: true;
 }
@@ -66,14 +60,14 @@ interface AnyClient {
  * process wraps it; tests call it in-process.
  */
 export async function runRedisWorker(config: RedisWorkerConfig, send: (r: RedisWorkerReport) => Promise<void>, go: Promise<unknown>): Promise<void> {
-  let batch: RedisWorkerReport = { calls: [], dials: [], opened: 0, breaker: [] };
+  const report = new Reporter<RedisWorkerReport>(send);
   let breaker: HostBreaker | undefined;
   const watchKey = `localhost:${config.watch}`;
   const onDial = (port: number): void => {
-    batch.opened++;
+    report.batch.opened++;
     if (port !== config.watch) return;
-    batch.dials.push(Date.now());
-    if (breaker !== undefined && (breaker.state(watchKey)?.state ?? 'closed') !== 'closed') batch.probes = (batch.probes ?? 0) + 1;
+    report.batch.dials.push(Date.now());
+    if (breaker !== undefined && (breaker.state(watchKey)?.state ?? 'closed') !== 'closed') report.batch.probes = (report.batch.probes ?? 0) + 1;
   };
   const lookupFor = (port: number): net.LookupFunction =>
     ((_host: string, opts: { all?: boolean }, cb: (...args: unknown[]) => void) => {
@@ -98,8 +92,8 @@ export async function runRedisWorker(config: RedisWorkerConfig, send: (r: RedisW
   let guard: RedisGuard | undefined;
   if (config.lane === 'guarded') {
     breaker = new HostBreaker(); // every default: 3 failed rounds over 1.5 s, adaptive window
-    breaker.on('opened', (e) => e.host === watchKey && batch.breaker.push([1, Date.now()]));
-    breaker.on('closed', (e) => e.host === watchKey && batch.breaker.push([0, Date.now()]));
+    breaker.on('opened', (e) => e.host === watchKey && report.batch.breaker.push([1, Date.now()]));
+    breaker.on('closed', (e) => e.host === watchKey && report.batch.breaker.push([0, Date.now()]));
     guard = new RedisGuard({ breaker, connectTimeout: config.connectTimeout });
   }
   const clients: Array<{ client: AnyClient; port: number; close: () => void }> = [];
@@ -128,57 +122,30 @@ export async function runRedisWorker(config: RedisWorkerConfig, send: (r: RedisW
       }
     }),
   );
-  batch.opened = 0;
-  batch.dials = [];
+  report.batch.opened = 0;
+  report.batch.dials = [];
   await send({ calls: [], dials: [], opened: 0, breaker: [], ready: true });
   await go;
 
-  const flush = setInterval(() => {
-    const out = batch;
-    batch = { calls: [], dials: [], opened: 0, breaker: [] };
-    void send(out);
-  }, 200);
-  const until = Date.now() + config.durationMs;
-  let started = 0;
-  let settled = 0;
-  let double = 0;
-  await Promise.all(
-    clients.map(async ({ client, port }, n) => {
-      for (let i = 0; Date.now() < until; i++) {
-        const t0 = Date.now();
-        started++;
-        let count = 0;
-        const settle = (ok: 0 | 1): void => {
-          if (++count > 1) {
-            double++;
-            return;
-          }
-          settled++;
-          batch.calls.push([t0, Date.now(), ok, port === config.watch ? 1 : 0]);
-        };
-        let timer: NodeJS.Timeout | undefined;
-        const late = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error('no reply in time')), config.callTimeout);
-        });
-        await Promise.race([client.get(`key-${n}-${i % 100}`), late]).then(
-          () => settle(1),
-          () => settle(0),
-        );
-        clearTimeout(timer);
-        await new Promise((r) => setTimeout(r, config.pause));
-      }
-    }),
-  );
-  clearInterval(flush);
+  report.start();
+  const done = await runCallLoops({
+    loops: clients.length,
+    durationMs: config.durationMs,
+    call: (n, i) => withDeadline(clients[n]!.client.get(`key-${n}-${i % 100}`), config.callTimeout),
+    record: (n, start, end, ok) => report.batch.calls.push([start, end, ok, clients[n]!.port === config.watch ? 1 : 0]),
+    pause: () => new Promise((r) => setTimeout(r, config.pause)),
+  });
   for (const c of clients) c.close();
-  await send({ ...batch, done: { lost: started - settled, double } });
+  await report.finish(done);
 }
 
-if (process.send !== undefined && process.argv[2] !== undefined && process.argv[1] === fileURLToPath(import.meta.url)) {
-  const send = (r: RedisWorkerReport): Promise<void> => new Promise((resolve) => process.send!(r, () => resolve()));
-  const go = new Promise<void>((resolve) => process.once('message', () => resolve()));
-  runRedisWorker(JSON.parse(process.argv[2]) as RedisWorkerConfig, send, go).then(() => process.exit(0), (err: unknown) => {
-    process.stderr.write(`redis worker failed: ${String(err)}\n`);
-    process.exit(1);
+/** `p`, or a rejection once `ms` have passed without it settling (the timer is cleared either way). */
+function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('no reply in time')), ms);
   });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
+
+runWhenForked(import.meta.url, 'redis worker', runRedisWorker);

@@ -13,6 +13,7 @@ import { type MemcachedServer, ensureMemcached, startMemcached } from '../memcac
 import type { WorkerConfig, WorkerReport } from '../memcached/worker.js';
 import { LaneRecorder } from '../recorder.js';
 import { type Scenario, type ScenarioContext, type ScenarioResult, wait } from '../scenario.js';
+import { followWorker, skippedResult } from './worker-lanes.js';
 
 const CLIENTS = 4;
 const LOOPS = 8;
@@ -36,14 +37,10 @@ export const memcachedStorm: Scenario = {
     const faultFor = ctx.quick ? 6 : 12;
     const after = ctx.quick ? 2 : 4;
     const total = healthy + faultFor + after;
-    const skippedResult = (reason: string): ScenarioResult => {
-      const empty = new LaneRecorder(performance.now()).result(0);
-      return { name: 'memcached', title: memcachedStorm.title, duration: 0, fault: [0, 0], faultLabel: '', lanes: { unguarded: empty, guarded: empty }, skipped: reason, notes: [] };
-    };
     const missing = ensureMemcached(ctx.log);
     if (missing !== undefined) {
       ctx.log(`memcached: SKIPPED: ${missing}`);
-      return skippedResult(missing);
+      return skippedResult('memcached', memcachedStorm.title, missing);
     }
 
     const servers: MemcachedServer[] = [];
@@ -76,30 +73,7 @@ export const memcachedStorm: Scenario = {
           };
           const worker = fork(workerPath, [JSON.stringify(config)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
           workers.push(worker);
-          const rec = lanes[lane];
-          let reportedDone = false;
-          worker.on('message', (r: WorkerReport) => {
-            for (const [s, e, ok] of r.calls) rec.record(s - wallOffset, e - wallOffset, ok === 1);
-            for (const at of r.dials) rec.dial(at - wallOffset);
-            rec.connectionsOpened += r.opened;
-            for (const [open, at] of r.breaker) {
-              openClients[lane] += open === 1 ? 1 : -1;
-              if (open === 1 && openClients[lane] === 1) rec.breaker(true, at - wallOffset);
-              if (open === 0 && openClients[lane] === 0) rec.breaker(false, at - wallOffset);
-            }
-            if (r.done !== undefined) {
-              reportedDone = true;
-              rec.settledElsewhere(r.done.lost, r.done.double);
-            }
-          });
-          done.push(
-            new Promise<void>((resolve) =>
-              worker.once('exit', () => {
-                if (!reportedDone) rec.settledElsewhere(1, 0); // a client that died without reporting lost its calls
-                resolve();
-              }),
-            ),
-          );
+          done.push(followWorker<WorkerReport>(worker, { lane, lanes, openClients, wallOffset: () => wallOffset }));
         }
       }
       await wait(healthy * 1_000);

@@ -10,13 +10,14 @@
  * @module
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { blackhole } from '../../testing/blackhole.js';
+import { freePort } from '../../testing/local-process.js';
 import { LaneRecorder } from '../recorder.js';
 import { RedisProcess, redisServerMissing } from '../redis/server.js';
 import type { RedisWorkerConfig, RedisWorkerReport } from '../redis/worker.js';
 import { type Scenario, type ScenarioContext, type ScenarioResult, wait } from '../scenario.js';
+import { type Lane, followWorker, skippedResult } from './worker-lanes.js';
 
 const PROCESSES = 3;
 const PER_NODE = 2;
@@ -25,7 +26,6 @@ const PAUSE = 20;
 const CONNECT_TIMEOUT = 2_000;
 
 const workerPath = fileURLToPath(new URL('../redis/worker.js', import.meta.url));
-type Lane = 'unguarded' | 'guarded';
 const LANES: readonly Lane[] = ['unguarded', 'guarded'];
 
 /** Seconds of each phase. */
@@ -48,8 +48,7 @@ export const redisScenario: Scenario = {
     const missing = redisServerMissing();
     if (missing !== undefined) {
       ctx.log(`redis: SKIPPED: ${missing}`);
-      const empty = new LaneRecorder(performance.now()).result(0);
-      return { name: 'redis', title: redisScenario.title, duration: 0, fault: [0, 0], faultLabel: '', lanes: { unguarded: empty, guarded: empty }, skipped: missing, notes: [] };
+      return skippedResult('redis', redisScenario.title, missing);
     }
 
     const servers: RedisProcess[] = [];
@@ -95,41 +94,26 @@ export const redisScenario: Scenario = {
           const slot = okAfter[lane].push(Number.NaN) - 1;
           const windows = { opens: 0, probes: 0 };
           if (lane === 'guarded') probeCounts.push(windows);
-          let reportedDone = false;
-          worker.on('message', (r: RedisWorkerReport) => {
-            if (r.ready === true) {
-              if (++ready === 2 * PROCESSES) allReady();
-              return;
-            }
-            const rec = lanes[lane]; // the recorders are made anew when the clock starts
-            for (const [s, e, ok, watched] of r.calls) {
-              rec.record(s - wallOffset, e - wallOffset, ok === 1);
-              if (ok === 1 && watched === 1 && s >= backAt && Number.isNaN(okAfter[lane][slot]!)) okAfter[lane][slot] = e - backAt;
-            }
-            for (const at of r.dials) {
-              rec.dial(at - wallOffset);
-              dialTimes[lane].push(at);
-            }
-            rec.connectionsOpened += r.opened;
-            windows.probes += r.probes ?? 0;
-            for (const [open, at] of r.breaker) {
-              if (open === 1) windows.opens++;
-              openClients[lane] += open === 1 ? 1 : -1;
-              if (open === 1 && openClients[lane] === 1) rec.breaker(true, at - wallOffset);
-              if (open === 0 && openClients[lane] === 0) rec.breaker(false, at - wallOffset);
-            }
-            if (r.done !== undefined) {
-              reportedDone = true;
-              rec.settledElsewhere(r.done.lost, r.done.double);
-            }
-          });
           done.push(
-            new Promise<void>((resolve) =>
-              worker.once('exit', () => {
-                if (!reportedDone) lanes[lane].settledElsewhere(1, 0); // a client process that died without reporting lost its calls
-                resolve();
-              }),
-            ),
+            followWorker<RedisWorkerReport>(worker, {
+              lane,
+              lanes,
+              openClients,
+              wallOffset: () => wallOffset,
+              onReport: (r) => {
+                if (r.ready === true) {
+                  if (++ready === 2 * PROCESSES) allReady();
+                  return false;
+                }
+                for (const [s, e, ok, watched] of r.calls) {
+                  if (ok === 1 && watched === 1 && s >= backAt && Number.isNaN(okAfter[lane][slot]!)) okAfter[lane][slot] = e - backAt;
+                }
+                dialTimes[lane].push(...r.dials);
+                windows.probes += r.probes ?? 0;
+                for (const [open] of r.breaker) if (open === 1) windows.opens++;
+                return true;
+              },
+            }),
           );
         }
       }
@@ -207,12 +191,8 @@ export const redisScenario: Scenario = {
 async function startOnFreePort(): Promise<RedisProcess> {
   let last: unknown;
   for (let i = 0; i < 5; i++) {
-    const server = net.createServer();
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as net.AddressInfo;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
     try {
-      return await new RedisProcess(port).start();
+      return await new RedisProcess(await freePort()).start();
     } catch (err) {
       last = err;
     }

@@ -9,9 +9,10 @@ import type net from 'node:net';
 import { beforeEach } from 'vitest';
 import { GuardedHttpAgent, type GuardedHttpAgentOptions, GuardedHttpsAgent, type GuardedHttpsAgentOptions } from '../../../src/adapters/http/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
-import { ManualClock } from '../../../src/testing/manual-clock.js';
 import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
+
+export { failure, manualBreaker } from '../../helpers/adapter-tests.js';
 
 /** A loopback server that counts what it sees. */
 export interface CountingServer {
@@ -119,13 +120,6 @@ export function plain<A extends { destroy(): void }>(agent: A): A {
   return agent;
 }
 
-/** A breaker whose open window moves only when the test advances its clock. */
-export function manualBreaker(failureThreshold = 3, openDuration = 30_000): { clock: ManualClock; breaker: HostBreaker } {
-  const clock = new ManualClock();
-  // minOutage 0: a manual clock that the test does not move would never see an outage last.
-  return { clock, breaker: new HostBreaker({ clock, failureThreshold, openDuration, minOutage: 0 }) };
-}
-
 /**
  * A resolver that answers every name with 127.0.0.1 and counts its calls: Node's connect looks
  * the name up once per TCP attempt, so against a closed port (which can count nothing) this counts
@@ -155,17 +149,6 @@ export function leakChecked(): Array<() => unknown> {
     });
   });
   return cleanups;
-}
-
-/** What `p` rejected with (fails the test if it resolved), and how long it took. */
-export async function failure(p: Promise<unknown>): Promise<{ error: unknown; ms: number }> {
-  const t0 = performance.now();
-  try {
-    await p;
-  } catch (error) {
-    return { error, ms: performance.now() - t0 };
-  }
-  throw new Error('expected the call to fail, it succeeded');
 }
 
 /** One GET through `agent` with `node:http`/`node:https`, resolving with the body. */

@@ -4,8 +4,10 @@
  * the binary is missing.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import net from 'node:net';
-import { stopped, waitForThreads } from '../../../src/chaos/redis/server.js';
+import { accepts, freezeProcess, thawProcess } from '../../../src/testing/local-process.js';
+
+/** A free loopback port (bound, then released). */
+export { freePort } from '../../../src/testing/local-process.js';
 
 /** The install command named when `redis-server` is missing (Debian 12 ships 7.0). */
 export const INSTALL = 'apt-get install -y redis-server';
@@ -14,15 +16,6 @@ export const INSTALL = 'apt-get install -y redis-server';
 export function requireRedisServer(): void {
   const r = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`redis-server not found (${r.error?.message ?? r.stderr}): install it with \`${INSTALL}\` (as root; CI's .ci/run must do the same)`);
-}
-
-/** A free loopback port (bound, then released). */
-export async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = s.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
 }
 
 /** A `redis-server` process on 127.0.0.1:port. */
@@ -71,26 +64,13 @@ export class RedisServer {
    * completes TCP handshakes into the kernel's backlog (accept-and-hold).
    */
   async freeze(): Promise<void> {
-    this.#child?.kill('SIGSTOP');
-    await waitForThreads(this.#child?.pid, stopped);
+    await freezeProcess(this.#child);
   }
 
   /** SIGCONT after {@link freeze}, resolving once every thread runs again. */
   async thaw(): Promise<void> {
-    this.#child?.kill('SIGCONT');
-    await waitForThreads(this.#child?.pid, (s) => !stopped(s));
+    await thawProcess(this.#child);
   }
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host: '127.0.0.1', port });
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
 }
 
 /**

@@ -8,9 +8,10 @@ import type net from 'node:net';
 import { beforeEach } from 'vitest';
 import { GuardedAgent, type GuardedAgentOptions } from '../../../src/adapters/undici/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
-import { ManualClock } from '../../../src/testing/manual-clock.js';
 import type { LoopbackHost } from '../../../src/testing/tcp-peers.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
+
+export { failure, manualBreaker } from '../../helpers/adapter-tests.js';
 
 /** A `node:http` server on loopback that counts what it sees. */
 export interface TestServer {
@@ -114,29 +115,12 @@ export function guarded(options: GuardedAgentOptions = {}): { agent: GuardedAgen
   return { agent, breaker };
 }
 
-/** A breaker whose open window moves only when the test advances its clock. */
-export function manualBreaker(failureThreshold = 3, openDuration = 30_000): { clock: ManualClock; breaker: HostBreaker } {
-  const clock = new ManualClock();
-  return { clock, breaker: new HostBreaker({ clock, failureThreshold, minOutage: 0, openDuration }) };
-}
-
 /** Registers the per-test leak check and agent clean-up. Call once at the top of a test file. */
 export function leakChecked(): void {
   const cleanups = leakCheckEach();
   beforeEach(() => {
     cleanups.push(() => Promise.all(agents.splice(0).map((a) => a.destroy())));
   });
-}
-
-/** What `p` rejected with (fails the test if it resolved), and how long it took. */
-export async function failure(p: Promise<unknown>): Promise<{ error: unknown; ms: number }> {
-  const t0 = performance.now();
-  try {
-    await p;
-  } catch (error) {
-    return { error, ms: performance.now() - t0 };
-  }
-  throw new Error('expected the call to fail, it succeeded');
 }
 
 /** The error itself, or fetch's `cause` when it is fetch's `TypeError: fetch failed`. */
