@@ -60,6 +60,14 @@ describe('a refusal names the dial error behind it', () => {
     expect(lastError(new TypeError('fetch failed', { cause: hostile }))).toBe('TypeError');
   });
 
+  it('a name refused on every address lists each address and its state', () => {
+    const v4 = new HostUnavailableError('127.0.0.1:80', 100, 'open');
+    const v6 = new HostUnavailableError('[::1]:80', 100, 'half-open');
+    const err = new HostUnavailableError('localhost:80', 100, 'open', undefined, { addresses: [v4, v6] });
+    expect(err.message).toBe('localhost:80 is unavailable (every address it resolves to is refused: 127.0.0.1:80 open, [::1]:80 half-open); refused without dialling; a probe may run in 100 ms');
+    expect(err.addresses).toEqual([v4, v6]);
+  });
+
   it('has a cause only when given one', () => {
     const bare = new HostUnavailableError('a:1', 100, 'open');
     expect(Object.hasOwn(bare, 'cause')).toBe(false);
