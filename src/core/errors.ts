@@ -340,8 +340,9 @@ function read(obj: object, key: PropertyKey): unknown {
   try {
     return (obj as Record<PropertyKey, unknown>)[key];
   } catch {
-    return undefined;
+    // Nothing to read.
   }
+  return undefined;
 }
 
 /**
