@@ -465,6 +465,26 @@ describe('HostBreaker: what it reports, exactly', () => {
     expect(breaker.stats()).toMatchObject({ probesExpired: 1, refused: 2, opened: 1 });
   });
 
+  it('closed reports how long the host was out since it first opened, across reopenings by failed probes', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000 });
+    const closed: number[] = [];
+    breaker.on('closed', (p) => closed.push(p.openedFor));
+    failDials(breaker, 1); // opened at t0
+    clock.advance(1_000);
+    breaker.admit(H).failed(); // the probe fails: reopened at t0 + 1 s
+    clock.advance(1_000);
+    breaker.admit(H).succeeded();
+    expect(closed).toEqual([2_000]);
+  });
+
+  it('a closed host, and an open one inside its window, report no probe out', () => {
+    const { breaker } = make({ failureThreshold: 2 });
+    breaker.admit(H);
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', probing: false, retryAfter: 0 });
+    failDials(breaker, 2);
+    expect(breaker.state(H)).toMatchObject({ state: 'open', probing: false, retryAfter: 30_000 });
+  });
+
   it('a probe due exactly now is not "out": retryAfter 0 and probing false at its deadline', () => {
     const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000, probeTimeout: 500 });
     failDials(breaker, 1);
