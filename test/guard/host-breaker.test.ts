@@ -1,3 +1,4 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it } from 'vitest';
 import { proportionalJitter } from '../../src/core/backoff.js';
 import { DialguardError, ErrorCodes, HostUnavailableError, isPermanent } from '../../src/core/errors.js';
@@ -386,6 +387,7 @@ describe('HostBreaker: options', () => {
     [{ sweepInterval: -1 }, /sweepInterval/],
     [{ failureThreshold: '3' as unknown as number }, /failureThreshold must be a number, got "3"/],
     [{ random: 5 as unknown as () => number }, /random must be a function/],
+    [{ minOutage: -1 }, /minOutage.*-1/],
   ])('rejects %o', (options, message) => {
     expect(() => new HostBreaker(options)).toThrow(message);
   });
@@ -421,6 +423,21 @@ describe('HostBreaker: events', () => {
     stop();
     failDials(breaker, 1);
     expect(seen).toEqual(['opened', 'probe-granted', 'probe-expired', 'probe-granted', 'closed']);
+  });
+
+  it("publishes each change on the diagnostics channel dialguard:breaker:<event>, without a listener", () => {
+    const { breaker } = make({ failureThreshold: 1 });
+    const heard: unknown[] = [];
+    const hear = (message: unknown): void => {
+      heard.push(message);
+    };
+    diagnosticsChannel.subscribe('dialguard:breaker:opened', hear);
+    try {
+      failDials(breaker, 1);
+    } finally {
+      diagnosticsChannel.unsubscribe('dialguard:breaker:opened', hear);
+    }
+    expect(heard).toEqual([{ host: H, failures: 1, openFor: 30_000, reopened: false, cause: undefined }]);
   });
 
   it('a throwing listener does not break the state machine, and is reported as a warning', async () => {
