@@ -216,6 +216,31 @@ describe('HostBreaker: dials admitted before the trip (seed 002 review)', () => 
     expect(inFlight[0]).toBeUndefined();
   });
 
+  it('an expired probe reporting late stays stale after its successor was abandoned: the host stays half-open', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000, probeTimeout: 500 });
+    failDials(breaker, 1);
+    clock.advance(1_000);
+    const expired = breaker.admit(H);
+    clock.advance(500);
+    breaker.admit(H).abandoned(); // the next probe's caller leaves
+    expired.succeeded(); // too late: decides nothing
+    expect(breaker.state(H)).toMatchObject({ state: 'half-open', probing: false, opens: 1 });
+    expect(breaker.stats()).toMatchObject({ stale: 1, closed: 0 });
+    expect(breaker.admit(H).probe).toBe(true);
+  });
+
+  it('an expired probe failing late stays stale after its successor closed the host: the host stays closed', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000, probeTimeout: 500 });
+    failDials(breaker, 1);
+    clock.advance(1_000);
+    const expired = breaker.admit(H);
+    clock.advance(500);
+    breaker.admit(H).succeeded(); // the next probe closes the host
+    expired.failed(); // too late: counts for nothing
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+    expect(breaker.stats()).toMatchObject({ stale: 1, closed: 1, opened: 1 });
+  });
+
   it('a late success does not close an open host; only the probe does', () => {
     const { clock, breaker } = make({ failureThreshold: 2, openDuration: 1_000 });
     const early = breaker.admit(H);
