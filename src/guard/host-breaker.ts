@@ -251,12 +251,14 @@ export class HostBreaker {
       this.#append(entry);
     } else {
       entry.lastUsed = now;
+      // Stryker disable next-line ConditionalExpression: saves the relink only; moving the newest to the newest end changes nothing
       if (entry !== this.#newest) {
         this.#unlink(entry);
         this.#append(entry);
       }
     }
 
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: the hot path's skip; entered with 0, it clears a 0
     if (entry.isolatedUntil > 0) {
       if (now < entry.isolatedUntil) return this.#refuse(entry, entry.isolatedUntil - now, 'open');
       entry.isolatedUntil = 0; // over: the entry is as isolate() made it, fresh and closed
@@ -394,6 +396,7 @@ export class HostBreaker {
   /** The refusal for `entry`'s current window: made on the first refusal, then reused. */
   #refuse(entry: Entry, retryAfter: number, state: 'open' | 'half-open'): HostUnavailableError {
     this.#stats.refused++;
+    // Stryker disable next-line ConditionalExpression: spares building the payload; emit itself delivers to no one when no one listens
     if (this.#events.active('refused')) this.#events.emit('refused', { host: entry.key, state });
     if (entry.refusal === undefined || entry.refusalGeneration !== entry.generation) {
       const details = entry.isolatedUntil > 0 ? { isolated: true } : { failures: entry.failures, cause: entry.lastError };
