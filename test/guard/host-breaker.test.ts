@@ -413,6 +413,7 @@ describe('HostBreaker: options', () => {
     [{ failureThreshold: '3' as unknown as number }, /failureThreshold must be a number, got "3"/],
     [{ random: 5 as unknown as () => number }, /random must be a function/],
     [{ minOutage: -1 }, /minOutage.*-1/],
+    [{ clock: {} as unknown as ManualClock }, /clock\.now must be a function/],
   ])('rejects %o', (options, message) => {
     expect(() => new HostBreaker(options)).toThrow(message);
   });
