@@ -276,6 +276,69 @@ describe('HostBreaker: operator control', () => {
     expect(breaker.reset('never-seen:1')).toBe(false);
   });
 
+  it('an isolation that ran out leaves no trace: a later trip refuses with the failures and cause, not as isolated', () => {
+    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1 });
+    breaker.isolate(H, 1_000);
+    expect(refusal(breaker).isolated).toBe(true);
+    clock.advance(1_000);
+    const error = refused(undefined);
+    breaker.admit(H).failed(error); // the isolation ends at this admit; the host then dies
+    const err = refusal(breaker);
+    expect(err).toMatchObject({ isolated: false, state: 'open', cause: error });
+    expect(breaker.state(H)).toMatchObject({ state: 'open', isolated: false, failures: 1, probing: false });
+  });
+
+  it('a release called after the host went on and opened changes nothing: the open window stands', () => {
+    const { breaker } = make({ minOutage: 0, failureThreshold: 1, openDuration: 30_000 });
+    const release = breaker.isolate(H);
+    release();
+    breaker.admit(H).failed();
+    release(); // late, a second time
+    expect(refusal(breaker)).toMatchObject({ isolated: false, retryAfter: 30_000 });
+    expect(breaker.state(H)).toMatchObject({ state: 'open', failures: 1, opens: 1 });
+  });
+
+  it('a release after reset(host) does not touch the entry the next admit made', () => {
+    const { breaker } = make({ minOutage: 0, failureThreshold: 1, openDuration: 30_000 });
+    const release = breaker.isolate(H);
+    breaker.reset(H);
+    breaker.admit(H).failed();
+    release();
+    expect(refusal(breaker).retryAfter).toBe(30_000);
+  });
+
+  it('isolating a new host at capacity evicts the least recently used one; re-isolating a tracked host evicts nothing', () => {
+    const { breaker } = make({ capacity: 2 });
+    breaker.admit('a:1');
+    breaker.admit('b:1');
+    breaker.isolate('c:1', 5_000);
+    expect(breaker.stats()).toMatchObject({ hosts: 2, evictedCapacity: 1 });
+    expect(breaker.state('a:1')).toBeUndefined();
+    breaker.isolate('b:1', 5_000);
+    breaker.isolate('c:1', 9_000);
+    expect(breaker.stats()).toMatchObject({ hosts: 2, evictedCapacity: 1 });
+    expect(breaker.state('b:1')).toMatchObject({ isolated: true, retryAfter: 5_000 });
+    expect(breaker.state('c:1')).toMatchObject({ isolated: true, retryAfter: 9_000 });
+  });
+
+  it('isolate(host, 0) isolates nothing: the next dial is admitted', () => {
+    const { breaker } = make();
+    breaker.isolate(H, 0);
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', isolated: false, retryAfter: 0 });
+    expect(breaker.admit(H).probe).toBe(false);
+  });
+
+  it('the idle sweep forgets a host whose isolation ends exactly now, and keeps one still isolated', () => {
+    const { clock, breaker } = make({ idleRetention: 1_000, sweepInterval: 0 });
+    breaker.isolate('ends:1', 5_000);
+    breaker.isolate('lasts:1', 5_001);
+    clock.advance(5_000);
+    breaker.tryAdmit('other:1'); // runs the idle sweep
+    expect(breaker.state('ends:1')).toBeUndefined();
+    expect(breaker.state('lasts:1')).toMatchObject({ isolated: true, retryAfter: 1 });
+    expect(breaker.stats().evictedIdle).toBe(1);
+  });
+
   it('isolate rejects a bad duration, naming it', () => {
     const { breaker } = make();
     expect(() => breaker.isolate(H, -1)).toThrow(/ms/);

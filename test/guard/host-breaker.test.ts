@@ -1,3 +1,4 @@
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it } from 'vitest';
 import { proportionalJitter } from '../../src/core/backoff.js';
 import { DialguardError, ErrorCodes, HostUnavailableError, isPermanent } from '../../src/core/errors.js';
@@ -215,6 +216,31 @@ describe('HostBreaker: dials admitted before the trip (seed 002 review)', () => 
     expect(inFlight[0]).toBeUndefined();
   });
 
+  it('an expired probe reporting late stays stale after its successor was abandoned: the host stays half-open', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000, probeTimeout: 500 });
+    failDials(breaker, 1);
+    clock.advance(1_000);
+    const expired = breaker.admit(H);
+    clock.advance(500);
+    breaker.admit(H).abandoned(); // the next probe's caller leaves
+    expired.succeeded(); // too late: decides nothing
+    expect(breaker.state(H)).toMatchObject({ state: 'half-open', probing: false, opens: 1 });
+    expect(breaker.stats()).toMatchObject({ stale: 1, closed: 0 });
+    expect(breaker.admit(H).probe).toBe(true);
+  });
+
+  it('an expired probe failing late stays stale after its successor closed the host: the host stays closed', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000, probeTimeout: 500 });
+    failDials(breaker, 1);
+    clock.advance(1_000);
+    const expired = breaker.admit(H);
+    clock.advance(500);
+    breaker.admit(H).succeeded(); // the next probe closes the host
+    expired.failed(); // too late: counts for nothing
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+    expect(breaker.stats()).toMatchObject({ stale: 1, closed: 1, opened: 1 });
+  });
+
   it('a late success does not close an open host; only the probe does', () => {
     const { clock, breaker } = make({ failureThreshold: 2, openDuration: 1_000 });
     const early = breaker.admit(H);
@@ -386,6 +412,8 @@ describe('HostBreaker: options', () => {
     [{ sweepInterval: -1 }, /sweepInterval/],
     [{ failureThreshold: '3' as unknown as number }, /failureThreshold must be a number, got "3"/],
     [{ random: 5 as unknown as () => number }, /random must be a function/],
+    [{ minOutage: -1 }, /minOutage.*-1/],
+    [{ clock: {} as unknown as ManualClock }, /clock\.now must be a function/],
   ])('rejects %o', (options, message) => {
     expect(() => new HostBreaker(options)).toThrow(message);
   });
@@ -421,6 +449,21 @@ describe('HostBreaker: events', () => {
     stop();
     failDials(breaker, 1);
     expect(seen).toEqual(['opened', 'probe-granted', 'probe-expired', 'probe-granted', 'closed']);
+  });
+
+  it("publishes each change on the diagnostics channel dialguard:breaker:<event>, without a listener", () => {
+    const { breaker } = make({ failureThreshold: 1 });
+    const heard: unknown[] = [];
+    const hear = (message: unknown): void => {
+      heard.push(message);
+    };
+    diagnosticsChannel.subscribe('dialguard:breaker:opened', hear);
+    try {
+      failDials(breaker, 1);
+    } finally {
+      diagnosticsChannel.unsubscribe('dialguard:breaker:opened', hear);
+    }
+    expect(heard).toEqual([{ host: H, failures: 1, openFor: 30_000, reopened: false, cause: undefined }]);
   });
 
   it('a throwing listener does not break the state machine, and is reported as a warning', async () => {
@@ -463,6 +506,26 @@ describe('HostBreaker: what it reports, exactly', () => {
       ['closed', { host: H, openedFor: 1_300 }],
     ]);
     expect(breaker.stats()).toMatchObject({ probesExpired: 1, refused: 2, opened: 1 });
+  });
+
+  it('closed reports how long the host was out since it first opened, across reopenings by failed probes', () => {
+    const { clock, breaker } = make({ failureThreshold: 1, openDuration: 1_000 });
+    const closed: number[] = [];
+    breaker.on('closed', (p) => closed.push(p.openedFor));
+    failDials(breaker, 1); // opened at t0
+    clock.advance(1_000);
+    breaker.admit(H).failed(); // the probe fails: reopened at t0 + 1 s
+    clock.advance(1_000);
+    breaker.admit(H).succeeded();
+    expect(closed).toEqual([2_000]);
+  });
+
+  it('a closed host, and an open one inside its window, report no probe out', () => {
+    const { breaker } = make({ failureThreshold: 2 });
+    breaker.admit(H);
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', probing: false, retryAfter: 0 });
+    failDials(breaker, 2);
+    expect(breaker.state(H)).toMatchObject({ state: 'open', probing: false, retryAfter: 30_000 });
   });
 
   it('a probe due exactly now is not "out": retryAfter 0 and probing false at its deadline', () => {

@@ -14,7 +14,7 @@ function ip(i: number): string {
 
 describe('hostKey at scale', () => {
   it('a breaker at capacity 4096 refusing URL spellings in rotation parses each spelling once, not once per refusal (the 1 024-entry cliff)', () => {
-    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, capacity: 4_096 });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, capacity: 4_096, openDuration: 600_000 });
     const hosts = Array.from({ length: 4_096 }, (_, i) => `https://Rotation-${i}.example`);
     for (const h of hosts) breaker.admit(h).failed();
     const before = hostKeyMemoStats().parses;
@@ -25,7 +25,7 @@ describe('hostKey at scale', () => {
 
   it('a raised capacity (65 536) keeps every one of its spellings memoised too', () => {
     const n = 20_000;
-    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, capacity: 65_536 });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, capacity: 65_536, openDuration: 600_000 });
     expect(hostKeyMemoStats().generation).toBeGreaterThanOrEqual(2 * 65_536);
     const hosts = Array.from({ length: n }, (_, i) => `Raised-${i}.EXAMPLE:11211`);
     for (const h of hosts) breaker.admit(h).failed();
