@@ -261,6 +261,7 @@ export class ConnectionPool<C> {
     // A connector that guards and bounds this target itself (per address) gets an unguarded dial.
     let own = false;
     try {
+      // Stryker disable next-line OptionalChaining: without `?.` a connector lacking the method throws a TypeError, caught below with the same outcome (guarded by the pool).
       own = this.#connector.guardsItself?.(target) === true;
     } catch {
       // a connector that cannot say is guarded by the pool, as one without the method
