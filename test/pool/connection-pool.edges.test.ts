@@ -3,6 +3,7 @@
  * stage, listeners left behind, what close() waits for, the bound on going back, what the
  * connector is told on close, and the sweep's clock arithmetic.
  */
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { getEventListeners, setMaxListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError, ConnectionGoneError, PoolClosedError } from '../../src/core/errors.js';
@@ -348,5 +349,67 @@ describe('ConnectionPool: bookkeeping', () => {
     connector.opened[0]!.watch!.gone(new Error('reset'));
     await expect(rider).rejects.toBeInstanceOf(ConnectionGoneError);
     expect(turns).toBe(1);
+  });
+});
+
+describe('ConnectionPool: edges of the options, the closed pool and the watcher', () => {
+  it('names the connector when the options themselves are missing', () => {
+    expect(() => new ConnectionPool<FakeConnection>(undefined as unknown as ConnectionPoolOptions<FakeConnection>)).toThrow(/connector must be an object/);
+    expect(() => new ConnectionPool<FakeConnection>({} as ConnectionPoolOptions<FakeConnection>)).toThrow(/connector must be an object/);
+  });
+
+  it('names fn when use() is given something else', async () => {
+    const { connector, pool } = setup();
+    await expect(pool.use(T, 'x' as unknown as () => Promise<void>)).rejects.toThrow(/^fn must be a function/);
+    expect(connector.connects).toBe(0);
+  });
+
+  it('publishes its events on the dialguard:pool diagnostics channels', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const heard: unknown[] = [];
+    const hear = (m: unknown): void => void heard.push(m);
+    diagnosticsChannel.subscribe('dialguard:pool:opened', hear);
+    try {
+      await pool.use(T, async () => 1);
+    } finally {
+      diagnosticsChannel.unsubscribe('dialguard:pool:opened', hear);
+    }
+    expect(heard).toEqual([{ target: T, id: 1 }]);
+    await pool.close();
+  });
+
+  it('a closed pool rejects with PoolClosedError, even a caller whose signal has already aborted', async () => {
+    const { pool } = setup();
+    await pool.close();
+    const controller = new AbortController();
+    controller.abort(new Error('left'));
+    await expect(pool.use(T, async () => 1, { signal: controller.signal })).rejects.toBeInstanceOf(PoolClosedError);
+  });
+
+  it('a watcher retiring a connection without a reason retires it as goaway; with one, keeps it', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const retired: string[] = [];
+    pool.on('retired', (e) => void retired.push(e.reason));
+    await pool.use(T, async () => 1);
+    connector.opened[0]!.watch!.retire();
+    await pool.use(T, async () => 1);
+    connector.opened[1]!.watch!.retire('idle');
+    expect(retired).toEqual(['goaway', 'idle']);
+    await pool.close();
+  });
+
+  it('a connector close that throws synchronously is contained: the caller gets its own error', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    connector.close = (c: FakeConnection) => {
+      c.closed = true;
+      throw new Error('close blew up');
+    };
+    await expect(pool.use(T, () => Promise.reject(new DeadError('dead')))).rejects.toThrow('dead');
+    expect(connector.opened[0]!.closed).toBe(true);
+    await pool.close();
+    expect(pool.stats().connections).toBe(0);
   });
 });

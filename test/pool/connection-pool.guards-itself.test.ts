@@ -9,7 +9,7 @@ import { ConnectTimeoutError, PoolClosedError } from '../../src/core/errors.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolOptions } from '../../src/pool/connection-pool.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
-import { FakeConnector, type FakeConnection, testClassify } from './fake-connector.js';
+import { FakeConnector, type FakeConnection, deferred, testClassify } from './fake-connector.js';
 
 const T = 'svc-g:7000';
 
@@ -100,5 +100,48 @@ describe('ConnectionPool: a connector that guards its target itself', () => {
     clock.advance(1_000);
     await expect(ride).rejects.toBeInstanceOf(ConnectTimeoutError);
     await pool.close();
+  });
+});
+
+describe('ConnectionPool: a self-guarding connector that delivers after close()', () => {
+  const late = deferred<FakeConnection>();
+  it('has its late connection retired as closing and closed, and its waiter stops without a second look', async () => {
+    const clock = new ManualClock(0);
+    const connector = new SelfGuardingConnector(() => true);
+    connector.connect = (target, ctx) => {
+      connector.pending.push({ target, ctx, resolve: () => ({ n: 1, target, closed: false }), reject: () => {} });
+      return late.promise; // ignores the abort
+    };
+    let hostOfCalls = 0;
+    const pool = new ConnectionPool<FakeConnection>({
+      connector,
+      clock,
+      breaker: new HostBreaker({ clock }),
+      classify: testClassify,
+      hostOf: (t) => {
+        hostOfCalls++;
+        return t;
+      },
+    });
+    const reasons: unknown[] = [];
+    const baseClose = connector.close.bind(connector);
+    connector.close = (c: FakeConnection, reason?: unknown) => {
+      reasons.push(reason);
+      baseClose(c);
+    };
+    const retired: string[] = [];
+    pool.on('retired', (e) => void retired.push(e.reason));
+    const ride = pool.use(T, async () => 1);
+    await flushMicrotasks();
+    const closing = pool.close();
+    const conn: FakeConnection = { n: 1, target: T, closed: false };
+    late.resolve(conn);
+    await expect(ride).rejects.toBeInstanceOf(PoolClosedError);
+    await closing;
+    expect(retired).toEqual(['closing']);
+    expect(reasons).toEqual(['closing']);
+    expect(conn.closed).toBe(true);
+    expect(hostOfCalls).toBe(1); // no second slot, no second attempt
+    expect(pool.stats()).toMatchObject({ targets: 0, connections: 0, attempts: 0 });
   });
 });
