@@ -85,7 +85,7 @@ export class ConnectionPool<C> {
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: ConnectionPoolOptions<C>) {
     const connector = options?.connector;
-    if (connector === undefined || connector === null || typeof connector !== 'object') {
+    if (connector === null || typeof connector !== 'object') {
       throw new TypeError('connector must be an object with connect() and close()');
     }
     checkFunction('connector.connect', connector.connect);

@@ -10,7 +10,7 @@ import { ConnectTimeoutError, ConnectionGoneError, PoolClosedError } from '../..
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolOptions } from '../../src/pool/connection-pool.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
-import { DeadError, FakeConnector, type FakeConnection, deferred, testClassify } from './fake-connector.js';
+import { DeadError, FakeConnector, type FakeConnection, NotSentError, deferred, testClassify } from './fake-connector.js';
 
 const T = 'svc-b:7000';
 
@@ -411,5 +411,52 @@ describe('ConnectionPool: edges of the options, the closed pool and the watcher'
     expect(connector.opened[0]!.closed).toBe(true);
     await pool.close();
     expect(pool.stats().connections).toBe(0);
+  });
+});
+
+describe('ConnectionPool: synchronous throws and errors that look like a release', () => {
+  it('a connector whose connect throws synchronously rejects the caller with that error', async () => {
+    const { connector, pool } = setup();
+    connector.connect = () => {
+      throw new Error('connect blew up');
+    };
+    await expect(pool.use(T, async () => 1)).rejects.toThrow('connect blew up');
+    await pool.close();
+  });
+
+  it('an fn that throws synchronously rejects the caller with that error, and the lease ends', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    await expect(
+      pool.use(T, () => {
+        throw new Error('fn blew up');
+      }),
+    ).rejects.toThrow('fn blew up');
+    expect(pool.stats().leases).toBe(0);
+    await pool.close();
+  });
+
+  it("a ConnectionGoneError of another connection, caused by a close, reaches the caller as is", async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const foreign = new ConnectionGoneError('elsewhere:1', 99, { cause: new PoolClosedError() });
+    await expect(pool.use(T, () => Promise.reject(foreign))).rejects.toBe(foreign);
+    const lookalike = { connectionId: 1, cause: new PoolClosedError() }; // not a ConnectionGoneError
+    await expect(pool.use(T, () => Promise.reject(lookalike))).rejects.toBe(lookalike);
+    await pool.close();
+  });
+
+  it('a not-sent failure on a connection retired by close() reaches the caller, without going back', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const answer = deferred<number>();
+    const ride = pool.use(T, () => answer.promise);
+    await flushMicrotasks();
+    const closing = pool.close();
+    const err = new NotSentError('refused');
+    answer.reject(err);
+    await expect(ride).rejects.toBe(err);
+    await closing;
+    expect(connector.connects).toBe(1);
   });
 });
