@@ -26,7 +26,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
-import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial, sharedBreaker } from '../guard/dial.js';
+import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial } from '../guard/dial.js';
 import type { HostBreaker } from '../guard/host-breaker.js';
 import type { DialPermit } from '../guard/host-breaker-types.js';
 import { hostKey } from '../guard/host-key.js';
@@ -57,7 +57,8 @@ const SWEEP_BATCH = 64;
 export class ConnectionPool<C> {
   readonly #connector: Connector<C>;
   readonly #connectTimeout: number;
-  readonly #breaker: HostBreaker | null;
+  /** `undefined`: dial's default, the shared breaker (one per process, never replaced). */
+  readonly #breaker: HostBreaker | null | undefined;
   readonly #hostOf: (target: string) => string;
   readonly #idleTimeout: number;
   readonly #sweepInterval: number;
@@ -84,7 +85,7 @@ export class ConnectionPool<C> {
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: ConnectionPoolOptions<C>) {
     const connector = options?.connector;
-    if (connector === undefined || connector === null || typeof connector !== 'object') {
+    if (connector === null || typeof connector !== 'object') {
       throw new TypeError('connector must be an object with connect() and close()');
     }
     checkFunction('connector.connect', connector.connect);
@@ -92,7 +93,7 @@ export class ConnectionPool<C> {
     if (connector.watch !== undefined) checkFunction('connector.watch', connector.watch);
     this.#connector = connector;
     this.#connectTimeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1);
-    this.#breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
+    this.#breaker = options.breaker;
     this.#hostOf = checkFunction('hostOf', opt(options.hostOf, (t: string) => hostKey(t)));
     this.#idleTimeout = checkDuration('idleTimeout', opt(options.idleTimeout, 600_000), 1, true);
     this.#sweepInterval = checkDuration('sweepInterval', opt(options.sweepInterval, 60_000));
@@ -261,6 +262,7 @@ export class ConnectionPool<C> {
     // A connector that guards and bounds this target itself (per address) gets an unguarded dial.
     let own = false;
     try {
+      // Stryker disable next-line OptionalChaining: without `?.` a connector lacking the method throws a TypeError, caught below with the same outcome (guarded by the pool).
       own = this.#connector.guardsItself?.(target) === true;
     } catch {
       // a connector that cannot say is guarded by the pool, as one without the method
@@ -304,6 +306,7 @@ export class ConnectionPool<C> {
           this.#gone(conn, err);
           throw err;
         }
+        // Stryker disable next-line ConditionalExpression: a non-function result would be kept or called through callSafely, which contains its throw: the same outcome.
         if (typeof unwatch === 'function') {
           // A watcher may report the connection retired or gone before it even returns.
           if (conn.closing === undefined) this.#live.set(conn, unwatch);
@@ -314,7 +317,10 @@ export class ConnectionPool<C> {
       (err: unknown) => {
         this.#attempts--;
         slot.attempt = undefined;
-        if (slot.current === undefined && this.#slots.get(target) === slot) this.#slots.delete(target);
+        // The slot holds no connection (an attempt is only started for a slot without one, and
+        // sets one only on success), so it goes, if it is still the target's.
+        // Stryker disable next-line ConditionalExpression: only close() removes a slot whose attempt is in flight, and no new slot is made after it; the identity check guards that invariant.
+        if (this.#slots.get(target) === slot) this.#slots.delete(target);
         throw err;
       },
     );
@@ -413,12 +419,15 @@ export class ConnectionPool<C> {
     const slot = this.#slots.get(conn.target);
     if (slot?.current !== conn) return;
     slot.current = undefined;
-    if (slot.attempt === undefined) this.#slots.delete(conn.target);
+    // A slot never has an attempt while it holds a connection (an attempt starts only for a slot
+    // without one, and sets one as it ends), so the slot goes with its connection.
+    this.#slots.delete(conn.target);
   }
 
   #closeConnection(conn: PooledConnection<C>): void {
     if (conn.closing !== undefined) return;
     const unwatch = this.#live.get(conn);
+    // Stryker disable next-line ConditionalExpression: callSafely contains the TypeError of calling undefined; the check only spares a throw.
     if (unwatch !== undefined) callSafely(unwatch);
     conn.closing = this.#closeSafely(conn.connection, conn.goneReason ?? conn.retired).then(() => {
       this.#live.delete(conn);

@@ -3,13 +3,14 @@
  * stage, listeners left behind, what close() waits for, the bound on going back, what the
  * connector is told on close, and the sweep's clock arithmetic.
  */
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { getEventListeners, setMaxListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError, ConnectionGoneError, PoolClosedError } from '../../src/core/errors.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolOptions } from '../../src/pool/connection-pool.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
-import { DeadError, FakeConnector, type FakeConnection, deferred, testClassify } from './fake-connector.js';
+import { DeadError, FakeConnector, type FakeConnection, NotSentError, deferred, testClassify } from './fake-connector.js';
 
 const T = 'svc-b:7000';
 
@@ -348,5 +349,114 @@ describe('ConnectionPool: bookkeeping', () => {
     connector.opened[0]!.watch!.gone(new Error('reset'));
     await expect(rider).rejects.toBeInstanceOf(ConnectionGoneError);
     expect(turns).toBe(1);
+  });
+});
+
+describe('ConnectionPool: edges of the options, the closed pool and the watcher', () => {
+  it('names the connector when the options themselves are missing', () => {
+    expect(() => new ConnectionPool<FakeConnection>(undefined as unknown as ConnectionPoolOptions<FakeConnection>)).toThrow(/connector must be an object/);
+    expect(() => new ConnectionPool<FakeConnection>({} as ConnectionPoolOptions<FakeConnection>)).toThrow(/connector must be an object/);
+  });
+
+  it('names fn when use() is given something else', async () => {
+    const { connector, pool } = setup();
+    await expect(pool.use(T, 'x' as unknown as () => Promise<void>)).rejects.toThrow(/^fn must be a function/);
+    expect(connector.connects).toBe(0);
+  });
+
+  it('publishes its events on the dialguard:pool diagnostics channels', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const heard: unknown[] = [];
+    const hear = (m: unknown): void => void heard.push(m);
+    diagnosticsChannel.subscribe('dialguard:pool:opened', hear);
+    try {
+      await pool.use(T, async () => 1);
+    } finally {
+      diagnosticsChannel.unsubscribe('dialguard:pool:opened', hear);
+    }
+    expect(heard).toEqual([{ target: T, id: 1 }]);
+    await pool.close();
+  });
+
+  it('a closed pool rejects with PoolClosedError, even a caller whose signal has already aborted', async () => {
+    const { pool } = setup();
+    await pool.close();
+    const controller = new AbortController();
+    controller.abort(new Error('left'));
+    await expect(pool.use(T, async () => 1, { signal: controller.signal })).rejects.toBeInstanceOf(PoolClosedError);
+  });
+
+  it('a watcher retiring a connection without a reason retires it as goaway; with one, keeps it', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const retired: string[] = [];
+    pool.on('retired', (e) => void retired.push(e.reason));
+    await pool.use(T, async () => 1);
+    connector.opened[0]!.watch!.retire();
+    await pool.use(T, async () => 1);
+    connector.opened[1]!.watch!.retire('idle');
+    expect(retired).toEqual(['goaway', 'idle']);
+    await pool.close();
+  });
+
+  it('a connector close that throws synchronously is contained: the caller gets its own error', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    connector.close = (c: FakeConnection) => {
+      c.closed = true;
+      throw new Error('close blew up');
+    };
+    await expect(pool.use(T, () => Promise.reject(new DeadError('dead')))).rejects.toThrow('dead');
+    expect(connector.opened[0]!.closed).toBe(true);
+    await pool.close();
+    expect(pool.stats().connections).toBe(0);
+  });
+});
+
+describe('ConnectionPool: synchronous throws and errors that look like a release', () => {
+  it('a connector whose connect throws synchronously rejects the caller with that error', async () => {
+    const { connector, pool } = setup();
+    connector.connect = () => {
+      throw new Error('connect blew up');
+    };
+    await expect(pool.use(T, async () => 1)).rejects.toThrow('connect blew up');
+    await pool.close();
+  });
+
+  it('an fn that throws synchronously rejects the caller with that error, and the lease ends', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    await expect(
+      pool.use(T, () => {
+        throw new Error('fn blew up');
+      }),
+    ).rejects.toThrow('fn blew up');
+    expect(pool.stats().leases).toBe(0);
+    await pool.close();
+  });
+
+  it("a ConnectionGoneError of another connection, caused by a close, reaches the caller as is", async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const foreign = new ConnectionGoneError('elsewhere:1', 99, { cause: new PoolClosedError() });
+    await expect(pool.use(T, () => Promise.reject(foreign))).rejects.toBe(foreign);
+    const lookalike = { connectionId: 1, cause: new PoolClosedError() }; // not a ConnectionGoneError
+    await expect(pool.use(T, () => Promise.reject(lookalike))).rejects.toBe(lookalike);
+    await pool.close();
+  });
+
+  it('a not-sent failure on a connection retired by close() reaches the caller, without going back', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const answer = deferred<number>();
+    const ride = pool.use(T, () => answer.promise);
+    await flushMicrotasks();
+    const closing = pool.close();
+    const err = new NotSentError('refused');
+    answer.reject(err);
+    await expect(ride).rejects.toBe(err);
+    await closing;
+    expect(connector.connects).toBe(1);
   });
 });
