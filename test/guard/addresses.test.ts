@@ -3,9 +3,8 @@
  * them dead (refusing, or blackholed by a full accept queue). Counts dials per address (the
  * `dialguard:dial:settled` channel) and connections each live peer accepted.
  */
-import diagnosticsChannel from 'node:diagnostics_channel';
 import net from 'node:net';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HostUnavailableError } from '../../src/core/errors.js';
 import { connect } from '../../src/guard/connect.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
@@ -15,33 +14,11 @@ import { ManualClock } from '../../src/testing/manual-clock.js';
 import { eventually } from '../helpers/eventually.js';
 import { leakCheckEach } from '../helpers/leaks.js';
 import { breakerOnManualClock } from '../helpers/sockets.js';
+import { dialsPerKey, lookupTo } from '../helpers/per-address.js';
 
 leakCheckEach();
 
-/** Dials settled per breaker key, from the public diagnostics channel. */
-let dials: Map<string, number>;
-const onSettled = (payload: unknown): void => {
-  const { host } = payload as { host: string };
-  dials.set(host, (dials.get(host) ?? 0) + 1);
-};
-beforeEach(() => {
-  dials = new Map();
-  diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
-});
-afterEach(() => {
-  diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled);
-});
-
-/** A lookup answering `name` with `addresses` (all: true), counting its calls. */
-function lookupTo(addresses: string[]): { lookup: net.LookupFunction; calls: () => number } {
-  let calls = 0;
-  const lookup = ((_host: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
-    calls++;
-    const list = addresses.map((address) => ({ address, family: 4 }));
-    queueMicrotask(() => (options.all ? callback(null, list) : callback(null, list[0]!.address, 4)));
-  }) as unknown as net.LookupFunction;
-  return { lookup, calls: () => calls };
-}
+const dials = dialsPerKey();
 
 /** Two live echo peers on 127.0.0.2 and 127.0.0.4, same port; 127.0.0.3 has no listener there. */
 async function twoLive(): Promise<{ port: number; live: TcpPeer[]; close: () => Promise<void> }> {

@@ -4,9 +4,8 @@
  * one port). One client per request, sharing one breaker, so each request dials a session.
  * Counts dials per breaker key (`dialguard:dial:settled`) and connections each peer accepted.
  */
-import diagnosticsChannel from 'node:diagnostics_channel';
 import type net from 'node:net';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { Http2Client } from '../../src/http2/client.js';
 import { http2Peer } from '../../src/testing/http2-peer.js';
@@ -14,32 +13,11 @@ import { acceptAndHold } from '../../src/testing/tcp-peers.js';
 import { TEST_CERT } from '../../src/testing/test-cert.js';
 import { eventually } from '../helpers/eventually.js';
 import { leakCheckEach } from '../helpers/leaks.js';
+import { dialsPerKey, lookupTo } from '../helpers/per-address.js';
 
 leakCheckEach();
 
-let dials: Map<string, number>;
-const onSettled = (payload: unknown): void => {
-  const { host } = payload as { host: string };
-  dials.set(host, (dials.get(host) ?? 0) + 1);
-};
-beforeEach(() => {
-  dials = new Map();
-  diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
-});
-afterEach(() => {
-  diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled);
-});
-
-/** Answers with `addresses` (all: true), counting its calls. */
-function lookupTo(addresses: string[]): { lookup: net.LookupFunction; calls: () => number } {
-  let calls = 0;
-  const lookup = ((_host: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
-    calls++;
-    const list = addresses.map((address) => ({ address, family: 4 }));
-    queueMicrotask(() => (options.all ? callback(null, list) : callback(null, list[0]!.address, 4)));
-  }) as unknown as net.LookupFunction;
-  return { lookup, calls: () => calls };
-}
+const dials = dialsPerKey();
 
 /** One request on a fresh client (so it dials), closed after. */
 async function once(url: string, breaker: HostBreaker, lookup: net.LookupFunction): Promise<number> {

@@ -4,38 +4,15 @@
  * servers on one port). Every response closes its connection, so each request dials. Counts dials
  * per breaker key (`dialguard:dial:settled`) and connections each live server accepted.
  */
-import diagnosticsChannel from 'node:diagnostics_channel';
-import type net from 'node:net';
 import { request } from 'undici';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { guarded, httpServer, leakChecked } from './helpers.js';
+import { dialsPerKey, lookupTo } from '../../helpers/per-address.js';
 
 leakChecked();
 
-let dials: Map<string, number>;
-const onSettled = (payload: unknown): void => {
-  const { host } = payload as { host: string };
-  dials.set(host, (dials.get(host) ?? 0) + 1);
-};
-beforeEach(() => {
-  dials = new Map();
-  diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
-});
-afterEach(() => {
-  diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled);
-});
-
-/** Answers `svc.test` with `addresses` (all: true), counting its calls. */
-function lookupTo(addresses: string[]): { lookup: net.LookupFunction; calls: () => number } {
-  let calls = 0;
-  const lookup = ((_host: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
-    calls++;
-    const list = addresses.map((address) => ({ address, family: 4 }));
-    queueMicrotask(() => (options.all ? callback(null, list) : callback(null, list[0]!.address, 4)));
-  }) as unknown as net.LookupFunction;
-  return { lookup, calls: () => calls };
-}
+const dials = dialsPerKey();
 
 const closeEach = (_req: unknown, res: { setHeader(k: string, v: string): void; end(b: string): void }): void => {
   res.setHeader('connection', 'close');
