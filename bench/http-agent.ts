@@ -27,6 +27,7 @@ import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
 import { inBenchNetns, reexecInNetns } from './lib/netns.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
+import { pairedRounds } from './lib/paired.js';
 import { median, throughput } from './lib/timing.js';
 
 reexecInNetns();
@@ -72,23 +73,11 @@ async function healthy(name: ClientName, url: string): Promise<Healthy> {
   try {
     await throughput(CALLERS, 500, () => call(raw, url)); // warm-up: connections open, code paths hot
     await throughput(CALLERS, 500, () => call(guarded, url));
-    const rs: number[] = [];
-    const gs: number[] = [];
     const ratios: number[] = [];
-    const rawCpu: number[] = [];
-    const guardedCpu: number[] = [];
-    for (let i = 0; i < HEALTHY_ROUNDS; i++) {
-      const pair = i % 2 === 0 ? [raw, guarded] : [guarded, raw];
-      const a = await throughput(CALLERS, HEALTHY_MS, () => call(pair[0]!, url));
-      const b = await throughput(CALLERS, HEALTHY_MS, () => call(pair[1]!, url));
-      const [r, g] = i % 2 === 0 ? [a, b] : [b, a];
-      rs.push(r.perSecond);
-      gs.push(g.perSecond);
+    const p = await pairedRounds(HEALTHY_ROUNDS, HEALTHY_MS, CALLERS, () => call(raw, url), () => call(guarded, url), (_i, r, g) => {
       ratios.push(g.perSecond / r.perSecond);
-      rawCpu.push(r.cpuUsPerCall);
-      guardedCpu.push(g.cpuUsPerCall);
-    }
-    return { ratio: median(ratios), ratios, raw: median(rs), guarded: median(gs), rawCpuUs: median(rawCpu), guardedCpuUs: median(guardedCpu) };
+    });
+    return { ratio: p.ratio, ratios, raw: p.raw, guarded: p.guarded, rawCpuUs: p.cpuUsPerCall.raw, guardedCpuUs: p.cpuUsPerCall.guarded };
   } finally {
     raw.destroy();
     guarded.destroy();
