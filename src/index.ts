@@ -68,6 +68,7 @@ export {
   ConnectionPool,
   type PoolClassification,
   type PoolStats,
+  SETTLE_TIMEOUT,
   type UseOptions,
 } from './pool/connection-pool.js';
 export { type Lease, type RetireReason } from './pool/pooled-connection.js';

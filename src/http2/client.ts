@@ -285,8 +285,9 @@ export class Http2Client {
   }
 
   /**
-   * Takes no new requests (they reject with `PoolClosedError`), lets requests in flight finish for
-   * up to `closeTimeout`, then closes every session. Resolves once nothing is left open.
+   * Takes no new requests (they reject with `PoolClosedError`), aborts connects in flight, lets
+   * requests in flight finish for up to `closeTimeout`, then closes every session. Resolves once
+   * nothing is left open, or `SETTLE_TIMEOUT` (1 s) after that at the latest (ConnectionPool.close).
    */
   close(): Promise<void> {
     return this.#pool.close();
