@@ -9,6 +9,7 @@
  * @module
  */
 import { type Clock, systemClock } from '../core/clock.js';
+import { DEFAULT_CONNECT_TIMEOUT } from '../core/connect-timeout.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
 import { checkDuration, opt } from '../core/validate.js';
@@ -16,13 +17,7 @@ import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js'
 import { dialFailureOutcome } from './dial-outcome.js';
 import { type DialPermit, HostBreaker } from './host-breaker.js';
 
-/**
- * Default bound on one dial (TCP + TLS + protocol handshake), 5 000 ms. A healthy dial on a LAN
- * or within a region finishes in milliseconds and a cross-region TLS handshake well under a
- * second, so 5 s never fires on a live host, while a dead one costs 5 s instead of the kernel's
- * ~130 s of SYN retries (Node sets no connect timeout of its own).
- */
-export const DEFAULT_CONNECT_TIMEOUT = 5_000;
+export { DEFAULT_CONNECT_TIMEOUT };
 
 let shared: HostBreaker | undefined;
 

@@ -29,7 +29,7 @@ import { SessionConnector } from './session-connector.js';
 
 /** Options of an {@link Http2Client}. */
 export interface Http2ClientOptions {
-  /** Bound on TCP + TLS + the SETTINGS exchange, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (5 000). */
+  /** Bound on TCP + TLS + the SETTINGS exchange, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (2 500). */
   connectTimeout?: number;
   /**
    * Breaker fed by every session establishment. Default the shared one; `null`: none. With one,
