@@ -57,7 +57,7 @@ export {
 } from './guard/host-breaker.js';
 export { hostKey } from './guard/host-key.js';
 export { type DialFailureOutcome, dialFailureOutcome } from './guard/dial-outcome.js';
-export { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialEvents, type DialOptions, dial, sharedBreaker } from './guard/dial.js';
+export { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialEvents, type DialOptions, type LookupEvents, dial, sharedBreaker } from './guard/dial.js';
 export { type ConnectOptions, type ConnectTarget, connect } from './guard/connect.js';
 export { ADDRESS_RECHECK, DEFAULT_ATTEMPT_DELAY, type ResolvedAddress } from './guard/addresses.js';
 export {
@@ -68,6 +68,7 @@ export {
   ConnectionPool,
   type PoolClassification,
   type PoolStats,
+  SETTLE_TIMEOUT,
   type UseOptions,
 } from './pool/connection-pool.js';
 export { type Lease, type RetireReason } from './pool/pooled-connection.js';

@@ -308,18 +308,14 @@ function describe(err: unknown): string {
   let node: unknown = err;
   let fallback: string | undefined;
   for (let depth = 0; depth < 4 && typeof node === 'object' && node !== null; depth++) {
-    let code: unknown;
-    let name: unknown;
-    let cause: unknown;
-    try {
-      ({ code, name, cause } = node as { code?: unknown; name?: unknown; cause?: unknown });
-    } catch {
-      break; // a hostile getter: name what we have
-    }
+    // Each field on its own: a getter that throws (a hostile or revoked object) loses only that
+    // field, never a code already read (a throwing `cause` just ends the walk here).
+    const code = read(node, 'code');
+    const name = read(node, 'name');
     if (typeof code === 'string' && code !== '') return code;
     if (fallback === undefined && typeof code === 'number') fallback = `${typeof name === 'string' ? name : 'code'} ${code}`;
     else if (fallback === undefined && typeof name === 'string') fallback = name;
-    node = cause;
+    node = read(node, 'cause');
   }
   return fallback ?? 'unknown';
 }

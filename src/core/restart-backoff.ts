@@ -5,6 +5,7 @@
  * @module
  */
 import type { Schedule } from './backoff.js';
+import { DEFAULT_CONNECT_TIMEOUT } from './connect-timeout.js';
 
 /** First wait before a retry, ms. */
 const BASE = 400;
@@ -23,9 +24,10 @@ export const restartSpanningBackoff: Schedule = (n, _previous, random) =>
   Math.min(MAX, BASE * 2 ** Math.min(30, Math.max(0, n - 1)) * (1 + 0.5 * random()));
 
 /**
- * The adapters' default bound on one dial (TCP + TLS + handshake), 2 500 ms. A live host answers
- * in milliseconds (a cross-region TLS handshake well under a second, and a lost SYN is resent
- * after 1 s), while three attempts at a blackholed host, with {@link restartSpanningBackoff}
- * between them, cost at most 9.3 s: no more than raw undici's single 10 s connect timeout.
+ * The adapters' default bound on one dial: {@link DEFAULT_CONNECT_TIMEOUT} (2 500 ms), as every
+ * entry point's. Three attempts at a blackholed host, with {@link restartSpanningBackoff} between
+ * them, cost at most 9.3 s: no more than raw undici's single 10 s connect timeout.
+ *
+ * @deprecated Use {@link DEFAULT_CONNECT_TIMEOUT}: one default for every entry point.
  */
-export const ADAPTER_CONNECT_TIMEOUT = 2_500;
+export const ADAPTER_CONNECT_TIMEOUT: number = DEFAULT_CONNECT_TIMEOUT;

@@ -22,8 +22,9 @@
  *
  * Address entries live in the breaker's own table, so its capacity and idle eviction cover them.
  * The whole connect (lookup and dials) is bounded by one timeout: an address dialled later gets
- * what is left of it. The lookup, being a dial of the name, is reported as one (`dial:settled`
- * and the `dialguard:dial` trace, phase `lookup`).
+ * what is left of it. The lookup runs under the name's breaker entry, but it is not a dial: it is
+ * reported as a lookup (`dialguard:lookup:settled`, and the `dialguard:dial` trace with `kind:
+ * 'lookup'`), never on `dialguard:dial:settled`, so dial metrics count only the addresses' dials.
  *
  * @module
  */
@@ -197,7 +198,7 @@ export function connectAddresses(
   const { breaker } = options;
   const started = clock.now();
   const lookup = options.lookup ?? (dns.lookup as unknown as net.LookupFunction);
-  return dialWith(name, (ctx) => resolve(lookup, host, options, ctx), { timeout: options.timeout, signal: options.signal, breaker, clock }, undefined).then(
+  return dialWith(name, (ctx) => resolve(lookup, host, options, ctx), { timeout: options.timeout, signal: options.signal, breaker, clock }, undefined, true).then(
     (resolved) => {
       const keys = resolved.map((a) => hostKey(a.address, port));
       remember(breaker, name, keys, clock.now());

@@ -9,6 +9,7 @@
  * @module
  */
 import { type Clock, systemClock } from '../core/clock.js';
+import { DEFAULT_CONNECT_TIMEOUT } from '../core/connect-timeout.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
 import { checkDuration, opt } from '../core/validate.js';
@@ -16,13 +17,7 @@ import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js'
 import { dialFailureOutcome } from './dial-outcome.js';
 import { type DialPermit, HostBreaker } from './host-breaker.js';
 
-/**
- * Default bound on one dial (TCP + TLS + protocol handshake), 5 000 ms. A healthy dial on a LAN
- * or within a region finishes in milliseconds and a cross-region TLS handshake well under a
- * second, so 5 s never fires on a live host, while a dead one costs 5 s instead of the kernel's
- * ~130 s of SYN retries (Node sets no connect timeout of its own).
- */
-export const DEFAULT_CONNECT_TIMEOUT = 5_000;
+export { DEFAULT_CONNECT_TIMEOUT };
 
 let shared: HostBreaker | undefined;
 
@@ -85,7 +80,19 @@ export interface DialEvents {
   settled: { host: string; outcome: 'succeeded' | 'failed' | 'abandoned'; duration: number; phase: string };
 }
 
+/**
+ * Payloads of lookup events (on `dialguard:lookup:<event>`). A name guarded per address
+ * (`connect`) resolves it under the breaker first, as one establishment: that is a DNS lookup,
+ * not a dial, so it is published here and never on `dialguard:dial:settled` (no dial metric
+ * counts it). `host` is the name's key, `phase` is `lookup`.
+ */
+export interface LookupEvents {
+  /** A name's lookup ended (per lookup, for metrics only). */
+  settled: DialEvents['settled'];
+}
+
 const events = new EventHub<DialEvents>('dial');
+const lookupEvents = new EventHub<LookupEvents>('lookup');
 
 /**
  * Dials `host` with `establish`, bounded by one timeout and guarded by a {@link HostBreaker}.
@@ -105,7 +112,8 @@ export function dial<C>(host: string, establish: (ctx: DialContext) => Promise<C
 
 /**
  * {@link dial} with `dispose` apart from the options, so a caller supplying its own (connect)
- * need not copy the options object on every call, refused ones included.
+ * need not copy the options object on every call, refused ones included. `lookup`: the
+ * establishment is a name's DNS lookup, reported as one ({@link LookupEvents}, trace `kind`).
  *
  * @internal
  */
@@ -114,6 +122,7 @@ export function dialWith<C>(
   establish: (ctx: DialContext) => Promise<C>,
   options: DialOptions<C>,
   dispose: ((connection: C) => void) | undefined,
+  lookup = false,
 ): Promise<C> {
   let permit: DialPermit;
   let timeout: number;
@@ -136,13 +145,14 @@ export function dialWith<C>(
   const ctx: DialContext = { signal: controller.signal, permit, phase: 'tcp', answered: false };
   const started = clock.now();
   // A trace only when someone listens (dialguard:dial): otherwise the dial runs as is.
-  const trace: DialTraceMessage | undefined = traced(dialTrace) ? { host: permit.host, probe: permit.probe } : undefined;
+  const trace: DialTraceMessage | undefined = traced(dialTrace) ? { host: permit.host, probe: permit.probe, kind: lookup ? 'lookup' : 'dial' } : undefined;
+  const hub: EventHub<DialEvents> = lookup ? lookupEvents : events;
   const report = (outcome: DialEvents['settled']['outcome']): void => {
     if (trace !== undefined) {
       trace.outcome = outcome;
       trace.phase = String(ctx.phase);
     }
-    if (events.active('settled')) events.emit('settled', { host: permit.host, outcome, duration: clock.now() - started, phase: String(ctx.phase) });
+    if (hub.active('settled')) hub.emit('settled', { host: permit.host, outcome, duration: clock.now() - started, phase: String(ctx.phase) });
   };
 
   const run = (): Promise<C> => new Promise<C>((resolve, reject) => {

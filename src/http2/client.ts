@@ -29,7 +29,7 @@ import { SessionConnector } from './session-connector.js';
 
 /** Options of an {@link Http2Client}. */
 export interface Http2ClientOptions {
-  /** Bound on TCP + TLS + the SETTINGS exchange, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (5 000). */
+  /** Bound on TCP + TLS + the SETTINGS exchange, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (2 500). */
   connectTimeout?: number;
   /**
    * Breaker fed by every session establishment. Default the shared one; `null`: none. With one,
@@ -285,8 +285,9 @@ export class Http2Client {
   }
 
   /**
-   * Takes no new requests (they reject with `PoolClosedError`), lets requests in flight finish for
-   * up to `closeTimeout`, then closes every session. Resolves once nothing is left open.
+   * Takes no new requests (they reject with `PoolClosedError`), aborts connects in flight, lets
+   * requests in flight finish for up to `closeTimeout`, then closes every session. Resolves once
+   * nothing is left open, or `SETTLE_TIMEOUT` (1 s) after that at the latest (ConnectionPool.close).
    */
   close(): Promise<void> {
     return this.#pool.close();

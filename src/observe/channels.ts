@@ -5,13 +5,14 @@
  * State changes (rare, fine to log): breaker opened / closed / probe granted / probe expired,
  * connection opened / retired / gone / closed, retry budget exhausted.
  * Per-call signals (for counters and histograms, never for logs): breaker refused, dial settled,
- * retry scheduled, retry settled, HTTP/2 request settled.
+ * lookup settled (a name's DNS lookup: not a dial, never on the dial channel), retry scheduled,
+ * retry settled, HTTP/2 request settled.
  *
  * @module
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import type { ConnectionPoolEvents } from '../pool/connection-pool.js';
-import type { DialEvents } from '../guard/dial.js';
+import type { DialEvents, LookupEvents } from '../guard/dial.js';
 import type { HostBreakerEvents } from '../guard/host-breaker.js';
 import type { Http2ClientEvents } from '../http2/client.js';
 import type { RetryEvents } from '../retry/retry.js';
@@ -25,6 +26,7 @@ export interface DialguardChannels {
   'dialguard:breaker:probe-expired': HostBreakerEvents['probe-expired'];
   'dialguard:breaker:refused': HostBreakerEvents['refused'];
   'dialguard:dial:settled': DialEvents['settled'];
+  'dialguard:lookup:settled': LookupEvents['settled'];
   'dialguard:pool:opened': ConnectionPoolEvents['opened'];
   'dialguard:pool:retired': ConnectionPoolEvents['retired'];
   'dialguard:pool:gone': ConnectionPoolEvents['gone'];
@@ -43,6 +45,7 @@ export const CHANNELS = [
   'dialguard:breaker:probe-expired',
   'dialguard:breaker:refused',
   'dialguard:dial:settled',
+  'dialguard:lookup:settled',
   'dialguard:pool:opened',
   'dialguard:pool:retired',
   'dialguard:pool:gone',

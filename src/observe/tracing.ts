@@ -7,7 +7,7 @@
  * - `dialguard:call`: a whole `retry()` call: every attempt, the waits between them.
  * - `dialguard:attempt`: one attempt of it.
  * - `dialguard:dial`: one admitted dial (a refusal is no dial: it is a `dialguard:breaker:refused`
- *   event inside whatever span is current).
+ *   event inside whatever span is current), or a name's DNS lookup (`kind: 'lookup'`).
  *
  * Costs nothing when nobody subscribes: the publishers check `hasSubscribers` first and call the
  * function directly otherwise.
@@ -42,6 +42,11 @@ export interface DialTraceMessage {
   host: string;
   /** Whether the dial is the breaker's half-open probe. */
   probe: boolean;
+  /**
+   * `dial`, or `lookup` for the DNS lookup of a name guarded per address (run under the
+   * breaker as one establishment, but not a dial: its own span, never counted as one).
+   */
+  kind: 'dial' | 'lookup';
   /** How the dial ended for the breaker, set when it ends. */
   outcome?: 'succeeded' | 'failed' | 'abandoned';
   /** The stage it ended in (`lookup`, `tcp`, `tls`, `handshake`). */

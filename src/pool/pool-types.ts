@@ -45,7 +45,7 @@ export type PoolClassification = Pick<Classification, 'connectionDead' | 'notSen
 export interface ConnectionPoolOptions<C> {
   /** How to open, close and watch connections. Required. */
   connector: Connector<C>;
-  /** Bound on one establishment, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (5 000). */
+  /** Bound on one establishment, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (2 500). */
   connectTimeout?: number;
   /** Breaker consulted and fed by every connect attempt. Default the shared one; `null`: none. */
   breaker?: HostBreaker | null;

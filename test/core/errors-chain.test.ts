@@ -51,13 +51,13 @@ describe('a refusal names the dial error behind it', () => {
     expect(lastError(Object.assign(function dial() {}, { code: 'ECONNREFUSED' }))).toBe('unknown');
   });
 
-  it('a cause whose getter throws ends the walk, named by what was read before it', () => {
+  it('a cause whose getter throws ends the walk, named by what was read before it (its own code)', () => {
     const hostile = Object.defineProperty(errno('ECONNRESET'), 'cause', {
       get() {
         throw new Error('no');
       },
     });
-    expect(lastError(new TypeError('fetch failed', { cause: hostile }))).toBe('TypeError');
+    expect(lastError(new TypeError('fetch failed', { cause: hostile }))).toBe('ECONNRESET');
   });
 
   it('a name refused on every address lists each address and its state', () => {

@@ -43,8 +43,9 @@ describe('Http2Client: a name is guarded per address', () => {
     expect(breaker.state(`svc.test:${a.port}`)?.state ?? 'closed').toBe('closed');
     expect(a.attempts + b.attempts).toBe(20);
     expect(calls()).toBe(20); // the client's lookup was used, once per session
-    // The name's dials are its lookups alone: the pool adds no dial (event, timer) of its own.
-    expect(dials.get(`svc.test:${a.port}`)).toBe(20);
+    // The name is never dialled: its lookups are lookups (dialguard:lookup:settled, not dials),
+    // and the pool adds no dial (event, timer) of its own.
+    expect(dials.get(`svc.test:${a.port}`)).toBeUndefined();
   });
 
   it('a live address dying mid-run: requests go on through the last live one, none refused while it is alive', async () => {

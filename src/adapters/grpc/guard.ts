@@ -156,7 +156,8 @@ export class GrpcGuard {
   /**
    * Takes no new calls (guarded channels throw on `createCall`, as closed grpc-js channels do),
    * lets calls in flight finish for up to `closeTimeout`, then ends them and closes every channel.
-   * Resolves once nothing is left open. Idempotent.
+   * Resolves once nothing is left open, or `SETTLE_TIMEOUT` (1 s) after that at the latest
+   * (ConnectionPool.close). Idempotent.
    */
   close(): Promise<void> {
     if (this.#closing === undefined) {

@@ -8,7 +8,8 @@ import type * as grpc from '@grpc/grpc-js';
 import type { Schedule } from '../../core/backoff.js';
 import { type Clock, systemClock } from '../../core/clock.js';
 import { checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
-import { ADAPTER_CONNECT_TIMEOUT, restartSpanningBackoff } from '../../core/restart-backoff.js';
+import { DEFAULT_CONNECT_TIMEOUT } from '../../core/connect-timeout.js';
+import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import type { HostBreaker } from '../../guard/host-breaker.js';
 import { RetryBudget } from '../../retry/budget.js';
 
@@ -50,7 +51,7 @@ export type StatusName = keyof typeof grpc.status;
 export interface GrpcGuardOptions {
   /**
    * Bound on establishing one channel (TCP + TLS + the HTTP/2 SETTINGS exchange), ms. grpc-js has
-   * none of its own. Default 2 500 (`ADAPTER_CONNECT_TIMEOUT`): a live host connects in
+   * none of its own. Default 2 500 (`DEFAULT_CONNECT_TIMEOUT`, every entry point's): a live host connects in
    * milliseconds, a dead one costs 2.5 s a dial instead of the kernel's ~130 s, and a call's
    * three default attempts stay under 10 s.
    */
@@ -163,7 +164,7 @@ export function grpcSettings(options: GrpcGuardOptions): GrpcSettings {
   checkFunction('clock.setTimeout', clock.setTimeout);
   checkFunction('clock.clearTimeout', clock.clearTimeout);
   return {
-    connectTimeout: checkDuration('connectTimeout', opt(options.connectTimeout, ADAPTER_CONNECT_TIMEOUT), 1),
+    connectTimeout: checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1),
     breaker: options.breaker,
     channelOptions: { ...keepAlive, ...extra },
     // The pool checks and defaults these itself; passed through as given.

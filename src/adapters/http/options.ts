@@ -12,8 +12,8 @@ import { HostBreaker } from '../../guard/host-breaker.js';
 export interface AgentGuardOptions {
   /**
    * Bound on one dial, DNS lookup, TCP connect and (https) TLS handshake together, ms. Default
-   * 5 000 (dialguard's `DEFAULT_CONNECT_TIMEOUT`): never fires on a live host, while a dead one
-   * costs 5 s instead of the kernel's ~130 s of SYN retries (Node's agent sets no connect timeout).
+   * 2 500 (dialguard's `DEFAULT_CONNECT_TIMEOUT`): never fires on a live host, while a dead one
+   * costs 2.5 s instead of the kernel's ~130 s of SYN retries (Node's agent sets no connect timeout).
    */
   connectTimeout?: number;
   /**

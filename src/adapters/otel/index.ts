@@ -14,6 +14,8 @@
  * | `dialguard.breaker.refused` | counter | `state`: open/half-open |
  * | `dialguard.dials` | counter | `outcome`: succeeded/failed/abandoned |
  * | `dialguard.dial.duration` | histogram, ms | `outcome`, `phase`: lookup/tcp/tls/handshake/other |
+ * | `dialguard.lookups` | counter | `outcome` (a name's DNS lookup under the breaker: not a dial) |
+ * | `dialguard.lookup.duration` | histogram, ms | `outcome` |
  * | `dialguard.connections.opened` / `.closed` / `.gone` | counter | |
  * | `dialguard.retries` | counter | `kind`: the failure kind that caused it |
  * | `dialguard.retry_budget.refused` | counter | |
@@ -59,6 +61,8 @@ export function instrument(options: InstrumentOptions = {}): Unsubscribe {
     description: 'Time to establish a connection (TCP, TLS and protocol handshake), or to give up',
     unit: 'ms',
   });
+  const lookups = counter('dialguard.lookups', 'DNS lookups of names guarded per address, by outcome (not dials)');
+  const lookupDuration = meter.createHistogram('dialguard.lookup.duration', { description: 'Time to resolve a name guarded per address, or to give up', unit: 'ms' });
   const connOpened = counter('dialguard.connections.opened', 'Pooled connections opened');
   const connClosed = counter('dialguard.connections.closed', 'Pooled connections closed');
   const connGone = counter('dialguard.connections.gone', 'Pooled connections found dead (their requests released)');
@@ -78,6 +82,10 @@ export function instrument(options: InstrumentOptions = {}): Unsubscribe {
       const outcome = e.outcome;
       add(dials, { outcome });
       dialDuration.record(e.duration, { outcome, phase: PHASES.has(e.phase) ? e.phase : 'other' });
+    }),
+    subscribe('dialguard:lookup:settled', (e) => {
+      add(lookups, { outcome: e.outcome });
+      lookupDuration.record(e.duration, { outcome: e.outcome });
     }),
     subscribe('dialguard:pool:opened', () => add(connOpened)),
     subscribe('dialguard:pool:closed', () => add(connClosed)),

@@ -56,12 +56,12 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
 
   const hook = (
     channel: diagnosticsChannel.TracingChannel<object>,
-    name: string,
+    name: string | ((message: Traced) => string),
     begin: (message: Traced) => Attributes,
     finish: (message: Traced) => Attributes,
   ): void => {
     const startSpan = (message: Traced): Span => {
-      const span = tracer.startSpan(name, { attributes: begin(message) }, parent());
+      const span = tracer.startSpan(typeof name === 'string' ? name : name(message), { attributes: begin(message) }, parent());
       message.span = span;
       return span;
     };
@@ -107,7 +107,7 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
   );
   hook(
     dialTrace,
-    'dialguard.dial',
+    (m) => (m.kind === 'lookup' ? 'dialguard.lookup' : 'dialguard.dial'), // a name's DNS lookup is not a dial
     (m) => ({ 'server.address': String(m.host), 'dialguard.probe': m.probe === true }),
     (m) => ({ 'dialguard.outcome': String(m.outcome ?? 'failed'), 'dialguard.phase': String(m.phase ?? 'tcp') }),
   );

@@ -15,7 +15,7 @@ import tls from 'node:tls';
 import type { buildConnector } from 'undici';
 import { type Clock, systemClock } from '../../core/clock.js';
 import { checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
-import { ADAPTER_CONNECT_TIMEOUT } from '../../core/restart-backoff.js';
+import { DEFAULT_CONNECT_TIMEOUT } from '../../core/connect-timeout.js';
 import { type DialContext, dial, sharedBreaker } from '../../guard/dial.js';
 import { connect, openSocket } from '../../guard/connect.js';
 import { HostBreaker } from '../../guard/host-breaker.js';
@@ -54,7 +54,7 @@ export interface GuardedConnectorOptions {
    * Bound on one dial, TCP connect and TLS handshake together, ms; 0 for no limit (as undici's
    * `connectTimeout: 0`; the dial is then bounded by the longest timer Node can arm, about 24.8
    * days). Default 2 500
-   * (`ADAPTER_CONNECT_TIMEOUT`): never fires on a live host, while a blackholed one costs 2.5 s
+   * (`DEFAULT_CONNECT_TIMEOUT`, every entry point's): never fires on a live host, while a blackholed one costs 2.5 s
    * a dial, so a call's three default attempts (with their backoff) cost less than undici's
    * single 10 s connect timeout (or the kernel's ~130 s without one).
    */
@@ -171,7 +171,7 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
   if (socketPath !== undefined && (typeof socketPath !== 'string' || socketPath === '')) {
     throw new TypeError(`socketPath must be a non-empty string, got ${show(socketPath)}`);
   }
-  const timeout = checkDuration('connectTimeout', opt(options.connectTimeout, ADAPTER_CONNECT_TIMEOUT));
+  const timeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT));
   return {
     timeout: timeout === 0 ? NO_LIMIT : timeout,
     socket,
