@@ -171,7 +171,8 @@ export class GuardedCall implements GrpcCall {
   start(metadata: grpc.Metadata, listener: grpc.InterceptingListener): void {
     if (this.#started) return;
     this.#started = true;
-    this.#startedAt = Date.now();
+    const now = Date.now();
+    this.#startedAt = now;
     this.#startedOnClock = this.#host.clock.now();
     this.#listener = listener;
     this.#metadata = metadata;
@@ -182,7 +183,8 @@ export class GuardedCall implements GrpcCall {
       return;
     }
     this.#spec.calls++;
-    if (remaining(this.#deadline) <= 0) {
+    const deadline = this.#deadline;
+    if ((deadline instanceof Date ? deadline.getTime() : deadline) <= now) {
       process.nextTick(() => this.#expire());
       return;
     }
