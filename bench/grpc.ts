@@ -16,9 +16,9 @@
  * - wrapper_cpu_us_per_call: the guarded layer alone, the same 64 callers and client over an
  *   in-process stand-in for a grpc-js channel that answers every call on the next tick: raw (the
  *   client on the stand-in) against guarded (each call a GuardedCall riding the ConnectionPool over
- *   it). No I/O and no second process, so the load of other processes moves it far less than the
- *   healthy lane: what the wrapping itself costs per call (`extra`, median of the pairs, with its
- *   spread). `--wrapper-rounds` pairs (default 40).
+ *   it), in a child process of its own. No I/O and no server process, so the load of other
+ *   processes moves it far less than the healthy lane: what the wrapping itself costs per call
+ *   (`extra`, median of the pairs, with its spread). `--wrapper-rounds` pairs (default 40).
  * - killed_peer_release_ms: 64 calls in flight when the server process is killed (SIGKILL): time
  *   until all 64 are released. Each client runs against a server process of its own, alone, so
  *   neither's release waits behind the other's on the event loop.
@@ -29,7 +29,9 @@
  * - dead_target_call_ms: one call to a blackholed target once the breaker has opened (median of
  *   batches), against raw grpc-js waiting out the call's deadline on the same target.
  */
+import { execFile } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
+import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import type { PooledChannel } from '../src/adapters/grpc/channel-connector.js';
 import { type CallHost, GuardedCall, type GrpcCall } from '../src/adapters/grpc/guarded-call.js';
@@ -53,6 +55,7 @@ const HEALTHY_MS = numberFlag('--round-ms', 100); // short pairs follow the burs
 const HEALTHY_ROUNDS = roundsFlag(quick ? 15 : 150);
 const WRAPPER_ROUNDS = numberFlag('--wrapper-rounds', quick ? 10 : 40);
 const healthyOnly = process.argv.includes('--healthy-only'); // the two healthy lanes, nothing else
+const WRAPPER_CHILD = '--wrapper-child'; // set on the child process that runs the wrapper lane
 const RAW_CAP = 5_000; // above three connect timeouts, so the guarded retries always fit under it
 const WARM_UP_MS = quick ? 600 : 1_000;
 const DEADLINE = 10_000;
@@ -180,9 +183,21 @@ function standInChannel(call: (...args: Parameters<grpc.ChannelInterface['create
   };
 }
 
+/**
+ * The wrapper lane, in a process of its own: grpc-js and GuardedCall then see only the stand-in's
+ * calls, as a client sees only real ones (after the healthy lane, every call site in both would
+ * also have seen real calls, and pay for the mix).
+ */
+async function wrapperInChild(): Promise<Paired> {
+  progress(`wrapper (a child process): ${CALLERS} callers on an in-process channel stand-in, ${WRAPPER_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
+  const { stdout } = await promisify(execFile)(process.execPath, [...process.execArgv, process.argv[1]!, ...process.argv.slice(2), WRAPPER_CHILD], {
+    maxBuffer: 1 << 20,
+  });
+  return JSON.parse(stdout.trim().split('\n').pop()!) as Paired;
+}
+
 /** The guarded layer alone against the same client on the stand-in channel (see the module docs). */
 async function wrapper(): Promise<Paired> {
-  progress(`wrapper: ${CALLERS} callers on an in-process channel stand-in, ${WRAPPER_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
   const inner = standInChannel(() => new EchoCall() as unknown as GrpcCall);
   const clock = systemClock;
   const pool = new ConnectionPool<PooledChannel>({
@@ -314,8 +329,12 @@ async function deadTarget(): Promise<{ guardedMs: number; rawMs: number; tripMs:
 
 async function main(): Promise<void> {
   setMaxListeners(0);
+  if (process.argv.includes(WRAPPER_CHILD)) {
+    process.stdout.write(`${JSON.stringify(await wrapper())}\n`);
+    return;
+  }
   const health = await healthy();
-  const wrap = await wrapper();
+  const wrap = await wrapperInChild();
   const healthyRows = [
     {
       measure: `healthy, ${CALLERS} callers (calls/s, median of ${HEALTHY_ROUNDS} rounds)`,
@@ -348,6 +367,7 @@ async function main(): Promise<void> {
     healthy_calls_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
     healthy_cpu_ratio: round(health.cpuRatio),
     healthy_cpu_us_per_call: { guarded: round(health.cpuUsPerCall.guarded), raw: round(health.cpuUsPerCall.raw), extra: round(health.cpuExtraUs) },
+    healthy_cpu_extra_spread: [round(health.cpuExtraMin), round(health.cpuExtraMax)],
     healthy_channels_opened: health.channels,
     wrapper_rounds: wrap.rounds,
     wrapper_cpu_us_per_call: { guarded: round(wrap.cpuUsPerCall.guarded), raw: round(wrap.cpuUsPerCall.raw), extra: round(wrap.cpuExtraUs) },
