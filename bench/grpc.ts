@@ -1,7 +1,7 @@
 /**
  * bench/grpc: dialguard's GrpcGuard against raw @grpc/grpc-js, in one run, same generic client.
  *
- *   node dist/bench/grpc.js [--quick] [--rounds N] [--round-ms MS]
+ *   node dist/bench/grpc.js [--quick] [--healthy-only] [--rounds N] [--round-ms MS] [--wrapper-rounds N]
  *
  * The raw client is how most code uses grpc-js: `new Client(target, credentials)`, its own
  * channel, no connect timeout (grpc-js has none), no keep-alive. The guarded one is the same
@@ -13,6 +13,12 @@
  *   for the client's CPU time per call (raw / guarded), which other processes' load disturbs less.
  *   `--rounds` pairs (default 150 of 100 ms rounds, `--round-ms`); the spread of the pair ratios and healthy_cpu_us_per_call
  *   (each lane's median, and `extra`: the median over the pairs of guarded minus raw) are printed.
+ * - wrapper_cpu_us_per_call: the guarded layer alone, the same 64 callers and client over an
+ *   in-process stand-in for a grpc-js channel that answers every call on the next tick: raw (the
+ *   client on the stand-in) against guarded (each call a GuardedCall riding the ConnectionPool over
+ *   it), in a child process of its own. No I/O and no server process, so the load of other
+ *   processes moves it far less than the healthy lane: what the wrapping itself costs per call
+ *   (`extra`, median of the pairs, with its spread). `--wrapper-rounds` pairs (default 40).
  * - killed_peer_release_ms: 64 calls in flight when the server process is killed (SIGKILL): time
  *   until all 64 are released. Each client runs against a server process of its own, alone, so
  *   neither's release waits behind the other's on the event loop.
@@ -23,10 +29,19 @@
  * - dead_target_call_ms: one call to a blackholed target once the breaker has opened (median of
  *   batches), against raw grpc-js waiting out the call's deadline on the same target.
  */
+import { execFile } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
+import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
+import type { PooledChannel } from '../src/adapters/grpc/channel-connector.js';
+import { type CallHost, GuardedCall, type GrpcCall } from '../src/adapters/grpc/guarded-call.js';
 import { GrpcGuard } from '../src/adapters/grpc/index.js';
+import { SpecTable } from '../src/adapters/grpc/target.js';
+import { ConnectTracker } from '../src/adapters/grpc/tracked-credentials.js';
+import { systemClock } from '../src/core/clock.js';
 import { HostBreaker } from '../src/index.js';
+import { ConnectionPool } from '../src/pool/connection-pool.js';
+import { RetryBudget } from '../src/retry/budget.js';
 import { blackhole } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
 import { numberFlag, quick } from './lib/args.js';
@@ -38,6 +53,9 @@ const CONNECT_TIMEOUT = 1_000;
 const CALLERS = 64;
 const HEALTHY_MS = numberFlag('--round-ms', 100); // short pairs follow the bursts of a shared machine's load
 const HEALTHY_ROUNDS = roundsFlag(quick ? 15 : 150);
+const WRAPPER_ROUNDS = numberFlag('--wrapper-rounds', quick ? 10 : 40);
+const healthyOnly = process.argv.includes('--healthy-only'); // the two healthy lanes, nothing else
+const WRAPPER_CHILD = '--wrapper-child'; // set on the child process that runs the wrapper lane
 const RAW_CAP = 5_000; // above three connect timeouts, so the guarded retries always fit under it
 const WARM_UP_MS = quick ? 600 : 1_000;
 const DEADLINE = 10_000;
@@ -119,6 +137,101 @@ async function healthy(): Promise<Healthy> {
   await guard.close();
   await server.kill();
   return { ...paired, channels };
+}
+
+/** A grpc-js call stand-in: answers (headers, the request back, OK) on the tick after half-close. */
+class EchoCall {
+  #listener: grpc.InterceptingListener | undefined;
+  #message: unknown;
+  start(_metadata: grpc.Metadata, listener: grpc.InterceptingListener): void {
+    this.#listener = listener;
+  }
+  sendMessageWithContext(_context: unknown, message: unknown): void {
+    this.#message = message;
+  }
+  halfClose(): void {
+    process.nextTick(() => {
+      const l = this.#listener!;
+      l.onReceiveMetadata(new grpc.Metadata());
+      l.onReceiveMessage(this.#message);
+      l.onReceiveStatus({ code: grpc.status.OK, details: 'OK', metadata: new grpc.Metadata() });
+    });
+  }
+  startRead(): void {}
+  cancelWithStatus(): void {}
+  getPeer(): string {
+    return 'stand-in';
+  }
+  getCallNumber(): number {
+    return 0;
+  }
+  setCredentials(): void {}
+  getAuthContext(): null {
+    return null;
+  }
+}
+
+/** A grpc-js channel stand-in, always READY, whose calls are {@link EchoCall}s; `call` makes them. */
+function standInChannel(call: (...args: Parameters<grpc.ChannelInterface['createCall']>) => GrpcCall): grpc.ChannelInterface {
+  return {
+    close: () => {},
+    getTarget: () => 'stand-in:1',
+    getConnectivityState: () => grpc.connectivityState.READY,
+    watchConnectivityState: () => {},
+    getChannelzRef: () => ({ kind: 'channel', id: -1, name: 'stand-in:1' }) as unknown as ReturnType<grpc.ChannelInterface['getChannelzRef']>,
+    createCall: call,
+  };
+}
+
+/**
+ * The wrapper lane, in a process of its own: grpc-js and GuardedCall then see only the stand-in's
+ * calls, as a client sees only real ones (after the healthy lane, every call site in both would
+ * also have seen real calls, and pay for the mix).
+ */
+async function wrapperInChild(): Promise<Paired> {
+  progress(`wrapper (a child process): ${CALLERS} callers on an in-process channel stand-in, ${WRAPPER_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
+  const { stdout } = await promisify(execFile)(process.execPath, [...process.execArgv, process.argv[1]!, ...process.argv.slice(2), WRAPPER_CHILD], {
+    maxBuffer: 1 << 20,
+  });
+  return JSON.parse(stdout.trim().split('\n').pop()!) as Paired;
+}
+
+/** The guarded layer alone against the same client on the stand-in channel (see the module docs). */
+async function wrapper(): Promise<Paired> {
+  const inner = standInChannel(() => new EchoCall() as unknown as GrpcCall);
+  const clock = systemClock;
+  const pool = new ConnectionPool<PooledChannel>({
+    breaker: null,
+    hostOf: () => 'stand-in:1',
+    clock,
+    connector: {
+      connect: async (key) => ({ channel: inner as grpc.Channel, key, tracker: new ConnectTracker('tcp'), closed: false, retireIfNotReady: undefined }),
+      close: () => {},
+    },
+  });
+  const specs = new SpecTable({});
+  const spec = specs.acquire('stand-in:1', grpc.credentials.createInsecure(), {});
+  // As GrpcGuard builds it with its defaults (retries on, a budget), for a channel that is READY.
+  const host: CallHost = {
+    pool,
+    ready: () => true,
+    specs,
+    clock,
+    replayBufferSize: 262_144,
+    idempotent: () => false,
+    retry: { maxAttempts: 3, backoff: undefined, budget: new RetryBudget(), clock, statuses: new Set() },
+    reconnect: () => {},
+    onChange: () => () => {},
+    closed: false,
+  };
+  const outer = standInChannel((method, deadline, authority, parent, flags) => new GuardedCall(host, spec, method, deadline, authority, parent, flags));
+  const raw = new BenchClient('stand-in:1', grpc.credentials.createInsecure(), { channelOverride: inner });
+  const guarded = new BenchClient('stand-in:1', grpc.credentials.createInsecure(), { channelOverride: outer });
+  await throughput(CALLERS, WARM_UP_MS, () => invoke(raw, 'Echo'));
+  await throughput(CALLERS, WARM_UP_MS, () => invoke(guarded, 'Echo'));
+  const paired = await pairedRounds(WRAPPER_ROUNDS, HEALTHY_MS, CALLERS, () => invoke(raw, 'Echo'), () => invoke(guarded, 'Echo'));
+  await pool.close();
+  return paired;
 }
 
 type Settled = { ms: number; capped: boolean; failed: number };
@@ -216,16 +329,13 @@ async function deadTarget(): Promise<{ guardedMs: number; rawMs: number; tripMs:
 
 async function main(): Promise<void> {
   setMaxListeners(0);
+  if (process.argv.includes(WRAPPER_CHILD)) {
+    process.stdout.write(`${JSON.stringify(await wrapper())}\n`);
+    return;
+  }
   const health = await healthy();
-  const killed = {
-    raw: await killedPeer('raw'),
-    guarded: await killedPeer('guarded'),
-    once: await killedPeer('guarded, one attempt'),
-  };
-  const dead = await deadTarget();
-
-  const show = (s: Settled): string => (s.capped ? `>${Math.round(s.ms)} (capped)` : String(Math.round(s.ms)));
-  printTable(`grpc: GrpcGuard vs raw @grpc/grpc-js (connect timeout ${CONNECT_TIMEOUT} ms, ${CALLERS} callers)`, [
+  const wrap = await wrapperInChild();
+  const healthyRows = [
     {
       measure: `healthy, ${CALLERS} callers (calls/s, median of ${HEALTHY_ROUNDS} rounds)`,
       raw: health.raw,
@@ -240,6 +350,45 @@ async function main(): Promise<void> {
       'guarded/raw': health.cpuUsPerCall.guarded / health.cpuUsPerCall.raw,
       note: `extra ${health.cpuExtraUs.toFixed(2)} µs (pairs ${health.cpuExtraMin.toFixed(2)} to ${health.cpuExtraMax.toFixed(2)}); raw/guarded CPU, median of pairs: ${round(health.cpuRatio)}`,
     },
+    {
+      measure: `  the wrapping alone, on a channel stand-in (µs CPU per call)`,
+      raw: wrap.cpuUsPerCall.raw,
+      guarded: wrap.cpuUsPerCall.guarded,
+      'guarded/raw': wrap.cpuUsPerCall.guarded / wrap.cpuUsPerCall.raw,
+      note: `extra ${wrap.cpuExtraUs.toFixed(2)} µs (pairs ${wrap.cpuExtraMin.toFixed(2)} to ${wrap.cpuExtraMax.toFixed(2)}), ${wrap.rounds} pairs; no I/O`,
+    },
+  ];
+  const healthyFields = {
+    connect_timeout_ms: CONNECT_TIMEOUT,
+    callers: CALLERS,
+    healthy_rounds: health.rounds,
+    healthy_ratio: round(health.ratio),
+    healthy_ratio_spread: [round(health.ratioMin), round(health.ratioMax)],
+    healthy_calls_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
+    healthy_cpu_ratio: round(health.cpuRatio),
+    healthy_cpu_us_per_call: { guarded: round(health.cpuUsPerCall.guarded), raw: round(health.cpuUsPerCall.raw), extra: round(health.cpuExtraUs) },
+    healthy_cpu_extra_spread: [round(health.cpuExtraMin), round(health.cpuExtraMax)],
+    healthy_channels_opened: health.channels,
+    wrapper_rounds: wrap.rounds,
+    wrapper_cpu_us_per_call: { guarded: round(wrap.cpuUsPerCall.guarded), raw: round(wrap.cpuUsPerCall.raw), extra: round(wrap.cpuExtraUs) },
+    wrapper_extra_spread: [round(wrap.cpuExtraMin), round(wrap.cpuExtraMax)],
+  };
+  const title = `grpc: GrpcGuard vs raw @grpc/grpc-js (connect timeout ${CONNECT_TIMEOUT} ms, ${CALLERS} callers)`;
+  if (healthyOnly) {
+    printTable(title, healthyRows);
+    printJson('grpc', healthyFields);
+    return;
+  }
+  const killed = {
+    raw: await killedPeer('raw'),
+    guarded: await killedPeer('guarded'),
+    once: await killedPeer('guarded, one attempt'),
+  };
+  const dead = await deadTarget();
+
+  const show = (s: Settled): string => (s.capped ? `>${Math.round(s.ms)} (capped)` : String(Math.round(s.ms)));
+  printTable(title, [
+    ...healthyRows,
     {
       measure: `killed peer, ${CALLERS} in flight released (ms)`,
       raw: show(killed.raw.inFlight),
@@ -270,15 +419,7 @@ async function main(): Promise<void> {
     },
   ]);
   printJson('grpc', {
-    connect_timeout_ms: CONNECT_TIMEOUT,
-    callers: CALLERS,
-    healthy_rounds: health.rounds,
-    healthy_ratio: round(health.ratio),
-    healthy_ratio_spread: [round(health.ratioMin), round(health.ratioMax)],
-    healthy_calls_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
-    healthy_cpu_ratio: round(health.cpuRatio),
-    healthy_cpu_us_per_call: { guarded: round(health.cpuUsPerCall.guarded), raw: round(health.cpuUsPerCall.raw), extra: round(health.cpuExtraUs) },
-    healthy_channels_opened: health.channels,
+    ...healthyFields,
     killed_peer_release_ms: round(killed.guarded.inFlight.ms),
     raw_killed_peer_release_ms: round(killed.raw.inFlight.ms),
     raw_killed_peer_capped: killed.raw.inFlight.capped,

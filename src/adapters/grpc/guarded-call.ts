@@ -65,19 +65,53 @@ export interface CallHost {
   readonly closed: boolean;
 }
 
-/** One ride of the call on one channel. */
-interface Turn {
-  readonly call: GrpcCall;
-  /** The pooled channel's identity. */
-  readonly connectionId: number;
+/**
+ * What a {@link Turn} reports to its call: set once by GuardedCall's static block, since only
+ * code inside that class reaches its private state.
+ */
+let report: {
+  metadata(call: GuardedCall, turn: Turn, metadata: grpc.Metadata): void;
+  message(call: GuardedCall, turn: Turn, message: unknown): void;
+  status(call: GuardedCall, turn: Turn, status: grpc.StatusObject): void;
+};
+
+/**
+ * One ride of the call on one channel, and the listener of its grpc-js call: a class rather than
+ * a listener of closures, so a healthy call allocates one small object here, not four.
+ */
+class Turn implements grpc.InterceptingListener {
   /** Still the call's current ride: what it delivers reaches the caller. */
-  active: boolean;
+  active = true;
   /** Its grpc-js call delivered a status. */
-  ended: boolean;
+  ended = false;
   /** The server answered on it (headers, a message, or a trailers-only status). */
-  answered: boolean;
+  answered = false;
+  /** Settle the ride (the promise the pool's `use` waits for); set as the ride starts. */
+  resolve: (status: grpc.StatusObject) => void = noop;
+  reject: (status: grpc.StatusObject) => void = noop;
+
+  constructor(
+    readonly owner: GuardedCall,
+    readonly call: GrpcCall,
+    readonly pooled: PooledChannel,
+    /** The pooled channel's identity. */
+    readonly connectionId: number,
+  ) {}
+
+  onReceiveMetadata(metadata: grpc.Metadata): void {
+    report.metadata(this.owner, this, metadata);
+  }
+
+  onReceiveMessage(message: unknown): void {
+    report.message(this.owner, this, message);
+  }
+
+  onReceiveStatus(status: grpc.StatusObject): void {
+    report.status(this.owner, this, status);
+  }
 }
 
+const noop = (): void => {};
 const OK = grpc.status.OK;
 const IDEMPOTENT = Object.freeze({ idempotent: true });
 const NOT_IDEMPOTENT = Object.freeze({ idempotent: false });
@@ -137,7 +171,8 @@ export class GuardedCall implements GrpcCall {
   start(metadata: grpc.Metadata, listener: grpc.InterceptingListener): void {
     if (this.#started) return;
     this.#started = true;
-    this.#startedAt = Date.now();
+    const now = Date.now();
+    this.#startedAt = now;
     this.#startedOnClock = this.#host.clock.now();
     this.#listener = listener;
     this.#metadata = metadata;
@@ -148,7 +183,8 @@ export class GuardedCall implements GrpcCall {
       return;
     }
     this.#spec.calls++;
-    if (remaining(this.#deadline) <= 0) {
+    const deadline = this.#deadline;
+    if ((deadline instanceof Date ? deadline.getTime() : deadline) <= now) {
       process.nextTick(() => this.#expire());
       return;
     }
@@ -158,10 +194,19 @@ export class GuardedCall implements GrpcCall {
     this.#run();
   }
 
-  /** Runs the first attempt (again, for a wait-for-ready call that waited for a channel). */
+  /**
+   * Runs the first attempt (again, for a wait-for-ready call that waited for a channel): the ride
+   * as the pool settles it, read here in one step (a status other than OK is the attempt's
+   * failure, as {@link GuardedCall.#attempt} makes it for a retry), so a healthy call pays for no
+   * promise of its own beyond the ride's.
+   */
   #run(): void {
-    this.#attempt().then(
+    this.#host.pool.use(this.#spec.key, (lease) => this.#ride(lease), this.#host.idempotent(this.#method) ? IDEMPOTENT : NOT_IDEMPOTENT).then(
       (status) => {
+        if (status.code !== OK) {
+          this.#retryOrFail(status);
+          return;
+        }
         this.#host.retry?.budget?.deposit();
         this.#end(status);
       },
@@ -368,63 +413,72 @@ export class GuardedCall implements GrpcCall {
       });
     }
     const call = pooled.channel.createCall(this.#method, this.#deadline, this.#authority, this.#parent, this.#flags);
-    const turn: Turn = { call, connectionId: lease.id, active: true, ended: false, answered: false };
+    const turn = new Turn(this, call, pooled, lease.id);
     this.#turn = turn;
     if (this.#credentials !== undefined) call.setCredentials(this.#credentials);
-    const listener = this.#listener!;
-    return new Promise<grpc.StatusObject>((resolve, reject) => {
-      // The caller's own metadata, as a raw grpc-js channel would get it. grpc-js only sets and
-      // removes its own headers on it (encodings), so a resend may reuse it as it is.
-      call.start(this.#metadata!, {
-        onReceiveMetadata: (metadata) => {
-          turn.answered = true;
-          if (!turn.active) return;
-          this.#sent.commit(); // the server answered: committed to this channel
-          listener.onReceiveMetadata(metadata);
-        },
-        onReceiveMessage: (message) => {
-          turn.answered = true;
-          if (!turn.active) return;
-          this.#sent.commit(); // the server answered: committed to this channel
-          this.#readPending = false;
-          listener.onReceiveMessage(message);
-        },
-        onReceiveStatus: (received) => {
-          turn.ended = true;
-          // A trailers-only reply, or a status after the server's headers on a transport still
-          // open, is the server's answer, whatever its details say: final, never resent, and no
-          // proof the connection died (only the transport says that: see ChannelConnector.watch).
-          const trailersOnly = received.code !== OK && answeredByServer(received);
-          if (trailersOnly) turn.answered = true;
-          const fromServer = trailersOnly || (turn.answered && received.code !== OK && !pooled.tracker.transportClosed);
-          const status = fromServer ? { ...received, [SERVER_ANSWERED]: true } : received;
-          if (turn.active) this.#lastStatus = status;
-          if (status.code === OK) {
-            // Nothing left to decide: the caller hears now, the pool's bookkeeping follows (and
-            // a retry loop this attempt runs in settles with it, as a success). Settled first:
-            // a caller's callback that throws (uncaught, as with raw grpc-js) must not strand
-            // the ride, which would hold its lease and the channel until close() gave up on it.
-            resolve(status);
-            if (turn.active) this.#end(status, true);
-            return;
-          }
-          if (fromServer) {
-            // The ride's transport did its job: #attempt fails with the status, and only a retry
-            // of an idempotent method may send it again, when the server relayed a transport
-            // failure of its own (`rpc error: EOF`; see classify).
-            resolve(status);
-            return;
-          }
-          // The pool may go back for a fresh channel: that wait ends by the deadline too.
-          this.#armDeadline();
-          reject(status);
-        },
-      });
-      const queued = this.#sent.take();
-      if (queued !== undefined) for (const sent of queued) call.sendMessageWithContext(sent.context, sent.message);
-      if (this.#halfClosed) call.halfClose();
-      if (this.#readPending) call.startRead();
+    const ride = new Promise<grpc.StatusObject>((resolve, reject) => {
+      turn.resolve = resolve;
+      turn.reject = reject;
     });
+    // The caller's own metadata, as a raw grpc-js channel would get it. grpc-js only sets and
+    // removes its own headers on it (encodings), so a resend may reuse it as it is.
+    call.start(this.#metadata!, turn);
+    const queued = this.#sent.take();
+    if (queued !== undefined) for (const sent of queued) call.sendMessageWithContext(sent.context, sent.message);
+    if (this.#halfClosed) call.halfClose();
+    if (this.#readPending) call.startRead();
+    return ride;
+  }
+
+  static {
+    report = {
+      metadata: (call, turn, metadata) => {
+        turn.answered = true;
+        if (!turn.active) return;
+        call.#sent.commit(); // the server answered: committed to this channel
+        call.#listener!.onReceiveMetadata(metadata);
+      },
+      message: (call, turn, message) => {
+        turn.answered = true;
+        if (!turn.active) return;
+        call.#sent.commit(); // the server answered: committed to this channel
+        call.#readPending = false;
+        call.#listener!.onReceiveMessage(message);
+      },
+      status: (call, turn, received) => call.#settle(turn, received),
+    };
+  }
+
+  /** `turn`'s grpc-js call delivered `received`: settles the ride with it (see #ride). */
+  #settle(turn: Turn, received: grpc.StatusObject): void {
+    turn.ended = true;
+    // A trailers-only reply, or a status after the server's headers on a transport still
+    // open, is the server's answer, whatever its details say: final, never resent, and no
+    // proof the connection died (only the transport says that: see ChannelConnector.watch).
+    const trailersOnly = received.code !== OK && answeredByServer(received);
+    if (trailersOnly) turn.answered = true;
+    const fromServer = trailersOnly || (turn.answered && received.code !== OK && !turn.pooled.tracker.transportClosed);
+    const status = fromServer ? { ...received, [SERVER_ANSWERED]: true } : received;
+    if (turn.active) this.#lastStatus = status;
+    if (status.code === OK) {
+      // Nothing left to decide: the caller hears now, the pool's bookkeeping follows (and
+      // a retry loop this attempt runs in settles with it, as a success). Settled first:
+      // a caller's callback that throws (uncaught, as with raw grpc-js) must not strand
+      // the ride, which would hold its lease and the channel until close() gave up on it.
+      turn.resolve(status);
+      if (turn.active) this.#end(status, true);
+      return;
+    }
+    if (fromServer) {
+      // The ride's transport did its job: the attempt fails with the status, and only a retry
+      // of an idempotent method may send it again, when the server relayed a transport
+      // failure of its own (`rpc error: EOF`; see classify).
+      turn.resolve(status);
+      return;
+    }
+    // The pool may go back for a fresh channel: that wait ends by the deadline too.
+    this.#armDeadline();
+    turn.reject(status);
   }
 
   /** The call failed for good (a dial failed, the breaker refused, the channel died, retries ran out). */

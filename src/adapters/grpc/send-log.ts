@@ -40,14 +40,16 @@ export class SendLog {
     if (this.#resendable) {
       this.#bytes += message.length;
       if (this.#bytes > this.#limit) this.commit();
-      else (this.#all ??= []).push(sent);
+      else if (this.#all === undefined) this.#all = [sent]; // sized for the one message of a unary call
+      else this.#all.push(sent);
     }
     return sent;
   }
 
   /** Keeps `sent` until a grpc-js call can take it. */
   queue(sent: Sent): void {
-    (this.#queue ??= []).push(sent);
+    if (this.#queue === undefined) this.#queue = [sent];
+    else this.#queue.push(sent);
   }
 
   /** The messages waiting, handed over (the queue empties). */
