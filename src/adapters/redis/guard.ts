@@ -9,6 +9,9 @@
  * - a `connectTimeout`, and a reconnect strategy (node-redis `socket.reconnectStrategy`, ioredis
  *   `retryStrategy`) that waits out the node's open window instead of redialling every 50-2 000 ms
  *   (the client's own strategy, if given, still decides whether to go on and may wait longer);
+ * - before the breaker opens (it waits for a minimum outage, so that a blip never opens a node),
+ *   one redial per round for all of a node's clients instead of one loop per client
+ *   ({@link RedialRounds}): a client that comes to dial while a round is out waits for its outcome;
  * - the outcome of each admitted dial, from the client's events: 'ready' is a success; the
  *   strategy's next call means the dial ended without 'ready', a failure unless the server
  *   answered (a Redis error reply, e.g. a wrong password, proves the node alive, rule 1).
@@ -44,9 +47,10 @@ export interface RedisGuardOptions {
    */
   connectTimeout?: number;
   /**
-   * Longest wait between redials while the node is not known dead, ms (the backoff is full
-   * jitter from 50 ms doubling up to this). Default 2 000, as ioredis's own cap: once the breaker
-   * opens, its window decides the wait instead.
+   * Longest spacing of a failing node's redial rounds while the breaker has not opened it, ms
+   * (rounds are shared by the guard's clients of that node: see `redial.ts`; the spacing is
+   * equal jitter from 25-50 ms doubling up to this). Default 2 000, as ioredis's own cap: once the
+   * breaker opens, its window decides the wait instead.
    */
   maxBackoff?: number;
   /** Uniform [0, 1) source for the jitter. Default `Math.random`. */
