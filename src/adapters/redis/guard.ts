@@ -115,6 +115,8 @@ function serverReplied(err: unknown): boolean {
 /** ioredis's connector interface, as far as the guard uses it. */
 interface IoredisConnector {
   firstError?: unknown;
+  /** Set by connect(), cleared by disconnect(). */
+  connecting?: boolean;
   stream?: unknown;
   connect(emitter: unknown): Promise<unknown>;
 }
@@ -373,13 +375,18 @@ export class RedisGuard {
    * For a single-node client's dial about to start: its turn in the node's shared rounds (see
    * `redial.ts`: it may wait for the round in flight, or fail at once between rounds), then the
    * breaker. Undefined lets the dial go (its permit kept); an error fails it with no I/O.
+   * `wanted`, asked after a wait, says whether the client still wants the dial (not closed meanwhile).
    */
-  #gate(state: ClientState): RoundOutcome | Promise<RoundOutcome> {
+  #gate(state: ClientState, wanted?: () => boolean): RoundOutcome | Promise<RoundOutcome> {
     this.#settle(state, new Error('a new dial started before the last one was reported'));
     const turn = this.#rounds.turn(state.key, state);
     if (turn === undefined) return this.#admit(state);
     if (turn instanceof Error) return turn;
-    return turn.then((outcome) => outcome ?? this.#admit(state));
+    return turn.then((outcome) => {
+      if (outcome !== undefined) return outcome;
+      if (wanted !== undefined && !wanted()) return new Error('Connection is closed.');
+      return this.#admit(state);
+    });
   }
 
   /** Asks the breaker for the dial about to start; a refusal is returned, a permit kept. */
@@ -452,7 +459,10 @@ export class RedisGuard {
           this.stream = undefined;
           return Promise.resolve(dead);
         };
-        const gate = guard.#gate(state);
+        // While it waits for a round in flight, a disconnect() clears `connecting` (as it does for
+        // a connect in progress): the client then must not dial.
+        this.connecting = true;
+        const gate = guard.#gate(state, () => this.connecting === true);
         return gate instanceof Promise ? gate.then(go) : go(gate);
       }
     };

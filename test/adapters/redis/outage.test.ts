@@ -14,6 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { RedisGuard } from '../../../src/adapters/redis/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
+import { acceptAndHold } from '../../../src/testing/tcp-peers.js';
 import { countingLookup } from '../http/helpers.js';
 import { RedisServer, freePort } from './redis-server.js';
 
@@ -100,6 +101,26 @@ describe('RedisGuard, the first 1.5 s of an outage (breaker defaults, still clos
     expect(performance.now() - back).toBeLessThan(2_000);
     expect(breaker.stats().opened).toBe(0);
     expect(breaker.state(`127.0.0.1:${server.port}`)?.state ?? 'closed').toBe('closed');
+  });
+});
+
+describe('RedisGuard: a client closed while it waits for another client\'s redial', () => {
+  it('ioredis: two clients disconnected while one redial is out (held by its peer) and the other waits for it: the waiter never dials', async () => {
+    const port = await freePort();
+    const guard = new RedisGuard({ breaker: new HostBreaker(), connectTimeout: 200 });
+    const clients = [0, 1].map(() => guard.ioredis(Redis, { host: '127.0.0.1', port, maxRetriesPerRequest: null, disconnectTimeout: 50 }));
+    for (const c of clients) c.on('error', () => {});
+    cleanups.push(() => clients.forEach((c) => c.disconnect()));
+    await sleep(150); // both dials refused: the node's redials go in rounds
+    const peer = await acceptAndHold({ port });
+    cleanups.push(() => peer.close());
+    // One client leads the next round: TCP connects, ioredis's ready check is never answered.
+    await expect.poll(() => peer.attempts, { timeout: 2_000, interval: 10 }).toBe(1);
+    await sleep(300); // the other has come to dial and waits for that round
+    for (const c of clients) c.disconnect();
+    // The lead is let go after connectTimeout + 1 s: its waiter is told to dial, and must not.
+    await sleep(1_500);
+    expect(peer.attempts).toBe(1);
   });
 });
 
