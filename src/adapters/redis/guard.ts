@@ -93,6 +93,8 @@ export interface IoredisOptions {
 /** One client's dial bookkeeping. */
 class ClientState {
   permit: DialPermit | undefined;
+  /** When the permitted dial began (the rounds' clock). */
+  dialAt = 0;
   lastError: unknown;
   /**
    * @param key - the node's breaker key.
@@ -398,6 +400,7 @@ export class RedisGuard {
       return answer;
     }
     state.permit = answer;
+    state.dialAt = this.#rounds.now();
     return undefined;
   }
 
@@ -411,7 +414,7 @@ export class RedisGuard {
       if (state.rounds) this.#rounds.succeeded(state.key);
     } else {
       (permit.failed as (error?: unknown) => void)(cause);
-      if (state.rounds) this.#rounds.failed(state.key, state, cause);
+      if (state.rounds) this.#rounds.failed(state.key, state, cause, state.dialAt);
     }
   }
 

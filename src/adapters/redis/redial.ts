@@ -29,8 +29,10 @@ export type RoundOutcome = Error | undefined;
 interface Node {
   /** Consecutive failed rounds (0 after a lost connection, before any redial failed). */
   failures: number;
-  /** When the next round may start (performance.now() ms). */
+  /** When the next round may start (clock ms). */
   nextAt: number;
+  /** When the last failed round was counted: a dial that began before it was part of it. */
+  countedAt: number;
   /** The last round's error, given to clients that come between rounds. */
   lastError: Error;
   /** The client dialling for the round in flight, its waiters and the bound on its lead. */
@@ -77,18 +79,25 @@ export class RedialRounds {
   /** A client lost its connection to `key` (no dial failed): the node's redials go in rounds from now. */
   lost(key: string, cause: unknown): void {
     if (this.#nodes.has(key)) return;
-    this.#nodes.set(key, { failures: 0, nextAt: this.#clock.now(), lastError: asError(cause), leader: undefined, waiters: [], leadTimer: undefined });
+    this.#nodes.set(key, fresh(this.#clock.now(), cause));
   }
 
-  /** A dial to `key` by `client` failed: its round failed (a dial outside any round starts them). */
-  failed(key: string, client: object, cause: unknown): void {
+  /**
+   * A dial to `key` by `client`, begun at `startedAt` (clock ms; default now), failed: its round
+   * failed. Dials outside any round start them; those that overlapped a failure already counted
+   * (the first dials of several clients) are that one round.
+   */
+  failed(key: string, client: object, cause: unknown, startedAt = this.#clock.now()): void {
     let node = this.#nodes.get(key);
     if (node === undefined) {
-      node = { failures: 0, nextAt: 0, lastError: asError(cause), leader: undefined, waiters: [], leadTimer: undefined };
+      node = fresh(0, cause);
       this.#nodes.set(key, node);
     } else if (node.leader !== undefined && node.leader !== client) {
       return; // a dial from before the round began: the round's own outcome decides
+    } else if (node.leader === undefined && startedAt <= node.countedAt) {
+      return; // overlapped the round already counted
     }
+    node.countedAt = this.#clock.now();
     node.failures++;
     node.lastError = asError(cause);
     const cap = Math.min(this.#maxBackoff, 50 * 2 ** Math.min(node.failures - 1, 16));
@@ -108,6 +117,11 @@ export class RedialRounds {
     if (node === undefined) return;
     this.#nodes.delete(key);
     this.#end(node, undefined);
+  }
+
+  /** The clock's now, ms: when a dial begins, for {@link failed}. */
+  now(): number {
+    return this.#clock.now();
   }
 
   /** ms until `key`'s next round may start, or undefined for a node not known to be failing. */
@@ -136,6 +150,10 @@ export class RedialRounds {
     const waiters = node.waiters.splice(0);
     for (const resolve of waiters) resolve(outcome);
   }
+}
+
+function fresh(nextAt: number, cause: unknown): Node {
+  return { failures: 0, nextAt, countedAt: Number.NEGATIVE_INFINITY, lastError: asError(cause), leader: undefined, waiters: [], leadTimer: undefined };
 }
 
 function asError(cause: unknown): Error {

@@ -53,10 +53,26 @@ describe('RedialRounds: one redial per round for every client of a failing node'
     expect(r.delay(KEY)).toBe(100);
   });
 
+  it('ten clients whose first dials overlapped all fail: one failed round (next in 25 ms), not ten (which would space rounds 1 s apart)', () => {
+    const { clock, r } = rounds(0);
+    const clients = Array.from({ length: 10 }, () => ({}));
+    const startedAt = clock.now();
+    clock.advance(5);
+    for (const c of clients) r.failed(KEY, c, new Error('ECONNREFUSED'), startedAt);
+    expect(r.delay(KEY)).toBe(25);
+    // A dial that began after that round failed is the next round.
+    clock.advance(25);
+    const next = clients[0]!;
+    expect(r.turn(KEY, next)).toBeUndefined();
+    r.failed(KEY, next, new Error('ECONNREFUSED'), clock.now());
+    expect(r.delay(KEY)).toBe(50);
+  });
+
   it('the spacing is jittered between half and all of the backoff, and never over maxBackoff', () => {
-    const { r } = rounds(0.999_999);
+    const { clock, r } = rounds(0.999_999);
     const c = {};
     for (let i = 0; i < 20; i++) {
+      clock.advance(1); // each dial begins after the last failure: its own round
       r.failed(KEY, c, new Error('down'));
     }
     expect(r.delay(KEY)).toBeGreaterThan(1_999);
