@@ -7,7 +7,8 @@
  * - healthy_ratio: requests per second through the guarded agent / through Node's agent (both
  *   keep-alive), 16 concurrent callers against a node:https server in a child process. Raw and
  *   guarded rounds alternate (bench/lib/paired.ts): the median of `--rounds` pair ratios (default
- *   60 pairs of 200 ms rounds, `--round-ms`), per client, with its spread (min-max of the pairs).
+ *   150 pairs of 100 ms rounds, `--round-ms`, as the other benches), per client, with its spread
+ *   (min-max of the pairs).
  *   cpu_us_per_call is this process's CPU per request (median of the rounds); its `extra` is the
  *   median over the pairs of guarded minus raw, µs. A keep-alive socket is reused by Node's own
  *   code, so the guard adds nothing per request: the extra is noise around 0.
@@ -37,8 +38,8 @@ reexecInNetns();
 
 const TIMEOUT = numberFlag('--timeout', quick ? 200 : 1_000);
 const CALLERS = 16;
-const HEALTHY_MS = numberFlag('--round-ms', quick ? 100 : 200);
-const HEALTHY_ROUNDS = roundsFlag(quick ? 10 : 60);
+const HEALTHY_MS = numberFlag('--round-ms', 100);
+const HEALTHY_ROUNDS = roundsFlag(quick ? 12 : 150);
 const REQUESTS = 100;
 
 type ClientName = 'axios' | 'got';
@@ -68,7 +69,7 @@ async function healthy(name: ClientName, url: string): Promise<Paired> {
     await throughput(CALLERS, 1_000, () => call(raw, url)); // warm-up: connections open, code paths hot
     await throughput(CALLERS, 1_000, () => call(guarded, url));
     return await pairedRounds(HEALTHY_ROUNDS, HEALTHY_MS, CALLERS, () => call(raw, url), () => call(guarded, url), (i, r, g) => {
-      if ((i + 1) % 10 === 0 || i + 1 === HEALTHY_ROUNDS) {
+      if ((i + 1) % 25 === 0 || i + 1 === HEALTHY_ROUNDS) {
         progress(`${name} round ${i + 1}: raw ${Math.round(r.perSecond)}/s, guarded ${Math.round(g.perSecond)}/s, ratio ${(g.perSecond / r.perSecond).toFixed(3)}; CPU/request raw ${r.cpuUsPerCall.toFixed(1)} µs, guarded ${g.cpuUsPerCall.toFixed(1)} µs`);
       }
     });
