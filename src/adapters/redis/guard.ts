@@ -171,7 +171,10 @@ export class RedisGuard {
     }
     socket.connectTimeout = this.#timeout;
     const own = socket.reconnectStrategy;
+    let client: C | undefined;
     socket.reconnectStrategy = (retries: number, cause: unknown) => {
+      // destroy() or close() during a dial: the caller's own cancellation, never a failed dial (rule 2).
+      if ((client as { isOpen?: boolean } | undefined)?.isOpen === false) this.#abandon(state);
       const delay = Math.min(this.#next(state, retries, cause), NODE_REDIS_LONGEST_WAIT);
       // The client's own strategy still decides whether to go on, and may ask for a longer wait.
       if (own === undefined) return delay;
@@ -179,7 +182,7 @@ export class RedisGuard {
       return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
     };
     const guarded = byIp && tls ? { ...options, socket } : { ...withoutUrl(options, socket), socket };
-    const client = createClient(guarded as O);
+    client = createClient(guarded as O);
     this.#watch(client, state);
     return client;
   }
@@ -404,6 +407,15 @@ export class RedisGuard {
     return undefined;
   }
 
+  /** The client gave the dial in flight up: abandoned, and the clients waiting for it dial. */
+  #abandon(state: ClientState): void {
+    const permit = state.permit;
+    state.permit = undefined;
+    if (permit === undefined) return;
+    permit.abandoned();
+    if (state.rounds) this.#rounds.released(state.key, state);
+  }
+
   /** The dial in flight ended without 'ready': failed, unless the server answered. */
   #settle(state: ClientState, cause: unknown): void {
     const permit = state.permit;
@@ -435,7 +447,10 @@ export class RedisGuard {
         if (opts?.all === true) process.nextTick(cb, null, [{ address: ip, family }]);
         else process.nextTick(cb, null, ip, family);
       };
-      const gate = this.#gate(state);
+      // node-redis arms its connect timeout (ours) as this lookup starts: a wait that outlives it
+      // finds the socket destroyed, and must not take a permit no dial will report.
+      const askedAt = this.#rounds.now();
+      const gate = this.#gate(state, () => this.#rounds.now() - askedAt < this.#timeout);
       if (gate instanceof Promise) void gate.then(go);
       else go(gate);
     }) as net.LookupFunction;

@@ -111,6 +111,12 @@ export class RedialRounds {
     if (node?.leader === client) this.#end(node, refusal);
   }
 
+  /** `client` gave its dial up (closed): its round ends with no outcome, and its waiters dial. */
+  released(key: string, client: object): void {
+    const node = this.#nodes.get(key);
+    if (node?.leader === client) this.#end(node, undefined);
+  }
+
   /** A dial to `key` succeeded: the node is forgotten and the clients waiting for it dial. */
   succeeded(key: string): void {
     const node = this.#nodes.get(key);

@@ -124,6 +124,36 @@ describe('RedisGuard: a client closed while it waits for another client\'s redia
   });
 });
 
+describe('RedisGuard: a node-redis client whose connect timed out while it waited for another client\'s redial', () => {
+  it('its wait, released when the never-answered leader is let go, takes no permit, and its later dial given up by destroy() is abandoned: the breaker counts no failure for either', async () => {
+    const port = await freePort();
+    const breaker = new HostBreaker();
+    const guard = new RedisGuard({ breaker, connectTimeout: 200 });
+    const io = guard.ioredis(Redis, { host: '127.0.0.1', port, maxRetriesPerRequest: null, disconnectTimeout: 50 });
+    io.on('error', () => {});
+    cleanups.push(() => io.disconnect());
+    await expect.poll(() => breaker.stats().failed, { timeout: 2_000, interval: 10 }).toBe(1); // refused: rounds begin
+    const peer = await acceptAndHold({ port });
+    cleanups.push(() => peer.close());
+    // ioredis leads the next round: TCP connects, its ready check is never answered.
+    await expect.poll(() => peer.attempts, { timeout: 2_000, interval: 10 }).toBe(1);
+    const nr = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port } });
+    nr.on('error', () => {});
+    cleanups.push(() => nr.isOpen && nr.destroy());
+    nr.connect().catch(() => {});
+    // node-redis waits for that round; its own 200 ms connect timeout fires, again and again,
+    // until the lead is let go (connectTimeout + 1 s after it began).
+    await sleep(1_500);
+    expect(breaker.stats().failed).toBe(1);
+    // The dial node-redis made once the lead was let go connected and is waiting for its
+    // handshake: destroy() gives it up, the client's own cancellation, not a failed dial.
+    expect(peer.attempts).toBe(2);
+    nr.destroy();
+    await expect.poll(() => breaker.stats().abandoned, { timeout: 1_000, interval: 10 }).toBe(1);
+    expect(breaker.stats().failed).toBe(1);
+  });
+});
+
 describe('RedisGuard with node-redis: destroy() leaves no timer behind', () => {
   it('a client destroyed while waiting out a 10 s open window leaves no timer running 2.5 s later (node-redis cannot cancel a wait: the guard never hands it one over 2 s)', async () => {
     // Every timer created from here on: node-redis's reconnect wait is one of them.

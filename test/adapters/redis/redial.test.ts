@@ -116,6 +116,18 @@ describe('RedialRounds: one redial per round for every client of a failing node'
     expect(r.delay(KEY)).toBe(0);
   });
 
+  it('the leader gives its dial up (its client closed): the round ends with no outcome, its waiters dial, nothing is counted', async () => {
+    const { r } = rounds();
+    const leader = {};
+    r.lost(KEY, new Error('socket closed'));
+    r.turn(KEY, leader);
+    const wait = r.turn(KEY, {});
+    r.released(KEY, {}); // not the leader: nothing
+    r.released(KEY, leader);
+    expect(await wait).toBeUndefined();
+    expect(r.delay(KEY)).toBe(0);
+  });
+
   it('a leader never reported (its client destroyed mid-dial) is let go after leadFor: its waiters dial, the timer is gone', async () => {
     const { clock, r } = rounds();
     r.lost(KEY, new Error('socket closed'));
