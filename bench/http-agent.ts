@@ -2,12 +2,16 @@
  * bench/http-agent: axios and got on Node's own `https.Agent` against axios and got on
  * dialguard's `GuardedHttpsAgent`, in one run.
  *
- *   node dist/bench/http-agent.js [--quick] [--timeout MS] [--no-netns]
+ *   node dist/bench/http-agent.js [--quick] [--timeout MS] [--rounds N] [--round-ms MS] [--no-netns]
  *
  * - healthy_ratio: requests per second through the guarded agent / through Node's agent (both
  *   keep-alive), 16 concurrent callers against a node:https server in a child process. Raw and
- *   guarded rounds alternate; the median of the rounds' ratios, per client. cpu_us_per_call is
- *   this process's CPU per request (median of the rounds).
+ *   guarded rounds alternate (bench/lib/paired.ts): the median of `--rounds` pair ratios (default
+ *   150 pairs of 100 ms rounds, `--round-ms`, as the other benches), per client, with its spread
+ *   (min-max of the pairs).
+ *   cpu_us_per_call is this process's CPU per request (median of the rounds); its `extra` is the
+ *   median over the pairs of guarded minus raw, µs. A keep-alive socket is reused by Node's own
+ *   code, so the guard adds nothing per request: the extra is noise around 0.
  * - dials_per_100_requests: dials for 100 requests to a blackholed origin, each request giving up
  *   after `--timeout` ms (axios: `signal`, got: `timeout.request`, no retry). Node's agent: 100
  *   requests at once (its dials have no bound of their own; the client's timeout ends each).
@@ -27,15 +31,15 @@ import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
 import { inBenchNetns, reexecInNetns } from './lib/netns.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
-import { pairedRounds } from './lib/paired.js';
+import { type Paired, pairedRounds, roundsFlag } from './lib/paired.js';
 import { median, throughput } from './lib/timing.js';
 
 reexecInNetns();
 
 const TIMEOUT = numberFlag('--timeout', quick ? 200 : 1_000);
 const CALLERS = 16;
-const HEALTHY_MS = quick ? 300 : 500;
-const HEALTHY_ROUNDS = quick ? 4 : 20;
+const HEALTHY_MS = numberFlag('--round-ms', 100);
+const HEALTHY_ROUNDS = roundsFlag(quick ? 12 : 150);
 const REQUESTS = 100;
 
 type ClientName = 'axios' | 'got';
@@ -56,28 +60,19 @@ async function serverProcess(): Promise<{ origin: string; stop: () => Promise<vo
   return { origin: `https://localhost:${port}`, stop: () => stop() };
 }
 
-interface Healthy {
-  ratio: number;
-  ratios: number[];
-  raw: number;
-  guarded: number;
-  rawCpuUs: number;
-  guardedCpuUs: number;
-}
-
-async function healthy(name: ClientName, url: string): Promise<Healthy> {
-  progress(`healthy, ${name}: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating rounds of ${HEALTHY_MS} ms`);
+async function healthy(name: ClientName, url: string): Promise<Paired> {
+  progress(`healthy, ${name}: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
   const call = clients[name];
   const raw = new https.Agent({ keepAlive: true, ca: TEST_CERT });
   const guarded = new GuardedHttpsAgent({ keepAlive: true, ca: TEST_CERT, breaker: new HostBreaker() });
   try {
-    await throughput(CALLERS, 500, () => call(raw, url)); // warm-up: connections open, code paths hot
-    await throughput(CALLERS, 500, () => call(guarded, url));
-    const ratios: number[] = [];
-    const p = await pairedRounds(HEALTHY_ROUNDS, HEALTHY_MS, CALLERS, () => call(raw, url), () => call(guarded, url), (_i, r, g) => {
-      ratios.push(g.perSecond / r.perSecond);
+    await throughput(CALLERS, 1_000, () => call(raw, url)); // warm-up: connections open, code paths hot
+    await throughput(CALLERS, 1_000, () => call(guarded, url));
+    return await pairedRounds(HEALTHY_ROUNDS, HEALTHY_MS, CALLERS, () => call(raw, url), () => call(guarded, url), (i, r, g) => {
+      if ((i + 1) % 25 === 0 || i + 1 === HEALTHY_ROUNDS) {
+        progress(`${name} round ${i + 1}: raw ${Math.round(r.perSecond)}/s, guarded ${Math.round(g.perSecond)}/s, ratio ${(g.perSecond / r.perSecond).toFixed(3)}; CPU/request raw ${r.cpuUsPerCall.toFixed(1)} µs, guarded ${g.cpuUsPerCall.toFixed(1)} µs`);
+      }
     });
-    return { ratio: p.ratio, ratios, raw: p.raw, guarded: p.guarded, rawCpuUs: p.cpuUsPerCall.raw, guardedCpuUs: p.cpuUsPerCall.guarded };
   } finally {
     raw.destroy();
     guarded.destroy();
@@ -130,7 +125,7 @@ async function deadGuarded(name: ClientName, peer: Blackhole): Promise<Dead> {
 
 async function main(): Promise<void> {
   const server = await serverProcess();
-  const health: Partial<Record<ClientName, Healthy>> = {};
+  const health: Partial<Record<ClientName, Paired>> = {};
   try {
     for (const name of ['axios', 'got'] as const) health[name] = await healthy(name, `${server.origin}/`);
   } finally {
@@ -150,29 +145,44 @@ async function main(): Promise<void> {
       await peer.close();
     }
   }
-  const h = health as Record<ClientName, Healthy>;
+  const h = health as Record<ClientName, Paired>;
   const r = raw as Record<ClientName, Dead>;
   const g = guarded as Record<ClientName, Dead>;
   const rows = (['axios', 'got'] as const).flatMap((n) => [
-    { measure: `${n}: healthy requests/s, ${CALLERS} callers (median)`, node: h[n].raw, guarded: h[n].guarded, 'guarded/node': h[n].ratio },
-    { measure: `${n}: healthy CPU per request (µs, median)`, node: h[n].rawCpuUs, guarded: h[n].guardedCpuUs, 'guarded/node': h[n].guardedCpuUs / h[n].rawCpuUs },
-    { measure: `${n}: dead origin, requests 2..${REQUESTS} (ms, median)`, node: median(r[n].laterMs), guarded: median(g[n].laterMs), 'guarded/node': median(g[n].laterMs) / median(r[n].laterMs) },
-    { measure: `${n}: dead origin, dials for ${REQUESTS} requests`, node: r[n].dials, guarded: g[n].dials, 'guarded/node': g[n].dials / r[n].dials },
+    {
+      measure: `${n}: healthy requests/s, ${CALLERS} callers (median)`,
+      node: h[n].raw,
+      guarded: h[n].guarded,
+      'guarded/node': h[n].ratio,
+      note: `median of ${h[n].rounds} pair ratios, spread ${h[n].ratioMin.toFixed(3)}-${h[n].ratioMax.toFixed(3)}`,
+    },
+    {
+      measure: `${n}: healthy CPU per request (µs, median)`,
+      node: h[n].cpuUsPerCall.raw,
+      guarded: h[n].cpuUsPerCall.guarded,
+      'guarded/node': h[n].cpuUsPerCall.guarded / h[n].cpuUsPerCall.raw,
+      note: `extra ${h[n].cpuExtraUs.toFixed(2)} µs (pairs ${h[n].cpuExtraMin.toFixed(2)} to ${h[n].cpuExtraMax.toFixed(2)})`,
+    },
+    { measure: `${n}: dead origin, requests 2..${REQUESTS} (ms, median)`, node: median(r[n].laterMs), guarded: median(g[n].laterMs), 'guarded/node': median(g[n].laterMs) / median(r[n].laterMs), note: '' },
+    { measure: `${n}: dead origin, dials for ${REQUESTS} requests`, node: r[n].dials, guarded: g[n].dials, 'guarded/node': g[n].dials / r[n].dials, note: '' },
   ]);
   printTable(`http-agent: axios and got on GuardedHttpsAgent vs Node's https.Agent, timeout ${TIMEOUT} ms, dials counted ${inBenchNetns ? 'at the peer (nftables)' : 'at the client'}`, rows);
-  process.stdout.write(`\n(healthy rounds, guarded/node: axios ${h.axios.ratios.map((x) => x.toFixed(3)).join(' ')}; got ${h.got.ratios.map((x) => x.toFixed(3)).join(' ')})\n`);
   const per = <T>(f: (n: ClientName) => T): Record<ClientName, T> => ({ axios: f('axios'), got: f('got') });
   printJson('http-agent', {
     timeout_ms: TIMEOUT,
     callers: CALLERS,
+    healthy_rounds: HEALTHY_ROUNDS,
+    healthy_round_ms: HEALTHY_MS,
     dial_count: inBenchNetns ? 'peer' : 'client',
     dials_per_100_requests: per((n) => g[n].dials),
     raw_dials_per_100_requests: per((n) => r[n].dials),
     dead_host_request_ms: per((n) => round(median(g[n].laterMs))),
     raw_dead_host_request_ms: per((n) => round(median(r[n].laterMs))),
     healthy_ratio: per((n) => round(h[n].ratio)),
-    cpu_us_per_call: per((n) => round(h[n].guardedCpuUs)),
-    raw_cpu_us_per_call: per((n) => round(h[n].rawCpuUs)),
+    healthy_ratio_spread: per((n) => [round(h[n].ratioMin), round(h[n].ratioMax)]),
+    cpu_us_per_call: per((n) => round(h[n].cpuUsPerCall.guarded)),
+    raw_cpu_us_per_call: per((n) => round(h[n].cpuUsPerCall.raw)),
+    extra_cpu_us_per_call: per((n) => round(h[n].cpuExtraUs)),
   });
 }
 

@@ -9,6 +9,9 @@
  * - a `connectTimeout`, and a reconnect strategy (node-redis `socket.reconnectStrategy`, ioredis
  *   `retryStrategy`) that waits out the node's open window instead of redialling every 50-2 000 ms
  *   (the client's own strategy, if given, still decides whether to go on and may wait longer);
+ * - before the breaker opens (it waits for a minimum outage, so that a blip never opens a node),
+ *   one redial per round for all of a node's clients instead of one loop per client
+ *   ({@link RedialRounds}): a client that comes to dial while a round is out waits for its outcome;
  * - the outcome of each admitted dial, from the client's events: 'ready' is a success; the
  *   strategy's next call means the dial ended without 'ready', a failure unless the server
  *   answered (a Redis error reply, e.g. a wrong password, proves the node alive, rule 1).
@@ -28,6 +31,7 @@ import { checkDuration, checkFunction, opt, show } from '../../core/validate.js'
 import { sharedBreaker } from '../../guard/dial.js';
 import { type DialPermit, HostBreaker } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
+import { RedialRounds, type RoundOutcome } from './redial.js';
 
 /** Options of a {@link RedisGuard}; every one has a default. */
 export interface RedisGuardOptions {
@@ -43,14 +47,23 @@ export interface RedisGuardOptions {
    */
   connectTimeout?: number;
   /**
-   * Longest wait between redials while the node is not known dead, ms (the backoff is full
-   * jitter from 50 ms doubling up to this). Default 2 000, as ioredis's own cap: once the breaker
-   * opens, its window decides the wait instead.
+   * Longest spacing of a failing node's redial rounds while the breaker has not opened it, ms
+   * (rounds are shared by the guard's clients of that node: see `redial.ts`; the spacing is
+   * equal jitter from 25-50 ms doubling up to this). Default 2 000, as ioredis's own cap: once the
+   * breaker opens, its window decides the wait instead.
    */
   maxBackoff?: number;
   /** Uniform [0, 1) source for the jitter. Default `Math.random`. */
   random?: () => number;
 }
+
+/**
+ * Longest single wait the guard hands node-redis, ms. node-redis cannot cancel a reconnect wait:
+ * a client destroyed during one keeps its timer (and the process) until it ends, so a 30 s open
+ * window is waited out in waits of at most this, each ending in a refusal that costs no I/O.
+ * node-redis's own strategy waits up to ~2.2 s.
+ */
+const NODE_REDIS_LONGEST_WAIT = 2_000;
 
 /** What the guard needs of a client: node-redis and ioredis are both event emitters. */
 export interface EventClient {
@@ -80,8 +93,18 @@ export interface IoredisOptions {
 /** One client's dial bookkeeping. */
 class ClientState {
   permit: DialPermit | undefined;
+  /** When the permitted dial began (the rounds' clock). */
+  dialAt = 0;
   lastError: unknown;
-  constructor(readonly key: string) {}
+  /**
+   * @param key - the node's breaker key.
+   * @param rounds - whether the client's redials go in the guard's shared rounds (single-node
+   *   clients; a cluster's node connections are redialled by the cluster, not a loop of their own).
+   */
+  constructor(
+    readonly key: string,
+    readonly rounds = true,
+  ) {}
 }
 
 /** Whether `err` is a reply the server sent (so the node is alive), for node-redis and ioredis. */
@@ -94,6 +117,8 @@ function serverReplied(err: unknown): boolean {
 /** ioredis's connector interface, as far as the guard uses it. */
 interface IoredisConnector {
   firstError?: unknown;
+  /** Set by connect(), cleared by disconnect(). */
+  connecting?: boolean;
   stream?: unknown;
   connect(emitter: unknown): Promise<unknown>;
 }
@@ -106,6 +131,8 @@ export class RedisGuard {
   readonly #timeout: number;
   readonly #maxBackoff: number;
   readonly #random: () => number;
+  /** The clients' redials per node, in rounds shared by every client of this guard. */
+  readonly #rounds: RedialRounds;
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: RedisGuardOptions = {}) {
@@ -116,6 +143,7 @@ export class RedisGuard {
     this.#timeout = checkDuration('connectTimeout', opt(options.connectTimeout, 2_000), 1);
     this.#maxBackoff = checkDuration('maxBackoff', opt(options.maxBackoff, 2_000));
     this.#random = checkFunction('random', opt(options.random, Math.random));
+    this.#rounds = new RedialRounds(this.#maxBackoff, this.#timeout + 1_000, this.#random);
   }
 
   /**
@@ -143,15 +171,18 @@ export class RedisGuard {
     }
     socket.connectTimeout = this.#timeout;
     const own = socket.reconnectStrategy;
+    let client: C | undefined;
     socket.reconnectStrategy = (retries: number, cause: unknown) => {
-      const delay = this.#next(state, retries, cause);
+      // destroy() or close() during a dial: the caller's own cancellation, never a failed dial (rule 2).
+      if ((client as { isOpen?: boolean } | undefined)?.isOpen === false) this.#abandon(state);
+      const delay = Math.min(this.#next(state, retries, cause), NODE_REDIS_LONGEST_WAIT);
       // The client's own strategy still decides whether to go on, and may ask for a longer wait.
       if (own === undefined) return delay;
       const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
       return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
     };
     const guarded = byIp && tls ? { ...options, socket } : { ...withoutUrl(options, socket), socket };
-    const client = createClient(guarded as O);
+    client = createClient(guarded as O);
     this.#watch(client, state);
     return client;
   }
@@ -203,7 +234,7 @@ export class RedisGuard {
     class GuardedNodeConnector extends Base {
       override connect(emitter: unknown): Promise<unknown> {
         const target = (this as unknown as { options: IoredisOptions }).options;
-        const state = new ClientState(hostKey(target.host ?? 'localhost', target.port ?? 6379));
+        const state = new ClientState(hostKey(target.host ?? 'localhost', target.port ?? 6379), false);
         const refusal = guard.#admit(state);
         if (refusal !== undefined) {
           const dead = new net.Socket();
@@ -263,7 +294,7 @@ export class RedisGuard {
     socket.connectTimeout = this.#timeout;
     socket.lookup = this.#clusterLookup(pending, socket.lookup as net.LookupFunction | undefined);
     socket.reconnectStrategy = (retries: number, cause: unknown) => {
-      const delay = this.#delayFor(cause instanceof HostUnavailableError ? cause.host : undefined, retries);
+      const delay = Math.min(this.#delayFor(cause instanceof HostUnavailableError ? cause.host : undefined, retries), NODE_REDIS_LONGEST_WAIT);
       if (own === undefined) return delay;
       const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
       return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
@@ -319,11 +350,15 @@ export class RedisGuard {
     }) as net.LookupFunction;
   }
 
-  /** When to redial a node: after its open window (jittered), soon while a probe is out, else a backoff. */
-  #delayFor(key: string | undefined, attempt: number): number {
+  /**
+   * When to redial a node: after its open window (jittered), soon while a probe is out, else at
+   * its next shared round (`rounds`), else a backoff of the client's own.
+   */
+  #delayFor(key: string | undefined, attempt: number, rounds = false): number {
     const backoff = Math.floor(this.#random() * Math.min(this.#maxBackoff, 50 * 2 ** Math.min(attempt, 16)));
     const snapshot = key === undefined ? undefined : this.breaker.state(key);
-    if (snapshot === undefined || snapshot.retryAfter === 0) return backoff;
+    const round = rounds && key !== undefined ? this.#rounds.delay(key) : undefined;
+    if (snapshot === undefined || snapshot.retryAfter === 0) return round === undefined ? backoff : Math.ceil(round);
     if (snapshot.state === 'open') return Math.ceil(snapshot.retryAfter * (1 + 0.1 * this.#random()));
     return Math.min(snapshot.retryAfter, Math.max(50, backoff));
   }
@@ -334,9 +369,28 @@ export class RedisGuard {
       state.permit?.succeeded();
       state.permit = undefined;
       state.lastError = undefined;
+      this.#rounds.succeeded(state.key);
     });
     client.on('error', (err: unknown) => {
       state.lastError = err;
+    });
+  }
+
+  /**
+   * For a single-node client's dial about to start: its turn in the node's shared rounds (see
+   * `redial.ts`: it may wait for the round in flight, or fail at once between rounds), then the
+   * breaker. Undefined lets the dial go (its permit kept); an error fails it with no I/O.
+   * `wanted`, asked after a wait, says whether the client still wants the dial (not closed meanwhile).
+   */
+  #gate(state: ClientState, wanted?: () => boolean): RoundOutcome | Promise<RoundOutcome> {
+    this.#settle(state, new Error('a new dial started before the last one was reported'));
+    const turn = this.#rounds.turn(state.key, state);
+    if (turn === undefined) return this.#admit(state);
+    if (turn instanceof Error) return turn;
+    return turn.then((outcome) => {
+      if (outcome !== undefined) return outcome;
+      if (wanted !== undefined && !wanted()) return new Error('Connection is closed.');
+      return this.#admit(state);
     });
   }
 
@@ -344,9 +398,22 @@ export class RedisGuard {
   #admit(state: ClientState): HostUnavailableError | undefined {
     this.#settle(state, new Error('a new dial started before the last one was reported'));
     const answer = this.breaker.tryAdmit(state.key);
-    if (answer instanceof HostUnavailableError) return answer;
+    if (answer instanceof HostUnavailableError) {
+      if (state.rounds) this.#rounds.refused(state.key, state, answer);
+      return answer;
+    }
     state.permit = answer;
+    state.dialAt = this.#rounds.now();
     return undefined;
+  }
+
+  /** The client gave the dial in flight up: abandoned, and the clients waiting for it dial. */
+  #abandon(state: ClientState): void {
+    const permit = state.permit;
+    state.permit = undefined;
+    if (permit === undefined) return;
+    permit.abandoned();
+    if (state.rounds) this.#rounds.released(state.key, state);
   }
 
   /** The dial in flight ended without 'ready': failed, unless the server answered. */
@@ -354,26 +421,38 @@ export class RedisGuard {
     const permit = state.permit;
     state.permit = undefined;
     if (permit === undefined) return;
-    if (serverReplied(cause)) permit.succeeded();
-    else (permit.failed as (error?: unknown) => void)(cause);
+    if (serverReplied(cause)) {
+      permit.succeeded();
+      if (state.rounds) this.#rounds.succeeded(state.key);
+    } else {
+      (permit.failed as (error?: unknown) => void)(cause);
+      if (state.rounds) this.#rounds.failed(state.key, state, cause, state.dialAt);
+    }
   }
 
   /** A lookup that asks the breaker first, then resolves (an IP address: to itself). */
   #gatedLookup(state: ClientState, ip: string | undefined, lookup: net.LookupFunction | undefined): net.LookupFunction {
     const resolve = lookup ?? dns.lookup;
     return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
-      const refusal = this.#admit(state);
-      if (refusal !== undefined) {
-        process.nextTick(cb, refusal);
-        return;
-      }
-      if (ip === undefined) {
-        (resolve as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void)(hostname, opts, cb);
-        return;
-      }
-      const family = net.isIP(ip);
-      if (opts?.all === true) process.nextTick(cb, null, [{ address: ip, family }]);
-      else process.nextTick(cb, null, ip, family);
+      const go = (refusal: RoundOutcome): void => {
+        if (refusal !== undefined) {
+          process.nextTick(cb, refusal);
+          return;
+        }
+        if (ip === undefined) {
+          (resolve as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void)(hostname, opts, cb);
+          return;
+        }
+        const family = net.isIP(ip);
+        if (opts?.all === true) process.nextTick(cb, null, [{ address: ip, family }]);
+        else process.nextTick(cb, null, ip, family);
+      };
+      // node-redis arms its connect timeout (ours) as this lookup starts: a wait that outlives it
+      // finds the socket destroyed, and must not take a permit no dial will report.
+      const askedAt = this.#rounds.now();
+      const gate = this.#gate(state, () => this.#rounds.now() - askedAt < this.#timeout);
+      if (gate instanceof Promise) void gate.then(go);
+      else go(gate);
     }) as net.LookupFunction;
   }
 
@@ -384,19 +463,25 @@ export class RedisGuard {
     const guard = this;
     return class GuardedConnector extends Base {
       override connect(emitter: unknown): Promise<unknown> {
-        const refusal = guard.#admit(state);
-        if (refusal === undefined) {
-          this.firstError = undefined;
-          return super.connect(emitter);
-        }
-        // A stream already dead with its first error: ioredis reports the error and runs its
-        // retryStrategy, as for a refused connect (a rejected connect would end the client).
-        const dead = new net.Socket();
-        dead.destroy();
-        this.firstError = refusal;
-        // Not kept as the connector's stream: disconnect() would arm a timer to end it.
-        this.stream = undefined;
-        return Promise.resolve(dead);
+        const go = (refusal: RoundOutcome): Promise<unknown> => {
+          if (refusal === undefined) {
+            this.firstError = undefined;
+            return super.connect(emitter);
+          }
+          // A stream already dead with its first error: ioredis reports the error and runs its
+          // retryStrategy, as for a refused connect (a rejected connect would end the client).
+          const dead = new net.Socket();
+          dead.destroy();
+          this.firstError = refusal;
+          // Not kept as the connector's stream: disconnect() would arm a timer to end it.
+          this.stream = undefined;
+          return Promise.resolve(dead);
+        };
+        // While it waits for a round in flight, a disconnect() clears `connecting` (as it does for
+        // a connect in progress): the client then must not dial.
+        this.connecting = true;
+        const gate = guard.#gate(state, () => this.connecting === true);
+        return gate instanceof Promise ? gate.then(go) : go(gate);
       }
     };
   }
@@ -408,8 +493,12 @@ export class RedisGuard {
    * otherwise a short jittered backoff.
    */
   #next(state: ClientState, attempt: number, cause: unknown): number {
+    const dialled = state.permit !== undefined;
     this.#settle(state, cause);
-    return this.#delayFor(state.key, attempt);
+    // No dial of its own ended: a lost connection (or a dial failed at the gate); from now on the
+    // node's redials go in rounds (a no-op if they already do).
+    if (!dialled) this.#rounds.lost(state.key, cause);
+    return this.#delayFor(state.key, attempt, true);
   }
 }
 

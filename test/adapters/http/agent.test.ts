@@ -13,6 +13,7 @@ import { GuardedHttpAgent, GuardedHttpsAgent } from '../../../src/adapters/http/
 import { ConnectTimeoutError, HostUnavailableError } from '../../../src/core/errors.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
+import { TEST_CERT } from '../../../src/testing/test-cert.js';
 import { countingLookup, countingServer, failure, get, guardedHttp, guardedHttps, leakChecked, manualBreaker, plain } from './helpers.js';
 
 const cleanups = leakChecked();
@@ -62,6 +63,22 @@ describe('GuardedHttpAgent: Node agent behaviour unchanged on a healthy host', (
     for (let i = 0; i < 200; i++) expect(await get(server.origin, agent)).toBe('ok');
     expect(server.connections).toBe(1);
     expect(agent).toBeInstanceOf(https.Agent);
+  });
+
+  it('the healthy path costs nothing per request: 16 got callers x 25 requests over https keep-alive ask the breaker once per connection, never per request', async () => {
+    const server = await countingServer({ tls: true });
+    cleanups.push(() => server.close());
+    const breaker = new HostBreaker();
+    const agent = guardedHttps({ keepAlive: true, breaker });
+    const client = got.extend({ agent: { https: agent }, https: { certificateAuthority: TEST_CERT }, retry: { limit: 0 } });
+    await Promise.all(Array.from({ length: 16 }, async () => {
+      for (let i = 0; i < 25; i++) expect((await client(server.origin)).body).toBe('ok');
+    }));
+    expect(server.requests).toBe(400);
+    const s = breaker.stats();
+    // Every dial asked the breaker and reported once; a reused socket never reached the guard.
+    expect(s.succeeded + s.failed + s.abandoned + s.stale).toBe(server.connections);
+    expect(server.connections).toBeLessThanOrEqual(16);
   });
 
   it('maxSockets 2: 20 concurrent requests open 2 connections, as a plain agent does', async () => {
