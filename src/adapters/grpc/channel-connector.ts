@@ -5,6 +5,13 @@
  *   watched until READY, inside the pool's bounded, breaker-guarded dial. TRANSIENT_FAILURE fails
  *   the dial with grpc-js's own reason; the dial's timeout or abandonment closes the channel and
  *   destroys what sockets it has (see tracked-credentials).
+ * - per address: a target naming a DNS name (see address-target) is resolved here and its
+ *   addresses dialled by `connectAddresses` (the piece `connect()`, the undici connector and
+ *   Http2Client share), each as a channel of its own to that address inside a dial against the
+ *   address's own breaker entry: open addresses are skipped, a probe goes to one address at a
+ *   time, and the target is refused only when every address is open. The first channel READY
+ *   is the pooled one; a later one is closed. The pool then adds no dial of its own
+ *   (`guardsItself`).
  * - watch: a channel that leaves READY is never used again. grpc-js would reconnect it on its own,
  *   with no bound, for the next call queued on it: that queue is exactly seed 003's stall. A closed
  *   transport under it makes it gone (everything riding it released); otherwise (a GOAWAY) it is
@@ -23,10 +30,13 @@ import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
 import type { Clock } from '../../core/clock.js';
 import type { DialContext } from '../../guard/dial.js';
-import { ConnectTimeoutError, TransportClosedError } from '../../core/errors.js';
+import { ConnectTimeoutError, HostUnavailableError, TransportClosedError } from '../../core/errors.js';
+import { addressesRetryAfter, connectAddresses, refuseFromMemory } from '../../guard/addresses.js';
+import type { HostBreaker } from '../../guard/host-breaker.js';
 import type { ConnectionWatch, Connector } from '../../pool/connection-pool.js';
+import { type NamedTarget, addressOptions, addressTarget, namedTarget } from './address-target.js';
 import { ChannelConnectError, lastError, quotedCause } from './connect-error.js';
-import type { SpecTable } from './target.js';
+import type { ChannelSpec, SpecTable } from './target.js';
 import { ConnectTracker, trackCredentials } from './tracked-credentials.js';
 
 const { READY, IDLE, CONNECTING, TRANSIENT_FAILURE, SHUTDOWN } = grpc.connectivityState;
@@ -79,31 +89,147 @@ export function reconnectDelay(options: grpc.ChannelOptions, failures: number, r
   return base * (1 - RECONNECT_JITTER + 2 * RECONNECT_JITTER * random());
 }
 
+/** How the connector dials a name per address: the guard's breaker, bound and resolver. */
+export interface AddressDialing {
+  /** The guard's breaker: each address is its own entry in it. */
+  readonly breaker: HostBreaker;
+  /** Bound on the whole connect (lookup and every address's dial), ms. */
+  readonly timeout: number;
+  /** Resolves names; undefined: `dns.lookup`. */
+  readonly lookup: net.LookupFunction | undefined;
+  /** ms before the next address is dialled beside one not READY yet. */
+  readonly attemptDelay: number;
+  /** The breaker key of a target (the name's own entry: its lookups, and its refusal). */
+  readonly hostOf: (target: string) => string;
+}
+
 /** Opens grpc-js channels for the pool. */
 export class ChannelConnector implements Connector<PooledChannel> {
   readonly #specs: SpecTable;
   readonly #clock: Clock;
   readonly #standing = new Map<string, Standing>();
+  readonly #dialing: AddressDialing | undefined;
+  /** Each spec's name, when it is dialled per address (null: it is not). */
+  readonly #names = new WeakMap<ChannelSpec, NamedTarget | null>();
 
-  constructor(specs: SpecTable, clock: Clock) {
+  /** @param dialing - how to dial names per address; undefined: every target is one dial, by name. */
+  constructor(specs: SpecTable, clock: Clock, dialing?: AddressDialing) {
     this.#specs = specs;
     this.#clock = clock;
+    this.#dialing = dialing;
+  }
+
+  /**
+   * Whether `key`'s target is a name this connector dials per address (each address its own
+   * breaker entry, each dial bounded): the pool then leaves guarding and bounding to it.
+   */
+  guardsItself(key: string): boolean {
+    const spec = this.#specs.get(key);
+    return spec !== undefined && this.#nameOf(spec) !== undefined;
+  }
+
+  /**
+   * ms until `spec`'s name may be dialled again when every address it last resolved to is
+   * refused now; 0 otherwise, and for a target guarded by name.
+   */
+  addressWait(spec: ChannelSpec): number {
+    const dialing = this.#dialing;
+    if (dialing === undefined || this.#nameOf(spec) === undefined) return 0;
+    return addressesRetryAfter(dialing.breaker, dialing.hostOf(spec.target), this.#clock);
   }
 
   connect(key: string, ctx: DialContext): Promise<PooledChannel> {
     const spec = this.#specs.get(key);
     if (spec === undefined) return Promise.reject(new Error(`no client holds channel ${key} any more`));
-    const tracker = new ConnectTracker(isIpTarget(spec.target) ? 'tcp' : 'lookup');
-    ctx.phase = tracker.phase;
-    tracker.onPhase = (phase) => {
-      ctx.phase = phase;
-    };
-    const channel = new grpc.Channel(spec.target, trackCredentials(spec.credentials, tracker), spec.options);
-    const pooled: PooledChannel = { channel, key, tracker, closed: false, retireIfNotReady: undefined };
+    const named = this.#nameOf(spec);
+    let attempt: Promise<PooledChannel>;
+    if (named === undefined) {
+      attempt = this.#establish(spec, spec.target, spec.options, ctx);
+    } else {
+      const dialing = this.#dialing!;
+      const name = dialing.hostOf(spec.target);
+      // Every address open: refused from memory, with no lookup and no change of standing (as
+      // the pool's own refusal of a target guarded by name never reaches the connector).
+      const refusal = refuseFromMemory(dialing.breaker, name, this.#clock);
+      if (refusal !== undefined) return Promise.reject(refusal);
+      const options = addressOptions(spec.options, named);
+      attempt = connectAddresses<PooledChannel>(
+        named.host,
+        named.port,
+        name,
+        (address, inner) => this.#establish(spec, addressTarget(address, named.port), options, inner),
+        {
+          timeout: dialing.timeout,
+          signal: ctx.signal,
+          breaker: dialing.breaker,
+          clock: this.#clock,
+          attemptDelay: dialing.attemptDelay,
+          lookup: dialing.lookup,
+          family: undefined,
+          hints: undefined,
+        },
+        disposeLate,
+      );
+    }
     const standing = this.#standingOf(key);
     standing.connecting++;
     standing.failed = false;
     this.#notify(standing);
+    return attempt.then(
+      (pooled) => {
+        standing.connecting--;
+        standing.failures = 0;
+        standing.retryAt = 0;
+        standing.live = pooled;
+        this.#notify(standing);
+        return pooled;
+      },
+      (err: unknown) => {
+        standing.connecting--;
+        // Refused (every address open): the breaker paces the next connect, not grpc's backoff.
+        if (!(err instanceof HostUnavailableError)) {
+          standing.failed = true;
+          // Abandoned by the pool (its caller left, the guard closed): no evidence against the host.
+          if (!ctx.signal.aborted || ctx.signal.reason instanceof ConnectTimeoutError) {
+            standing.failures++;
+            standing.retryAt = this.#clock.now() + reconnectDelay(spec.options, standing.failures);
+          }
+        }
+        this.#notify(standing);
+        this.#forgetIfUnused(key, standing);
+        throw err;
+      },
+    );
+  }
+
+  /** The name `spec`'s target is dialled per address through, if it is. */
+  #nameOf(spec: ChannelSpec): NamedTarget | undefined {
+    if (this.#dialing === undefined || !this.#dialing.breaker.enabled) return undefined;
+    let named = this.#names.get(spec);
+    if (named === undefined) {
+      named = namedTarget(spec.target, spec.options) ?? null;
+      this.#names.set(spec, named);
+    }
+    return named ?? undefined;
+  }
+
+  /**
+   * One channel to `target`, asked to connect and watched until READY inside the dial `ctx`
+   * belongs to (the pool's, or one address's). On failure it is closed and its sockets destroyed.
+   */
+  #establish(spec: ChannelSpec, target: string, options: grpc.ChannelOptions, ctx: DialContext): Promise<PooledChannel> {
+    const tracker = new ConnectTracker(isIpTarget(target) ? 'tcp' : 'lookup');
+    ctx.phase = tracker.phase;
+    tracker.onPhase = (phase) => {
+      ctx.phase = phase;
+    };
+    let channel: grpc.Channel;
+    try {
+      channel = new grpc.Channel(target, trackCredentials(spec.credentials, tracker), options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const pooled: PooledChannel = { channel, key: spec.key, tracker, closed: false, retireIfNotReady: undefined };
 
     return new Promise<PooledChannel>((resolve, reject) => {
       let done = false;
@@ -113,12 +239,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
         done = true;
         ctx.signal.removeEventListener('abort', onAbort);
         tracker.onPhase = undefined;
-        standing.connecting--;
         if (err === undefined) {
-          standing.failures = 0;
-          standing.retryAt = 0;
-          standing.live = pooled;
-          this.#notify(standing);
           resolve(pooled);
           return;
         }
@@ -127,14 +248,6 @@ export class ChannelConnector implements Connector<PooledChannel> {
         if (tracker.answered) ctx.answered = true;
         tracker.abort();
         closeChannel(pooled);
-        standing.failed = true;
-        // Abandoned by the pool (its caller left, the guard closed): no evidence against the host.
-        if (!ctx.signal.aborted || ctx.signal.reason instanceof ConnectTimeoutError) {
-          standing.failures++;
-          standing.retryAt = this.#clock.now() + reconnectDelay(spec.options, standing.failures);
-        }
-        this.#notify(standing);
-        this.#forgetIfUnused(key, standing);
         reject(err);
       };
       const onAbort = (): void => {
@@ -292,6 +405,12 @@ export class ChannelConnector implements Connector<PooledChannel> {
   }
 }
 
+
+/** A channel to an address that became READY after another won: its sockets destroyed, closed. */
+function disposeLate(pooled: PooledChannel): void {
+  pooled.tracker.abort();
+  closeChannel(pooled);
+}
 
 function closeChannel(pooled: PooledChannel): void {
   if (pooled.closed) return;
