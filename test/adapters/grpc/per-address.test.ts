@@ -14,7 +14,8 @@ import { freePort } from '../../../src/testing/local-process.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
 import { dialsPerKey, lookupTo } from '../../helpers/per-address.js';
 import { breakerOnManualClock } from '../../helpers/sockets.js';
-import { EchoClient, EchoServer, call, failure } from './helpers.js';
+import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
+import { EchoClient, EchoServer, call, echoService, failure } from './helpers.js';
 
 leakCheckEach();
 
@@ -32,10 +33,26 @@ async function serve(host: `127.0.0.${number}`, port = 0): Promise<EchoServer> {
   return s;
 }
 
+/** A TLS server (TEST_CERT: localhost, 127.0.0.1 and ::1, not 127.0.0.2-4) on `host:port`, answering Echo; its port and calls. */
+async function serveTls(host: string, port = 0): Promise<{ port: number; calls: () => number }> {
+  let served = 0;
+  const server = new grpc.Server();
+  server.addService(echoService, {
+    Echo: (c: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      served++;
+      cb(null, c.request);
+    },
+  });
+  const credentials = grpc.ServerCredentials.createSsl(null, [{ private_key: Buffer.from(TEST_KEY), cert_chain: Buffer.from(TEST_CERT) }]);
+  const bound = await new Promise<number>((resolve, reject) => server.bindAsync(`${host}:${port}`, credentials, (err, p) => (err ? reject(err) : resolve(p))));
+  servers.push({ close: async () => server.forceShutdown() } as EchoServer);
+  return { port: bound, calls: () => served };
+}
+
 /** One Echo call to `target` on a fresh guard (so it connects), closed after. */
-async function once(target: string, options: GrpcGuardOptions): Promise<void> {
+async function once(target: string, options: GrpcGuardOptions, credentials = grpc.credentials.createInsecure()): Promise<void> {
   const guard = new GrpcGuard({ connectTimeout: 1_000, retry: false, keepAliveInterval: 0, ...options });
-  const client = new EchoClient(target, grpc.credentials.createInsecure(), guard.clientOptions());
+  const client = new EchoClient(target, credentials, guard.clientOptions());
   try {
     await call(client, 'Echo', 'x', { deadline: Date.now() + 3_000 });
   } finally {
@@ -166,6 +183,30 @@ describe('GrpcGuard: a name is guarded per address', () => {
     expect(dials.get(`127.0.0.4:${port}`)).toBeUndefined();
     expect(breaker.state(`127.0.0.2:${port}`)?.state).toBe('closed');
     expect(breaker.state(`127.0.0.3:${port}`)?.state).toBe('open');
+  });
+
+  it('over TLS each address is dialled with the name as SNI and checked against it: the live addresses of localhost serve, the refusing one opens alone', async () => {
+    const a = await serveTls('127.0.0.2');
+    const b = await serveTls('127.0.0.4', a.port);
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
+    const { lookup } = lookupTo(['127.0.0.3', '127.0.0.2', '127.0.0.4']);
+    for (let i = 0; i < 4; i++) await once(`localhost:${a.port}`, { breaker, lookup }, grpc.credentials.createSsl(Buffer.from(TEST_CERT)));
+    expect(a.calls() + b.calls()).toBe(4);
+    expect(dials.get(`127.0.0.3:${a.port}`)).toBe(1);
+    expect(breaker.state(`127.0.0.3:${a.port}`)?.state).toBe('open');
+  });
+
+  it('over TLS a name the certificate does not cover fails as a client mistake: no address is opened', async () => {
+    const a = await serveTls('127.0.0.2');
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
+    const { lookup } = lookupTo(['127.0.0.2']);
+    for (let i = 0; i < 3; i++) {
+      const err = await failure(once(`svc.test:${a.port}`, { breaker, lookup }, grpc.credentials.createSsl(Buffer.from(TEST_CERT))));
+      expect(err.code).toBe(grpc.status.UNAVAILABLE);
+    }
+    expect(a.calls()).toBe(0);
+    expect(breaker.state(`127.0.0.2:${a.port}`)?.state ?? 'closed').toBe('closed');
+    expect(dials.get(`127.0.0.2:${a.port}`)).toBe(3);
   });
 
   it('perAddress: false keeps the name one entry (grpc-js resolves it)', async () => {
