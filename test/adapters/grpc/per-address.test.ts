@@ -209,6 +209,44 @@ describe('GrpcGuard: a name is guarded per address', () => {
     expect(dials.get(`127.0.0.2:${a.port}`)).toBe(3);
   });
 
+  it('a waitForReady call while every address is open waits, dialling nothing while they are refused, and is served once one is back', async () => {
+    const port = await freePort();
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 600 });
+    const { lookup } = lookupTo(['127.0.0.2', '127.0.0.3']);
+    expect(await calls(1, `svc.test:${port}`, { breaker, lookup })).toHaveLength(1); // both open now
+    dials.clear();
+    const guard = new GrpcGuard({ breaker, lookup, retry: false, keepAliveInterval: 0 });
+    const client = new EchoClient(`svc.test:${port}`, grpc.credentials.createInsecure(), guard.clientOptions());
+    try {
+      const served = new Promise<Buffer>((resolve, reject) =>
+        client.Echo(Buffer.from('waited'), new grpc.Metadata({ waitForReady: true }), { deadline: Date.now() + 4_000 }, (err, r) => (err ? reject(err) : resolve(r!))),
+      );
+      const a = await serve('127.0.0.2', port); // back while its window runs
+      expect(String(await served)).toBe('waited');
+      expect(a.calls.Echo).toBe(1);
+      // Each address dialled at most once per window it came out of: the probe to .2 served.
+      expect(dials.get(`127.0.0.2:${port}`)).toBe(1);
+      expect(dials.get(`127.0.0.3:${port}`) ?? 0).toBeLessThanOrEqual(2);
+    } finally {
+      client.close();
+      await guard.close();
+    }
+  });
+
+  it('a lookup that fails counts against the name alone: the name opens and is refused without another lookup', async () => {
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
+    let lookups = 0;
+    const lookup = ((_h: string, _o: unknown, cb: (err: Error) => void) => {
+      lookups++;
+      queueMicrotask(() => cb(Object.assign(new Error('getaddrinfo ENOTFOUND svc.test'), { code: 'ENOTFOUND' })));
+    }) as unknown as GrpcGuardOptions['lookup'];
+    const failures = await calls(3, 'svc.test:50051', { breaker, lookup });
+    expect(failures).toHaveLength(3);
+    expect(lookups).toBe(1);
+    expect(breaker.state('svc.test:50051')?.state).toBe('open');
+    expect((failures[2] as { cause?: unknown }).cause).toBeInstanceOf(HostUnavailableError);
+  });
+
   it('perAddress: false keeps the name one entry (grpc-js resolves it)', async () => {
     const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
     const { lookup, calls: lookups } = lookupTo(['127.0.0.2']);
