@@ -110,7 +110,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
   readonly #standing = new Map<string, Standing>();
   readonly #dialing: AddressDialing | undefined;
   /** Each spec's name, when it is dialled per address (null: it is not). */
-  readonly #names = new WeakMap<ChannelSpec, NamedTarget | null>();
+  readonly #names = new WeakMap<ChannelSpec, (NamedTarget & { readonly key: string }) | null>();
 
   /** @param dialing - how to dial names per address; undefined: every target is one dial, by name. */
   constructor(specs: SpecTable, clock: Clock, dialing?: AddressDialing) {
@@ -135,7 +135,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
   addressWait(spec: ChannelSpec): number {
     const dialing = this.#dialing;
     if (dialing === undefined || this.#nameOf(spec) === undefined) return 0;
-    return addressesRetryAfter(dialing.breaker, dialing.hostOf(spec.target), this.#clock);
+    return addressesRetryAfter(dialing.breaker, this.#nameOf(spec)!.key, this.#clock);
   }
 
   connect(key: string, ctx: DialContext): Promise<PooledChannel> {
@@ -147,7 +147,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
       attempt = this.#establish(spec, spec.target, spec.options, ctx);
     } else {
       const dialing = this.#dialing!;
-      const name = dialing.hostOf(spec.target);
+      const name = named.key;
       // Every address open: refused from memory, with no lookup and no change of standing (as
       // the pool's own refusal of a target guarded by name never reaches the connector).
       const refusal = refuseFromMemory(dialing.breaker, name, this.#clock);
@@ -169,7 +169,9 @@ export class ChannelConnector implements Connector<PooledChannel> {
           hints: undefined,
         },
         disposeLate,
-      );
+      ).catch((err: unknown) => {
+        throw eachAddressFailed(spec.target, err);
+      });
     }
     const standing = this.#standingOf(key);
     standing.connecting++;
@@ -202,12 +204,13 @@ export class ChannelConnector implements Connector<PooledChannel> {
     );
   }
 
-  /** The name `spec`'s target is dialled per address through, if it is. */
-  #nameOf(spec: ChannelSpec): NamedTarget | undefined {
+  /** The name `spec`'s target is dialled per address through (with its breaker key), if it is. */
+  #nameOf(spec: ChannelSpec): (NamedTarget & { readonly key: string }) | undefined {
     if (this.#dialing === undefined || !this.#dialing.breaker.enabled) return undefined;
     let named = this.#names.get(spec);
     if (named === undefined) {
-      named = namedTarget(spec.target, spec.options) ?? null;
+      const found = namedTarget(spec.target, spec.options);
+      named = found === undefined ? null : { ...found, key: this.#dialing.hostOf(spec.target) };
       this.#names.set(spec, named);
     }
     return named ?? undefined;
@@ -405,6 +408,19 @@ export class ChannelConnector implements Connector<PooledChannel> {
   }
 }
 
+
+/**
+ * The failure of a connect every address of which failed (an AggregateError of each one's
+ * {@link ChannelConnectError}) as one ChannelConnectError for the target, as a channel by name
+ * reports it: the first address's status, the count in the details, the AggregateError as cause.
+ * Anything else unchanged.
+ */
+function eachAddressFailed(target: string, err: unknown): unknown {
+  if (!(err instanceof AggregateError) || err.errors.length === 0 || !err.errors.every((e) => e instanceof ChannelConnectError)) return err;
+  const first = err.errors[0] as ChannelConnectError;
+  const details = `${first.details} (each of ${err.errors.length} addresses failed)`;
+  return new ChannelConnectError(target, { code: first.code, details, metadata: first.metadata }, err);
+}
 
 /** A channel to an address that became READY after another won: its sockets destroyed, closed. */
 function disposeLate(pooled: PooledChannel): void {

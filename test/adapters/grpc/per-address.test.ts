@@ -8,7 +8,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HostUnavailableError } from '../../../src/core/errors.js';
-import { GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
+import { ChannelConnectError, GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { freePort } from '../../../src/testing/local-process.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
@@ -129,6 +129,16 @@ describe('GrpcGuard: a name is guarded per address', () => {
     // The first call dialled all three (each refused); the next four were refused from memory.
     for (const host of ['127.0.0.2', '127.0.0.3', '127.0.0.4']) expect(dials.get(`${host}:${port}`)).toBe(1);
     expect(lookups()).toBe(1);
+    // The first: one ChannelConnectError for the target, as by name, each address's inside.
+    const first = failures[0] as grpc.ServiceError & { cause?: unknown };
+    expect(first.code).toBe(grpc.status.UNAVAILABLE);
+    expect(first).toBeInstanceOf(ChannelConnectError);
+    expect(first.details).toMatch(/ECONNREFUSED .*each of 3 addresses failed/);
+    expect((first.cause as AggregateError).errors.map((e: ChannelConnectError) => (e.cause as { address?: string }).address)).toEqual([
+      '127.0.0.2',
+      '127.0.0.3',
+      '127.0.0.4',
+    ]);
     const refused = failures.slice(1) as Array<grpc.ServiceError & { cause?: unknown }>;
     for (const err of refused) {
       expect(err.code).toBe(grpc.status.UNAVAILABLE);
