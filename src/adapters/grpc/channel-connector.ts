@@ -2,9 +2,7 @@
  * How the grpc adapter opens, watches and closes grpc-js channels for its ConnectionPool.
  *
  * - connect: a new channel (its own subchannel, so its own connection), asked to connect and
- *   watched until READY, inside the pool's bounded, breaker-guarded dial. TRANSIENT_FAILURE fails
- *   the dial with grpc-js's own reason; the dial's timeout or abandonment closes the channel and
- *   destroys what sockets it has (see tracked-credentials).
+ *   watched until READY (open-channel), inside the pool's bounded, breaker-guarded dial.
  * - per address: a target naming a DNS name (see address-target) is resolved here and its
  *   addresses dialled by `connectAddresses` (the piece `connect()`, the undici connector and
  *   Http2Client share), each as a channel of its own to that address inside a dial against the
@@ -27,7 +25,7 @@
  * @module
  */
 import * as grpc from '@grpc/grpc-js';
-import net from 'node:net';
+import type net from 'node:net';
 import type { Clock } from '../../core/clock.js';
 import type { DialContext } from '../../guard/dial.js';
 import { ConnectTimeoutError, HostUnavailableError, TransportClosedError } from '../../core/errors.js';
@@ -35,27 +33,14 @@ import { addressesRetryAfter, connectAddresses, refuseFromMemory } from '../../g
 import type { HostBreaker } from '../../guard/host-breaker.js';
 import type { ConnectionWatch, Connector } from '../../pool/connection-pool.js';
 import { type NamedTarget, addressOptions, addressTarget, namedTarget } from './address-target.js';
-import { ChannelConnectError, lastError, quotedCause } from './connect-error.js';
+import { ChannelConnectError } from './connect-error.js';
+import { type PooledChannel, closeChannel, disposeLate, openChannel } from './open-channel.js';
 import type { ChannelSpec, SpecTable } from './target.js';
-import { ConnectTracker, trackCredentials } from './tracked-credentials.js';
 
-const { READY, IDLE, CONNECTING, TRANSIENT_FAILURE, SHUTDOWN } = grpc.connectivityState;
+export type { PooledChannel } from './open-channel.js';
 
-/** One pooled grpc-js channel. */
-export interface PooledChannel {
-  readonly channel: grpc.Channel;
-  /** The pool key (channel spec) it serves. */
-  readonly key: string;
-  readonly tracker: ConnectTracker;
-  /** Set once `channel.close()` has been called. */
-  closed: boolean;
-  /**
-   * Retires the channel now if it is not READY (set while watched): for a call that finds it so
-   * before the watcher has told the pool. Retires only, never marks it gone: that would release
-   * the very call asking, which was never sent.
-   */
-  retireIfNotReady: (() => void) | undefined;
-}
+const { READY, IDLE, CONNECTING, TRANSIENT_FAILURE } = grpc.connectivityState;
+
 
 /** Where a spec's channel stands, for `getConnectivityState` of the clients using it. */
 interface Standing {
@@ -144,7 +129,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
     const named = this.#nameOf(spec);
     let attempt: Promise<PooledChannel>;
     if (named === undefined) {
-      attempt = this.#establish(spec, spec.target, spec.options, ctx);
+      attempt = openChannel(spec, spec.target, spec.options, ctx, this.#clock);
     } else {
       const dialing = this.#dialing!;
       const name = named.key;
@@ -157,7 +142,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
         named.host,
         named.port,
         name,
-        (address, inner) => this.#establish(spec, addressTarget(address, named.port), options, inner),
+        (address, inner) => openChannel(spec, addressTarget(address, named.port), options, inner, this.#clock),
         {
           timeout: dialing.timeout,
           signal: ctx.signal,
@@ -214,91 +199,6 @@ export class ChannelConnector implements Connector<PooledChannel> {
       this.#names.set(spec, named);
     }
     return named ?? undefined;
-  }
-
-  /**
-   * One channel to `target`, asked to connect and watched until READY inside the dial `ctx`
-   * belongs to (the pool's, or one address's). On failure it is closed and its sockets destroyed.
-   */
-  #establish(spec: ChannelSpec, target: string, options: grpc.ChannelOptions, ctx: DialContext): Promise<PooledChannel> {
-    const tracker = new ConnectTracker(isIpTarget(target) ? 'tcp' : 'lookup');
-    ctx.phase = tracker.phase;
-    tracker.onPhase = (phase) => {
-      ctx.phase = phase;
-    };
-    let channel: grpc.Channel;
-    try {
-      channel = new grpc.Channel(target, trackCredentials(spec.credentials, tracker), options);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-    const pooled: PooledChannel = { channel, key: spec.key, tracker, closed: false, retireIfNotReady: undefined };
-
-    return new Promise<PooledChannel>((resolve, reject) => {
-      let done = false;
-      let started = false;
-      let probing = false;
-      const settle = (err: unknown): void => {
-        done = true;
-        ctx.signal.removeEventListener('abort', onAbort);
-        tracker.onPhase = undefined;
-        if (err === undefined) {
-          resolve(pooled);
-          return;
-        }
-        // The peer sent HTTP/2-layer bytes: a protocol answer (say an HTTP/1.1 server's reply to
-        // the preface) from a live host, never a failed dial against it (DESIGN rule 1).
-        if (tracker.answered) ctx.answered = true;
-        tracker.abort();
-        closeChannel(pooled);
-        reject(err);
-      };
-      const onAbort = (): void => {
-        if (!done && !probing) settle(ctx.signal.reason);
-      };
-      const check = (): void => {
-        if (done || probing) return;
-        const state = channel.getConnectivityState(false);
-        switch (state) {
-          case READY:
-            settle(undefined);
-            return;
-          case TRANSIENT_FAILURE:
-            // Failed. Ask grpc-js why (a millisecond or two), then close.
-            probing = true;
-            // A TLS handshake that failed is given as the cause itself, with its code: a
-            // certificate, hostname or ALPN verdict proves the host alive (dialFailureOutcome).
-            void lastError(channel, this.#clock).then((status) =>
-              settle(ctx.signal.aborted ? ctx.signal.reason : new ChannelConnectError(spec.target, status, tracker.handshakeError ?? quotedCause(status.details))),
-            );
-            return;
-          case SHUTDOWN:
-            settle(new Error(`channel to ${spec.target} shut down while connecting`));
-            return;
-          case IDLE:
-            // Before the first attempt the channel is IDLE; after it, IDLE means the connection
-            // closed during establishment (grpc-js would only try again for a queued call).
-            if (started) {
-              settle(
-                new ChannelConnectError(spec.target, {
-                  code: grpc.status.UNAVAILABLE,
-                  details: 'No connection established. Last error: Connection closed before the HTTP/2 handshake completed',
-                  metadata: new grpc.Metadata(),
-                }),
-              );
-              return;
-            }
-            break;
-          case CONNECTING:
-            started = true;
-            break;
-        }
-        channel.watchConnectivityState(state, Infinity, check);
-      };
-      ctx.signal.addEventListener('abort', onAbort, { once: true });
-      channel.getConnectivityState(true);
-      check();
-    });
   }
 
   close(pooled: PooledChannel): void {
@@ -422,26 +322,3 @@ function eachAddressFailed(target: string, err: unknown): unknown {
   return new ChannelConnectError(target, { code: first.code, details, metadata: first.metadata }, err);
 }
 
-/** A channel to an address that became READY after another won: its sockets destroyed, closed. */
-function disposeLate(pooled: PooledChannel): void {
-  pooled.tracker.abort();
-  closeChannel(pooled);
-}
-
-function closeChannel(pooled: PooledChannel): void {
-  if (pooled.closed) return;
-  pooled.closed = true;
-  try {
-    pooled.channel.close();
-  } catch {
-    /* already closed by grpc-js itself */
-  }
-}
-
-/** Whether `target` names IP addresses (no name to resolve). */
-function isIpTarget(target: string): boolean {
-  if (/^ipv[46]:/i.test(target)) return true;
-  const address = target.replace(/^dns:(\/\/[^/]*\/)?/i, '');
-  const host = address.startsWith('[') ? address.slice(1, address.indexOf(']')) : address.split(':').length > 2 ? address : address.split(':')[0]!;
-  return net.isIP(host) !== 0;
-}

@@ -11,6 +11,8 @@ import { HostUnavailableError } from '../../../src/core/errors.js';
 import { ChannelConnectError, GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { freePort } from '../../../src/testing/local-process.js';
+import { acceptAndHold } from '../../../src/testing/tcp-peers.js';
+import { eventually } from '../../helpers/eventually.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
 import { dialsPerKey, lookupTo } from '../../helpers/per-address.js';
 import { breakerOnManualClock } from '../../helpers/sockets.js';
@@ -255,6 +257,20 @@ describe('GrpcGuard: a name is guarded per address', () => {
     expect(lookups).toBe(1);
     expect(breaker.state('svc.test:50051')?.state).toBe('open');
     expect((failures[2] as { cause?: unknown }).cause).toBeInstanceOf(HostUnavailableError);
+  });
+
+  it('an address that accepts TCP but never sends SETTINGS fails alone (the handshake runs inside its own dial): the next address serves after the attempt delay', async () => {
+    const live = await serve('127.0.0.4');
+    await using hold = await acceptAndHold({ host: '127.0.0.2', port: live.port });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
+    const { lookup } = lookupTo(['127.0.0.2', '127.0.0.4']);
+    const failures = await calls(1, `svc.test:${live.port}`, { breaker, lookup, connectTimeout: 300, attemptDelay: 50 });
+    expect(failures).toEqual([]);
+    expect(live.calls.Echo).toBe(1);
+    // The losing dial runs to its own timeout after the call, then is recorded against its address alone.
+    expect(await eventually(() => breaker.state(`127.0.0.2:${live.port}`)?.state, (s) => s === 'open')).toBe('open');
+    expect(breaker.state(`127.0.0.4:${live.port}`)?.state).toBe('closed');
+    expect(hold.attempts).toBe(1);
   });
 
   it('perAddress: false keeps the name one entry (grpc-js resolves it)', async () => {
