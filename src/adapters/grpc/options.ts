@@ -118,7 +118,9 @@ export interface GrpcGuardOptions {
   retry?: GrpcRetryOptions | false;
   /**
    * Maps a channel's target to its breaker key. Default {@link grpcHostKey}: `dns:///h:p`,
-   * `h:p`, `ipv4:a:p` all become `h:p`.
+   * `h:p`, `ipv4:a:p` all become `h:p`. For a name dialled per address (`perAddress`) this is the
+   * name's own entry (its lookups, and the refusal when every address is open); each address is
+   * keyed `address:port`.
    */
   hostOf?: (target: string) => string;
   /**
