@@ -273,6 +273,12 @@ describe('GrpcGuard: a name is guarded per address', () => {
     expect(hold.attempts).toBe(1);
   });
 
+  it('its options are checked at construction, each error naming the option', () => {
+    expect(() => new GrpcGuard({ perAddress: 'yes' as unknown as boolean })).toThrow(/perAddress must be a boolean/);
+    expect(() => new GrpcGuard({ lookup: 'dns' as unknown as GrpcGuardOptions['lookup'] })).toThrow(/lookup/);
+    expect(() => new GrpcGuard({ attemptDelay: -1 })).toThrow(/attemptDelay/);
+  });
+
   it('perAddress: false keeps the name one entry (grpc-js resolves it)', async () => {
     const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
     const { lookup, calls: lookups } = lookupTo(['127.0.0.2']);
