@@ -202,7 +202,9 @@ function remember(breaker: HostBreaker, name: string, keys: readonly string[], n
  * `open` opens the socket to one address inside its dial. The caller checks
  * {@link refuseFromMemory} first.
  *
- * @internal used by `connect`.
+ * `dispose` closes a connection that lands after the winner (default: a socket's `destroy()`).
+ *
+ * @internal used by `connect` and the gRPC adapter's channel connector (its connections are channels).
  */
 export function connectAddresses<C = net.Socket>(
   host: string,

@@ -41,7 +41,6 @@ export type { PooledChannel } from './open-channel.js';
 
 const { READY, IDLE, CONNECTING, TRANSIENT_FAILURE } = grpc.connectivityState;
 
-
 /** Where a spec's channel stands, for `getConnectivityState` of the clients using it. */
 interface Standing {
   live: PooledChannel | undefined;
@@ -118,9 +117,8 @@ export class ChannelConnector implements Connector<PooledChannel> {
    * refused now; 0 otherwise, and for a target guarded by name.
    */
   addressWait(spec: ChannelSpec): number {
-    const dialing = this.#dialing;
-    if (dialing === undefined || this.#nameOf(spec) === undefined) return 0;
-    return addressesRetryAfter(dialing.breaker, this.#nameOf(spec)!.key, this.#clock);
+    const named = this.#nameOf(spec);
+    return named === undefined ? 0 : addressesRetryAfter(this.#dialing!.breaker, named.key, this.#clock);
   }
 
   connect(key: string, ctx: DialContext): Promise<PooledChannel> {
