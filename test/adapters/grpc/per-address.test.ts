@@ -12,6 +12,7 @@ import { ChannelConnectError, GrpcGuard, type GrpcGuardOptions } from '../../../
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { freePort } from '../../../src/testing/local-process.js';
 import { acceptAndHold } from '../../../src/testing/tcp-peers.js';
+import { blackhole } from '../../../src/testing/blackhole.js';
 import { eventually } from '../../helpers/eventually.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
 import { dialsPerKey, lookupTo } from '../../helpers/per-address.js';
@@ -93,6 +94,22 @@ describe('GrpcGuard: a name is guarded per address', () => {
     // The name's dials are its lookups alone: the pool adds no dial of its own.
     expect(dials.get(`svc.test:${a.port}`)).toBe(20);
     expect((dials.get(`127.0.0.2:${a.port}`) ?? 0) + (dials.get(`127.0.0.4:${a.port}`) ?? 0)).toBe(20);
+  });
+
+  it('one blackholed address of three (unprivileged: a full accept queue drops its SYNs): no call waits for it once its first dial failed, none refused', async () => {
+    const a = await serve('127.0.0.2');
+    const b = await serve('127.0.0.4', a.port);
+    await using dead = await blackhole({ host: '127.0.0.3', port: a.port });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
+    const { lookup } = lookupTo(['127.0.0.3', '127.0.0.2', '127.0.0.4']);
+    const options = { breaker, lookup, connectTimeout: 300, attemptDelay: 50 };
+    expect(await calls(1, `svc.test:${a.port}`, options)).toEqual([]);
+    // Its first dial runs to its own timeout beside the call, then opens it.
+    expect(await eventually(() => breaker.state(dead.address)?.state, (s) => s === 'open')).toBe('open');
+    expect(await calls(15, `svc.test:${a.port}`, options)).toEqual([]);
+    expect(a.calls.Echo + b.calls.Echo).toBe(16);
+    expect(dials.get(dead.address)).toBe(1);
+    expect((dials.get(`127.0.0.2:${a.port}`) ?? 0) + (dials.get(`127.0.0.4:${a.port}`) ?? 0)).toBe(16);
   });
 
   it('dns:/// targets too, and the calls carry the name as their authority', async () => {
