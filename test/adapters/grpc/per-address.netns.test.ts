@@ -39,7 +39,7 @@ describe('GrpcGuard per address: in a network namespace of its own (a veth pair 
       const times: number[] = [];
       const refused: unknown[] = [];
       for (let i = 0; i < 30; i++) {
-        const guard = new GrpcGuard({ breaker, lookup, connectTimeout: 300, attemptDelay: 50, retry: false, keepAliveInterval: 0 });
+        const guard = new GrpcGuard({ breaker, lookup, connectTimeout: 1_000, attemptDelay: 50, retry: false, keepAliveInterval: 0 });
         const client = new EchoClient(`svc.test:${a.port}`, grpc.credentials.createInsecure(), guard.clientOptions());
         const started = performance.now();
         try {
@@ -53,7 +53,7 @@ describe('GrpcGuard per address: in a network namespace of its own (a veth pair 
         }
         // The first dial to the dead address runs to its own timeout in the background: wait
         // for it to open, so the next connects skip it (rather than racing its first dial).
-        if (i === 0) expect(await eventually(() => breaker.state(dead.address)?.state, (s) => s === 'open')).toBe('open');
+        if (i === 0) expect(await eventually(() => breaker.state(dead.address)?.state, (s) => s === 'open', 3_000)).toBe('open');
       }
       expect(refused).toEqual([]);
       expect(a.calls.Echo + b.calls.Echo).toBe(30);

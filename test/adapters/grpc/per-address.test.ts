@@ -102,10 +102,10 @@ describe('GrpcGuard: a name is guarded per address', () => {
     await using dead = await blackhole({ host: '127.0.0.3', port: a.port });
     const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
     const { lookup } = lookupTo(['127.0.0.3', '127.0.0.2', '127.0.0.4']);
-    const options = { breaker, lookup, connectTimeout: 300, attemptDelay: 50 };
+    const options = { breaker, lookup, connectTimeout: 1_000, attemptDelay: 50 };
     expect(await calls(1, `svc.test:${a.port}`, options)).toEqual([]);
     // Its first dial runs to its own timeout beside the call, then opens it.
-    expect(await eventually(() => breaker.state(dead.address)?.state, (s) => s === 'open')).toBe('open');
+    expect(await eventually(() => breaker.state(dead.address)?.state, (s) => s === 'open', 3_000)).toBe('open');
     expect(await calls(15, `svc.test:${a.port}`, options)).toEqual([]);
     expect(a.calls.Echo + b.calls.Echo).toBe(16);
     expect(dials.get(dead.address)).toBe(1);
@@ -281,11 +281,11 @@ describe('GrpcGuard: a name is guarded per address', () => {
     await using hold = await acceptAndHold({ host: '127.0.0.2', port: live.port });
     const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
     const { lookup } = lookupTo(['127.0.0.2', '127.0.0.4']);
-    const failures = await calls(1, `svc.test:${live.port}`, { breaker, lookup, connectTimeout: 300, attemptDelay: 50 });
+    const failures = await calls(1, `svc.test:${live.port}`, { breaker, lookup, connectTimeout: 1_000, attemptDelay: 50 });
     expect(failures).toEqual([]);
     expect(live.calls.Echo).toBe(1);
     // The losing dial runs to its own timeout after the call, then is recorded against its address alone.
-    expect(await eventually(() => breaker.state(`127.0.0.2:${live.port}`)?.state, (s) => s === 'open')).toBe('open');
+    expect(await eventually(() => breaker.state(`127.0.0.2:${live.port}`)?.state, (s) => s === 'open', 3_000)).toBe('open');
     expect(breaker.state(`127.0.0.4:${live.port}`)?.state).toBe('closed');
     expect(hold.attempts).toBe(1);
   });
