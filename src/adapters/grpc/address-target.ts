@@ -13,6 +13,9 @@
  *   `grpc.enable_http_proxy` is 0: the proxy, not this process, reaches the name;
  * - any other scheme (`ipv4:`, `ipv6:`, `unix:`, `xds:`, a resolver the user registered).
  *
+ * What dialguard's lookup does not do: read a service config from DNS TXT records, as grpc-js's DNS
+ * resolver does (rarely used; `grpc.service_config` or `perAddress: false` keeps it).
+ *
  * @module
  */
 import net from 'node:net';
