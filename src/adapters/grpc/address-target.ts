@@ -14,7 +14,9 @@
  * - any other scheme (`ipv4:`, `ipv6:`, `unix:`, `xds:`, a resolver the user registered).
  *
  * What dialguard's lookup does not do: read a service config from DNS TXT records, as grpc-js's DNS
- * resolver does (rarely used; `grpc.service_config` or `perAddress: false` keeps it).
+ * resolver does (rarely used; `grpc.service_config` or `perAddress: false` keeps it). A resolver
+ * registered over grpc-js's own for `dns` cannot be seen from here: with one, set `perAddress: false`
+ * (or give the guard a `lookup` that asks it).
  *
  * @module
  */
