@@ -22,6 +22,11 @@
  *   run), else replayed for minutes 2-10 on a manual clock against the same default breaker
  *   (--quick; `dead_address_dials_per_min_source` says which). `dead_address_dials_measured` is
  *   the count in the measured phase.
+ * - grpc: the same for gRPC (bench/lib/grpc-addresses), one unary call per new channel against
+ *   grpc-js servers on 127.0.0.2 and .4 (127.0.0.3 blackholed on their port): raw grpc-js (a
+ *   resolver answering the rotated list, pick_first's own happy eyeballs) against a `GrpcGuard`
+ *   with the lookup; the cost, the calls refused and the dials to the dead address in the
+ *   measured phase (as long as the raw lanes').
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import http from 'node:http';
@@ -31,6 +36,7 @@ import { ConnectTimeoutError, HostBreaker, HostUnavailableError, connect } from 
 import { blackhole } from '../src/testing/index.js';
 import { ManualClock } from '../src/testing/manual-clock.js';
 import { numberFlag, quick } from './lib/args.js';
+import { grpcServers, guardedGrpcCall, rawGrpcCall } from './lib/grpc-addresses.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
 
 const TIMEOUT = numberFlag('--timeout', 1_000);
@@ -43,12 +49,20 @@ const NAME = 'svc.test';
 const LIVE = ['127.0.0.2', '127.0.0.4'];
 const DEAD = '127.0.0.3';
 
+/** `addresses`, rotated by one on each call. */
+function rotating(addresses: readonly string[]): () => string[] {
+  let turn = 0;
+  return () => {
+    const k = turn++ % addresses.length;
+    return [...addresses.slice(k), ...addresses.slice(0, k)];
+  };
+}
+
 /** A lookup answering every name with `addresses`, rotated by one on each call. */
 function rotatingLookup(addresses: readonly string[]): net.LookupFunction {
-  let turn = 0;
+  const next = rotating(addresses);
   return ((_host: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) => {
-    const k = turn++ % addresses.length;
-    const list = [...addresses.slice(k), ...addresses.slice(0, k)].map((address) => ({ address, family: 4 }));
+    const list = next().map((address) => ({ address, family: 4 }));
     process.nextTick(() => (options.all ? callback(null, list) : callback(null, list[0]!.address, 4)));
   }) as unknown as net.LookupFunction;
 }
@@ -191,16 +205,22 @@ async function main(): Promise<void> {
   }
   const hole = await blackhole({ host: DEAD, port });
   const deadKey = `${DEAD}:${port}`;
+  const grpcLive = await grpcServers(LIVE);
+  const grpcHole = await blackhole({ host: DEAD, port: grpcLive.port });
+  const grpcDeadKey = `${DEAD}:${grpcLive.port}`;
+  const grpcDeadDialStarts: number[] = [];
   /** When each dial to the dead address started (a dial is counted in the phase it started in). */
   const deadDialStarts: number[] = [];
   const onSettled = (m: unknown): void => {
     const { host, duration } = m as { host: string; duration: number };
     if (host === deadKey) deadDialStarts.push(performance.now() - duration);
+    if (host === grpcDeadKey) grpcDeadDialStarts.push(performance.now() - duration);
   };
   diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
 
   const countDials = (from: number, to: number): number => deadDialStarts.filter((t) => t >= from && t < to).length;
   const results = new Map<Lane, { healthy: Run; dead: Run }>();
+  const grpcResults = new Map<'raw' | 'dialguard', { healthy: Run; dead: Run }>();
   try {
     for (const lane of ['raw', 'undici', 'dialguard'] as const) {
       const runs: Run[] = [];
@@ -220,9 +240,27 @@ async function main(): Promise<void> {
       }
       results.set(lane, { healthy: runs[0]!, dead: runs[1]! });
     }
+    const countGrpcDials = (from: number, to: number): number => grpcDeadDialStarts.filter((t) => t >= from && t < to).length;
+    for (const lane of ['raw', 'dialguard'] as const) {
+      const runs: Run[] = [];
+      const breaker = new HostBreaker();
+      for (const addresses of [LIVE, [LIVE[0]!, DEAD, LIVE[1]!]]) {
+        const withDead = addresses.length === 3;
+        progress(`grpc ${lane}: ${withDead ? `with ${DEAD} blackholed, ${MEASURE_MS / 1_000} s after a ${WINDOW_MS} ms window` : 'healthy baseline'}`);
+        const plan = withDead ? { skipMs: WINDOW_MS, ms: MEASURE_MS } : { count: HEALTHY_REQUESTS };
+        const call =
+          lane === 'raw'
+            ? rawGrpcCall(NAME, grpcLive.port, rotating(addresses), 5 * TIMEOUT)
+            : guardedGrpcCall(NAME, grpcLive.port, rotatingLookup(addresses), breaker, TIMEOUT, 5 * TIMEOUT);
+        runs.push(await drive(call, plan, countGrpcDials));
+      }
+      grpcResults.set(lane, { healthy: runs[0]!, dead: runs[1]! });
+    }
   } finally {
     diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled);
     await hole.close();
+    await grpcHole.close();
+    grpcLive.close();
     await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
   }
 
@@ -231,6 +269,11 @@ async function main(): Promise<void> {
     return Math.max(0, r.dead.meanMs - r.healthy.meanMs);
   };
   const g = results.get('dialguard')!.dead;
+  const grpcCost = (lane: 'raw' | 'dialguard'): number => {
+    const r = grpcResults.get(lane)!;
+    return Math.max(0, r.dead.meanMs - r.healthy.meanMs);
+  };
+  const gg = grpcResults.get('dialguard')!.dead;
   // Once it has stayed dead: the last minute of a run that long, else a replay.
   const lastMinute = g.measuredMs >= 120_000 ? countDials(g.end - 60_000, g.end) : undefined;
   const stayedDead = round(lastMinute ?? (await replayDeadMinutes()));
@@ -250,6 +293,22 @@ async function main(): Promise<void> {
       };
     }),
   );
+  printTable(
+    `bench/addresses, gRPC: one unary call per new channel, the same name and addresses (grpc-js servers, ${DEAD} blackholed)`,
+    (['raw', 'dialguard'] as const).map((lane) => {
+      const r = grpcResults.get(lane)!;
+      return {
+        lane: `grpc ${lane}`,
+        'healthy ms/call': round(r.healthy.meanMs),
+        'with dead ms/call': round(r.dead.meanMs),
+        'dead address cost ms': round(grpcCost(lane)),
+        calls: r.dead.requests,
+        'dials to dead': lane === 'dialguard' ? r.dead.deadDials : 'n/a',
+        failed: r.dead.failed,
+        refused: r.dead.refused,
+      };
+    }),
+  );
   printJson('addresses', {
     dead_address_cost_ms: { raw: round(cost('raw')), undici: round(cost('undici')), dialguard: round(cost('dialguard')) },
     refused_with_live_addresses: g.refused,
@@ -257,6 +316,13 @@ async function main(): Promise<void> {
     dead_address_dials_per_min_source: lastMinute === undefined ? 'manual-clock replay, minutes 2-10' : 'measured, last minute',
     dead_address_dials_measured: g.deadDials,
     measured_ms: round(g.measuredMs),
+    grpc: {
+      dead_address_cost_ms: { raw: round(grpcCost('raw')), dialguard: round(grpcCost('dialguard')) },
+      refused_with_live_addresses: gg.refused,
+      failed_with_live_addresses: gg.failed,
+      dead_address_dials_measured: gg.deadDials,
+      measured_ms: round(gg.measuredMs),
+    },
     quick,
   });
 }

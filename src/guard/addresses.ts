@@ -173,6 +173,24 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
   return seen.refusal;
 }
 
+/**
+ * @internal How long, ms, until `name` may be dialled again when every address it last resolved
+ * to (within {@link ADDRESS_RECHECK}) is refused now: the earliest of their `retryAfter`. 0 when
+ * one of them may be dialled, or when nothing fresh is remembered (a connect would resolve). Reads
+ * only: nothing is admitted, counted or touched.
+ */
+export function addressesRetryAfter(breaker: HostBreaker, name: string, clock: Pick<Clock, 'now'>): number {
+  const seen = memos.get(breaker)?.names.get(name);
+  if (seen === undefined || clock.now() - seen.at >= ADDRESS_RECHECK) return 0;
+  let wait = Infinity;
+  for (const key of seen.keys) {
+    const s = breaker.state(key);
+    if (s === undefined || !(s.state === 'open' || s.probing)) return 0;
+    wait = Math.min(wait, s.retryAfter);
+  }
+  return Math.max(0, wait); // Infinity: every address isolated until released
+}
+
 function remember(breaker: HostBreaker, name: string, keys: readonly string[], now: number): void {
   const names = memoOf(breaker).names;
   names.delete(name);
@@ -185,15 +203,18 @@ function remember(breaker: HostBreaker, name: string, keys: readonly string[], n
  * `open` opens the socket to one address inside its dial. The caller checks
  * {@link refuseFromMemory} first.
  *
- * @internal used by `connect`.
+ * `dispose` closes a connection that lands after the winner (default: a socket's `destroy()`).
+ *
+ * @internal used by `connect` and the gRPC adapter's channel connector (its connections are channels).
  */
-export function connectAddresses(
+export function connectAddresses<C = net.Socket>(
   host: string,
   port: number,
   name: string,
-  open: (address: string, ctx: DialContext) => Promise<net.Socket>,
+  open: (address: string, ctx: DialContext) => Promise<C>,
   options: AddressDialOptions,
-): Promise<net.Socket> {
+  dispose: (connection: C) => void = destroy as (connection: C) => void,
+): Promise<C> {
   const clock = options.clock ?? systemClock;
   const { breaker } = options;
   const started = clock.now();
@@ -203,7 +224,7 @@ export function connectAddresses(
       const keys = resolved.map((a) => hostKey(a.address, port));
       remember(breaker, name, keys, clock.now());
       const remaining = Math.max(1, options.timeout - (clock.now() - started));
-      return race(name, resolved, keys, open, { ...options, timeout: remaining }, clock);
+      return race(name, resolved, keys, open, { ...options, timeout: remaining }, clock, dispose);
     },
   );
 }
@@ -250,14 +271,15 @@ function interleave(list: ResolvedAddress[]): ResolvedAddress[] {
  * socket wins. Attempts still running when it does go on to their own end (recorded, and a late
  * socket closed).
  */
-function race(
+function race<C>(
   name: string,
   resolved: readonly ResolvedAddress[],
   keys: readonly string[],
-  open: (address: string, ctx: DialContext) => Promise<net.Socket>,
+  open: (address: string, ctx: DialContext) => Promise<C>,
   options: AddressDialOptions,
   clock: Clock,
-): Promise<net.Socket> {
+  dispose: (connection: C) => void,
+): Promise<C> {
   const { breaker, signal } = options;
   const { suspectsOut } = memoOf(breaker);
   const deadline = clock.now() + options.timeout;
@@ -266,7 +288,7 @@ function race(
   const deferred: number[] = [];
   let lastResort = false;
 
-  return new Promise<net.Socket>((resolveCall, rejectCall) => {
+  return new Promise<C>((resolveCall, rejectCall) => {
     const controller = new AbortController(); // the caller's signal, until the call settles
     const errors: unknown[] = [];
     const refusals: HostUnavailableError[] = [];
@@ -353,11 +375,11 @@ function race(
         if (probe) probeOut = false;
         if (tracked) suspectsOut.delete(key);
       };
-      dialWith(key, (ctx) => open(address, ctx), { timeout, signal: controller.signal, breaker, clock }, destroy).then(
+      dialWith(key, (ctx) => open(address, ctx), { timeout, signal: controller.signal, breaker, clock }, dispose).then(
         (socket) => {
           ended();
           if (done) {
-            socket.destroy(); // a loser that connected after the winner: recorded, then closed
+            dispose(socket); // a loser that connected after the winner: recorded, then closed
             return;
           }
           finish();

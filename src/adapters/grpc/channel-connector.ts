@@ -2,9 +2,14 @@
  * How the grpc adapter opens, watches and closes grpc-js channels for its ConnectionPool.
  *
  * - connect: a new channel (its own subchannel, so its own connection), asked to connect and
- *   watched until READY, inside the pool's bounded, breaker-guarded dial. TRANSIENT_FAILURE fails
- *   the dial with grpc-js's own reason; the dial's timeout or abandonment closes the channel and
- *   destroys what sockets it has (see tracked-credentials).
+ *   watched until READY (open-channel), inside the pool's bounded, breaker-guarded dial.
+ * - per address: a target naming a DNS name (see address-target) is resolved here and its
+ *   addresses dialled by `connectAddresses` (the piece `connect()`, the undici connector and
+ *   Http2Client share), each as a channel of its own to that address inside a dial against the
+ *   address's own breaker entry: open addresses are skipped, a probe goes to one address at a
+ *   time, and the target is refused only when every address is open. The first channel READY
+ *   is the pooled one; a later one is closed. The pool then adds no dial of its own
+ *   (`guardsItself`).
  * - watch: a channel that leaves READY is never used again. grpc-js would reconnect it on its own,
  *   with no bound, for the next call queued on it: that queue is exactly seed 003's stall. A closed
  *   transport under it makes it gone (everything riding it released); otherwise (a GOAWAY) it is
@@ -20,32 +25,21 @@
  * @module
  */
 import * as grpc from '@grpc/grpc-js';
-import net from 'node:net';
+import type net from 'node:net';
 import type { Clock } from '../../core/clock.js';
 import type { DialContext } from '../../guard/dial.js';
-import { ConnectTimeoutError, TransportClosedError } from '../../core/errors.js';
+import { ConnectTimeoutError, HostUnavailableError, TransportClosedError } from '../../core/errors.js';
+import { addressesRetryAfter, connectAddresses, refuseFromMemory } from '../../guard/addresses.js';
+import type { HostBreaker } from '../../guard/host-breaker.js';
 import type { ConnectionWatch, Connector } from '../../pool/connection-pool.js';
-import { ChannelConnectError, lastError, quotedCause } from './connect-error.js';
-import type { SpecTable } from './target.js';
-import { ConnectTracker, trackCredentials } from './tracked-credentials.js';
+import { type NamedTarget, addressOptions, addressTarget, namedTarget } from './address-target.js';
+import { ChannelConnectError } from './connect-error.js';
+import { type PooledChannel, closeChannel, disposeLate, openChannel } from './open-channel.js';
+import type { ChannelSpec, SpecTable } from './target.js';
 
-const { READY, IDLE, CONNECTING, TRANSIENT_FAILURE, SHUTDOWN } = grpc.connectivityState;
+export type { PooledChannel } from './open-channel.js';
 
-/** One pooled grpc-js channel. */
-export interface PooledChannel {
-  readonly channel: grpc.Channel;
-  /** The pool key (channel spec) it serves. */
-  readonly key: string;
-  readonly tracker: ConnectTracker;
-  /** Set once `channel.close()` has been called. */
-  closed: boolean;
-  /**
-   * Retires the channel now if it is not READY (set while watched): for a call that finds it so
-   * before the watcher has told the pool. Retires only, never marks it gone: that would release
-   * the very call asking, which was never sent.
-   */
-  retireIfNotReady: (() => void) | undefined;
-}
+const { READY, IDLE, CONNECTING, TRANSIENT_FAILURE } = grpc.connectivityState;
 
 /** Where a spec's channel stands, for `getConnectivityState` of the clients using it. */
 interface Standing {
@@ -79,110 +73,130 @@ export function reconnectDelay(options: grpc.ChannelOptions, failures: number, r
   return base * (1 - RECONNECT_JITTER + 2 * RECONNECT_JITTER * random());
 }
 
+/** How the connector dials a name per address: the guard's breaker, bound and resolver. */
+export interface AddressDialing {
+  /** The guard's breaker: each address is its own entry in it. */
+  readonly breaker: HostBreaker;
+  /** Bound on the whole connect (lookup and every address's dial), ms. */
+  readonly timeout: number;
+  /** Resolves names; undefined: `dns.lookup`. */
+  readonly lookup: net.LookupFunction | undefined;
+  /** ms before the next address is dialled beside one not READY yet. */
+  readonly attemptDelay: number;
+  /** The breaker key of a target (the name's own entry: its lookups, and its refusal). */
+  readonly hostOf: (target: string) => string;
+}
+
 /** Opens grpc-js channels for the pool. */
 export class ChannelConnector implements Connector<PooledChannel> {
   readonly #specs: SpecTable;
   readonly #clock: Clock;
   readonly #standing = new Map<string, Standing>();
+  readonly #dialing: AddressDialing | undefined;
+  /** Each spec's name, when it is dialled per address (null: it is not). */
+  readonly #names = new WeakMap<ChannelSpec, (NamedTarget & { readonly key: string }) | null>();
 
-  constructor(specs: SpecTable, clock: Clock) {
+  /** @param dialing - how to dial names per address; undefined: every target is one dial, by name. */
+  constructor(specs: SpecTable, clock: Clock, dialing?: AddressDialing) {
     this.#specs = specs;
     this.#clock = clock;
+    this.#dialing = dialing;
+  }
+
+  /**
+   * Whether `key`'s target is a name this connector dials per address (each address its own
+   * breaker entry, each dial bounded): the pool then leaves guarding and bounding to it.
+   */
+  guardsItself(key: string): boolean {
+    const spec = this.#specs.get(key);
+    return spec !== undefined && this.#nameOf(spec) !== undefined;
+  }
+
+  /**
+   * ms until `spec`'s name may be dialled again when every address it last resolved to is
+   * refused now; 0 otherwise, and for a target guarded by name.
+   */
+  addressWait(spec: ChannelSpec): number {
+    const named = this.#nameOf(spec);
+    return named === undefined ? 0 : addressesRetryAfter(this.#dialing!.breaker, named.key, this.#clock);
   }
 
   connect(key: string, ctx: DialContext): Promise<PooledChannel> {
     const spec = this.#specs.get(key);
     if (spec === undefined) return Promise.reject(new Error(`no client holds channel ${key} any more`));
-    const tracker = new ConnectTracker(isIpTarget(spec.target) ? 'tcp' : 'lookup');
-    ctx.phase = tracker.phase;
-    tracker.onPhase = (phase) => {
-      ctx.phase = phase;
-    };
-    const channel = new grpc.Channel(spec.target, trackCredentials(spec.credentials, tracker), spec.options);
-    const pooled: PooledChannel = { channel, key, tracker, closed: false, retireIfNotReady: undefined };
+    const named = this.#nameOf(spec);
+    let attempt: Promise<PooledChannel>;
+    if (named === undefined) {
+      attempt = openChannel(spec, spec.target, spec.options, ctx, this.#clock);
+    } else {
+      const dialing = this.#dialing!;
+      const name = named.key;
+      // Every address open: refused from memory, with no lookup and no change of standing (as
+      // the pool's own refusal of a target guarded by name never reaches the connector).
+      const refusal = refuseFromMemory(dialing.breaker, name, this.#clock);
+      if (refusal !== undefined) return Promise.reject(refusal);
+      const options = addressOptions(spec.options, named);
+      attempt = connectAddresses<PooledChannel>(
+        named.host,
+        named.port,
+        name,
+        (address, inner) => openChannel(spec, addressTarget(address, named.port), options, inner, this.#clock),
+        {
+          timeout: dialing.timeout,
+          signal: ctx.signal,
+          breaker: dialing.breaker,
+          clock: this.#clock,
+          attemptDelay: dialing.attemptDelay,
+          lookup: dialing.lookup,
+          family: undefined,
+          hints: undefined,
+        },
+        disposeLate,
+      ).catch((err: unknown) => {
+        throw eachAddressFailed(spec.target, err);
+      });
+    }
     const standing = this.#standingOf(key);
     standing.connecting++;
     standing.failed = false;
     this.#notify(standing);
-
-    return new Promise<PooledChannel>((resolve, reject) => {
-      let done = false;
-      let started = false;
-      let probing = false;
-      const settle = (err: unknown): void => {
-        done = true;
-        ctx.signal.removeEventListener('abort', onAbort);
-        tracker.onPhase = undefined;
+    return attempt.then(
+      (pooled) => {
         standing.connecting--;
-        if (err === undefined) {
-          standing.failures = 0;
-          standing.retryAt = 0;
-          standing.live = pooled;
-          this.#notify(standing);
-          resolve(pooled);
-          return;
-        }
-        // The peer sent HTTP/2-layer bytes: a protocol answer (say an HTTP/1.1 server's reply to
-        // the preface) from a live host, never a failed dial against it (DESIGN rule 1).
-        if (tracker.answered) ctx.answered = true;
-        tracker.abort();
-        closeChannel(pooled);
-        standing.failed = true;
-        // Abandoned by the pool (its caller left, the guard closed): no evidence against the host.
-        if (!ctx.signal.aborted || ctx.signal.reason instanceof ConnectTimeoutError) {
-          standing.failures++;
-          standing.retryAt = this.#clock.now() + reconnectDelay(spec.options, standing.failures);
+        standing.failures = 0;
+        standing.retryAt = 0;
+        standing.live = pooled;
+        this.#notify(standing);
+        return pooled;
+      },
+      (err: unknown) => {
+        standing.connecting--;
+        // Refused (every address open): the breaker paces the next connect, not grpc's backoff.
+        if (!(err instanceof HostUnavailableError)) {
+          standing.failed = true;
+          // Abandoned by the pool (its caller left, the guard closed): no evidence against the host.
+          if (!ctx.signal.aborted || ctx.signal.reason instanceof ConnectTimeoutError) {
+            standing.failures++;
+            standing.retryAt = this.#clock.now() + reconnectDelay(spec.options, standing.failures);
+          }
         }
         this.#notify(standing);
         this.#forgetIfUnused(key, standing);
-        reject(err);
-      };
-      const onAbort = (): void => {
-        if (!done && !probing) settle(ctx.signal.reason);
-      };
-      const check = (): void => {
-        if (done || probing) return;
-        const state = channel.getConnectivityState(false);
-        switch (state) {
-          case READY:
-            settle(undefined);
-            return;
-          case TRANSIENT_FAILURE:
-            // Failed. Ask grpc-js why (a millisecond or two), then close.
-            probing = true;
-            // A TLS handshake that failed is given as the cause itself, with its code: a
-            // certificate, hostname or ALPN verdict proves the host alive (dialFailureOutcome).
-            void lastError(channel, this.#clock).then((status) =>
-              settle(ctx.signal.aborted ? ctx.signal.reason : new ChannelConnectError(spec.target, status, tracker.handshakeError ?? quotedCause(status.details))),
-            );
-            return;
-          case SHUTDOWN:
-            settle(new Error(`channel to ${spec.target} shut down while connecting`));
-            return;
-          case IDLE:
-            // Before the first attempt the channel is IDLE; after it, IDLE means the connection
-            // closed during establishment (grpc-js would only try again for a queued call).
-            if (started) {
-              settle(
-                new ChannelConnectError(spec.target, {
-                  code: grpc.status.UNAVAILABLE,
-                  details: 'No connection established. Last error: Connection closed before the HTTP/2 handshake completed',
-                  metadata: new grpc.Metadata(),
-                }),
-              );
-              return;
-            }
-            break;
-          case CONNECTING:
-            started = true;
-            break;
-        }
-        channel.watchConnectivityState(state, Infinity, check);
-      };
-      ctx.signal.addEventListener('abort', onAbort, { once: true });
-      channel.getConnectivityState(true);
-      check();
-    });
+        throw err;
+      },
+    );
+  }
+
+  /** The name `spec`'s target is dialled per address through (with its breaker key), if it is. */
+  #nameOf(spec: ChannelSpec): (NamedTarget & { readonly key: string }) | undefined {
+    if (this.#dialing === undefined || !this.#dialing.breaker.enabled) return undefined;
+    let named = this.#names.get(spec);
+    if (named === undefined) {
+      const found = namedTarget(spec.target, spec.options);
+      named = found === undefined ? null : { ...found, key: this.#dialing.hostOf(spec.target) };
+      this.#names.set(spec, named);
+    }
+    return named ?? undefined;
   }
 
   close(pooled: PooledChannel): void {
@@ -293,20 +307,16 @@ export class ChannelConnector implements Connector<PooledChannel> {
 }
 
 
-function closeChannel(pooled: PooledChannel): void {
-  if (pooled.closed) return;
-  pooled.closed = true;
-  try {
-    pooled.channel.close();
-  } catch {
-    /* already closed by grpc-js itself */
-  }
+/**
+ * The failure of a connect every address of which failed (an AggregateError of each one's
+ * {@link ChannelConnectError}) as one ChannelConnectError for the target, as a channel by name
+ * reports it: the first address's status, the count in the details, the AggregateError as cause.
+ * Anything else unchanged.
+ */
+function eachAddressFailed(target: string, err: unknown): unknown {
+  if (!(err instanceof AggregateError) || err.errors.length === 0 || !err.errors.every((e) => e instanceof ChannelConnectError)) return err;
+  const first = err.errors[0] as ChannelConnectError;
+  const details = `${first.details} (each of ${err.errors.length} addresses failed)`;
+  return new ChannelConnectError(target, { code: first.code, details, metadata: first.metadata }, err);
 }
 
-/** Whether `target` names IP addresses (no name to resolve). */
-function isIpTarget(target: string): boolean {
-  if (/^ipv[46]:/i.test(target)) return true;
-  const address = target.replace(/^dns:(\/\/[^/]*\/)?/i, '');
-  const host = address.startsWith('[') ? address.slice(1, address.indexOf(']')) : address.split(':').length > 2 ? address : address.split(':')[0]!;
-  return net.isIP(host) !== 0;
-}

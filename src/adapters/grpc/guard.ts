@@ -58,11 +58,15 @@ export class GrpcGuard {
   constructor(options: GrpcGuardOptions = {}) {
     const s = grpcSettings(options);
     this.#specs = new SpecTable(s.channelOptions);
-    this.#connector = new ChannelConnector(this.#specs, s.clock);
     const hostOf = s.hostOf ?? grpcHostKey;
     const breaker = s.breaker === undefined ? sharedBreaker() : s.breaker;
+    // Names are dialled per address when there is a breaker to keep each address's entry in.
+    const dialing =
+      s.perAddress && breaker !== null ? { breaker, timeout: s.connectTimeout, lookup: s.lookup, attemptDelay: s.attemptDelay, hostOf } : undefined;
+    this.#connector = new ChannelConnector(this.#specs, s.clock, dialing);
     this.#clock = s.clock;
-    this.#retryAfter = (spec) => breaker?.state(hostOf(spec.target))?.retryAfter ?? 0;
+    // The name's own entry (its lookups; every target guarded by name), or all its addresses open.
+    this.#retryAfter = (spec) => Math.max(breaker?.state(hostOf(spec.target))?.retryAfter ?? 0, this.#connector.addressWait(spec));
     this.#pool = new ConnectionPool<PooledChannel>({
       connector: this.#connector,
       connectTimeout: s.connectTimeout,
@@ -100,7 +104,7 @@ export class GrpcGuard {
       reconnect: (spec) => this.#reconnect(spec),
       onChange: (key, listener) => this.#connector.onChange(key, listener),
       // Open, or half-open with its probe out: a call now would be refused.
-      refused: (spec) => (breaker?.state(hostOf(spec.target))?.retryAfter ?? 0) > 0,
+      refused: (spec) => this.#retryAfter(spec) > 0,
     };
     this.channelFactory = (target, credentials, channelOptions) => this.channel(target, credentials, channelOptions);
   }

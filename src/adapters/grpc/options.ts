@@ -5,11 +5,13 @@
  * @module
  */
 import type * as grpc from '@grpc/grpc-js';
+import type net from 'node:net';
 import type { Schedule } from '../../core/backoff.js';
 import { type Clock, systemClock } from '../../core/clock.js';
 import { checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../../core/connect-timeout.js';
 import { restartSpanningBackoff } from '../../core/restart-backoff.js';
+import { DEFAULT_ATTEMPT_DELAY } from '../../guard/addresses.js';
 import type { HostBreaker } from '../../guard/host-breaker.js';
 import { RetryBudget } from '../../retry/budget.js';
 
@@ -117,9 +119,36 @@ export interface GrpcGuardOptions {
   retry?: GrpcRetryOptions | false;
   /**
    * Maps a channel's target to its breaker key. Default {@link grpcHostKey}: `dns:///h:p`,
-   * `h:p`, `ipv4:a:p` all become `h:p`.
+   * `h:p`, `ipv4:a:p` all become `h:p`. For a name dialled per address (`perAddress`) this is the
+   * name's own entry (its lookups, and the refusal when every address is open); each address is
+   * keyed `address:port`.
    */
   hostOf?: (target: string) => string;
+  /**
+   * Guard each address of a target's name apart (default `true`): a target naming a DNS name
+   * (`name:port`, `dns:///name:port`) is resolved by the guard (with `lookup`), each address is
+   * dialled as a channel of its own and recorded against its own breaker entry (`address:port`),
+   * open addresses are skipped, and the target is refused only when every address is open (the
+   * refusal's `addresses` holds each one's). Why: one dead pod or record must neither cost every
+   * connect a timeout nor open the name for its live siblings. Targets grpc-js must resolve itself
+   * (another scheme, a DNS server named, a proxy from the environment) stay guarded by name, as
+   * with `false`. Calls still carry the name as `:authority`, and TLS checks it. A service config
+   * published in DNS TXT records (grpc-js's resolver reads them) is not read per address: give it
+   * as `grpc.service_config`, or set `false`.
+   */
+  perAddress?: boolean;
+  /**
+   * Resolves target names for per-address dialing, as `net.connect`'s `lookup` (called with
+   * `all: true`; an answer of one address is taken too). Default `dns.lookup`: what grpc-js's own
+   * DNS resolver calls, so the addresses are the ones grpc-js would have dialled.
+   */
+  lookup?: net.LookupFunction;
+  /**
+   * With `perAddress`, ms before the next address is dialled beside one that is not READY yet.
+   * Default 250 (Node's and RFC 8305's happy-eyeballs delay): a live address connects within it,
+   * so a dead one costs a connect at most this, and only until its entry opens.
+   */
+  attemptDelay?: number;
   /** Time source for timeouts, deadlines, idleness and backoff. Default the system clock. */
   clock?: Clock;
 }
@@ -137,10 +166,18 @@ export interface GrpcSettings {
   idempotent: (method: string) => boolean;
   retry: (Required<Pick<GrpcRetryOptions, 'maxAttempts'>> & Omit<GrpcRetryOptions, 'maxAttempts' | 'retryableStatusCodes'> & { statuses: ReadonlySet<number> }) | false;
   hostOf: ((target: string) => string) | undefined;
+  perAddress: boolean;
+  lookup: net.LookupFunction | undefined;
+  attemptDelay: number;
   clock: Clock;
 }
 
 const never = (): boolean => false;
+
+function checkBoolean(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${show(value)}`);
+  return value;
+}
 
 /**
  * Applies the defaults and checks every option.
@@ -176,6 +213,9 @@ export function grpcSettings(options: GrpcGuardOptions): GrpcSettings {
     idempotent: guardedPredicate(checkFunction<(method: string) => boolean>('idempotent', opt(options.idempotent, never))),
     retry: retrySettings(options.retry),
     hostOf: options.hostOf === undefined ? undefined : checkFunction<(target: string) => string>('hostOf', options.hostOf),
+    perAddress: checkBoolean('perAddress', opt(options.perAddress, true)),
+    lookup: options.lookup === undefined ? undefined : checkFunction<net.LookupFunction>('lookup', options.lookup),
+    attemptDelay: checkDuration('attemptDelay', opt(options.attemptDelay, DEFAULT_ATTEMPT_DELAY)),
     clock,
   };
 }

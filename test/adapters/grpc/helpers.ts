@@ -84,6 +84,8 @@ export class EchoServer {
   readonly deadlines: number[] = [];
   /** The `x-token` values each Echo call arrived with. */
   readonly tokens: string[][] = [];
+  /** The authority (`:authority`) each Echo call arrived with. */
+  readonly authorities: string[] = [];
   /** Set to fail the next N Echo (or Count) calls with this status. */
   failNext: { count: number; code: grpc.status; details: string } | undefined;
 
@@ -107,6 +109,7 @@ export class EchoServer {
         this.calls.Echo++;
         this.#noteDeadline(c);
         this.tokens.push(c.metadata.get('x-token').map(String));
+        this.authorities.push(c.getHost());
         const f = this.failNext;
         if (f !== undefined && f.count > 0) {
           f.count--;

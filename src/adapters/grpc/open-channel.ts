@@ -1,0 +1,144 @@
+/**
+ * One grpc-js channel to one target (the client's, or one address of its name), asked to connect
+ * and watched until READY inside a dial: the pool's for a target guarded by name, an address's own
+ * for a name dialled per address. TRANSIENT_FAILURE fails the dial with grpc-js's own reason; the
+ * dial's timeout or abandonment closes the channel and destroys what sockets it has (see
+ * tracked-credentials).
+ *
+ * @module
+ */
+import * as grpc from '@grpc/grpc-js';
+import net from 'node:net';
+import type { Clock } from '../../core/clock.js';
+import type { DialContext } from '../../guard/dial.js';
+import { ChannelConnectError, lastError, quotedCause } from './connect-error.js';
+import type { ChannelSpec } from './target.js';
+import { ConnectTracker, trackCredentials } from './tracked-credentials.js';
+
+const { READY, IDLE, CONNECTING, TRANSIENT_FAILURE, SHUTDOWN } = grpc.connectivityState;
+
+/** One pooled grpc-js channel. */
+export interface PooledChannel {
+  readonly channel: grpc.Channel;
+  /** The pool key (channel spec) it serves. */
+  readonly key: string;
+  readonly tracker: ConnectTracker;
+  /** Set once `channel.close()` has been called. */
+  closed: boolean;
+  /**
+   * Retires the channel now if it is not READY (set while watched): for a call that finds it so
+   * before the watcher has told the pool. Retires only, never marks it gone: that would release
+   * the very call asking, which was never sent.
+   */
+  retireIfNotReady: (() => void) | undefined;
+}
+
+/**
+ * One channel to `target`, asked to connect and watched until READY inside the dial `ctx`
+ * belongs to (the pool's, or one address's). On failure it is closed and its sockets destroyed.
+ */
+export function openChannel(spec: ChannelSpec, target: string, options: grpc.ChannelOptions, ctx: DialContext, clock: Clock): Promise<PooledChannel> {
+  const tracker = new ConnectTracker(isIpTarget(target) ? 'tcp' : 'lookup');
+  ctx.phase = tracker.phase;
+  tracker.onPhase = (phase) => {
+    ctx.phase = phase;
+  };
+  let channel: grpc.Channel;
+  try {
+    channel = new grpc.Channel(target, trackCredentials(spec.credentials, tracker), options);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  const pooled: PooledChannel = { channel, key: spec.key, tracker, closed: false, retireIfNotReady: undefined };
+
+  return new Promise<PooledChannel>((resolve, reject) => {
+    let done = false;
+    let started = false;
+    let probing = false;
+    const settle = (err: unknown): void => {
+      done = true;
+      ctx.signal.removeEventListener('abort', onAbort);
+      tracker.onPhase = undefined;
+      if (err === undefined) {
+        resolve(pooled);
+        return;
+      }
+      // The peer sent HTTP/2-layer bytes: a protocol answer (say an HTTP/1.1 server's reply to
+      // the preface) from a live host, never a failed dial against it (DESIGN rule 1).
+      if (tracker.answered) ctx.answered = true;
+      tracker.abort();
+      closeChannel(pooled);
+      reject(err);
+    };
+    const onAbort = (): void => {
+      if (!done && !probing) settle(ctx.signal.reason);
+    };
+    const check = (): void => {
+      if (done || probing) return;
+      const state = channel.getConnectivityState(false);
+      switch (state) {
+        case READY:
+          settle(undefined);
+          return;
+        case TRANSIENT_FAILURE:
+          // Failed. Ask grpc-js why (a millisecond or two), then close.
+          probing = true;
+          // A TLS handshake that failed is given as the cause itself, with its code: a
+          // certificate, hostname or ALPN verdict proves the host alive (dialFailureOutcome).
+          void lastError(channel, clock).then((status) =>
+            settle(ctx.signal.aborted ? ctx.signal.reason : new ChannelConnectError(spec.target, status, tracker.handshakeError ?? quotedCause(status.details))),
+          );
+          return;
+        case SHUTDOWN:
+          settle(new Error(`channel to ${spec.target} shut down while connecting`));
+          return;
+        case IDLE:
+          // Before the first attempt the channel is IDLE; after it, IDLE means the connection
+          // closed during establishment (grpc-js would only try again for a queued call).
+          if (started) {
+            settle(
+              new ChannelConnectError(spec.target, {
+                code: grpc.status.UNAVAILABLE,
+                details: 'No connection established. Last error: Connection closed before the HTTP/2 handshake completed',
+                metadata: new grpc.Metadata(),
+              }),
+            );
+            return;
+          }
+          break;
+        case CONNECTING:
+          started = true;
+          break;
+      }
+      channel.watchConnectivityState(state, Infinity, check);
+    };
+    ctx.signal.addEventListener('abort', onAbort, { once: true });
+    channel.getConnectivityState(true);
+    check();
+  });
+}
+
+/** A channel to an address that became READY after another won: its sockets destroyed, closed. */
+export function disposeLate(pooled: PooledChannel): void {
+  pooled.tracker.abort();
+  closeChannel(pooled);
+}
+
+/** Closes the channel, once. */
+export function closeChannel(pooled: PooledChannel): void {
+  if (pooled.closed) return;
+  pooled.closed = true;
+  try {
+    pooled.channel.close();
+  } catch {
+    /* already closed by grpc-js itself */
+  }
+}
+
+/** Whether `target` names IP addresses (no name to resolve). */
+function isIpTarget(target: string): boolean {
+  if (/^ipv[46]:/i.test(target)) return true;
+  const address = target.replace(/^dns:(\/\/[^/]*\/)?/i, '');
+  const host = address.startsWith('[') ? address.slice(1, address.indexOf(']')) : address.split(':').length > 2 ? address : address.split(':')[0]!;
+  return net.isIP(host) !== 0;
+}

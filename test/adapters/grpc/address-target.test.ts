@@ -1,0 +1,52 @@
+/**
+ * Which grpc targets the adapter dials per address (a DNS name dialguard resolves with the same
+ * lookup grpc-js would), and which it leaves to grpc-js's own resolution, guarded by name.
+ */
+import { describe, expect, it } from 'vitest';
+import { addressOptions, addressTarget, namedTarget } from '../../../src/adapters/grpc/address-target.js';
+
+describe('namedTarget: the targets dialled per address', () => {
+  it.each([
+    ['svc.test:50051', { host: 'svc.test', port: 50051, authority: 'svc.test:50051' }],
+    ['svc.test', { host: 'svc.test', port: 443, authority: 'svc.test' }],
+    ['dns:///svc.test:50051', { host: 'svc.test', port: 50051, authority: 'svc.test:50051' }],
+    ['dns:svc.test:8080', { host: 'svc.test', port: 8080, authority: 'svc.test:8080' }],
+    ['localhost:1', { host: 'localhost', port: 1, authority: 'localhost:1' }],
+  ])('%s is resolved by dialguard', (target, expected) => {
+    expect(namedTarget(target, {}, {})).toEqual(expected);
+  });
+
+  it.each([
+    ['127.0.0.1:50051', 'an IP address'],
+    ['[::1]:50051', 'an IPv6 address'],
+    ['ipv4:127.0.0.2:1,127.0.0.3:1', 'an address list'],
+    ['dns://8.8.8.8/svc.test:50051', 'a DNS server named'],
+    ['unix:/tmp/grpc.sock', 'a unix socket'],
+    ['xds:///svc.test', 'another resolver'],
+    ['mine:svc', 'a resolver the user registered'],
+    ['svc.test:99999', 'a port out of range'],
+  ])('%s is left to grpc-js (%s)', (target) => {
+    expect(namedTarget(target, {}, {})).toBeUndefined();
+  });
+
+  it('a proxy from the environment leaves the name to grpc-js, unless grpc.enable_http_proxy is 0', () => {
+    expect(namedTarget('svc.test:1', {}, { https_proxy: 'http://127.0.0.1:3128' })).toBeUndefined();
+    expect(namedTarget('svc.test:1', {}, { grpc_proxy: 'http://127.0.0.1:3128' })).toBeUndefined();
+    expect(namedTarget('svc.test:1', { 'grpc.enable_http_proxy': 0 }, { https_proxy: 'http://127.0.0.1:3128' })?.host).toBe('svc.test');
+  });
+
+  it("grpc-js's alternative resolver leaves the name to grpc-js", () => {
+    expect(namedTarget('svc.test:1', {}, { GRPC_NODE_USE_ALTERNATIVE_RESOLVER: 'true' })).toBeUndefined();
+  });
+
+  it('an address target per family, and options that keep the name as authority and TLS name unless set', () => {
+    expect(addressTarget('127.0.0.2', 5)).toBe('ipv4:127.0.0.2:5');
+    expect(addressTarget('::1', 5)).toBe('ipv6:[::1]:5');
+    const named = namedTarget('svc.test:5', {}, {})!;
+    expect(addressOptions({ a: 1 }, named)).toEqual({ a: 1, 'grpc.default_authority': 'svc.test:5', 'grpc.ssl_target_name_override': 'svc.test' });
+    expect(addressOptions({ 'grpc.default_authority': 'x', 'grpc.ssl_target_name_override': 'y' }, named)).toEqual({
+      'grpc.default_authority': 'x',
+      'grpc.ssl_target_name_override': 'y',
+    });
+  });
+});
