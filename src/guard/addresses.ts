@@ -75,7 +75,7 @@ function nameRefusal(name: string, addresses: readonly HostUnavailableError[], c
     clock,
     {
       failures: Math.min(...addresses.map((a) => a.failures)),
-      cause: addresses[0]?.cause,
+      cause: addresses[0]!.cause, // never empty: a refusal is made from at least one address's
       isolated: addresses.every((a) => a.isolated),
       addresses,
     },
@@ -167,8 +167,8 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
     parts ??= lastParts === undefined ? [] : lastParts.slice(0, i);
     parts.push(answer);
   }
-  if (parts === undefined && last !== undefined && lastParts!.length === keys.length) return last;
-  seen.refusal = nameRefusal(name, parts ?? [], clock);
+  if (parts === undefined) return last; // every address's refusal is the one `last` was made of
+  seen.refusal = nameRefusal(name, parts, clock);
   return seen.refusal;
 }
 
@@ -176,7 +176,7 @@ function remember(breaker: HostBreaker, name: string, keys: readonly string[], n
   const names = memoOf(breaker).names;
   names.delete(name);
   if (names.size >= MEMO_CAPACITY) names.delete(names.keys().next().value!);
-  if (keys.length > 0) names.set(name, { keys, at: now, refusal: undefined });
+  names.set(name, { keys, at: now, refusal: undefined }); // never empty: resolve() fails on no address
 }
 
 /**
@@ -287,8 +287,8 @@ function race(
     };
     const settleIfOver = (): void => {
       if (done || inflight > 0 || order.length > 0) return;
-      if (deferred.length > 0 && deadline - clock.now() >= 1) {
-        lastResort = true; // nothing else is left: dial them after all
+      if (deferred.length > 0) {
+        lastResort = true; // nothing else is left: dial them after all, if time is left (next() checks)
         order.push(...deferred.splice(0));
         next();
         return;
@@ -373,7 +373,6 @@ function race(
     };
 
     if (signal?.aborted) {
-      done = true;
       rejectCall(signal.reason);
       return;
     }
