@@ -202,7 +202,7 @@ export function connectAddresses(
       const keys = resolved.map((a) => hostKey(a.address, port));
       remember(breaker, name, keys, clock.now());
       const remaining = Math.max(1, options.timeout - (clock.now() - started));
-      return race(name, resolved, keys, open, { ...options, timeout: remaining }, clock);
+      return race(name, resolved, keys, open, { ...options, timeout: remaining }, clock, options.timeout);
     },
   );
 }
@@ -246,7 +246,7 @@ function interleave(list: ResolvedAddress[]): ResolvedAddress[] {
 
 /**
  * Dials the addresses, staggered by `attemptDelay`, skipping those whose entry is open; the first
- * socket wins. Attempts still running when it does go on to their own end (recorded, and a late
+ * socket wins. `options.timeout` is what is left of the caller's `bound` after the lookup. Attempts still running when it does go on to their own end (recorded, and a late
  * socket closed).
  */
 function race(
@@ -256,6 +256,7 @@ function race(
   open: (address: string, ctx: DialContext) => Promise<net.Socket>,
   options: AddressDialOptions,
   clock: Clock,
+  bound: number,
 ): Promise<net.Socket> {
   const { breaker, signal } = options;
   const { suspectsOut } = memoOf(breaker);
@@ -294,7 +295,8 @@ function race(
         return;
       }
       finish();
-      if (errors.length === 0 && refusals.length === 0) rejectCall(new ConnectTimeoutError(name, options.timeout, 'tcp')); // no time left to dial
+      // No time left to dial (the lookup took it): the caller's whole bound was exceeded, not what was left of it.
+      if (errors.length === 0 && refusals.length === 0) rejectCall(new ConnectTimeoutError(name, bound, 'tcp'));
       else if (errors.length === 0) rejectCall(nameRefusal(name, refusals, clock));
       else if (errors.length === 1) rejectCall(errors[0]);
       else rejectCall(new AggregateError(errors, `connect to ${name} failed on each of its ${errors.length} addresses dialled`));

@@ -621,3 +621,30 @@ describe('per-address racing: the caller leaving, and late dials', () => {
     expect(r.dials[0]!.socket.destroyed).toBe(true);
   });
 });
+
+describe('per-address racing: no time left', () => {
+  it("a lookup that used up the caller's timeout: no address is dialled, and the timeout error names the name and the caller's whole bound", async () => {
+    // A clock that moves a little at every reading, as a real one does between two lines of code.
+    const manual = new ManualClock();
+    let drift = 0;
+    const clock = {
+      now: () => manual.now() + (drift += 0.25),
+      setTimeout: (cb: () => void, ms: number) => manual.setTimeout(cb, ms),
+      clearTimeout: (h: ReturnType<ManualClock['setTimeout']>) => manual.clearTimeout(h),
+    };
+    const breaker = new HostBreaker({ clock: manual, failureThreshold: 1, minOutage: 0 });
+    const opened: string[] = [];
+    const lookup = ((_h: string, _o: unknown, cb: (err: null, list: unknown) => void) => {
+      manual.advance(999); // the resolver took 999 of the 1 000 ms
+      cb(null, [{ address: A, family: 4 }]);
+    }) as unknown as net.LookupFunction;
+    const err = await connectAddresses('svc.test', 80, NAME, (address) => {
+      opened.push(address);
+      return new Promise<net.Socket>(() => {});
+    }, { timeout: 1_000, signal: undefined, breaker, clock, attemptDelay: 250, lookup, family: undefined, hints: undefined }).catch((e: unknown) => e);
+    expect(opened).toEqual([]);
+    expect(err).toBeInstanceOf(ConnectTimeoutError);
+    expect(err).toMatchObject({ host: NAME, timeout: 1_000, phase: 'tcp' });
+    expect(manual.pending).toBe(0);
+  });
+});
