@@ -122,7 +122,7 @@ describe('per-address racing: which address is dialled, and when', () => {
       [[C, B, A], [C, B, A]],
     ];
     for (const [answer, expected] of cases) {
-      const r = rig();
+      const r = rig({ threshold: 10 }); // a failed address stays closed: one dialled twice would show
       const out = r.call(answer);
       await flushMicrotasks();
       for (let i = 0; i < expected.length; i++) {
@@ -398,25 +398,25 @@ describe('per-address racing: refusals', () => {
     const r = rig({ openDuration: 500 });
     r.breaker.isolate(key(A));
     r.breaker.admit(key(B)).failed(new Error('dead')); // open until 500
-    const first = r.call([A, B]);
+    const first = r.call([B, A]);
     await flushMicrotasks();
     expect(first.value).toBeInstanceOf(HostUnavailableError);
-    const second = r.call([A, B]);
-    const third = r.call([A, B]);
+    const second = r.call([B, A]);
+    const third = r.call([B, A]);
     await flushMicrotasks();
     expect(r.lookups()).toBe(1); // the later calls never looked up
     expect(second.value).toBeInstanceOf(HostUnavailableError);
     expect(third.value).toBe(second.value);
     r.clock.advance(500);
     const probe = r.breaker.admit(key(B)); // someone else's probe to B is out: B is now refused half-open
-    const fourth = r.call([A, B]);
+    const fourth = r.call([B, A]);
     await flushMicrotasks();
     const before = second.value as HostUnavailableError;
     const after = fourth.value as HostUnavailableError;
     expect(after).not.toBe(before);
-    expect(before.addresses?.map((x) => x.state)).toEqual(['open', 'open']);
-    expect(after.addresses?.map((x) => x.state)).toEqual(['open', 'half-open']);
-    expect(after.addresses?.[0]).toBe(before.addresses?.[0]);
+    expect(before.addresses?.map((x) => [x.host, x.state])).toEqual([[key(B), 'open'], [key(A), 'open']]);
+    expect(after.addresses?.map((x) => [x.host, x.state])).toEqual([[key(B), 'half-open'], [key(A), 'open']]);
+    expect(after.addresses?.[1]).toBe(before.addresses?.[1]); // A's own refusal, unchanged
     expect(r.lookups()).toBe(1);
     probe.abandoned();
   });
@@ -452,6 +452,20 @@ describe('per-address racing: refusals', () => {
     await r.settle(r.dials[1], 'connect');
     expect(second.state).toBe('ok');
     expect(r.breaker.stats()).toMatchObject({ probesGranted: 1, abandoned: 0 });
+  });
+
+  it('an address the breaker forgot (reset, or evicted) makes the name dialable again: it is dialled, not refused from memory', async () => {
+    const r = rig();
+    r.breaker.isolate(key(A));
+    r.call([A, B]);
+    await flushMicrotasks();
+    await r.settle(r.dials[0]); // B open: the name would now be refused from memory
+    expect(r.breaker.reset(key(B))).toBe(true);
+    const again = r.call([A, B]);
+    await flushMicrotasks();
+    expect(r.order()).toEqual([B, B]);
+    await r.settle(r.dials[1], 'connect');
+    expect(again.state).toBe('ok');
   });
 
   it('an address whose window ends while the name is refused from memory is dialled by the next call', async () => {
@@ -516,7 +530,7 @@ describe('per-address racing: the lookup', () => {
     r.call(answer);
     r.call(answer, { family: 6, hints: 32 });
     await flushMicrotasks();
-    expect(seen).toEqual([
+    expect(seen).toStrictEqual([
       { all: true, family: 0 },
       { all: true, family: 6, hints: 32 },
     ]);
