@@ -417,6 +417,14 @@ describe('per-address racing: refusals', () => {
     expect(before.addresses?.map((x) => [x.host, x.state])).toEqual([[key(B), 'open'], [key(A), 'open']]);
     expect(after.addresses?.map((x) => [x.host, x.state])).toEqual([[key(B), 'half-open'], [key(A), 'open']]);
     expect(after.addresses?.[1]).toBe(before.addresses?.[1]); // A's own refusal, unchanged
+    r.breaker.isolate(key(A), 40_000); // now the second address's refusal changes, the first's not
+    const fifth = r.call([B, A]);
+    await flushMicrotasks();
+    const latest = fifth.value as HostUnavailableError;
+    expect(latest.addresses?.map((x) => [x.host, x.state, x.isolated])).toEqual([[key(B), 'half-open', false], [key(A), 'open', true]]);
+    expect(latest.addresses?.[0]).toBe(after.addresses?.[0]);
+    expect(latest.retryAfter).toBe(after.addresses?.[0]?.retryAfter); // B's probe is due first
+    expect(after.addresses).toHaveLength(2);
     expect(r.lookups()).toBe(1);
     probe.abandoned();
   });
