@@ -76,7 +76,7 @@ function nameRefusal(name: string, addresses: readonly HostUnavailableError[], c
     clock,
     {
       failures: Math.min(...addresses.map((a) => a.failures)),
-      cause: addresses[0]?.cause,
+      cause: addresses[0]!.cause, // never empty: a refusal is made from at least one address's
       isolated: addresses.every((a) => a.isolated),
       addresses,
     },
@@ -168,8 +168,8 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
     parts ??= lastParts === undefined ? [] : lastParts.slice(0, i);
     parts.push(answer);
   }
-  if (parts === undefined && last !== undefined && lastParts!.length === keys.length) return last;
-  seen.refusal = nameRefusal(name, parts ?? [], clock);
+  if (parts === undefined) return last; // every address's refusal is the one `last` was made of
+  seen.refusal = nameRefusal(name, parts, clock);
   return seen.refusal;
 }
 
@@ -195,7 +195,7 @@ function remember(breaker: HostBreaker, name: string, keys: readonly string[], n
   const names = memoOf(breaker).names;
   names.delete(name);
   if (names.size >= MEMO_CAPACITY) names.delete(names.keys().next().value!);
-  if (keys.length > 0) names.set(name, { keys, at: now, refusal: undefined });
+  names.set(name, { keys, at: now, refusal: undefined }); // never empty: resolve() fails on no address
 }
 
 /**
@@ -224,7 +224,7 @@ export function connectAddresses<C = net.Socket>(
       const keys = resolved.map((a) => hostKey(a.address, port));
       remember(breaker, name, keys, clock.now());
       const remaining = Math.max(1, options.timeout - (clock.now() - started));
-      return race(name, resolved, keys, open, { ...options, timeout: remaining }, clock, dispose);
+      return race(name, resolved, keys, open, { ...options, timeout: remaining }, clock, dispose, options.timeout);
     },
   );
 }
@@ -268,7 +268,7 @@ function interleave(list: ResolvedAddress[]): ResolvedAddress[] {
 
 /**
  * Dials the addresses, staggered by `attemptDelay`, skipping those whose entry is open; the first
- * socket wins. Attempts still running when it does go on to their own end (recorded, and a late
+ * socket wins. `options.timeout` is what is left of the caller's `bound` after the lookup. Attempts still running when it does go on to their own end (recorded, and a late
  * socket closed).
  */
 function race<C>(
@@ -279,6 +279,7 @@ function race<C>(
   options: AddressDialOptions,
   clock: Clock,
   dispose: (connection: C) => void,
+  bound: number,
 ): Promise<C> {
   const { breaker, signal } = options;
   const { suspectsOut } = memoOf(breaker);
@@ -310,14 +311,15 @@ function race<C>(
     };
     const settleIfOver = (): void => {
       if (done || inflight > 0 || order.length > 0) return;
-      if (deferred.length > 0 && deadline - clock.now() >= 1) {
-        lastResort = true; // nothing else is left: dial them after all
+      if (deferred.length > 0) {
+        lastResort = true; // nothing else is left: dial them after all, if time is left (next() checks)
         order.push(...deferred.splice(0));
         next();
         return;
       }
       finish();
-      if (errors.length === 0 && refusals.length === 0) rejectCall(new ConnectTimeoutError(name, options.timeout, 'tcp')); // no time left to dial
+      // No time left to dial (the lookup took it): the caller's whole bound was exceeded, not what was left of it.
+      if (errors.length === 0 && refusals.length === 0) rejectCall(new ConnectTimeoutError(name, bound, 'tcp'));
       else if (errors.length === 0) rejectCall(nameRefusal(name, refusals, clock));
       else if (errors.length === 1) rejectCall(errors[0]);
       else rejectCall(new AggregateError(errors, `connect to ${name} failed on each of its ${errors.length} addresses dialled`));
@@ -396,7 +398,6 @@ function race<C>(
     };
 
     if (signal?.aborted) {
-      done = true;
       rejectCall(signal.reason);
       return;
     }
