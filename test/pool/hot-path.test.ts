@@ -4,13 +4,13 @@
  * clock reads through a counting clock, abort listeners on the caller's signal. A later change
  * that puts an async frame, a promise chain or a per-call controller back on the path shows here.
  */
-import { createHook } from 'node:async_hooks';
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ConnectionGoneError } from '../../src/core/errors.js';
 import { ConnectionPool, type ConnectionPoolOptions } from '../../src/pool/connection-pool.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
 import { countAbortControllers } from '../helpers/hot-path.js';
+import { promisesMadeBy } from '../helpers/promises.js';
 import { DeadError, FakeConnector, type FakeConnection, deferred, testClassify } from './fake-connector.js';
 
 const T = 'svc-a:50051';
@@ -39,22 +39,6 @@ async function warm(options: Partial<ConnectionPoolOptions<FakeConnection>> = {}
   return { clock, connector, pool };
 }
 
-/** Promises created while `fn` runs synchronously (the call's own, before anything settles). */
-function promisesMadeBy(fn: () => void): number {
-  let made = 0;
-  const hook = createHook({
-    init(_id, type) {
-      if (type === 'PROMISE') made++;
-    },
-  }).enable();
-  try {
-    fn();
-  } finally {
-    hook.disable();
-  }
-  return made;
-}
-
 describe('ConnectionPool.use on a warm connection: what a call creates', () => {
   it('makes two promises of its own per call (the call and its one reaction to fn), with or without a signal', async () => {
     const { pool } = await warm();
@@ -71,7 +55,7 @@ describe('ConnectionPool.use on a warm connection: what a call creates', () => {
       for (let i = 0; i < CALLS; i++) calls.push(pool.use(T, fn, { signal, idempotent: true }));
     });
     await expect(Promise.all(calls)).resolves.toHaveLength(CALLS);
-    // Before the fast path: 6 per call (an async frame, the ride's promise, its chain).
+    // Before the fast path: 5 per call (an async frame, the ride's promise, its chain).
     expect(bare).toBe(2 * CALLS);
     expect(withSignal).toBe(2 * CALLS);
     expect(pool.stats()).toMatchObject({ opened: 1, leases: 0 });
