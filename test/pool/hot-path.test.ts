@@ -5,7 +5,7 @@
  * that puts an async frame, a promise chain or a per-call controller back on the path shows here.
  */
 import { getEventListeners } from 'node:events';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ConnectionGoneError } from '../../src/core/errors.js';
 import { ConnectionPool, type ConnectionPoolOptions } from '../../src/pool/connection-pool.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
@@ -75,6 +75,30 @@ describe('ConnectionPool.use on a warm connection: what a call creates', () => {
     expect(clock.reads - reads).toBe(2 * CALLS); // the start (sweep and lastUsed) and the end
     expect(getEventListeners(signal, 'abort')).toHaveLength(0);
     expect(pool.stats()).toMatchObject({ opened: 1, attempts: 0, leases: 0 });
+  });
+});
+
+describe('ConnectionPool.use on a warm connection at 1 000 targets', () => {
+  it('looks the target up once per call, in one Map, whatever the number of targets', async () => {
+    const connector = new FakeConnector();
+    connector.auto = 'resolve';
+    const pool = new ConnectionPool<FakeConnection>({ connector, clock: new ManualClock(), breaker: null, classify: testClassify });
+    const targets = Array.from({ length: 1_000 }, (_, i) => `10.0.${i >> 8}.${i & 255}:11211`);
+    await Promise.all(targets.map((t) => pool.use(t, async () => undefined)));
+    const ready = Promise.resolve(0);
+    const calls: Array<Promise<number>> = [];
+    const get = vi.spyOn(Map.prototype, 'get');
+    let lookups: number;
+    try {
+      for (const t of targets) calls.push(pool.use(t, () => ready));
+      lookups = get.mock.calls.length;
+    } finally {
+      get.mockRestore();
+    }
+    await Promise.all(calls);
+    expect(lookups).toBe(targets.length);
+    expect(pool.stats()).toMatchObject({ targets: 1_000, opened: 1_000, leases: 0 });
+    await pool.close();
   });
 });
 
