@@ -127,6 +127,7 @@ export class ConnectionPool<C> {
     // The hot path: a usable connection is there (`slot.current` always is), nothing is closing
     // and the caller is still here. No async frame and no promise chain: one promise, settled
     // from the ride's own end (see #land).
+    // Stryker disable next-line ConditionalExpression: close() empties the slots in its first, synchronous step, so a closed pool finds no connection here either; the check keeps that from resting on close()'s order.
     if (this.#closed === undefined && signal?.aborted !== true) {
       const conn = this.#slots.get(target)?.current;
       if (conn !== undefined) return this.#embark(conn, fn, signal, idempotent, 1, 0, now);
@@ -149,6 +150,7 @@ export class ConnectionPool<C> {
   ): Promise<T> {
     // A turn going back may start inside the release of its connection (markGone releasing each
     // ride, before the connection is evicted): let that finish first.
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: on the first turn the wait only costs a tick (the attempt would start one tick later); no test can see it.
     if (turn > 1) await undefined;
     for (;;) {
       const acquired = this.#acquire(target, signal);
@@ -415,6 +417,7 @@ export class ConnectionPool<C> {
     }
     const err = value;
     // The caller's own abort says nothing about the connection, whatever `classify` thinks.
+    // Stryker disable next-line ConditionalExpression: an abort releases the ride at once, with the reason, so a failure landing after it is always that reason; the comparison keeps the rule explicit.
     if (caller?.aborted === true && err === caller.reason) return trip.reject(err);
     // Released by close(): a shutdown stops the call at once (PoolClosedError is 'cancelled',
     // so no retry loop spends budget or a backoff on it).
