@@ -60,7 +60,7 @@ describe('Http2Client: what a healthy call creates', () => {
       for (let i = 0; i < CALLS; i++) total += await promisesMadeUntilSettled(() => c.request(`${peer.origin}/`, { timeout }));
       counts.push(total / CALLS - counting);
     }
-    // Before the pool's fast path: 7 and 11 (an async frame and a promise chain in use(), `finally`).
+    // Before the pool's fast path: 6.5 and 7 (an async frame and a promise chain in use(), `finally`).
     expect(counts).toEqual([3, 4]);
     expect(peer.attempts).toBe(1);
   });
