@@ -10,7 +10,8 @@
  *   Next to them, the floor: a bare `Map.get` of as many keys, which shows what the memory
  *   hierarchy alone adds when that many entries are cycled.
  * - admit: the same sizes, every host closed: `tryAdmit` then `succeeded()`.
- * - pool: `ConnectionPool.use()` on a warm connection at 1, 100, 1 000 and 10 000 targets.
+ * - pool: `ConnectionPool.use()` on a warm connection at 1, 100, 1 000 and 10 000 targets, and in
+ *   the same rounds its floor, an awaited call doing a bare `Map.get` of as many targets.
  * - memory, heap after GC: bytes per breaker entry (closed and open) and per pool target; the heap
  *   a default breaker (and the key memo) holds after a hostile stream of 1 M distinct hosts.
  * - waiters: 10 000 concurrent `use()` calls on one unreachable target (a loopback blackhole),
@@ -23,7 +24,9 @@
  *
  * Cost per call: the lowest of alternating rounds, each a median of batches (see `interleaved`).
  * A `*_growth` figure is the cost at the largest size over the cost at 1 (`*_growth_4096`: at the
- * default capacity). Prints tables and one JSON line `{"bench":"scale",...}`; exits 1 only when a
+ * default capacity); `*_growth_vs_map` is that growth net of its floor's in the same run (the
+ * ns a bare Map.get gained subtracted), so what our code adds shows apart from what the
+ * machine's caches add to any lookup. Prints tables and one JSON line `{"bench":"scale",...}`; exits 1 only when a
  * counted goal fails (dials, settlements, hosts kept, hosts forgotten in one call), never on
  * timing alone: the figures move with the machine's load.
  */
@@ -182,19 +185,42 @@ async function warmPool(n: number): Promise<{ n: number; pool: ConnectionPool<{ 
   return { n, pool, targets };
 }
 
-async function poolUse(): Promise<Map<number, number>> {
+/**
+ * Warm `use()` at each target count, and beside it, in the same alternating rounds, the floor: an
+ * awaited call that does a bare `Map.get` of as many `host:port` targets (and a write to what it
+ * finds), timed by the same harness. It shows what the memory hierarchy alone adds when that many
+ * targets are cycled by awaited calls, whose garbage streams through the caches between two
+ * visits of a target (a synchronous loop keeps 10 000 small entries in cache and would hide that).
+ */
+async function poolUse(): Promise<{ use: Map<number, number>; floor: Map<number, number> }> {
   progress(`pool use() on a warm connection: ${TARGET_SIZES.join(', ')} targets`);
   const pools = await Promise.all(TARGET_SIZES.map((n) => warmPool(n)));
   const fn = async (): Promise<number> => 1;
-  const out = await interleaved(pools, async (p) => {
-    const next = cycling(p.targets);
-    return (await perCallMicros(() => p.pool.use(next(), fn), ASYNC_BATCHES)) * 1_000;
+  const floors = TARGET_SIZES.map((n) => {
+    const targets = Array.from({ length: n }, (_, i) => `${ip(i)}:${PORT}`);
+    return { n, targets, map: new Map(targets.map((t) => [t, { t, hits: 0 }])) };
   });
+  const use = new Map<number, number[]>(TARGET_SIZES.map((n) => [n, []]));
+  const floor = new Map<number, number[]>(TARGET_SIZES.map((n) => [n, []]));
+  // One size's pool and its floor measured back to back, every size in each round: drift falls
+  // on the pair alike. Per size, the lowest round of each (see `interleaved`).
+  for (let r = 0; r < ROUNDS; r++) {
+    for (let k = 0; k < TARGET_SIZES.length; k++) {
+      const p = pools[k]!;
+      const f = floors[k]!;
+      const nextTarget = cycling(p.targets);
+      use.get(p.n)!.push((await perCallMicros(() => p.pool.use(nextTarget(), fn), ASYNC_BATCHES)) * 1_000);
+      const nextKey = cycling(f.targets);
+      const lookup = async (): Promise<number> => f.map.get(nextKey())!.hits++;
+      floor.get(f.n)!.push((await perCallMicros(lookup, ASYNC_BATCHES)) * 1_000);
+    }
+  }
   for (const p of pools) {
     if (p.pool.stats().opened !== p.n) throw new Error(`pool of ${p.n} targets opened ${p.pool.stats().opened} connections`);
     await p.pool.close();
   }
-  return out;
+  const lowest = (m: Map<number, number[]>): Map<number, number> => new Map([...m].map(([n, v]) => [n, Math.min(...v)]));
+  return { use: lowest(use), floor: lowest(floor) };
 }
 
 async function memory(): Promise<{ closed: number; open: number; target: number; hostileMb: number; hostileUrlMb: number; hostileHosts: number; memo: number }> {
@@ -373,12 +399,22 @@ function growth(m: Map<number, number>, largest: number): number {
   return m.get(largest)! / m.get(1)!;
 }
 
+/**
+ * The growth of `m` net of its floor's: the cost at `largest`, less the ns the bare Map.get itself
+ * added from 1 to `largest` in the same run, over the cost at 1. What our own code adds as the
+ * count grows: 1 = nothing beyond what the caches add to any lookup. (A ratio of the two growths
+ * would mislead: the floor's few ns at 1 make its growth large whatever our code does.)
+ */
+function netGrowth(m: Map<number, number>, floor: Map<number, number>, largest: number): number {
+  return (m.get(largest)! - (floor.get(largest)! - floor.get(1)!)) / m.get(1)!;
+}
+
 async function main(): Promise<void> {
   const refusal = await refusals();
   gc();
   const admit = await admits();
   gc();
-  const pool = await poolUse();
+  const { use: pool, floor: targetFloor } = await poolUse();
   gc();
   const mem = await memory();
   const sw = await sweep('steady');
@@ -398,6 +434,7 @@ async function main(): Promise<void> {
       'tryAdmit refusal, URL spelling': cell(refusal.url, n),
       'admit + succeeded': cell(admit, n),
       'pool use(), warm': cell(pool, n),
+      'floor: awaited Map.get, targets': cell(targetFloor, n),
     })),
     {
       'hosts or targets': 'growth',
@@ -407,6 +444,17 @@ async function main(): Promise<void> {
       'tryAdmit refusal, URL spelling': growth(refusal.url, big),
       'admit + succeeded': growth(admit, big),
       'pool use(), warm': growth(pool, 10_000),
+      'floor: awaited Map.get, targets': growth(targetFloor, 10_000),
+    },
+    {
+      'hosts or targets': 'growth net of floor',
+      'tryAdmit refusal': netGrowth(refusal.tryAdmit, refusal.floor, big),
+      'floor: bare Map.get': 1,
+      'connect() refusal': netGrowth(refusal.connect, refusal.floor, big),
+      'tryAdmit refusal, URL spelling': netGrowth(refusal.url, refusal.floor, big),
+      'admit + succeeded': netGrowth(admit, refusal.floor, big),
+      'pool use(), warm': netGrowth(pool, targetFloor, 10_000),
+      'floor: awaited Map.get, targets': 1,
     },
   ]);
   printTable('memory (heap after GC)', [
@@ -461,6 +509,14 @@ async function main(): Promise<void> {
     admit_growth: round(growth(admit, big)),
     admit_growth_4096: round(growth(admit, 4_096)),
     pool_use_growth: round(growth(pool, 10_000)),
+    floor_map_get_target_ns: Object.fromEntries([...targetFloor].map(([n, v]) => [`t${n}`, round(v)])),
+    floor_target_growth: round(growth(targetFloor, 10_000)),
+    // Each growth net of its floor's in this run (see netGrowth): what OUR code adds as the count
+    // grows, 1 = no more than the caches add to a bare Map.get.
+    refusal_growth_vs_map: round(netGrowth(refusal.tryAdmit, refusal.floor, big)),
+    connect_refusal_growth_vs_map: round(netGrowth(refusal.connect, refusal.floor, big)),
+    admit_growth_vs_map: round(netGrowth(admit, refusal.floor, big)),
+    pool_use_growth_vs_map: round(netGrowth(pool, targetFloor, 10_000)),
     bytes_per_host: round(mem.open),
     bytes_per_host_closed: round(mem.closed),
     bytes_per_target: round(mem.target),

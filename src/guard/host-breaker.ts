@@ -84,6 +84,8 @@ interface Entry {
   /** The refusal thrown to every caller in the current generation (one window), made once. */
   refusal: HostUnavailableError | undefined;
   refusalGeneration: number;
+  /** In the table: false once forgotten (a host seen again gets a new entry). */
+  tracked: boolean;
 }
 
 type Outcome = 'succeeded' | 'failed' | 'abandoned';
@@ -380,6 +382,7 @@ export class HostBreaker {
       newer: undefined,
       refusal: undefined,
       refusalGeneration: 0, // unread until the first refusal is made
+      tracked: true, // every fresh entry goes into the table at once
     };
   }
 
@@ -407,7 +410,8 @@ export class HostBreaker {
   }
 
   #settle(entry: Entry, generation: number, round: number, admittedAt: number, probe: boolean, outcome: Outcome, error: unknown): void {
-    const current = this.#hosts.get(entry.key) === entry && entry.generation === generation;
+    // The entry's own flag, not a second lookup of its key: a settlement costs no map probe.
+    const current = entry.tracked && entry.generation === generation;
     if (outcome === 'abandoned') {
       this.#stats.abandoned++;
       // A probe whose caller left frees its slot: the next admit may probe at once.
@@ -501,6 +505,7 @@ export class HostBreaker {
   }
 
   #forget(entry: Entry): void {
+    entry.tracked = false;
     this.#hosts.delete(entry.key);
     this.#unlink(entry);
   }

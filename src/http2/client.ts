@@ -22,7 +22,7 @@ import { RequestTimeoutError } from '../core/errors.js';
 import { checkDuration, checkInteger, opt, show } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, sharedBreaker } from '../guard/dial.js';
 import { HostBreaker } from '../guard/host-breaker.js';
-import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../pool/connection-pool.js';
+import { ConnectionPool, type ConnectionPoolEvents, type PoolStats, type UseOptions } from '../pool/connection-pool.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { type Streaming, exchange } from './exchange.js';
 import { SessionConnector } from './session-connector.js';
@@ -134,6 +134,10 @@ export interface Http2StreamOptions extends Http2RequestOptions {
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 
+/** The pool's options of a call without a signal: shared, not built per call. */
+const IDEMPOTENT_USE: UseOptions = Object.freeze({ idempotent: true });
+const NOT_IDEMPOTENT_USE: UseOptions = Object.freeze({ idempotent: false });
+
 /** Payloads of the HTTP/2 client's events (on `dialguard:http2:<event>`). */
 export interface Http2ClientEvents {
   /**
@@ -235,7 +239,8 @@ export class Http2Client {
       if (target.protocol !== 'http:' && target.protocol !== 'https:') {
         throw new TypeError(`url must be http: or https:, got ${JSON.stringify(target.protocol)}`);
       }
-      timeout = checkDuration('timeout', opt(options.timeout, this.#requestTimeout), 1, true);
+      // The client's own default was checked once, by the constructor.
+      timeout = options.timeout === undefined ? this.#requestTimeout : checkDuration('timeout', options.timeout, 1, true);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -259,8 +264,22 @@ export class Http2Client {
       };
     }
     // exchange() resolves with the response itself: no async wrapper, no second object per call.
-    let call = this.#pool.use(target.origin, (lease) => exchange(lease, target, method, options, signal, started, this.#clock, streaming), { signal, idempotent });
-    if (stop !== undefined) call = call.finally(stop);
+    const use = signal === undefined ? (idempotent ? IDEMPOTENT_USE : NOT_IDEMPOTENT_USE) : { signal, idempotent };
+    let call = this.#pool.use(target.origin, (lease) => exchange(lease, target, method, options, signal, started, this.#clock, streaming), use);
+    // One reaction, not `finally` (which chains three promises to pass the outcome on).
+    if (stop !== undefined) {
+      const clear = stop;
+      call = call.then(
+        (r) => {
+          clear();
+          return r;
+        },
+        (err: unknown) => {
+          clear();
+          throw err;
+        },
+      );
+    }
     if (!events.active('settled')) return call;
     return call.then(
       (r) => {

@@ -21,6 +21,10 @@ export interface Streaming {
 /** The `body` of the response a streamed call settles with internally (the caller has the stream). */
 const EMPTY = Buffer.alloc(0);
 
+/** What a settled exchange's listeners hold instead of the headers and chunks they gathered. */
+const NO_HEADERS: http2.IncomingHttpHeaders = Object.freeze({});
+const NO_CHUNKS = Object.freeze([]) as unknown as Buffer[];
+
 /**
  * Runs one stream on the leased session; `signal` is the caller's, bounded by the call's
  * deadline; `started` is when the call began (for the response's `latency`).
@@ -36,6 +40,10 @@ export function exchange(
   streaming?: Streaming,
 ): Promise<Http2Response> {
   const session = lease.connection;
+  // Read now, not in the stream's listeners: what they capture lives as long as node:http2 keeps
+  // the stream, often past a young-generation GC, and the lease would drag the pool's whole ride
+  // (its callback, the call's URL and options) into the old generation with it.
+  const connectionId = lease.id;
   // Never a stream on a session that can take none: the request was certainly not sent.
   if (session.destroyed) return Promise.reject(notSent('ERR_HTTP2_INVALID_SESSION', 'The session has been destroyed'));
   if (session.closed || goawayOf(session) !== undefined) {
@@ -48,11 +56,16 @@ export function exchange(
   const extra = options.headers;
   // A literal when there are no extra headers: a spread builds the object on V8's slow path.
   const stream = session.request(extra === undefined ? { ':method': method, ':path': path } : { ...extra, ':method': method, ':path': path });
-  return new Promise((resolve, reject) => {
+  return new Promise((resolveCall, rejectCall) => {
+    // What the stream's listeners hold is dropped once the call settles: node:http2 may keep a
+    // finished stream, and what its listeners capture, past a young-generation GC, and copying
+    // the response (through the settled promise), its headers and chunks there costs each call.
+    let resolve: ((response: Http2Response) => void) | undefined = resolveCall;
+    let reject: ((err: unknown) => void) | undefined = rejectCall;
     let status = 0;
     let responded = false;
-    let headers: http2.IncomingHttpHeaders = {};
-    const chunks: Buffer[] = [];
+    let headers: http2.IncomingHttpHeaders = NO_HEADERS;
+    let chunks: Buffer[] = [];
     let settled = false;
     /** The streamed body's controller, once the headers came (`streaming` only). */
     let sink: ReadableStreamDefaultController<Uint8Array> | undefined;
@@ -60,20 +73,26 @@ export function exchange(
     const finish = (err: unknown, value?: Http2Response): void => {
       if (settled) return;
       settled = true;
+      const ok = resolve!;
+      const no = reject!;
+      resolve = undefined;
+      reject = undefined;
+      headers = NO_HEADERS;
+      chunks = NO_CHUNKS;
       signal?.removeEventListener('abort', onAbort);
       if (err === undefined) {
         sink?.close();
-        resolve(value!);
+        ok(value!);
         return;
       }
       if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
       if (sink !== undefined) {
         // The answer has begun: the failure is the body's, and the call is over (never resent).
         sink.error(err);
-        resolve(response!);
+        ok(response!);
         return;
       }
-      reject(err);
+      no(err);
     };
     /** The stream failed before any response: if the peer's GOAWAY excluded it, it was never processed. */
     const failed = (err: unknown): void => {
@@ -109,8 +128,8 @@ export function exchange(
           },
           { highWaterMark: streaming.highWaterMark, size: (chunk) => chunk.byteLength },
         );
-        response = { status, headers, body: EMPTY, connectionId: lease.id, latency };
-        streaming.onHead({ status, headers, body: readable, connectionId: lease.id, latency });
+        response = { status, headers, body: EMPTY, connectionId, latency };
+        streaming.onHead({ status, headers, body: readable, connectionId, latency });
       }
     });
     stream.on('data', (chunk: Buffer) => {
@@ -126,9 +145,9 @@ export function exchange(
     // A stream the peer reset with NO_ERROR or CANCEL before any response also ends: that is no
     // response, and 'close' rejects it with the code. Only a response the server sent resolves.
     stream.on('end', () => {
-      if (!responded) return;
+      if (!responded || settled) return;
       if (streaming !== undefined) finish(undefined, response);
-      else finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId: lease.id, latency: clock.now() - started });
+      else finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId, latency: clock.now() - started });
     });
     stream.on('error', failed);
     stream.on('close', () => {

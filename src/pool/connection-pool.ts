@@ -121,47 +121,52 @@ export class ConnectionPool<C> {
    * `cause` says how); {@link PoolClosedError} when the pool is closed, or closed under the
    * request (`close()` released it after `closeTimeout`); or the caller's `signal.reason`.
    */
-  async use<T>(target: string, fn: (lease: Lease<C>) => Promise<T>, options: UseOptions = {}): Promise<T> {
-    checkFunction('fn', fn); // before anything is allocated: no connection opened for a call that cannot run
-    const { signal, idempotent = false } = options;
-    this.#sweepIfDue();
-    let stale = 0;
-    for (let turn = 1; ; turn++) {
+  use<T>(target: string, fn: (lease: Lease<C>) => Promise<T>, options: UseOptions = {}): Promise<T> {
+    let signal: AbortSignal | undefined;
+    let idempotent: boolean;
+    try {
+      checkFunction('fn', fn); // before anything is allocated: no connection opened for a call that cannot run
+      ({ signal, idempotent = false } = options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const now = this.#clock.now();
+    this.#sweepIfDue(now);
+    // The hot path: a usable connection is there (`slot.current` always is), nothing is closing
+    // and the caller is still here. No async frame and no promise chain: one promise, settled
+    // from the ride's own end (see #land).
+    // Stryker disable next-line ConditionalExpression: close() empties the slots in its first, synchronous step, so a closed pool finds no connection here either; the check keeps that from resting on close()'s order.
+    if (this.#closed === undefined && signal?.aborted !== true) {
+      const conn = this.#slots.get(target)?.current;
+      if (conn !== undefined) return this.#embark(conn, fn, signal, idempotent, 1, 0, now);
+    }
+    return this.#useSlow(target, fn, signal, idempotent, 1, 0);
+  }
+
+  /**
+   * The call without a connection at hand: waits for the shared attempt (or finds the pool closed
+   * or the caller gone), then rides. Also each turn that goes back after a sibling retired the
+   * connection under it. `stale` counts the connections found retired before they could be ridden.
+   */
+  async #useSlow<T>(
+    target: string,
+    fn: (lease: Lease<C>) => Promise<T>,
+    signal: AbortSignal | undefined,
+    idempotent: boolean,
+    turn: number,
+    stale: number,
+  ): Promise<T> {
+    // A turn going back may start inside the release of its connection (markGone releasing each
+    // ride, before the connection is evicted): let that finish first.
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: on the first turn the wait only costs a tick (the attempt would start one tick later); no test can see it.
+    if (turn > 1) await undefined;
+    for (;;) {
       const acquired = this.#acquire(target, signal);
       const conn = acquired instanceof PooledConnection ? acquired : await acquired;
-      if (!conn.usable) {
-        // Retired (or found dead) in the microtasks between the attempt handing it over and this
-        // ride: never put a request on it. Look again, as if it had never been handed over.
-        if (++stale >= STALE_PASSES) throw new ConnectionGoneError(target, conn.id);
-        turn--;
-        continue;
-      }
-      const outcome = await this.#ride(conn, fn, signal, turn);
-      if (outcome.ok) return outcome.value;
-      const err = outcome.error;
-      // The caller's own abort says nothing about the connection, whatever `classify` thinks.
-      if (signal?.aborted && err === signal.reason) throw err;
-      // Released by close(): a shutdown stops the call at once (PoolClosedError is 'cancelled',
-      // so no retry loop spends budget or a backoff on it).
-      if (err instanceof ConnectionGoneError && err.connectionId === conn.id && err.cause instanceof PoolClosedError) throw err.cause;
-      // Was it already retired or gone before this failure reached us? Then a sibling (or the
-      // transport watcher) got there first, and this failure is most likely theirs.
-      const retiredUnderUs = !conn.usable;
-      const releasedBySibling = err instanceof ConnectionGoneError && err.connectionId === conn.id;
-      let notSent = false;
-      let transportDied = releasedBySibling;
-      if (!releasedBySibling) {
-        const c = this.#classifySafely(err);
-        notSent = c.notSent;
-        transportDied = c.connectionDead;
-        if (c.connectionDead) this.#gone(conn, err);
-      }
-      // Going back resends. Only a failure that provably carries no answer from the server may go
-      // back: certainly not sent (any request), or the transport died under it (idempotent only).
-      // A status, a reset, a timeout or anything unrecognised is final.
-      const safe = notSent || (idempotent && transportDied);
-      if (!(retiredUnderUs && safe && turn <= this.#retiredRetries) || this.#closed !== undefined) throw err;
-      this.#counts.turns++;
+      if (conn.usable) return this.#embark(conn, fn, signal, idempotent, turn, stale, this.#clock.now());
+      // Retired (or found dead) in the microtasks between the attempt handing it over and this
+      // ride: never put a request on it. Look again, as if it had never been handed over.
+      if (++stale >= STALE_PASSES) throw new ConnectionGoneError(target, conn.id);
     }
   }
 
@@ -378,45 +383,87 @@ export class ConnectionPool<C> {
     }
   }
 
-  /** Runs `fn` on `conn`; ends early, with the reason, if the connection dies or the caller aborts. */
-  #ride<T>(
+  /**
+   * Runs `fn` on `conn`: the call's promise, settled by {@link ConnectionPool.#land} when `fn`
+   * settles, or earlier, with the reason, if the connection dies or the caller aborts.
+   */
+  #embark<T>(
     conn: PooledConnection<C>,
     fn: (lease: Lease<C>) => Promise<T>,
     signal: AbortSignal | undefined,
+    idempotent: boolean,
     turn: number,
-  ): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
-    const ride = new Ride(conn, turn);
-    conn.addRide(ride);
-    this.#leases++;
-    conn.lastUsed = this.#clock.now();
-    const onCaller = signal === undefined ? undefined : (): void => ride.release(signal.reason);
-    if (onCaller !== undefined) signal!.addEventListener('abort', onCaller);
-    const ended = new Promise<{ ok: true; value: T } | { ok: false; error: unknown }>((resolve) => {
-      ride.onRelease = (error) => resolve({ ok: false, error });
+    stale: number,
+    now: number,
+  ): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const trip = new Trip(conn, turn, signal, fn, idempotent, stale, this.#land, resolve as (value: unknown) => void, reject);
+      // First: a signal that cannot be listened to rejects the call before it boards.
+      if (signal !== undefined) signal.addEventListener('abort', trip);
+      conn.addRide(trip);
+      this.#leases++;
+      conn.lastUsed = now;
       let work: Promise<T>;
       try {
-        work = Promise.resolve(fn(ride));
+        work = Promise.resolve(fn(trip));
       } catch (err) {
-        work = Promise.reject(err);
+        this.#land(trip, false, err);
+        return;
       }
-      // Whichever comes first wins; a request released early settles later, unheard.
+      // Whichever comes first wins (#land runs once); a request released early settles later, unheard.
       work.then(
-        (value) => resolve({ ok: true, value }),
-        (error: unknown) => resolve({ ok: false, error }),
+        (value) => trip.land(trip, true, value),
+        (error: unknown) => trip.land(trip, false, error),
       );
     });
-    // Not an async function: its frame would cost more than the ride itself. The clean-up runs
-    // one tick after the outcome, as a `finally` around `await ended` would.
-    return ended.then((outcome) => {
-      if (onCaller !== undefined) signal!.removeEventListener('abort', onCaller);
-      conn.removeRide(ride);
-      this.#leases--;
-      conn.lastUsed = this.#clock.now();
-      if (!conn.usable && conn.leases === 0) this.#closeConnection(conn);
-      if (this.#leases === 0) this.#onDrained?.();
-      return outcome;
-    });
   }
+
+  /**
+   * The end of a ride, once (the first of `fn` settling and its release): takes it off its
+   * connection, then settles the call, or sends it back for a fresh connection when its failure
+   * provably carries no answer from the server and a sibling retired the connection under it.
+   */
+  readonly #land = (trip: Trip<C>, ok: boolean, value: unknown): void => {
+    if (trip.landed) return;
+    trip.landed = true;
+    const { conn, caller } = trip;
+    if (caller !== undefined) caller.removeEventListener('abort', trip);
+    conn.removeRide(trip);
+    this.#leases--;
+    conn.lastUsed = this.#clock.now();
+    if (!conn.usable && conn.leases === 0) this.#closeConnection(conn);
+    if (this.#leases === 0) this.#onDrained?.();
+    if (ok) {
+      trip.resolve(value);
+      return;
+    }
+    const err = value;
+    // The caller's own abort says nothing about the connection, whatever `classify` thinks.
+    // Stryker disable next-line ConditionalExpression: an abort releases the ride at once, with the reason, so a failure landing after it is always that reason; the comparison keeps the rule explicit.
+    if (caller?.aborted === true && err === caller.reason) return trip.reject(err);
+    // Released by close(): a shutdown stops the call at once (PoolClosedError is 'cancelled',
+    // so no retry loop spends budget or a backoff on it).
+    if (err instanceof ConnectionGoneError && err.connectionId === conn.id && err.cause instanceof PoolClosedError) return trip.reject(err.cause);
+    // Was it already retired or gone before this failure reached us? Then a sibling (or the
+    // transport watcher) got there first, and this failure is most likely theirs.
+    const retiredUnderUs = !conn.usable;
+    const releasedBySibling = err instanceof ConnectionGoneError && err.connectionId === conn.id;
+    let notSent = false;
+    let transportDied = releasedBySibling;
+    if (!releasedBySibling) {
+      const c = this.#classifySafely(err);
+      notSent = c.notSent;
+      transportDied = c.connectionDead;
+      if (c.connectionDead) this.#gone(conn, err);
+    }
+    // Going back resends. Only a failure that provably carries no answer from the server may go
+    // back: certainly not sent (any request), or the transport died under it (idempotent only).
+    // A status, a reset, a timeout or anything unrecognised is final.
+    const safe = notSent || (trip.idempotent && transportDied);
+    if (!(retiredUnderUs && safe && trip.turn <= this.#retiredRetries) || this.#closed !== undefined) return trip.reject(err);
+    this.#counts.turns++;
+    trip.resolve(this.#useSlow(conn.target, trip.fn, caller, trip.idempotent, trip.turn + 1, trip.stale));
+  };
 
   /** No new requests on `conn`; closed once its last request ends. */
   #retire(conn: PooledConnection<C>, reason: RetireReason): void {
@@ -465,8 +512,7 @@ export class ConnectionPool<C> {
    * It looks at SWEEP_BATCH targets per call and carries on at the next calls until it has seen
    * them all, so no call pays a scan of every target (10 000 targets: ~0.4 ms in one call).
    */
-  #sweepIfDue(): void {
-    const now = this.#clock.now();
+  #sweepIfDue(now: number): void {
     if (this.#sweeping === undefined) {
       if (now - this.#lastSweep < this.#sweepInterval) return;
       this.#lastSweep = now;
@@ -481,6 +527,41 @@ export class ConnectionPool<C> {
       const conn = next.value.current;
       if (conn !== undefined && conn.leases === 0 && now - conn.lastUsed >= this.#idleTimeout) this.#retire(conn, 'idle');
     }
+  }
+}
+
+/**
+ * One call's ride through `use()`: the lease `fn` gets, and what the pool needs to end the call
+ * (its promise's settlers, the caller's signal, whether it may go back). Also the caller's abort
+ * listener (`handleEvent`), so a ride costs no closure for it.
+ */
+class Trip<C> extends Ride<C> {
+  /** Set once the ride has ended (see `ConnectionPool.#land`). */
+  landed = false;
+
+  constructor(
+    readonly conn: PooledConnection<C>,
+    turn: number,
+    readonly caller: AbortSignal | undefined,
+    readonly fn: (lease: Lease<C>) => Promise<unknown>,
+    readonly idempotent: boolean,
+    readonly stale: number,
+    readonly land: (trip: Trip<C>, ok: boolean, value: unknown) => void,
+    readonly resolve: (value: unknown) => void,
+    readonly reject: (reason: unknown) => void,
+  ) {
+    super(conn, turn);
+  }
+
+  /** Released (the connection died, or the caller aborted): the call ends now, with `reason`. */
+  override release(reason: unknown): void {
+    super.release(reason);
+    this.land(this, false, reason);
+  }
+
+  /** The caller's signal aborted. */
+  handleEvent(): void {
+    this.release(this.caller!.reason);
   }
 }
 

@@ -181,6 +181,25 @@ describe('HostBreaker: recency without rehashing', () => {
     expect(breaker.stats()).toMatchObject({ hosts: 4_096, refused: 4_097, evictedCapacity: 0 });
   });
 
+  it('an admitted dial at 4 096 hosts costs one Map lookup, admit and settlement together (the settlement reads its entry, not the table)', () => {
+    const breaker = new HostBreaker({ capacity: 4_096 });
+    const hosts = Array.from({ length: 4_096 }, (_, i) => ip(i));
+    for (const h of hosts) breaker.admit(h, 11211).succeeded();
+    const get = vi.spyOn(Map.prototype, 'get');
+    let calls: number;
+    try {
+      for (const h of hosts) {
+        const permit = breaker.admit(h, 11211);
+        permit.succeeded();
+      }
+      calls = get.mock.calls.length;
+    } finally {
+      get.mockRestore();
+    }
+    expect(calls).toBe(4_096); // two before: the settlement looked its key up again
+    expect(breaker.stats()).toMatchObject({ hosts: 4_096, succeeded: 2 * 4_096, stale: 0 });
+  });
+
   it('the host refused most recently is the last evicted, the one not asked for longest the first', () => {
     const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, capacity: 3 });
     for (const h of ['a', 'b', 'c']) breaker.admit(h, 1).failed();

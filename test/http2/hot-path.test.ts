@@ -8,6 +8,7 @@ import { Http2Client } from '../../src/http2/client.js';
 import { http2Peer } from '../../src/testing/http2-peer.js';
 import { countAbortControllers, countingClock } from '../helpers/hot-path.js';
 import { leakCheckEach } from '../helpers/leaks.js';
+import { promisesMadeUntilSettled } from '../helpers/promises.js';
 
 const cleanup = leakCheckEach();
 const CALLS = 20;
@@ -43,5 +44,24 @@ describe('Http2Client: what a healthy call creates', () => {
     expect(clock.armed - armed).toBe(CALLS);
     expect(clock.cleared - cleared).toBe(CALLS);
     expect(controllers).toBe(CALLS);
+  });
+
+  it("a call makes three promises (the pool's call and its reaction, the stream), one more with a timeout", async () => {
+    await using peer = await http2Peer();
+    const c = new Http2Client({ breaker: new HostBreaker() });
+    cleanup.push(() => c.close());
+    await c.request(`${peer.origin}/`);
+    // Counted from the call to its settlement, less what counting itself makes (its `await`).
+    const ready = Promise.resolve();
+    const counting = await promisesMadeUntilSettled(() => ready);
+    const counts: number[] = [];
+    for (const timeout of [undefined, 10_000]) {
+      let total = 0;
+      for (let i = 0; i < CALLS; i++) total += await promisesMadeUntilSettled(() => c.request(`${peer.origin}/`, { timeout }));
+      counts.push(total / CALLS - counting);
+    }
+    // Before the pool's fast path: 6.5 and 7 (an async frame and a promise chain in use(), `finally`).
+    expect(counts).toEqual([3, 4]);
+    expect(peer.attempts).toBe(1);
   });
 });
