@@ -31,7 +31,24 @@ import { checkDuration, checkFunction, opt, show } from '../../core/validate.js'
 import { sharedBreaker } from '../../guard/dial.js';
 import { type DialPermit, HostBreaker } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
-import { RedialRounds, type RoundOutcome } from './redial.js';
+import { RedialRounds, type RoundOutcome, type RoundPolicy } from './redial.js';
+
+/**
+ * The redial rounds of each breaker: rounds belong with the breaker's keys, one per node per
+ * breaker, so every guard on one breaker (the process-wide shared one by default) redials a node
+ * as one. Weak: a breaker dropped takes its rounds with it.
+ */
+const roundsOf = new WeakMap<HostBreaker, RedialRounds>();
+
+function roundsFor(breaker: HostBreaker): RedialRounds {
+  let rounds = roundsOf.get(breaker);
+  if (rounds === undefined) {
+    // Every guard passes its own policy; these are never used.
+    rounds = new RedialRounds(2_000, 3_000, Math.random);
+    roundsOf.set(breaker, rounds);
+  }
+  return rounds;
+}
 
 /** Options of a {@link RedisGuard}; every one has a default. */
 export interface RedisGuardOptions {
@@ -48,8 +65,9 @@ export interface RedisGuardOptions {
   connectTimeout?: number;
   /**
    * Longest spacing of a failing node's redial rounds while the breaker has not opened it, ms
-   * (rounds are shared by the guard's clients of that node: see `redial.ts`; the spacing is
-   * equal jitter from 25-50 ms doubling up to this). Default 2 000, as ioredis's own cap: once the
+   * (rounds are shared by the clients of that node of every guard on the same breaker: see
+   * `redial.ts`; the spacing is equal jitter from 25-50 ms doubling up to this; the guard whose
+   * dial failed spaces the next round). Default 2 000, as ioredis's own cap: once the
    * breaker opens, its window decides the wait instead.
    */
   maxBackoff?: number;
@@ -131,8 +149,10 @@ export class RedisGuard {
   readonly #timeout: number;
   readonly #maxBackoff: number;
   readonly #random: () => number;
-  /** The clients' redials per node, in rounds shared by every client of this guard. */
+  /** The clients' redials per node, in rounds shared by every guard on this breaker. */
   readonly #rounds: RedialRounds;
+  /** This guard's spacing of the rounds and bound on a round's lead. */
+  readonly #policy: RoundPolicy;
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: RedisGuardOptions = {}) {
@@ -143,7 +163,8 @@ export class RedisGuard {
     this.#timeout = checkDuration('connectTimeout', opt(options.connectTimeout, 2_000), 1);
     this.#maxBackoff = checkDuration('maxBackoff', opt(options.maxBackoff, 2_000));
     this.#random = checkFunction('random', opt(options.random, Math.random));
-    this.#rounds = new RedialRounds(this.#maxBackoff, this.#timeout + 1_000, this.#random);
+    this.#rounds = roundsFor(breaker);
+    this.#policy = { maxBackoff: this.#maxBackoff, leadFor: this.#timeout + 1_000, random: this.#random };
   }
 
   /**
@@ -384,7 +405,7 @@ export class RedisGuard {
    */
   #gate(state: ClientState, wanted?: () => boolean): RoundOutcome | Promise<RoundOutcome> {
     this.#settle(state, new Error('a new dial started before the last one was reported'));
-    const turn = this.#rounds.turn(state.key, state);
+    const turn = this.#rounds.turn(state.key, state, this.#policy);
     if (turn === undefined) return this.#admit(state);
     if (turn instanceof Error) return turn;
     return turn.then((outcome) => {
@@ -426,7 +447,7 @@ export class RedisGuard {
       if (state.rounds) this.#rounds.succeeded(state.key);
     } else {
       (permit.failed as (error?: unknown) => void)(cause);
-      if (state.rounds) this.#rounds.failed(state.key, state, cause, state.dialAt);
+      if (state.rounds) this.#rounds.failed(state.key, state, cause, state.dialAt, this.#policy);
     }
   }
 

@@ -81,6 +81,24 @@ describe('RedisGuard, the first 1.5 s of an outage (breaker defaults, still clos
     expect(sockets.count).toBeLessThanOrEqual(MOST_DIALS);
   });
 
+  it('five guards on the shared default breaker, two node-redis clients each, a killed node: at most 8 dials in the first 1.5 s, not one series of rounds per guard', async () => {
+    const server = await new RedisServer(await freePort()).start();
+    cleanups.push(() => server.kill());
+    const dials = countingLookup();
+    // No breaker option: every guard reports to the process-wide sharedBreaker(), so their rounds are one.
+    const guards = Array.from({ length: 5 }, () => new RedisGuard());
+    const clients = guards.flatMap((guard) => [0, 1].map(() => guard.nodeRedis(createClient, { socket: { host: 'localhost', port: server.port, lookup: dials.lookup } })));
+    for (const c of clients) c.on('error', () => {});
+    cleanups.push(() => clients.forEach((c) => c.isOpen && c.destroy()));
+    await Promise.all(clients.map((c) => c.connect()));
+    const before = dials.calls;
+    await server.kill();
+    await sleep(MIN_OUTAGE);
+    const redials = dials.calls - before;
+    expect(redials).toBeGreaterThanOrEqual(1);
+    expect(redials).toBeLessThanOrEqual(MOST_DIALS);
+  });
+
   it('a restart of 300 ms (a blip): 10 node-redis and 10 ioredis guarded clients all serve again within 2 s of it, and the node never opens', async () => {
     const server = await new RedisServer(await freePort()).start();
     cleanups.push(() => server.kill());
