@@ -116,8 +116,8 @@ class ClientState {
   lastError: unknown;
   /**
    * @param key - the node's breaker key.
-   * @param rounds - whether the client's redials go in the guard's shared rounds (single-node
-   *   clients; a cluster's node connections are redialled by the cluster, not a loop of their own).
+   * @param rounds - whether the client's redials go in the breaker's shared rounds (every client
+   *   does: single-node clients and a cluster's node connections alike).
    */
   constructor(
     readonly key: string,
@@ -241,7 +241,10 @@ export class RedisGuard {
    * A dead node's slots fail at once (`HostUnavailableError`, no packet) while it is open; the other
    * nodes keep serving. Each node connection reports its own dials: TCP (or TLS) connected is a
    * success, an error or a close before that a failure. ioredis cluster nodes do not redial by
-   * themselves (the cluster refreshes its slots instead), so there is no strategy to replace.
+   * themselves (the cluster refreshes its slots instead), so there is no strategy to replace; but
+   * each cluster dials a dead node anew for each batch of commands its slots send there, so those
+   * dials go in the node's shared redial rounds (with every other client of that address on this
+   * breaker): 5 Clusters reading a killed node for 1.5 s made ~106 dials to it, guarded 5-7.
    *
    * @param Redis - ioredis's `Redis` class (its default connector is the base of the gate).
    */
@@ -253,10 +256,19 @@ export class RedisGuard {
       ((new Redis({ lazyConnect: true }) as unknown as { connector: IoredisConnector }).connector.constructor as ConnectorClass);
     const guard = this;
     class GuardedNodeConnector extends Base {
+      /** This node connection's dials, in the node's shared redial rounds. */
+      #state: ClientState | undefined;
       override connect(emitter: unknown): Promise<unknown> {
         const target = (this as unknown as { options: IoredisOptions }).options;
-        const state = new ClientState(hostKey(target.host ?? 'localhost', target.port ?? 6379), false);
-        const refusal = guard.#admit(state);
+        const state = (this.#state ??= new ClientState(hostKey(target.host ?? 'localhost', target.port ?? 6379)));
+        // Each Cluster dials a dead node anew for every batch of commands its slots send there:
+        // in rounds, every connection of every cluster in the process makes one dial per round.
+        this.connecting = true;
+        const gate = guard.#gate(state, () => this.connecting === true);
+        return gate instanceof Promise ? gate.then((refusal) => this.#dial(emitter, state, target, refusal)) : this.#dial(emitter, state, target, gate);
+      }
+
+      #dial(emitter: unknown, state: ClientState, target: IoredisOptions, refusal: RoundOutcome): Promise<unknown> {
         if (refusal !== undefined) {
           const dead = new net.Socket();
           dead.destroy();
@@ -272,11 +284,18 @@ export class RedisGuard {
             socket.off(event, onConnect);
             socket.off('error', done);
             socket.off('close', onClose);
-            if (err === undefined) state.permit?.succeeded();
+            if (err === undefined) guard.#succeeded(state);
             else guard.#settle(state, err);
-            state.permit = undefined;
           };
-          const onConnect = (): void => done();
+          const onConnect = (): void => {
+            done();
+            // Once connected, a close is a lost connection (the clusters' node connections do not
+            // redial, each cluster dials anew): from then on the node's redials go in rounds, and
+            // the first redials of every cluster are one round, not one dial per cluster. A close
+            // the client asked for costs nothing: the next dial leads a round, and its success
+            // forgets the node.
+            socket.once('close', () => guard.#rounds.lost(state.key, new Error(`the connection to ${state.key} was lost`)));
+          };
           const onClose = (): void => done(new Error('the connection closed before it connected'));
           if (socket.destroyed) done(this.firstError ?? new Error('the connection closed before it connected'));
           else {
@@ -299,6 +318,8 @@ export class RedisGuard {
    * node's commands fail at once (`HostUnavailableError`, no packet) while it is open, and its
    * client waits out the window before redialling; the other nodes keep serving. Set
    * `defaults.disableOfflineQueue` if commands for a dead node should fail rather than wait.
+   * Every node client's redials go in the node's shared redial rounds (with every other client of
+   * that address on this breaker): 5 clusters, a killed node, 1.5 s: ~30 dials to it, guarded 4-6.
    *
    * Node addresses are given to Node as names under `.invalid` that only the guard's `lookup`
    * resolves (it carries the port, which a lookup is not told), so TLS clusters, whose names must
@@ -306,7 +327,7 @@ export class RedisGuard {
    */
   nodeRedisCluster<O, C extends EventClient>(createCluster: (options: O) => C, clusterOptions: O): C {
     const options = clusterOptions as unknown as ClusterShape;
-    const pending = new Map<string, DialPermit[]>();
+    const pending = new Map<string, ClientState[]>();
     const mapAddress = options.nodeAddressMap;
     const defaults = { ...(options.defaults ?? {}) };
     const socket: Record<string, unknown> = { ...(defaults.socket ?? {}) };
@@ -337,18 +358,23 @@ export class RedisGuard {
     const settle = (info: unknown, err?: unknown): void => {
       const target = ungateName(String((info as { host?: unknown } | undefined)?.host ?? ''));
       if (target === undefined) return;
-      const permit = pending.get(target.key)?.shift();
-      if (permit === undefined) return;
-      if (err === undefined || serverReplied(err)) permit.succeeded();
-      else (permit.failed as (error?: unknown) => void)(err);
+      const state = pending.get(target.key)?.shift();
+      if (state === undefined) return;
+      if (err === undefined) this.#succeeded(state);
+      else this.#settle(state, err);
     };
     cluster.on('node-ready', (info: unknown) => settle(info));
     cluster.on('node-error', (err: unknown, info: unknown) => settle(info, err ?? new Error('node error')));
     return cluster;
   }
 
-  /** The cluster's lookup: decodes a gated name, asks the breaker, then resolves the real host. */
-  #clusterLookup(pending: Map<string, DialPermit[]>, lookup: net.LookupFunction | undefined): net.LookupFunction {
+  /**
+   * The cluster's lookup: decodes a gated name, takes the node's turn in its shared redial rounds
+   * and asks the breaker (as a single-node client's lookup), then resolves the real host. Each
+   * lookup is its own dial in the rounds (a lookup does not say which node client asked); its
+   * outcome comes from the cluster's node events, in order per node (`pending`).
+   */
+  #clusterLookup(pending: Map<string, ClientState[]>, lookup: net.LookupFunction | undefined): net.LookupFunction {
     const resolve = (lookup ?? dns.lookup) as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void;
     return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
       const target = ungateName(hostname);
@@ -356,18 +382,25 @@ export class RedisGuard {
         resolve(hostname, opts, cb);
         return;
       }
-      const answer = this.breaker.tryAdmit(target.key);
-      if (answer instanceof HostUnavailableError) {
-        process.nextTick(cb, answer);
-        return;
-      }
-      const list = pending.get(target.key) ?? [];
-      list.push(answer);
-      pending.set(target.key, list);
-      const family = net.isIP(target.host);
-      if (family === 0) resolve(target.host, opts, cb);
-      else if (opts?.all === true) process.nextTick(cb, null, [{ address: target.host, family }]);
-      else process.nextTick(cb, null, target.host, family);
+      const state = new ClientState(target.key);
+      const go = (refusal: RoundOutcome): void => {
+        if (refusal !== undefined) {
+          process.nextTick(cb, refusal);
+          return;
+        }
+        const list = pending.get(target.key) ?? [];
+        list.push(state);
+        pending.set(target.key, list);
+        const family = net.isIP(target.host);
+        if (family === 0) resolve(target.host, opts, cb);
+        else if (opts?.all === true) process.nextTick(cb, null, [{ address: target.host, family }]);
+        else process.nextTick(cb, null, target.host, family);
+      };
+      // As for a single-node client: node-redis's connect timeout runs during a wait.
+      const askedAt = this.#rounds.now();
+      const gate = this.#gate(state, () => this.#rounds.now() - askedAt < this.#timeout);
+      if (gate instanceof Promise) void gate.then(go);
+      else go(gate);
     }) as net.LookupFunction;
   }
 
@@ -387,10 +420,8 @@ export class RedisGuard {
   /** Reports the client's dials: 'ready' is a success; errors are kept for the strategy. */
   #watch(client: EventClient, state: ClientState): void {
     client.on('ready', () => {
-      state.permit?.succeeded();
-      state.permit = undefined;
       state.lastError = undefined;
-      this.#rounds.succeeded(state.key);
+      this.#succeeded(state);
     });
     client.on('error', (err: unknown) => {
       state.lastError = err;
@@ -426,6 +457,13 @@ export class RedisGuard {
     state.permit = answer;
     state.dialAt = this.#rounds.now();
     return undefined;
+  }
+
+  /** The dial in flight succeeded: reported, and the node's rounds end (its waiters dial). */
+  #succeeded(state: ClientState): void {
+    state.permit?.succeeded();
+    state.permit = undefined;
+    if (state.rounds) this.#rounds.succeeded(state.key);
   }
 
   /** The client gave the dial in flight up: abandoned, and the clients waiting for it dial. */
