@@ -18,15 +18,19 @@
  * A node that comes back is used again after one probe: the others, refused while it was out,
  * retry soon (a refusal costs no I/O) and find the node closed.
  *
- * Not covered: a node frozen after accepting (SIGSTOP) completes TCP from the kernel's backlog;
- * what the clients then wait for (node-redis: nothing without AUTH/SELECT; ioredis: its INFO ready
- * check) is outside their `connectTimeout`, so neither redials and the breaker is not involved.
+ * A node frozen after accepting (SIGSTOP), or any accept-and-hold peer, completes TCP from the
+ * kernel's backlog. ioredis then waits for its INFO ready check outside its own `connectTimeout`,
+ * forever: the guard bounds it (a connection that received nothing `connectTimeout` after its
+ * dial began is a failed dial, `ConnectTimeoutError` phase 'handshake'), so the client redials in
+ * rounds and its commands fail after its `maxRetriesPerRequest`. Not covered: node-redis sends
+ * nothing before 'ready' without AUTH/SELECT, so its dial succeeds and its commands wait for
+ * replies (give `socket.socketTimeout`); a connection that froze after 'ready' is not a dial.
  *
  * @module
  */
 import dns from 'node:dns';
 import net from 'node:net';
-import { HostUnavailableError } from '../../core/errors.js';
+import { ConnectTimeoutError, HostUnavailableError } from '../../core/errors.js';
 import { checkDuration, checkFunction, opt, show } from '../../core/validate.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import { type DialPermit, HostBreaker } from '../../guard/host-breaker.js';
@@ -359,7 +363,13 @@ export class RedisGuard {
       const target = ungateName(String((info as { host?: unknown } | undefined)?.host ?? ''));
       if (target === undefined) return;
       const state = pending.get(target.key)?.shift();
-      if (state === undefined) return;
+      if (state === undefined) {
+        // An error with no dial of the node's in flight: a lost connection (or a dial failed at
+        // the gate). From now on the node's redials go in rounds, so the first redials of every
+        // cluster's node client are one round (a no-op if they already are).
+        if (err !== undefined) this.#rounds.lost(target.key, err);
+        return;
+      }
       if (err === undefined) this.#succeeded(state);
       else this.#settle(state, err);
     };
@@ -525,7 +535,11 @@ export class RedisGuard {
         const go = (refusal: RoundOutcome): Promise<unknown> => {
           if (refusal === undefined) {
             this.firstError = undefined;
-            return super.connect(emitter);
+            const permit = state.permit;
+            return super.connect(emitter).then((stream) => {
+              guard.#boundHandshake(state, permit, stream);
+              return stream;
+            });
           }
           // A stream already dead with its first error: ioredis reports the error and runs its
           // retryStrategy, as for a refused connect (a rejected connect would end the client).
@@ -543,6 +557,34 @@ export class RedisGuard {
         return gate instanceof Promise ? gate.then(go) : go(gate);
       }
     };
+  }
+
+  /**
+   * ioredis's `connectTimeout` ends at TCP connect; its ready check (INFO) has no bound, so on an
+   * accept-and-hold or frozen node a client stays 'connect' and its commands wait forever, with its
+   * dial never reported. The guard bounds the whole dial (rule 6): a connection that has received
+   * nothing `connectTimeout` after its dial began is destroyed with a `ConnectTimeoutError`
+   * (phase 'handshake'), a failed dial; ioredis then redials through its retryStrategy and, past
+   * `maxRetriesPerRequest`, fails the waiting commands. Any byte from the server ends the bound:
+   * a reply proves the node alive (rule 1), e.g. one still loading its data set.
+   */
+  #boundHandshake(state: ClientState, permit: DialPermit | undefined, stream: unknown): void {
+    const socket = stream as net.Socket;
+    if (permit === undefined || socket.destroyed) return;
+    const left = Math.max(0, this.#timeout - (this.#rounds.now() - state.dialAt));
+    const stop = (): void => {
+      clearTimeout(timer);
+      socket.off('data', stop);
+      socket.off('close', stop);
+    };
+    const timer = setTimeout(() => {
+      stop();
+      // Still this dial's permit: neither 'ready' nor a failure has reported it.
+      if (state.permit === permit) socket.destroy(new ConnectTimeoutError(state.key, this.#timeout, 'handshake'));
+    }, left);
+    timer.unref();
+    socket.once('data', stop);
+    socket.once('close', stop);
   }
 
   /**

@@ -125,7 +125,9 @@ describe('RedisGuard, the first 1.5 s of an outage (breaker defaults, still clos
 describe('RedisGuard: a client closed while it waits for another client\'s redial', () => {
   it('ioredis: two clients disconnected while one redial is out (held by its peer) and the other waits for it: the waiter never dials', async () => {
     const port = await freePort();
-    const guard = new RedisGuard({ breaker: new HostBreaker(), connectTimeout: 200 });
+    // connectTimeout 1 s: the guard fails a held dial after it, so the clients are disconnected
+    // (at ~300 ms) while the round is still out.
+    const guard = new RedisGuard({ breaker: new HostBreaker(), connectTimeout: 1_000 });
     const clients = [0, 1].map(() => guard.ioredis(Redis, { host: '127.0.0.1', port, maxRetriesPerRequest: null, disconnectTimeout: 50 }));
     for (const c of clients) c.on('error', () => {});
     cleanups.push(() => clients.forEach((c) => c.disconnect()));
@@ -136,8 +138,9 @@ describe('RedisGuard: a client closed while it waits for another client\'s redia
     await expect.poll(() => peer.attempts, { timeout: 2_000, interval: 10 }).toBe(1);
     await sleep(300); // the other has come to dial and waits for that round
     for (const c of clients) c.disconnect();
-    // The lead is let go after connectTimeout + 1 s: its waiter is told to dial, and must not.
-    await sleep(1_500);
+    // The disconnected lead is never reported: it is let go after connectTimeout + 1 s, its
+    // waiter is told to dial, and must not.
+    await sleep(2_000);
     expect(peer.attempts).toBe(1);
   });
 });
@@ -147,13 +150,16 @@ describe('RedisGuard: a node-redis client whose connect timed out while it waite
     const port = await freePort();
     const breaker = new HostBreaker();
     const guard = new RedisGuard({ breaker, connectTimeout: 200 });
-    const io = guard.ioredis(Redis, { host: '127.0.0.1', port, maxRetriesPerRequest: null, disconnectTimeout: 50 });
-    io.on('error', () => {});
-    cleanups.push(() => io.disconnect());
+    // The leader: a node-redis client, whose handshake (CLIENT SETINFO) on an accept-and-hold
+    // peer is never answered and has no bound of node-redis's: a lead never reported.
+    const lead = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port } });
+    lead.on('error', () => {});
+    cleanups.push(() => lead.isOpen && lead.destroy());
+    lead.connect().catch(() => {});
     await expect.poll(() => breaker.stats().failed, { timeout: 2_000, interval: 10 }).toBe(1); // refused: rounds begin
     const peer = await acceptAndHold({ port });
     cleanups.push(() => peer.close());
-    // ioredis leads the next round: TCP connects, its ready check is never answered.
+    // The leader leads the next round: TCP connects, its handshake is never answered.
     await expect.poll(() => peer.attempts, { timeout: 2_000, interval: 10 }).toBe(1);
     const nr = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port } });
     nr.on('error', () => {});
