@@ -19,12 +19,14 @@
  * retry soon (a refusal costs no I/O) and find the node closed.
  *
  * A node frozen after accepting (SIGSTOP), or any accept-and-hold peer, completes TCP from the
- * kernel's backlog. ioredis then waits for its INFO ready check outside its own `connectTimeout`,
- * forever: the guard bounds it (a connection that received nothing `connectTimeout` after its
- * dial began is a failed dial, `ConnectTimeoutError` phase 'handshake'), so the client redials in
- * rounds and its commands fail after its `maxRetriesPerRequest`. Not covered: node-redis sends
- * nothing before 'ready' without AUTH/SELECT, so its dial succeeds and its commands wait for
- * replies (give `socket.socketTimeout`); a connection that froze after 'ready' is not a dial.
+ * kernel's backlog. The clients then wait outside their own `connectTimeout` (ioredis for its INFO
+ * ready check, node-redis for its handshake), forever: the guard bounds it (`handshake.ts`: a
+ * connection that received nothing `connectTimeout` after its dial began is a failed dial,
+ * `ConnectTimeoutError` phase 'handshake'), so the client redials in rounds; ioredis fails its
+ * waiting commands after `maxRetriesPerRequest`, node-redis keeps them queued unless
+ * `disableOfflineQueue`. Not covered: a cluster's node clients (their handshake stays unbounded),
+ * and a connection that froze after 'ready' (not a dial: give a reply timeout, e.g. node-redis's
+ * `socket.socketTimeout`).
  *
  * @module
  */
@@ -35,6 +37,7 @@ import { checkDuration, checkFunction, opt, show } from '../../core/validate.js'
 import { sharedBreaker } from '../../guard/dial.js';
 import { type DialPermit, HostBreaker } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
+import { boundHandshake, takeConnectingSocket, watchConnectingSockets } from './handshake.js';
 import { RedialRounds, type RoundOutcome, type RoundPolicy } from './redial.js';
 
 /**
@@ -195,6 +198,7 @@ export class RedisGuard {
       socket.lookup = this.#gatedLookup(state, byIp ? bare : undefined, socket.lookup as net.LookupFunction | undefined);
     }
     socket.connectTimeout = this.#timeout;
+    watchConnectingSockets();
     const own = socket.reconnectStrategy;
     let client: C | undefined;
     socket.reconnectStrategy = (retries: number, cause: unknown) => {
@@ -519,9 +523,15 @@ export class RedisGuard {
       // node-redis arms its connect timeout (ours) as this lookup starts: a wait that outlives it
       // finds the socket destroyed, and must not take a permit no dial will report.
       const askedAt = this.#rounds.now();
+      const socket = takeConnectingSocket();
       const gate = this.#gate(state, () => this.#rounds.now() - askedAt < this.#timeout);
-      if (gate instanceof Promise) void gate.then(go);
-      else go(gate);
+      const bounded = (refusal: RoundOutcome): void => {
+        // node-redis's handshake has no bound of its own: the guard's, from when the dial began.
+        if (refusal === undefined && socket !== undefined) this.#boundHandshake(state, state.permit, socket);
+        go(refusal);
+      };
+      if (gate instanceof Promise) void gate.then(bounded);
+      else bounded(gate);
     }) as net.LookupFunction;
   }
 
@@ -560,31 +570,19 @@ export class RedisGuard {
   }
 
   /**
-   * ioredis's `connectTimeout` ends at TCP connect; its ready check (INFO) has no bound, so on an
-   * accept-and-hold or frozen node a client stays 'connect' and its commands wait forever, with its
-   * dial never reported. The guard bounds the whole dial (rule 6): a connection that has received
-   * nothing `connectTimeout` after its dial began is destroyed with a `ConnectTimeoutError`
-   * (phase 'handshake'), a failed dial; ioredis then redials through its retryStrategy and, past
-   * `maxRetriesPerRequest`, fails the waiting commands. Any byte from the server ends the bound:
-   * a reply proves the node alive (rule 1), e.g. one still loading its data set.
+   * Bounds the handshake of the dial `permit` stands for on `socket` (see `handshake.ts`): if
+   * nothing was received `connectTimeout` after the dial began and the dial is still unreported,
+   * the socket is destroyed with a `ConnectTimeoutError` (phase 'handshake'), a failed dial.
    */
   #boundHandshake(state: ClientState, permit: DialPermit | undefined, stream: unknown): void {
-    const socket = stream as net.Socket;
-    if (permit === undefined || socket.destroyed) return;
-    const left = Math.max(0, this.#timeout - (this.#rounds.now() - state.dialAt));
-    const stop = (): void => {
-      clearTimeout(timer);
-      socket.off('data', stop);
-      socket.off('close', stop);
-    };
-    const timer = setTimeout(() => {
-      stop();
-      // Still this dial's permit: neither 'ready' nor a failure has reported it.
-      if (state.permit === permit) socket.destroy(new ConnectTimeoutError(state.key, this.#timeout, 'handshake'));
-    }, left);
-    timer.unref();
-    socket.once('data', stop);
-    socket.once('close', stop);
+    if (permit === undefined || stream === undefined) return;
+    const left = this.#timeout - (this.#rounds.now() - state.dialAt);
+    boundHandshake(
+      stream as net.Socket,
+      left,
+      () => state.permit === permit,
+      () => new ConnectTimeoutError(state.key, this.#timeout, 'handshake'),
+    );
   }
 
   /**

@@ -3,9 +3,11 @@
  * ever answered. ioredis's own `connectTimeout` ends at TCP connect and its ready check (INFO) has
  * no bound, so a plain client sits in 'connect' and its commands wait forever. The guard bounds
  * the whole dial: a held connection is a failed dial after `connectTimeout`, and ioredis's own
- * retry settings then decide when a waiting command fails.
+ * retry settings then decide when a waiting command fails. node-redis's handshake (CLIENT SETINFO)
+ * is likewise unbounded, and likewise bounded by the guard.
  */
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { RedisGuard } from '../../../src/adapters/redis/index.js';
 import { ConnectTimeoutError } from '../../../src/core/errors.js';
@@ -55,6 +57,35 @@ describe('RedisGuard with ioredis on an accept-and-hold node (ready check never 
     // until the guard's bound and counted by the breaker as failed.
     expect(dialsAtFailure).toBe(2);
     expect(breaker.stats().failed).toBeGreaterThanOrEqual(2);
+    expect(breaker.stats().succeeded).toBe(0);
+  });
+});
+
+describe('RedisGuard with node-redis on an accept-and-hold node (handshake never answered)', () => {
+  it('each guarded dial fails after connectTimeout (ConnectTimeoutError, handshake, counted by the breaker) and the client redials; a plain client sits on its one dial; after 1.5 s neither is ready', async () => {
+    const peer = await acceptAndHold();
+    cleanups.push(() => peer.close());
+    const breaker = new HostBreaker();
+    const guard = new RedisGuard({ breaker, connectTimeout: 300 });
+    const plain = createClient({ socket: { host: '127.0.0.1', port: peer.port, connectTimeout: 300 } });
+    plain.on('error', () => {});
+    cleanups.push(() => plain.isOpen && plain.destroy());
+    plain.connect().catch(() => {});
+    await expect.poll(() => peer.attempts, { timeout: 2_000, interval: 10 }).toBe(1); // the plain client's dial
+    const errors: unknown[] = [];
+    const client = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port: peer.port } });
+    client.on('error', (err: unknown) => errors.push(err));
+    cleanups.push(() => client.isOpen && client.destroy());
+    client.connect().catch(() => {});
+    await sleep(1_500);
+    expect([plain.isReady, client.isReady]).toEqual([false, false]);
+    const timeouts = errors.filter((e): e is ConnectTimeoutError => e instanceof ConnectTimeoutError);
+    expect(timeouts.length).toBeGreaterThanOrEqual(2);
+    expect(timeouts[0]!.phase).toBe('handshake');
+    // Every guarded dial but the one in flight was reported failed; the plain one never redials.
+    const guardedDials = peer.attempts - 1;
+    expect(guardedDials).toBeGreaterThanOrEqual(2);
+    expect(breaker.stats().failed).toBeGreaterThanOrEqual(guardedDials - 1);
     expect(breaker.stats().succeeded).toBe(0);
   });
 });

@@ -149,24 +149,27 @@ describe('RedisGuard: a node-redis client whose connect timed out while it waite
   it('its wait, released when the never-answered leader is let go, takes no permit, and its later dial given up by destroy() is abandoned: the breaker counts no failure for either', async () => {
     const port = await freePort();
     const breaker = new HostBreaker();
+    // The leader: an ioredis client disconnected mid-dial, a lead that is never reported (ioredis
+    // runs no retryStrategy after disconnect()); let go after its guard's connectTimeout + 1 s.
+    // Both guards share the breaker, so their clients share the rounds.
     const guard = new RedisGuard({ breaker, connectTimeout: 200 });
-    // The leader: a node-redis client, whose handshake (CLIENT SETINFO) on an accept-and-hold
-    // peer is never answered and has no bound of node-redis's: a lead never reported.
-    const lead = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port } });
-    lead.on('error', () => {});
-    cleanups.push(() => lead.isOpen && lead.destroy());
-    lead.connect().catch(() => {});
+    const io = guard.ioredis(Redis, { host: '127.0.0.1', port, maxRetriesPerRequest: null, disconnectTimeout: 50 });
+    io.on('error', () => {});
+    cleanups.push(() => io.disconnect());
     await expect.poll(() => breaker.stats().failed, { timeout: 2_000, interval: 10 }).toBe(1); // refused: rounds begin
     const peer = await acceptAndHold({ port });
     cleanups.push(() => peer.close());
-    // The leader leads the next round: TCP connects, its handshake is never answered.
+    // ioredis leads the next round: TCP connects, then it is disconnected before the guard's bound.
     await expect.poll(() => peer.attempts, { timeout: 2_000, interval: 10 }).toBe(1);
-    const nr = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port } });
+    io.disconnect();
+    // node-redis with a 1 s connect timeout (and handshake bound), so its own dial is still held
+    // when it is destroyed below.
+    const nr = new RedisGuard({ breaker, connectTimeout: 1_000 }).nodeRedis(createClient, { socket: { host: '127.0.0.1', port } });
     nr.on('error', () => {});
     cleanups.push(() => nr.isOpen && nr.destroy());
     nr.connect().catch(() => {});
-    // node-redis waits for that round; its own 200 ms connect timeout fires, again and again,
-    // until the lead is let go (connectTimeout + 1 s after it began).
+    // node-redis waits for that round; its own 1 s connect timeout fires during the wait, which
+    // then must take no permit; its next wait ends when the lead is let go (1.2 s after it began).
     await sleep(1_500);
     expect(breaker.stats().failed).toBe(1);
     // The dial node-redis made once the lead was let go connected and is waiting for its
