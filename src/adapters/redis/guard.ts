@@ -328,6 +328,10 @@ export class RedisGuard {
    * `defaults.disableOfflineQueue` if commands for a dead node should fail rather than wait.
    * Every node client's redials go in the node's shared redial rounds (with every other client of
    * that address on this breaker): 5 clusters, a killed node, 1.5 s: ~30 dials to it, guarded 4-6.
+   * Each dial is reported from its socket (TCP connected is a success), since the cluster says
+   * 'node-ready' only once per node client: a node back after a restart was otherwise never
+   * reported, its round held until its lead's bound (5 clusters reading again: 4.6 s to over 10 s,
+   * now 2.1-2.6 s, unguarded ~2 s).
    *
    * Node addresses are given to Node as names under `.invalid` that only the guard's `lookup`
    * resolves (it carries the port, which a lookup is not told), so TLS clusters, whose names must
@@ -343,6 +347,7 @@ export class RedisGuard {
     const own = socket.reconnectStrategy;
     socket.connectTimeout = this.#timeout;
     socket.lookup = this.#clusterLookup(pending, socket.lookup as net.LookupFunction | undefined);
+    watchConnectingSockets();
     socket.reconnectStrategy = (retries: number, cause: unknown) => {
       const delay = Math.min(this.#delayFor(cause instanceof HostUnavailableError ? cause.host : undefined, retries), NODE_REDIS_LONGEST_WAIT);
       if (own === undefined) return delay;
@@ -397,14 +402,18 @@ export class RedisGuard {
         return;
       }
       const state = new ClientState(target.key);
+      const socket = takeConnectingSocket();
       const go = (refusal: RoundOutcome): void => {
         if (refusal !== undefined) {
           process.nextTick(cb, refusal);
           return;
         }
-        const list = pending.get(target.key) ?? [];
-        list.push(state);
-        pending.set(target.key, list);
+        if (socket !== undefined) this.#watchNodeDial(state, socket);
+        else {
+          const list = pending.get(target.key) ?? [];
+          list.push(state);
+          pending.set(target.key, list);
+        }
         const family = net.isIP(target.host);
         if (family === 0) resolve(target.host, opts, cb);
         else if (opts?.all === true) process.nextTick(cb, null, [{ address: target.host, family }]);
@@ -416,6 +425,33 @@ export class RedisGuard {
       if (gate instanceof Promise) void gate.then(go);
       else go(gate);
     }) as net.LookupFunction;
+  }
+
+  /**
+   * A cluster node client's dial, reported from its socket (node-redis's cluster says 'node-ready'
+   * only for a node client's first connection, so a redial that succeeded would go unreported):
+   * TCP connected is a success, an error before that a failure, a close with no error (the
+   * cluster destroyed) abandoned. Once connected, a close is a lost connection: the node's
+   * redials go in rounds from then on.
+   */
+  #watchNodeDial(state: ClientState, socket: net.Socket): void {
+    const done = (outcome: 'connected' | 'abandoned' | Error): void => {
+      socket.off('connect', onConnect);
+      socket.off('error', onError);
+      socket.off('close', onClose);
+      if (outcome === 'connected') this.#succeeded(state);
+      else if (outcome === 'abandoned') this.#abandon(state);
+      else this.#settle(state, outcome);
+    };
+    const onConnect = (): void => {
+      done('connected');
+      socket.once('close', () => this.#rounds.lost(state.key, new Error(`the connection to ${state.key} was lost`)));
+    };
+    const onError = (err: Error): void => done(err);
+    const onClose = (): void => done('abandoned');
+    socket.once('connect', onConnect);
+    socket.once('error', onError);
+    socket.once('close', onClose);
   }
 
   /**

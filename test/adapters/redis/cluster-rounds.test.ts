@@ -60,7 +60,7 @@ async function readFor(clusters: ReadonlyArray<{ get(key: string): Promise<unkno
   return ok;
 }
 
-async function cluster3(): Promise<{ ports: number[]; dead: number; keys: string[]; live: string[]; kill(): Promise<void> }> {
+async function cluster3(): Promise<{ ports: number[]; dead: number; keys: string[]; live: string[]; kill(): Promise<void>; restart(): Promise<unknown> }> {
   const dir = mkdtempSync(join(tmpdir(), 'dialguard-redis-cluster-'));
   const ports = [await freePort(), await freePort(), await freePort()];
   const servers = await startCluster(ports, dir);
@@ -69,7 +69,7 @@ async function cluster3(): Promise<{ ports: number[]; dead: number; keys: string
   const dead = ports[2]!;
   const live = keys.filter((k) => nodeOf(k, ports[0]!) !== dead);
   expect(live.length).toBeLessThan(keys.length);
-  return { ports, dead, keys, live, kill: () => servers[2]!.kill() };
+  return { ports, dead, keys, live, kill: () => servers[2]!.kill(), restart: () => servers[2]!.start() };
 }
 
 describe('RedisGuard clusters, the first 1.5 s of a node outage: one redial per round per process, not one per cluster connection', () => {
@@ -105,5 +105,25 @@ describe('RedisGuard clusters, the first 1.5 s of a node outage: one redial per 
     expect(dials.count(dead)).toBeLessThanOrEqual(MOST_DIALS);
     expect(ok % (CLUSTERS * live.length)).toBe(0);
     expect(ok).toBeGreaterThan(0);
+  }, 60_000);
+
+  it(`node-redis: ${CLUSTERS} guarded createCluster clients, a node killed for 1.5 s and restarted: every cluster reads its keys again within 3.5 s (unguarded: ~2 s, the node rejoining its cluster)`, async () => {
+    const { ports, dead, keys, kill, restart } = await cluster3();
+    const guard = new RedisGuard({ breaker: new HostBreaker() });
+    const options = { rootNodes: [{ socket: { host: '127.0.0.1', port: ports[0]! } }], defaults: { disableOfflineQueue: true } };
+    const clusters = Array.from({ length: CLUSTERS }, () => guard.nodeRedisCluster(createCluster, options));
+    for (const c of clusters) c.on('error', () => {});
+    cleanups.push(() => clusters.forEach((c) => c.destroy()));
+    await Promise.all(clusters.map((c) => c.connect()));
+    const onDead = keys.filter((k) => nodeOf(k, ports[0]!) === dead);
+    await kill();
+    await readFor(clusters, keys, MIN_OUTAGE);
+    await restart();
+    const back = performance.now();
+    await expect
+      .poll(async () => (await Promise.allSettled(clusters.flatMap((c) => onDead.map((k) => c.get(k))))).every((r) => r.status === 'fulfilled'), { timeout: 10_000, interval: 50 })
+      .toBe(true);
+    const ms = performance.now() - back;
+    expect(ms).toBeLessThan(3_500);
   }, 60_000);
 });
