@@ -391,7 +391,8 @@ export class RedisGuard {
    * The cluster's lookup: decodes a gated name, takes the node's turn in its shared redial rounds
    * and asks the breaker (as a single-node client's lookup), then resolves the real host. Each
    * lookup is its own dial in the rounds (a lookup does not say which node client asked); its
-   * outcome comes from the cluster's node events, in order per node (`pending`).
+   * outcome comes from its socket ({@link takeConnectingSocket}), or failing that from the
+   * cluster's node events, in order per node (`pending`).
    */
   #clusterLookup(pending: Map<string, ClientState[]>, lookup: net.LookupFunction | undefined): net.LookupFunction {
     const resolve = (lookup ?? dns.lookup) as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void;
