@@ -18,12 +18,27 @@
  * A round's lead is bounded: a leader never reported (its client was destroyed mid-dial) is let
  * go after the connect timeout, and its waiters dial.
  *
+ * Rounds belong to the breaker a guard reports to (one `RedialRounds` per `HostBreaker`, see
+ * `RedisGuard`), as the breaker is per process: two guards on the shared breaker redial a node
+ * as one. Each call carries the caller's own {@link RoundPolicy} (its guard's backoff cap and
+ * connect timeout), so guards with different options can share the rounds.
+ *
  * @module
  */
 import { type Clock, type TimerHandle, systemClock, unrefTimer } from '../../core/clock.js';
 
 /** The outcome a waiting client is given: undefined to dial, else the error to fail with. */
 export type RoundOutcome = Error | undefined;
+
+/** The spacing and bounds a guard asks of the rounds it joins (its own options). */
+export interface RoundPolicy {
+  /** Longest spacing between rounds, ms. */
+  readonly maxBackoff: number;
+  /** How long a round's leader may stay unreported, ms (the connect timeout and a margin). */
+  readonly leadFor: number;
+  /** Uniform [0, 1) source for the jitter. */
+  readonly random: () => number;
+}
 
 /** What one node's rounds remember. */
 interface Node {
@@ -44,35 +59,32 @@ interface Node {
 /** Shared redial rounds per node (breaker key). See the module docs. */
 export class RedialRounds {
   readonly #nodes = new Map<string, Node>();
-  readonly #maxBackoff: number;
-  readonly #leadFor: number;
-  readonly #random: () => number;
+  readonly #policy: RoundPolicy;
   readonly #clock: Clock;
 
   /**
-   * @param maxBackoff - longest spacing between rounds, ms.
-   * @param leadFor - how long a round's leader may stay unreported, ms (the connect timeout and a margin).
-   * @param random - uniform [0, 1) source for the jitter.
+   * @param maxBackoff - longest spacing between rounds, ms, for calls that give no {@link RoundPolicy}.
+   * @param leadFor - how long a round's leader may stay unreported, ms (the connect timeout and a
+   *   margin), likewise.
+   * @param random - uniform [0, 1) source for the jitter, likewise.
    * @param clock - time source for the spacing and the lead's bound (its timer is unref'd).
    */
   constructor(maxBackoff: number, leadFor: number, random: () => number, clock: Clock = systemClock) {
-    this.#maxBackoff = maxBackoff;
-    this.#leadFor = leadFor;
-    this.#random = random;
+    this.#policy = { maxBackoff, leadFor, random };
     this.#clock = clock;
   }
 
   /**
    * At dial time, for `client`: undefined to dial now (a node not known to be failing, or this
    * client leads the next round), an error to fail with at once (between rounds), or a promise of
-   * either (a round is in flight: its outcome).
+   * either (a round is in flight: its outcome). `policy.leadFor` bounds this client's lead.
    */
-  turn(key: string, client: object): RoundOutcome | Promise<RoundOutcome> {
+  turn(key: string, client: object, policy: RoundPolicy = this.#policy): RoundOutcome | Promise<RoundOutcome> {
     const node = this.#nodes.get(key);
     if (node === undefined) return undefined;
     if (node.leader !== undefined && node.leader !== client) return new Promise((resolve) => node.waiters.push(resolve));
     if (node.leader === undefined && this.#clock.now() < node.nextAt) return node.lastError;
-    this.#lead(key, node, client);
+    this.#lead(key, node, client, policy.leadFor);
     return undefined;
   }
 
@@ -85,9 +97,9 @@ export class RedialRounds {
   /**
    * A dial to `key` by `client`, begun at `startedAt` (clock ms; default now), failed: its round
    * failed. Dials outside any round start them; those that overlapped a failure already counted
-   * (the first dials of several clients) are that one round.
+   * (the first dials of several clients) are that one round. `policy` spaces the next round.
    */
-  failed(key: string, client: object, cause: unknown, startedAt = this.#clock.now()): void {
+  failed(key: string, client: object, cause: unknown, startedAt = this.#clock.now(), policy: RoundPolicy = this.#policy): void {
     let node = this.#nodes.get(key);
     if (node === undefined) {
       node = fresh(0, cause);
@@ -100,8 +112,8 @@ export class RedialRounds {
     node.countedAt = this.#clock.now();
     node.failures++;
     node.lastError = asError(cause);
-    const cap = Math.min(this.#maxBackoff, 50 * 2 ** Math.min(node.failures - 1, 16));
-    node.nextAt = this.#clock.now() + cap / 2 + (cap / 2) * this.#random();
+    const cap = Math.min(policy.maxBackoff, 50 * 2 ** Math.min(node.failures - 1, 16));
+    node.nextAt = this.#clock.now() + cap / 2 + (cap / 2) * policy.random();
     this.#end(node, node.lastError);
   }
 
@@ -136,7 +148,7 @@ export class RedialRounds {
     return node === undefined ? undefined : Math.max(0, node.nextAt - this.#clock.now());
   }
 
-  #lead(key: string, node: Node, client: object): void {
+  #lead(key: string, node: Node, client: object, leadFor: number): void {
     if (node.leadTimer !== undefined) this.#clock.clearTimeout(node.leadTimer);
     node.leader = client;
     node.leadTimer = unrefTimer(
@@ -144,7 +156,7 @@ export class RedialRounds {
         // Never reported (its client went away mid-dial): let the waiters dial themselves.
         node.leadTimer = undefined;
         if (this.#nodes.get(key) === node && node.leader === client) this.#end(node, undefined);
-      }, this.#leadFor),
+      }, leadFor),
     );
   }
 

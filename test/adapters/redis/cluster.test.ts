@@ -19,12 +19,19 @@ import { freePort, nodeOf, startCluster } from './redis-server.js';
 
 const cleanups = leakCheckEach();
 
-/** Counts refused dials per port, from every TCP socket this process opens. */
+/**
+ * Counts refused dials per port, from every TCP socket this process opens. A refused dial's error
+ * is a new object; a socket failed by the guard with the last round's error (no I/O) carries that
+ * same object again, and is not a dial.
+ */
 function refusedDials(): { count(port: number): number; stop(): void } {
   const counts = new Map<number, number>();
+  const seen = new WeakSet<Error>();
   const onSocket = (message: unknown): void => {
     const { socket } = message as { socket: net.Socket };
     socket.once('error', (err: Error & { code?: string; port?: number }) => {
+      if (seen.has(err)) return;
+      seen.add(err);
       if (err.code === 'ECONNREFUSED' && err.port !== undefined) counts.set(err.port, (counts.get(err.port) ?? 0) + 1);
     });
   };
@@ -111,6 +118,7 @@ describe('RedisGuard: an ioredis Cluster where one node of three dies', () => {
     // lookup (its node names end in .invalid), a raw one dials the address directly.
     let rawDials = 0;
     let guardedDials = 0;
+    const seen = new WeakSet<Error>();
     const onSocket = (message: unknown): void => {
       const { socket } = message as { socket: net.Socket };
       let viaGuard = false;
@@ -118,6 +126,9 @@ describe('RedisGuard: an ioredis Cluster where one node of three dies', () => {
         viaGuard = host.endsWith('.invalid');
       });
       socket.once('error', (err: Error & { code?: string; port?: number }) => {
+        // The guard fails a socket between rounds with the last round's error (no I/O): not a dial.
+        if (seen.has(err)) return;
+        seen.add(err);
         if (err.code === 'ECONNREFUSED' && err.port === dead) viaGuard ? guardedDials++ : rawDials++;
       });
     };

@@ -81,6 +81,24 @@ describe('RedisGuard, the first 1.5 s of an outage (breaker defaults, still clos
     expect(sockets.count).toBeLessThanOrEqual(MOST_DIALS);
   });
 
+  it('five guards on the shared default breaker, two node-redis clients each, a killed node: at most 8 dials in the first 1.5 s, not one series of rounds per guard', async () => {
+    const server = await new RedisServer(await freePort()).start();
+    cleanups.push(() => server.kill());
+    const dials = countingLookup();
+    // No breaker option: every guard reports to the process-wide sharedBreaker(), so their rounds are one.
+    const guards = Array.from({ length: 5 }, () => new RedisGuard());
+    const clients = guards.flatMap((guard) => [0, 1].map(() => guard.nodeRedis(createClient, { socket: { host: 'localhost', port: server.port, lookup: dials.lookup } })));
+    for (const c of clients) c.on('error', () => {});
+    cleanups.push(() => clients.forEach((c) => c.isOpen && c.destroy()));
+    await Promise.all(clients.map((c) => c.connect()));
+    const before = dials.calls;
+    await server.kill();
+    await sleep(MIN_OUTAGE);
+    const redials = dials.calls - before;
+    expect(redials).toBeGreaterThanOrEqual(1);
+    expect(redials).toBeLessThanOrEqual(MOST_DIALS);
+  });
+
   it('a restart of 300 ms (a blip): 10 node-redis and 10 ioredis guarded clients all serve again within 2 s of it, and the node never opens', async () => {
     const server = await new RedisServer(await freePort()).start();
     cleanups.push(() => server.kill());
@@ -107,7 +125,9 @@ describe('RedisGuard, the first 1.5 s of an outage (breaker defaults, still clos
 describe('RedisGuard: a client closed while it waits for another client\'s redial', () => {
   it('ioredis: two clients disconnected while one redial is out (held by its peer) and the other waits for it: the waiter never dials', async () => {
     const port = await freePort();
-    const guard = new RedisGuard({ breaker: new HostBreaker(), connectTimeout: 200 });
+    // connectTimeout 1 s: the guard fails a held dial after it, so the clients are disconnected
+    // (at ~300 ms) while the round is still out.
+    const guard = new RedisGuard({ breaker: new HostBreaker(), connectTimeout: 1_000 });
     const clients = [0, 1].map(() => guard.ioredis(Redis, { host: '127.0.0.1', port, maxRetriesPerRequest: null, disconnectTimeout: 50 }));
     for (const c of clients) c.on('error', () => {});
     cleanups.push(() => clients.forEach((c) => c.disconnect()));
@@ -118,8 +138,9 @@ describe('RedisGuard: a client closed while it waits for another client\'s redia
     await expect.poll(() => peer.attempts, { timeout: 2_000, interval: 10 }).toBe(1);
     await sleep(300); // the other has come to dial and waits for that round
     for (const c of clients) c.disconnect();
-    // The lead is let go after connectTimeout + 1 s: its waiter is told to dial, and must not.
-    await sleep(1_500);
+    // The disconnected lead is never reported: it is let go after connectTimeout + 1 s, its
+    // waiter is told to dial, and must not.
+    await sleep(2_000);
     expect(peer.attempts).toBe(1);
   });
 });
@@ -128,6 +149,9 @@ describe('RedisGuard: a node-redis client whose connect timed out while it waite
   it('its wait, released when the never-answered leader is let go, takes no permit, and its later dial given up by destroy() is abandoned: the breaker counts no failure for either', async () => {
     const port = await freePort();
     const breaker = new HostBreaker();
+    // The leader: an ioredis client disconnected mid-dial, a lead that is never reported (ioredis
+    // runs no retryStrategy after disconnect()); let go after its guard's connectTimeout + 1 s.
+    // Both guards share the breaker, so their clients share the rounds.
     const guard = new RedisGuard({ breaker, connectTimeout: 200 });
     const io = guard.ioredis(Redis, { host: '127.0.0.1', port, maxRetriesPerRequest: null, disconnectTimeout: 50 });
     io.on('error', () => {});
@@ -135,14 +159,17 @@ describe('RedisGuard: a node-redis client whose connect timed out while it waite
     await expect.poll(() => breaker.stats().failed, { timeout: 2_000, interval: 10 }).toBe(1); // refused: rounds begin
     const peer = await acceptAndHold({ port });
     cleanups.push(() => peer.close());
-    // ioredis leads the next round: TCP connects, its ready check is never answered.
+    // ioredis leads the next round: TCP connects, then it is disconnected before the guard's bound.
     await expect.poll(() => peer.attempts, { timeout: 2_000, interval: 10 }).toBe(1);
-    const nr = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port } });
+    io.disconnect();
+    // node-redis with a 1 s connect timeout (and handshake bound), so its own dial is still held
+    // when it is destroyed below.
+    const nr = new RedisGuard({ breaker, connectTimeout: 1_000 }).nodeRedis(createClient, { socket: { host: '127.0.0.1', port } });
     nr.on('error', () => {});
     cleanups.push(() => nr.isOpen && nr.destroy());
     nr.connect().catch(() => {});
-    // node-redis waits for that round; its own 200 ms connect timeout fires, again and again,
-    // until the lead is let go (connectTimeout + 1 s after it began).
+    // node-redis waits for that round; its own 1 s connect timeout fires during the wait, which
+    // then must take no permit; its next wait ends when the lead is let go (1.2 s after it began).
     await sleep(1_500);
     expect(breaker.stats().failed).toBe(1);
     // The dial node-redis made once the lead was let go connected and is waiting for its

@@ -145,4 +145,19 @@ describe('RedialRounds: one redial per round for every client of a failing node'
     expect(await wait).toBeUndefined();
     expect(clock.pending).toBe(0);
   });
+
+  it('guards sharing one breaker share its rounds with their own options: the failing dial\'s policy spaces the next round, the leader\'s bounds its lead', async () => {
+    const { clock, r } = rounds(0);
+    const short = { maxBackoff: 10, leadFor: 500, random: () => 0 };
+    const long = { maxBackoff: 2_000, leadFor: 5_000, random: () => 0 };
+    const a = {};
+    r.failed(KEY, a, new Error('ECONNREFUSED'), clock.now(), short);
+    expect(r.delay(KEY)).toBe(5); // half of min(10, 50): the short guard's cap
+    clock.advance(5);
+    expect(r.turn(KEY, a, short)).toBeUndefined(); // a leads, bounded by the short guard's 500 ms
+    const wait = r.turn(KEY, {}, long);
+    clock.advance(500);
+    expect(await wait).toBeUndefined();
+    expect(clock.pending).toBe(0);
+  });
 });
