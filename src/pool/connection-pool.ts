@@ -28,9 +28,10 @@ import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial } from '../guard/dial.js';
 import type { HostBreaker } from '../guard/host-breaker.js';
-import type { DialPermit } from '../guard/host-breaker-types.js';
 import { hostKey } from '../guard/host-key.js';
-import { type Lease, PooledConnection, type RetireReason, Ride } from './pooled-connection.js';
+import { type Lease, PooledConnection, type RetireReason } from './pooled-connection.js';
+import { Trip } from './trip.js';
+import { unguarded } from './unguarded.js';
 import type { ConnectionPoolEvents, ConnectionPoolOptions, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 
 export type { ConnectionPoolEvents, ConnectionPoolOptions, ConnectionWatch, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
@@ -530,41 +531,6 @@ export class ConnectionPool<C> {
   }
 }
 
-/**
- * One call's ride through `use()`: the lease `fn` gets, and what the pool needs to end the call
- * (its promise's settlers, the caller's signal, whether it may go back). Also the caller's abort
- * listener (`handleEvent`), so a ride costs no closure for it.
- */
-class Trip<C> extends Ride<C> {
-  /** Set once the ride has ended (see `ConnectionPool.#land`). */
-  landed = false;
-
-  constructor(
-    readonly conn: PooledConnection<C>,
-    turn: number,
-    readonly caller: AbortSignal | undefined,
-    readonly fn: (lease: Lease<C>) => Promise<unknown>,
-    readonly idempotent: boolean,
-    readonly stale: number,
-    readonly land: (trip: Trip<C>, ok: boolean, value: unknown) => void,
-    readonly resolve: (value: unknown) => void,
-    readonly reject: (reason: unknown) => void,
-  ) {
-    super(conn, turn);
-  }
-
-  /** Released (the connection died, or the caller aborted): the call ends now, with `reason`. */
-  override release(reason: unknown): void {
-    super.release(reason);
-    this.land(this, false, reason);
-  }
-
-  /** The caller's signal aborted. */
-  handleEvent(): void {
-    this.release(this.caller!.reason);
-  }
-}
-
 /** Calls a user's function whose result and throw mean nothing to the pool (an unwatch). */
 function callSafely(f: () => void): void {
   try {
@@ -588,39 +554,6 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): 
       (e: unknown) => {
         signal.removeEventListener('abort', onAbort);
         reject(e);
-      },
-    );
-  });
-}
-
-/** The permit of an establishment its connector guards itself: it settles nothing. */
-const UNGUARDED: DialPermit = { host: '', probe: false, settled: true, succeeded() {}, failed() {}, abandoned() {} };
-
-/**
- * Runs `establish` for a connector that guards and bounds the target itself (its own dials ask
- * the breaker, arm their timeouts and are reported): no second breaker entry, timer or dial event
- * here. The pool's closing still aborts it through `signal`, and rejects at once with its reason
- * (as `dial` does), so no waiter depends on the connector heeding it; a connection `establish`
- * delivers after that goes to `dispose`.
- */
-function unguarded<C>(establish: (ctx: DialContext) => Promise<C>, signal: AbortSignal, dispose: (connection: C) => void): Promise<C> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<C>((resolve, reject) => {
-    let done = false;
-    const onAbort = (): void => {
-      done = true;
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort);
-    establish({ signal, permit: UNGUARDED, phase: 'tcp', answered: false }).then(
-      (connection) => {
-        signal.removeEventListener('abort', onAbort);
-        if (done) dispose(connection);
-        else resolve(connection);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err); // a no-op once aborted
       },
     );
   });
