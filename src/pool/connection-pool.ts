@@ -135,8 +135,8 @@ export class ConnectionPool<C> {
     this.#sweepIfDue(now);
     // The hot path: a usable connection is there (`slot.current` always is), nothing is closing
     // and the caller is still here. No async frame and no promise chain: one promise, settled
-    // from the ride's own end (see #land).
-    // Stryker disable next-line ConditionalExpression: close() empties the slots in its first, synchronous step, so a closed pool finds no connection here either; the check keeps that from resting on close()'s order.
+    // from the ride's own end (see #land). `#closed` is set before close() retires anything, so a
+    // listener of close() itself finds the pool closed here (test/pool/close-reentry).
     if (this.#closed === undefined && signal?.aborted !== true) {
       const conn = this.#slots.get(target)?.current;
       if (conn !== undefined) return this.#embark(conn, fn, signal, idempotent, 1, 0, now);
@@ -190,7 +190,12 @@ export class ConnectionPool<C> {
    * forever, and a connection it delivers later is closed as it arrives. Idempotent.
    */
   close(): Promise<void> {
-    this.#closed ??= this.#shutdown();
+    if (this.#closed !== undefined) return this.#closed;
+    // Closed before the shutdown's first, synchronous part runs: a listener it calls (a 'retired'
+    // event, the connector's close) and that calls use() gets PoolClosedError, not a ride.
+    let started!: (shutdown: Promise<void>) => void;
+    this.#closed = new Promise<void>((resolve) => (started = resolve));
+    started(this.#shutdown());
     return this.#closed;
   }
 
