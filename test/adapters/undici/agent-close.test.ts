@@ -6,7 +6,7 @@
  */
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { GuardedAgent } from '../../../src/adapters/undici/index.js';
+import { GuardedAgent, guardedConnector } from '../../../src/adapters/undici/index.js';
 import { PoolClosedError } from '../../../src/core/errors.js';
 import { SETTLE_TIMEOUT } from '../../../src/pool/connection-pool.js';
 import { ManualClock, flushMicrotasks } from '../../../src/testing/manual-clock.js';
@@ -83,5 +83,9 @@ describe('GuardedAgent.close() with connectTimeout: 0 and a connector that never
     await agent.destroy();
     expect(await call).toBeInstanceOf(Error);
     expect(clock.pending).toBe(0);
+  });
+
+  it("guardedConnector's closing option must be an AbortSignal (TypeError naming it)", () => {
+    expect(() => guardedConnector({ breaker: null, closing: {} as AbortSignal })).toThrow(/closing must be an AbortSignal/);
   });
 });
