@@ -32,6 +32,7 @@ import { hostKey } from '../guard/host-key.js';
 import { type Lease, PooledConnection, type RetireReason } from './pooled-connection.js';
 import { IdleSweep } from './idle-sweep.js';
 import { Trip } from './trip.js';
+import { callSafely, classifySafely, closeSafely } from './user-code.js';
 import { unguarded } from './unguarded.js';
 import type { ConnectionPoolEvents, ConnectionPoolOptions, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 
@@ -48,9 +49,6 @@ const noop = (): void => {};
 
 /** A caller whose connection was retired before it could ride looks again at most this often. */
 const STALE_PASSES = 4;
-
-/** What the pool assumes when a `classify` option throws: nothing proven (no going back, no eviction). */
-const UNPROVEN: PoolClassification = Object.freeze({ connectionDead: false, notSent: false });
 
 /**
  * How long `close()` waits, once requests are released, for the connects it aborted and the
@@ -294,7 +292,7 @@ export class ConnectionPool<C> {
       // a connector that cannot say is guarded by the pool, as one without the method
     }
     // A connection delivered after close() gave up on it is closed as it arrives.
-    const dispose = (c: C): void => this.#track(this.#closeSafely(c, new PoolClosedError()));
+    const dispose = (c: C): void => this.#track(closeSafely(this.#connector, c, new PoolClosedError()));
     const attempt = (
       own
         ? unguarded(establish, this.#closingSignal.signal, dispose)
@@ -362,26 +360,6 @@ export class ConnectionPool<C> {
     const settled = work.then(noop, noop);
     this.#inFlight.add(settled);
     void settled.then(() => this.#inFlight.delete(settled));
-  }
-
-  /** The connector's close, a synchronous throw included, as a promise that never rejects. */
-  #closeSafely(connection: C, reason: unknown): Promise<void> {
-    let done: Promise<void>;
-    try {
-      done = Promise.resolve(this.#connector.close(connection, reason));
-    } catch (err) {
-      done = Promise.reject(err);
-    }
-    return done.catch(noop);
-  }
-
-  /** The `classify` option's verdict; one that throws proves nothing. */
-  #classifySafely(err: unknown): PoolClassification {
-    try {
-      return this.#classify(err);
-    } catch {
-      return UNPROVEN;
-    }
   }
 
   /**
@@ -452,7 +430,7 @@ export class ConnectionPool<C> {
     let notSent = false;
     let transportDied = releasedBySibling;
     if (!releasedBySibling) {
-      const c = this.#classifySafely(err);
+      const c = classifySafely(this.#classify, err);
       notSent = c.notSent;
       transportDied = c.connectionDead;
       if (c.connectionDead) this.#gone(conn, err);
@@ -499,23 +477,13 @@ export class ConnectionPool<C> {
     const unwatch = this.#live.get(conn);
     // Stryker disable next-line ConditionalExpression: callSafely contains the TypeError of calling undefined; the check only spares a throw.
     if (unwatch !== undefined) callSafely(unwatch);
-    conn.closing = this.#closeSafely(conn.connection, conn.goneReason ?? conn.retired).then(() => {
+    conn.closing = closeSafely(this.#connector, conn.connection, conn.goneReason ?? conn.retired).then(() => {
       this.#live.delete(conn);
       this.#closes.delete(conn.closing!);
       this.#counts.closed++;
       this.#events.emit('closed', { target: conn.target, id: conn.id });
     });
     this.#closes.add(conn.closing);
-  }
-
-}
-
-/** Calls a user's function whose result and throw mean nothing to the pool (an unwatch). */
-function callSafely(f: () => void): void {
-  try {
-    f();
-  } catch {
-    // nothing to undo: the connection is being closed either way
   }
 }
 
