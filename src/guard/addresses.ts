@@ -319,7 +319,7 @@ function race<C>(
       }
       finish();
       // No time left to dial (the lookup took it): the caller's whole bound was exceeded, not what was left of it.
-      if (errors.length === 0 && refusals.length === 0) rejectCall(new ConnectTimeoutError(name, bound, 'tcp'));
+      if (errors.length === 0 && refusals.length === 0) rejectCall(new ConnectTimeoutError(name, bound, 'lookup'));
       else if (errors.length === 0) rejectCall(nameRefusal(name, refusals, clock));
       else if (errors.length === 1) rejectCall(errors[0]);
       else rejectCall(new AggregateError(errors, `connect to ${name} failed on each of its ${errors.length} addresses dialled`));

@@ -28,9 +28,12 @@ import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial } from '../guard/dial.js';
 import type { HostBreaker } from '../guard/host-breaker.js';
-import type { DialPermit } from '../guard/host-breaker-types.js';
 import { hostKey } from '../guard/host-key.js';
-import { type Lease, PooledConnection, type RetireReason, Ride } from './pooled-connection.js';
+import { type Lease, PooledConnection, type RetireReason } from './pooled-connection.js';
+import { IdleSweep } from './idle-sweep.js';
+import { Trip } from './trip.js';
+import { callSafely, classifySafely, closeSafely } from './user-code.js';
+import { unguarded } from './unguarded.js';
 import type { ConnectionPoolEvents, ConnectionPoolOptions, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 
 export type { ConnectionPoolEvents, ConnectionPoolOptions, ConnectionWatch, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
@@ -47,9 +50,6 @@ const noop = (): void => {};
 /** A caller whose connection was retired before it could ride looks again at most this often. */
 const STALE_PASSES = 4;
 
-/** What the pool assumes when a `classify` option throws: nothing proven (no going back, no eviction). */
-const UNPROVEN: PoolClassification = Object.freeze({ connectionDead: false, notSent: false });
-
 /**
  * How long `close()` waits, once requests are released, for the connects it aborted and the
  * connections it closed to settle, ms (1 000: a connector that honours its abort, and a close on
@@ -58,9 +58,6 @@ const UNPROVEN: PoolClassification = Object.freeze({ connectionDead: false, notS
  */
 export const SETTLE_TIMEOUT = 1_000;
 
-/** Targets one call's share of the idle sweep looks at (64: a few µs). */
-const SWEEP_BATCH = 64;
-
 /** One shared connection per target. See the module docs. */
 export class ConnectionPool<C> {
   readonly #connector: Connector<C>;
@@ -68,8 +65,6 @@ export class ConnectionPool<C> {
   /** `undefined`: dial's default, the shared breaker (one per process, never replaced). */
   readonly #breaker: HostBreaker | null | undefined;
   readonly #hostOf: (target: string) => string;
-  readonly #idleTimeout: number;
-  readonly #sweepInterval: number;
   readonly #retiredRetries: number;
   readonly #closeTimeout: number;
   readonly #classify: (err: unknown) => PoolClassification;
@@ -83,9 +78,8 @@ export class ConnectionPool<C> {
   readonly #inFlight = new Set<Promise<unknown>>();
   #closed: Promise<void> | undefined;
   #nextId = 0;
-  #lastSweep: number;
-  /** The sweep in progress: where it stands among the targets. */
-  #sweeping: MapIterator<Slot<C>> | undefined;
+  /** Closes idle connections, a few targets per call. */
+  readonly #sweep: IdleSweep<C>;
   #attempts = 0;
   #leases = 0;
   readonly #counts = { opened: 0, closed: 0, gone: 0, turns: 0 };
@@ -103,13 +97,13 @@ export class ConnectionPool<C> {
     this.#connectTimeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1);
     this.#breaker = options.breaker;
     this.#hostOf = checkFunction('hostOf', opt(options.hostOf, (t: string) => hostKey(t)));
-    this.#idleTimeout = checkDuration('idleTimeout', opt(options.idleTimeout, 600_000), 1, true);
-    this.#sweepInterval = checkDuration('sweepInterval', opt(options.sweepInterval, 60_000));
+    const idleTimeout = checkDuration('idleTimeout', opt(options.idleTimeout, 600_000), 1, true);
+    const sweepInterval = checkDuration('sweepInterval', opt(options.sweepInterval, 60_000));
     this.#retiredRetries = checkInteger('retiredRetries', opt(options.retiredRetries, 3), 0, 100);
     this.#closeTimeout = checkDuration('closeTimeout', opt(options.closeTimeout, 5_000));
     this.#classify = checkFunction('classify', opt(options.classify, defaultClassify));
     this.#clock = opt(options.clock, systemClock);
-    this.#lastSweep = this.#clock.now();
+    this.#sweep = new IdleSweep<C>(idleTimeout, sweepInterval, this.#clock.now(), this.#slots, (conn) => this.#retire(conn, 'idle'));
     setMaxListeners(0, this.#closingSignal.signal); // one listener per connect attempt in flight
   }
 
@@ -131,11 +125,11 @@ export class ConnectionPool<C> {
       return Promise.reject(err);
     }
     const now = this.#clock.now();
-    this.#sweepIfDue(now);
+    this.#sweep.ifDue(now);
     // The hot path: a usable connection is there (`slot.current` always is), nothing is closing
     // and the caller is still here. No async frame and no promise chain: one promise, settled
-    // from the ride's own end (see #land).
-    // Stryker disable next-line ConditionalExpression: close() empties the slots in its first, synchronous step, so a closed pool finds no connection here either; the check keeps that from resting on close()'s order.
+    // from the ride's own end (see #land). `#closed` is set before close() retires anything, so a
+    // listener of close() itself finds the pool closed here (test/pool/close-reentry).
     if (this.#closed === undefined && signal?.aborted !== true) {
       const conn = this.#slots.get(target)?.current;
       if (conn !== undefined) return this.#embark(conn, fn, signal, idempotent, 1, 0, now);
@@ -189,7 +183,12 @@ export class ConnectionPool<C> {
    * forever, and a connection it delivers later is closed as it arrives. Idempotent.
    */
   close(): Promise<void> {
-    this.#closed ??= this.#shutdown();
+    if (this.#closed !== undefined) return this.#closed;
+    // Closed before the shutdown's first, synchronous part runs: a listener it calls (a 'retired'
+    // event, the connector's close) and that calls use() gets PoolClosedError, not a ride.
+    let started!: (shutdown: Promise<void>) => void;
+    this.#closed = new Promise<void>((resolve) => (started = resolve));
+    started(this.#shutdown());
     return this.#closed;
   }
 
@@ -293,7 +292,7 @@ export class ConnectionPool<C> {
       // a connector that cannot say is guarded by the pool, as one without the method
     }
     // A connection delivered after close() gave up on it is closed as it arrives.
-    const dispose = (c: C): void => this.#track(this.#closeSafely(c, new PoolClosedError()));
+    const dispose = (c: C): void => this.#track(closeSafely(this.#connector, c, new PoolClosedError()));
     const attempt = (
       own
         ? unguarded(establish, this.#closingSignal.signal, dispose)
@@ -361,26 +360,6 @@ export class ConnectionPool<C> {
     const settled = work.then(noop, noop);
     this.#inFlight.add(settled);
     void settled.then(() => this.#inFlight.delete(settled));
-  }
-
-  /** The connector's close, a synchronous throw included, as a promise that never rejects. */
-  #closeSafely(connection: C, reason: unknown): Promise<void> {
-    let done: Promise<void>;
-    try {
-      done = Promise.resolve(this.#connector.close(connection, reason));
-    } catch (err) {
-      done = Promise.reject(err);
-    }
-    return done.catch(noop);
-  }
-
-  /** The `classify` option's verdict; one that throws proves nothing. */
-  #classifySafely(err: unknown): PoolClassification {
-    try {
-      return this.#classify(err);
-    } catch {
-      return UNPROVEN;
-    }
   }
 
   /**
@@ -451,7 +430,7 @@ export class ConnectionPool<C> {
     let notSent = false;
     let transportDied = releasedBySibling;
     if (!releasedBySibling) {
-      const c = this.#classifySafely(err);
+      const c = classifySafely(this.#classify, err);
       notSent = c.notSent;
       transportDied = c.connectionDead;
       if (c.connectionDead) this.#gone(conn, err);
@@ -498,79 +477,13 @@ export class ConnectionPool<C> {
     const unwatch = this.#live.get(conn);
     // Stryker disable next-line ConditionalExpression: callSafely contains the TypeError of calling undefined; the check only spares a throw.
     if (unwatch !== undefined) callSafely(unwatch);
-    conn.closing = this.#closeSafely(conn.connection, conn.goneReason ?? conn.retired).then(() => {
+    conn.closing = closeSafely(this.#connector, conn.connection, conn.goneReason ?? conn.retired).then(() => {
       this.#live.delete(conn);
       this.#closes.delete(conn.closing!);
       this.#counts.closed++;
       this.#events.emit('closed', { target: conn.target, id: conn.id });
     });
     this.#closes.add(conn.closing);
-  }
-
-  /**
-   * Closes connections idle past `idleTimeout`; a sweep starts at most once per `sweepInterval`.
-   * It looks at SWEEP_BATCH targets per call and carries on at the next calls until it has seen
-   * them all, so no call pays a scan of every target (10 000 targets: ~0.4 ms in one call).
-   */
-  #sweepIfDue(now: number): void {
-    if (this.#sweeping === undefined) {
-      if (now - this.#lastSweep < this.#sweepInterval) return;
-      this.#lastSweep = now;
-      this.#sweeping = this.#slots.values(); // live: sees deletions and additions made meanwhile
-    }
-    for (let budget = SWEEP_BATCH; budget > 0; budget--) {
-      const next = this.#sweeping.next();
-      if (next.done === true) {
-        this.#sweeping = undefined;
-        return;
-      }
-      const conn = next.value.current;
-      if (conn !== undefined && conn.leases === 0 && now - conn.lastUsed >= this.#idleTimeout) this.#retire(conn, 'idle');
-    }
-  }
-}
-
-/**
- * One call's ride through `use()`: the lease `fn` gets, and what the pool needs to end the call
- * (its promise's settlers, the caller's signal, whether it may go back). Also the caller's abort
- * listener (`handleEvent`), so a ride costs no closure for it.
- */
-class Trip<C> extends Ride<C> {
-  /** Set once the ride has ended (see `ConnectionPool.#land`). */
-  landed = false;
-
-  constructor(
-    readonly conn: PooledConnection<C>,
-    turn: number,
-    readonly caller: AbortSignal | undefined,
-    readonly fn: (lease: Lease<C>) => Promise<unknown>,
-    readonly idempotent: boolean,
-    readonly stale: number,
-    readonly land: (trip: Trip<C>, ok: boolean, value: unknown) => void,
-    readonly resolve: (value: unknown) => void,
-    readonly reject: (reason: unknown) => void,
-  ) {
-    super(conn, turn);
-  }
-
-  /** Released (the connection died, or the caller aborted): the call ends now, with `reason`. */
-  override release(reason: unknown): void {
-    super.release(reason);
-    this.land(this, false, reason);
-  }
-
-  /** The caller's signal aborted. */
-  handleEvent(): void {
-    this.release(this.caller!.reason);
-  }
-}
-
-/** Calls a user's function whose result and throw mean nothing to the pool (an unwatch). */
-function callSafely(f: () => void): void {
-  try {
-    f();
-  } catch {
-    // nothing to undo: the connection is being closed either way
   }
 }
 
@@ -588,39 +501,6 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): 
       (e: unknown) => {
         signal.removeEventListener('abort', onAbort);
         reject(e);
-      },
-    );
-  });
-}
-
-/** The permit of an establishment its connector guards itself: it settles nothing. */
-const UNGUARDED: DialPermit = { host: '', probe: false, settled: true, succeeded() {}, failed() {}, abandoned() {} };
-
-/**
- * Runs `establish` for a connector that guards and bounds the target itself (its own dials ask
- * the breaker, arm their timeouts and are reported): no second breaker entry, timer or dial event
- * here. The pool's closing still aborts it through `signal`, and rejects at once with its reason
- * (as `dial` does), so no waiter depends on the connector heeding it; a connection `establish`
- * delivers after that goes to `dispose`.
- */
-function unguarded<C>(establish: (ctx: DialContext) => Promise<C>, signal: AbortSignal, dispose: (connection: C) => void): Promise<C> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<C>((resolve, reject) => {
-    let done = false;
-    const onAbort = (): void => {
-      done = true;
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort);
-    establish({ signal, permit: UNGUARDED, phase: 'tcp', answered: false }).then(
-      (connection) => {
-        signal.removeEventListener('abort', onAbort);
-        if (done) dispose(connection);
-        else resolve(connection);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err); // a no-op once aborted
       },
     );
   });

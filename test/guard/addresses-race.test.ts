@@ -645,7 +645,7 @@ describe('per-address racing: the caller leaving, and late dials', () => {
 });
 
 describe('per-address racing: no time left', () => {
-  it("a lookup that used up the caller's timeout: no address is dialled, and the timeout error names the name and the caller's whole bound", async () => {
+  it("a lookup that used up the caller's timeout: no address is dialled, and the timeout error names the name, the caller's whole bound and phase 'lookup'", async () => {
     // A clock that moves a little at every reading, as a real one does between two lines of code.
     const manual = new ManualClock();
     let drift = 0;
@@ -666,7 +666,8 @@ describe('per-address racing: no time left', () => {
     }, { timeout: 1_000, signal: undefined, breaker, clock, attemptDelay: 250, lookup, family: undefined, hints: undefined }).catch((e: unknown) => e);
     expect(opened).toEqual([]);
     expect(err).toBeInstanceOf(ConnectTimeoutError);
-    expect(err).toMatchObject({ host: NAME, timeout: 1_000, phase: 'tcp' });
+    // The time went to the lookup, not to a TCP connect (none was started): it used to say 'tcp'.
+    expect(err).toMatchObject({ host: NAME, timeout: 1_000, phase: 'lookup' });
     expect(manual.pending).toBe(0);
   });
 });

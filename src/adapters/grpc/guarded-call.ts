@@ -35,6 +35,7 @@ import { retry } from '../../retry/retry.js';
 import { type CallRetry, clientMistake, finalFailure, pushbackOf, remaining, retryableStatus, worthRetrying } from './call-retry.js';
 import type { PooledChannel } from './channel-connector.js';
 import { SendLog } from './send-log.js';
+import { Turn, reportTurnsTo } from './turn.js';
 import { type GuardStatus, isStatusObject, statusFor } from './status.js';
 import type { ChannelSpec, SpecTable } from './target.js';
 
@@ -65,53 +66,6 @@ export interface CallHost {
   readonly closed: boolean;
 }
 
-/**
- * What a {@link Turn} reports to its call: set once by GuardedCall's static block, since only
- * code inside that class reaches its private state.
- */
-let report: {
-  metadata(call: GuardedCall, turn: Turn, metadata: grpc.Metadata): void;
-  message(call: GuardedCall, turn: Turn, message: unknown): void;
-  status(call: GuardedCall, turn: Turn, status: grpc.StatusObject): void;
-};
-
-/**
- * One ride of the call on one channel, and the listener of its grpc-js call: a class rather than
- * a listener of closures, so a healthy call allocates one small object here, not four.
- */
-class Turn implements grpc.InterceptingListener {
-  /** Still the call's current ride: what it delivers reaches the caller. */
-  active = true;
-  /** Its grpc-js call delivered a status. */
-  ended = false;
-  /** The server answered on it (headers, a message, or a trailers-only status). */
-  answered = false;
-  /** Settle the ride (the promise the pool's `use` waits for); set as the ride starts. */
-  resolve: (status: grpc.StatusObject) => void = noop;
-  reject: (status: grpc.StatusObject) => void = noop;
-
-  constructor(
-    readonly owner: GuardedCall,
-    readonly call: GrpcCall,
-    readonly pooled: PooledChannel,
-    /** The pooled channel's identity. */
-    readonly connectionId: number,
-  ) {}
-
-  onReceiveMetadata(metadata: grpc.Metadata): void {
-    report.metadata(this.owner, this, metadata);
-  }
-
-  onReceiveMessage(message: unknown): void {
-    report.message(this.owner, this, message);
-  }
-
-  onReceiveStatus(status: grpc.StatusObject): void {
-    report.status(this.owner, this, status);
-  }
-}
-
-const noop = (): void => {};
 const OK = grpc.status.OK;
 const IDEMPOTENT = Object.freeze({ idempotent: true });
 const NOT_IDEMPOTENT = Object.freeze({ idempotent: false });
@@ -431,7 +385,7 @@ export class GuardedCall implements GrpcCall {
   }
 
   static {
-    report = {
+    reportTurnsTo({
       metadata: (call, turn, metadata) => {
         turn.answered = true;
         if (!turn.active) return;
@@ -446,7 +400,7 @@ export class GuardedCall implements GrpcCall {
         call.#listener!.onReceiveMessage(message);
       },
       status: (call, turn, received) => call.#settle(turn, received),
-    };
+    });
   }
 
   /** `turn`'s grpc-js call delivered `received`: settles the ride with it (see #ride). */

@@ -22,10 +22,12 @@
  * @module
  */
 import { Agent, type Dispatcher, errors } from 'undici';
-import type { Clock } from '../../core/clock.js';
+import { type Clock, systemClock } from '../../core/clock.js';
+import { PoolClosedError } from '../../core/errors.js';
 import { checkFunction, opt, show } from '../../core/validate.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import type { HostBreaker } from '../../guard/host-breaker.js';
+import { SETTLE_TIMEOUT } from '../../pool/connection-pool.js';
 import { type GuardedConnectorOptions, guardedConnector } from './connector.js';
 import { type GuardedRetryOptions, type RetrySettings, UNDICI_TIMEOUT, retrySettings } from './options.js';
 import { dispatchGuarded } from './retry-interceptor.js';
@@ -42,7 +44,7 @@ import { undiciConnectOptions } from './undici-connect.js';
 export type UndiciAgentOptions = Omit<Agent.Options, 'headersTimeout' | 'bodyTimeout'>;
 
 /** Options of a {@link GuardedAgent}: the retrying layer's, the connector's, and undici's own. */
-export interface GuardedAgentOptions extends GuardedRetryOptions, GuardedConnectorOptions {
+export interface GuardedAgentOptions extends GuardedRetryOptions, Omit<GuardedConnectorOptions, 'closing'> {
   /**
    * The breaker the dials report to and each call asks first. Default the process-wide
    * `sharedBreaker()`: every client in the process learns from every other's dials. `null` for
@@ -65,7 +67,7 @@ export interface GuardedAgentOptions extends GuardedRetryOptions, GuardedConnect
 const CONNECTOR_KEYS = ['connectTimeout', 'tls', 'maxCachedSessions', 'keepAliveInitialDelay', 'socketPath', 'socket', 'connector', 'allowH2', 'clock'] as const;
 
 /** The undici Agent options for `super()`, checked: undici's own plus the guarded connector. */
-function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null): Agent.Options {
+function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null, closing: AbortSignal): Agent.Options {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
   const undiciOptions = opt<UndiciAgentOptions>(options.undici, {});
   if (typeof undiciOptions !== 'object' || undiciOptions === null) throw new TypeError(`undici must be an object, got ${show(undiciOptions)}`);
@@ -74,9 +76,42 @@ function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null)
   }
   if (undiciOptions.factory !== undefined) checkFunction('undici.factory', undiciOptions.factory);
   const { rest, connector } = undiciConnectOptions(undiciOptions);
-  const connectorOptions: GuardedConnectorOptions = { ...connector, breaker };
+  const connectorOptions: GuardedConnectorOptions = { ...connector, breaker, closing };
   for (const key of CONNECTOR_KEYS) if (options[key] !== undefined) (connectorOptions as Record<string, unknown>)[key] = options[key];
   return { ...rest, connect: guardedConnector(connectorOptions) };
+}
+
+const DIALS = Symbol('dialguard.agent.dials');
+
+/** A GuardedAgent's dials at its end: abandoned SETTLE_TIMEOUT after close() began, or at destroy(). */
+class DialsClosing {
+  #timer: ReturnType<Clock['setTimeout']> | undefined;
+
+  constructor(
+    readonly controller: AbortController,
+    readonly clock: Clock,
+  ) {}
+
+  /** close() began (again, maybe): arms the bound once; returns `callback`, which also disarms it. */
+  closing(callback: (...args: unknown[]) => void): (...args: unknown[]) => void {
+    if (this.#timer === undefined && !this.controller.signal.aborted) this.#timer = this.clock.setTimeout(() => this.abandon(), SETTLE_TIMEOUT);
+    return (...args) => {
+      this.#disarm();
+      callback(...args);
+    };
+  }
+
+  /** Abandons every dial in flight, and every later one (each rejects with PoolClosedError). */
+  abandon(): void {
+    this.#disarm();
+    if (!this.controller.signal.aborted) this.controller.abort(new PoolClosedError('agent'));
+  }
+
+  #disarm(): void {
+    if (this.#timer === undefined) return;
+    this.clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
 }
 
 /**
@@ -85,25 +120,61 @@ function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null)
  *
  * It is an undici `Agent` (so `instanceof Agent`, `compose()`, `close()`, `destroy()`, the
  * `'connect'`/`'disconnect'`/`'drain'` events, `stats`, and the WebSocket and EventSource limits
- * are undici's own); only `dispatch()` is dialguard's.
+ * are undici's own); `dispatch()` is dialguard's, and `close()`/`destroy()` also end the dials.
  */
 export class GuardedAgent extends Agent {
   /** The breaker this agent's dials report to (and its calls ask first), or null. */
   readonly breaker: HostBreaker | null;
   readonly #settings: RetrySettings;
   readonly #inner: Dispatcher.Dispatch;
+  /**
+   * @internal The dials' end. Symbol-keyed, not `#private`: `compose()` hands out a Proxy of the
+   * agent, whose `close()` and `destroy()` run with the Proxy as `this`.
+   */
+  readonly [DIALS]: DialsClosing;
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: GuardedAgentOptions = {}) {
     const breaker = typeof options === 'object' && options !== null && options.breaker !== undefined ? options.breaker : sharedBreaker();
-    super(agentOptions(options, breaker));
+    const closing = new AbortController();
+    super(agentOptions(options, breaker, closing.signal));
     this.breaker = breaker;
+    this[DIALS] = new DialsClosing(closing, opt(options.clock, systemClock));
     this.#settings = retrySettings({ ...options, breaker });
     // The Agent is made with undici's default timeouts (its own are refused above).
     this.#settings.dispatcherTimeouts = { headers: UNDICI_TIMEOUT, body: UNDICI_TIMEOUT };
     // Each attempt enters undici's own Agent dispatch (its checks, its pools).
     const base = Agent.prototype.dispatch;
     this.#inner = (opts, handler) => base.call(this, opts, handler);
+  }
+
+  /**
+   * Closes the agent as undici's `close()` does (no new requests; those queued and in flight
+   * finish first), bounded as `ConnectionPool.close()` is: a dial still out {@link SETTLE_TIMEOUT}
+   * after close() began is abandoned (its requests fail with {@link PoolClosedError}, a socket it
+   * delivers later is destroyed), so a connector that never calls back (with `connectTimeout: 0`,
+   * no dial timeout) cannot hold it forever. Requests on live connections are undici's to finish
+   * (`destroy()` ends them).
+   */
+  override close(): Promise<void>;
+  override close(callback: () => void): void;
+  override close(callback?: () => void): Promise<void> | void {
+    // undici's promise form calls close(callback), which lands here; a non-function is undici's to refuse.
+    if (typeof callback !== 'function') return callback === undefined ? super.close() : super.close(callback);
+    return super.close(this[DIALS].closing(callback));
+  }
+
+  /**
+   * Destroys the agent as undici's `destroy()` does, and abandons every dial in flight at once:
+   * a connector that never calls back leaves no dial, and no dial timer, behind.
+   */
+  override destroy(): Promise<void>;
+  override destroy(err: Error | null): Promise<void>;
+  override destroy(callback: () => void): void;
+  override destroy(err: Error | null, callback: () => void): void;
+  override destroy(...args: unknown[]): Promise<void> | void {
+    this[DIALS].abandon();
+    return Reflect.apply(super.destroy, this, args) as Promise<void> | void;
   }
 
   /** `await using` support: closes the agent as `close()` does (requests in flight finish first). */

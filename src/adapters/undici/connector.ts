@@ -104,6 +104,13 @@ export interface GuardedConnectorOptions {
   keepAliveInitialDelay?: number;
   /** Time source for the dial timeout. Default {@link systemClock}. */
   clock?: Clock;
+  /**
+   * Its owner's closing: once aborted, every dial in flight is abandoned (it rejects with the
+   * signal's reason; a socket that lands later is destroyed) and a new one rejects at once.
+   * Default none: only `connectTimeout` ends a dial (a `GuardedAgent` passes its own, so its
+   * `close()` is bounded even with `connectTimeout: 0`).
+   */
+  closing?: AbortSignal;
 }
 
 /** The TLS options the connector takes (its `tls`, and the TLS keys of undici's `connect` object). */
@@ -140,6 +147,7 @@ interface ConnectorSettings {
   connector: UndiciConnector | undefined;
   allowH2: boolean;
   clock: Clock;
+  closing: AbortSignal | undefined;
 }
 
 /**
@@ -172,6 +180,8 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
     throw new TypeError(`socketPath must be a non-empty string, got ${show(socketPath)}`);
   }
   const timeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT));
+  const closing = options.closing;
+  if (closing !== undefined && !(closing instanceof AbortSignal)) throw new TypeError(`closing must be an AbortSignal, got ${show(closing)}`);
   return {
     timeout: timeout === 0 ? NO_LIMIT : timeout,
     socket,
@@ -183,6 +193,7 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
     sessions: new SessionCache(checkInteger('maxCachedSessions', opt(options.maxCachedSessions, 100), 0)),
     keepAliveDelay: checkDuration('keepAliveInitialDelay', opt(options.keepAliveInitialDelay, 60_000)),
     clock,
+    closing,
   };
 }
 
@@ -205,7 +216,7 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
 export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciConnector {
   const s = settings(options);
   const scout = new DialScout();
-  const dialOptions = { timeout: s.timeout, breaker: s.breaker, clock: s.clock, dispose: destroy };
+  const dialOptions = { timeout: s.timeout, breaker: s.breaker, clock: s.clock, dispose: destroy, signal: s.closing };
   return (opts, callback) => {
     let key: string;
     let open: () => Promise<net.Socket>;
@@ -232,6 +243,7 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
                 breaker: s.breaker,
                 clock: s.clock,
                 dispose: destroy,
+                signal: s.closing,
                 tls: tlsOptions,
                 socket,
                 // Node's happy-eyeballs delay, when given, paces the addresses here too.

@@ -1,0 +1,69 @@
+/**
+ * One ride of a guarded gRPC call on one channel ({@link Turn}), which is also the listener of its
+ * grpc-js call: one object per ride with shared methods, reporting to its call through a hook
+ * that GuardedCall sets from its static block.
+ *
+ * @module
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { PooledChannel } from './channel-connector.js';
+import type { GrpcCall, GuardedCall } from './guarded-call.js';
+
+const noop = (): void => {};
+
+/** What a {@link Turn} reports to its call (GuardedCall's code, which alone reaches its private state). */
+export interface TurnReport {
+  metadata(call: GuardedCall, turn: Turn, metadata: grpc.Metadata): void;
+  message(call: GuardedCall, turn: Turn, message: unknown): void;
+  status(call: GuardedCall, turn: Turn, status: grpc.StatusObject): void;
+}
+
+/** Set once, by GuardedCall's static block (see {@link reportTurnsTo}). */
+let report: TurnReport;
+
+/**
+ * @internal Where every {@link Turn} reports: called once, from GuardedCall's static block, since
+ * only code inside that class reaches its private state. A second call throws.
+ */
+export function reportTurnsTo(to: TurnReport): void {
+  if (report !== undefined) throw new Error('dialguard: the gRPC turn report is set once');
+  report = to;
+}
+
+/**
+ * One ride of the call on one channel, and the listener of its grpc-js call: a class rather than
+ * a listener of closures, so a healthy call allocates one small object here, not four.
+ *
+ * @internal
+ */
+export class Turn implements grpc.InterceptingListener {
+  /** Still the call's current ride: what it delivers reaches the caller. */
+  active = true;
+  /** Its grpc-js call delivered a status. */
+  ended = false;
+  /** The server answered on it (headers, a message, or a trailers-only status). */
+  answered = false;
+  /** Settle the ride (the promise the pool's `use` waits for); set as the ride starts. */
+  resolve: (status: grpc.StatusObject) => void = noop;
+  reject: (status: grpc.StatusObject) => void = noop;
+
+  constructor(
+    readonly owner: GuardedCall,
+    readonly call: GrpcCall,
+    readonly pooled: PooledChannel,
+    /** The pooled channel's identity. */
+    readonly connectionId: number,
+  ) {}
+
+  onReceiveMetadata(metadata: grpc.Metadata): void {
+    report.metadata(this.owner, this, metadata);
+  }
+
+  onReceiveMessage(message: unknown): void {
+    report.message(this.owner, this, message);
+  }
+
+  onReceiveStatus(status: grpc.StatusObject): void {
+    report.status(this.owner, this, status);
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * One call's ride through `ConnectionPool.use()`: the lease its `fn` gets, the settlers of the
+ * call's promise and the caller's abort listener, in one object, so the pool's warm, synchronous
+ * path (`#embark`, ended by `#land`) makes no closure per call for them.
+ *
+ * @module
+ */
+import { type Lease, type PooledConnection, Ride } from './pooled-connection.js';
+
+/**
+ * One call's ride through `use()`: the lease `fn` gets, and what the pool needs to end the call
+ * (its promise's settlers, the caller's signal, whether it may go back). Also the caller's abort
+ * listener (`handleEvent`), so a ride costs no closure for it.
+ * @internal
+ */
+export class Trip<C> extends Ride<C> {
+  /** Set once the ride has ended (see `ConnectionPool.#land`). */
+  landed = false;
+
+  constructor(
+    readonly conn: PooledConnection<C>,
+    turn: number,
+    readonly caller: AbortSignal | undefined,
+    readonly fn: (lease: Lease<C>) => Promise<unknown>,
+    readonly idempotent: boolean,
+    readonly stale: number,
+    readonly land: (trip: Trip<C>, ok: boolean, value: unknown) => void,
+    readonly resolve: (value: unknown) => void,
+    readonly reject: (reason: unknown) => void,
+  ) {
+    super(conn, turn);
+  }
+
+  /** Released (the connection died, or the caller aborted): the call ends now, with `reason`. */
+  override release(reason: unknown): void {
+    super.release(reason);
+    this.land(this, false, reason);
+  }
+
+  /** The caller's signal aborted. */
+  handleEvent(): void {
+    this.release(this.caller!.reason);
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * GuardedAgent.close() is bounded as ConnectionPool.close() is: a dial still out SETTLE_TIMEOUT
+ * after close() began (a user connector that never calls back, with `connectTimeout: 0` and so no
+ * dial timeout) is abandoned, its request fails with PoolClosedError, and close() resolves. (It
+ * used to wait for that connector forever: undici's close waits for every queued request.)
+ */
+import { request } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { GuardedAgent, guardedConnector } from '../../../src/adapters/undici/index.js';
+import { PoolClosedError } from '../../../src/core/errors.js';
+import { SETTLE_TIMEOUT } from '../../../src/pool/connection-pool.js';
+import { ManualClock, flushMicrotasks } from '../../../src/testing/manual-clock.js';
+
+/** Loopback; never dialled (the connector below never opens a socket). */
+const URL = 'http://127.0.0.1:9/';
+
+/** `p`'s outcome, or 'pending' if it has not settled within `ms` of real time (a bound on a failing run only). */
+async function within<T>(p: Promise<T>, ms: number): Promise<T | 'pending'> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const out = await Promise.race([p, new Promise<'pending'>((resolve) => (timer = setTimeout(resolve, ms, 'pending')))]);
+  clearTimeout(timer);
+  return out;
+}
+
+/** Runs pending I/O callbacks and microtasks a few times (undici hands the dial over asynchronously). */
+async function turns(n = 5): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    await flushMicrotasks();
+  }
+}
+
+describe('GuardedAgent.close() with connectTimeout: 0 and a connector that never calls back', () => {
+  it('abandons the dial SETTLE_TIMEOUT after close() began: the request gets PoolClosedError and close() resolves', async () => {
+    const clock = new ManualClock(0);
+    let dials = 0;
+    const agent = new GuardedAgent({
+      breaker: null,
+      clock,
+      undici: {
+        connectTimeout: 0,
+        connect: () => {
+          dials++; // never calls back
+        },
+      },
+    });
+    const call = request(URL, { dispatcher: agent }).then(
+      () => 'answered',
+      (err: unknown) => err,
+    );
+    await turns();
+    expect(dials).toBe(1);
+    const closing = agent.close();
+    await turns();
+    expect(await within(closing, 10)).toBe('pending'); // graceful first: the dial may still land
+    clock.advance(SETTLE_TIMEOUT);
+    expect(await within(closing, 2_000)).not.toBe('pending');
+    expect(await call).toBeInstanceOf(PoolClosedError);
+    expect(dials).toBe(1);
+    expect(clock.pending).toBe(0);
+  });
+
+  it('destroy() abandons the dial at once: its request fails and no dial timer is left on the clock', async () => {
+    const clock = new ManualClock(0);
+    let dials = 0;
+    const agent = new GuardedAgent({
+      breaker: null,
+      clock,
+      undici: {
+        connectTimeout: 0,
+        connect: () => {
+          dials++; // never calls back
+        },
+      },
+    });
+    const call = request(URL, { dispatcher: agent }).then(
+      () => 'answered',
+      (err: unknown) => err,
+    );
+    await turns();
+    expect(dials).toBe(1);
+    expect(clock.pending).toBe(1); // the dial's timer (connectTimeout 0: the longest Node can arm)
+    await agent.destroy();
+    expect(await call).toBeInstanceOf(Error);
+    expect(clock.pending).toBe(0);
+  });
+
+  it("guardedConnector's closing option must be an AbortSignal (TypeError naming it)", () => {
+    expect(() => guardedConnector({ breaker: null, closing: {} as AbortSignal })).toThrow(/closing must be an AbortSignal/);
+  });
+});
