@@ -56,11 +56,14 @@ describe('Http2Client: what a healthy call creates', () => {
     const counting = await promisesMadeUntilSettled(() => ready);
     const counts: number[] = [];
     for (const timeout of [undefined, 10_000]) {
-      let total = 0;
-      for (let i = 0; i < CALLS; i++) total += await promisesMadeUntilSettled(() => c.request(`${peer.origin}/`, { timeout }));
-      counts.push(total / CALLS - counting);
+      // The hook counts every promise made until the call settles, the in-process server's and
+      // node:http2's included; on a loaded machine some land inside a call's window now and then.
+      // They only ever add, so the fewest any call made is the call's own count.
+      let fewest = Infinity;
+      for (let i = 0; i < CALLS; i++) fewest = Math.min(fewest, await promisesMadeUntilSettled(() => c.request(`${peer.origin}/`, { timeout })));
+      counts.push(fewest - counting);
     }
-    // Before the pool's fast path: 6.5 and 7 (an async frame and a promise chain in use(), `finally`).
+    // Before the pool's fast path: [6, 10] (an async frame and a promise chain in use(), `finally`).
     expect(counts).toEqual([3, 4]);
     expect(peer.attempts).toBe(1);
   });
