@@ -32,6 +32,7 @@
  */
 import dns from 'node:dns';
 import net from 'node:net';
+import { type PeerCertificate, checkServerIdentity as tlsCheck } from 'node:tls';
 import { ConnectTimeoutError, HostUnavailableError } from '../../core/errors.js';
 import { checkDuration, checkFunction, opt, show } from '../../core/validate.js';
 import { sharedBreaker } from '../../guard/dial.js';
@@ -181,8 +182,8 @@ export class RedisGuard {
    * The gate is the socket's `lookup` (Node calls it at each TCP attempt): a refusal fails the
    * dial at once, with no packet sent, as a `HostUnavailableError` the client's 'error' carries.
    * An IP address is given to Node as a name under `.dialguard.invalid` that only this lookup
-   * resolves (back to the address), except with TLS, where the name must stay the certificate's:
-   * TLS to an IP address is gated between dials only, through the reconnect strategy.
+   * resolves (back to the address), since Node skips the lookup for an IP literal; with TLS, the
+   * certificate is still checked against the address (or `socket.servername` if given).
    */
   nodeRedis<O, C extends EventClient>(createClient: (options: O) => C, clientOptions?: O): C {
     const options = (clientOptions ?? {}) as NodeRedisOptions;
@@ -192,10 +193,16 @@ export class RedisGuard {
     const tls = socket.tls === true || (typeof options.url === 'string' && options.url.startsWith('rediss:'));
     const bare = host.startsWith('[') ? host.slice(1, -1) : host;
     const byIp = net.isIP(bare) !== 0;
-    if (!(byIp && tls)) {
-      socket.host = byIp ? `${bare.replaceAll(':', '-')}.dialguard.invalid` : bare;
-      socket.port = port;
-      socket.lookup = this.#gatedLookup(state, byIp ? bare : undefined, socket.lookup as net.LookupFunction | undefined);
+    socket.host = byIp ? `${bare.replaceAll(':', '-')}.dialguard.invalid` : bare;
+    socket.port = port;
+    socket.lookup = this.#gatedLookup(state, byIp ? bare : undefined, socket.lookup as net.LookupFunction | undefined);
+    if (byIp && tls) {
+      // Node checks the certificate against `servername ?? host`: the gated name is not the
+      // node's, so the check is handed the address the client asked for (Node sends no SNI for a
+      // `host` alone, so the name never leaves the process).
+      const check = (socket.checkServerIdentity as typeof tlsCheck | undefined) ?? tlsCheck;
+      const identity = typeof socket.servername === 'string' ? socket.servername : bare;
+      socket.checkServerIdentity = (_name: string, cert: PeerCertificate) => check(identity, cert);
     }
     socket.connectTimeout = this.#timeout;
     watchConnectingSockets();
@@ -210,7 +217,7 @@ export class RedisGuard {
       const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
       return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
     };
-    const guarded = byIp && tls ? { ...options, socket } : { ...withoutUrl(options, socket), socket };
+    const guarded = { ...withoutUrl(options, socket), socket };
     client = createClient(guarded as O);
     this.#watch(client, state);
     return client;
