@@ -71,14 +71,14 @@ describe('RedisGuard/node-redis by IP address: the dial gate holds', () => {
     );
     const guard = new RedisGuard({ breaker: new HostBreaker() });
     const errors: unknown[] = [];
-    const good = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port, tls: true, ca: TEST_CERT, reconnectStrategy: false } });
+    const good = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port, tls: true as const, ca: TEST_CERT, reconnectStrategy: false as const } });
     good.on('error', (err: unknown) => errors.push(err));
     good.connect().catch(() => {});
     cleanups.push(() => good.destroy());
     await expect.poll(() => handshakes, { timeout: 2_000, interval: 10 }).toBe(1);
     expect(errors.filter((e) => (e as { code?: string }).code === 'ERR_TLS_CERT_ALTNAME_INVALID')).toEqual([]);
     const badErrors: unknown[] = [];
-    const bad = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port, tls: true, ca: TEST_CERT, servername: 'elsewhere.example', reconnectStrategy: false } });
+    const bad = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port, tls: true as const, ca: TEST_CERT, servername: 'elsewhere.example', reconnectStrategy: false as const } });
     bad.on('error', (err: unknown) => badErrors.push(err));
     bad.connect().catch(() => {});
     cleanups.push(() => (bad.isOpen ? bad.destroy() : undefined));
