@@ -53,17 +53,25 @@ export function ioredisCluster<O extends object>(guard: GuardInternals, Redis: n
         return Promise.resolve(dead);
       }
       this.firstError = undefined;
+      const permit = state.permit;
       return super.connect(emitter).then((stream) => {
         const socket = stream as net.Socket;
         const event = target.tls ? 'secureConnect' : 'connect';
         const done = (err?: unknown): void => {
           socket.off(event, onConnect);
+          socket.off('data', onAnswer);
           socket.off('error', done);
           socket.off('close', onClose);
           if (err === undefined) guard.succeeded(state);
           else guard.settle(state, err);
         };
+        // TCP (or TLS) connected is not yet a live node: its first byte is (the reply to the
+        // ready check's INFO, or to the first command). Listening for it here is safe: ioredis
+        // adds its own 'data' listener in the same 'connect' event, before any byte can arrive.
         const onConnect = (): void => {
+          socket.once('data', onAnswer);
+        };
+        const onAnswer = (): void => {
           done();
           // Once connected, a close is a lost connection (the clusters' node connections do not
           // redial, each cluster dials anew): from then on the node's redials go in rounds, and
@@ -72,12 +80,15 @@ export function ioredisCluster<O extends object>(guard: GuardInternals, Redis: n
           // forgets the node.
           socket.once('close', () => guard.rounds.lost(state.key, new Error(`the connection to ${state.key} was lost`)));
         };
-        const onClose = (): void => done(new Error('the connection closed before it connected'));
+        const onClose = (): void => done(new Error('the connection closed before the node answered'));
         if (socket.destroyed) done(this.firstError ?? new Error('the connection closed before it connected'));
         else {
           socket.once(event, onConnect);
           socket.once('error', done);
           socket.once('close', onClose);
+          // A node that connects and never answers (frozen, accept-and-hold): a failed dial
+          // `connectTimeout` after the dial began (handshake.ts), not a wait without end.
+          guard.boundHandshake(state, permit, socket);
         }
         return stream;
       });
@@ -161,8 +172,12 @@ function clusterLookup(guard: GuardInternals, pending: Map<string, ClientState[]
         process.nextTick(cb, refusal);
         return;
       }
-      if (socket !== undefined) watchNodeDial(guard, state, socket);
-      else {
+      if (socket !== undefined) {
+        watchNodeDial(guard, state, socket);
+        // node-redis bounds the cluster node client's TCP connect only: the handshake is bounded
+        // here, from when the dial began (handshake.ts).
+        guard.boundHandshake(state, state.permit, socket);
+      } else {
         const list = pending.get(target.key) ?? [];
         list.push(state);
         pending.set(target.key, list);
@@ -183,21 +198,28 @@ function clusterLookup(guard: GuardInternals, pending: Map<string, ClientState[]
 /**
  * A cluster node client's dial, reported from its socket (node-redis's cluster says 'node-ready'
  * only for a node client's first connection, so a redial that succeeded would go unreported):
- * TCP connected is a success, an error before that a failure, a close with no error (the
- * cluster destroyed) abandoned. Once connected, a close is a lost connection: the node's
- * redials go in rounds from then on.
+ * the server's first byte is a success (TCP connected alone is not: a frozen node connects from
+ * its backlog), an error before that a failure (the handshake bound's `ConnectTimeoutError`
+ * among them), a close with no error (the cluster destroyed) abandoned. Once it answered, a close
+ * is a lost connection: the node's redials go in rounds from then on.
  */
 function watchNodeDial(guard: GuardInternals, state: ClientState, socket: net.Socket): void {
-  const done = (outcome: 'connected' | 'abandoned' | Error): void => {
+  const done = (outcome: 'answered' | 'abandoned' | Error): void => {
     socket.off('connect', onConnect);
+    socket.off('data', onAnswer);
     socket.off('error', onError);
     socket.off('close', onClose);
-    if (outcome === 'connected') guard.succeeded(state);
+    if (outcome === 'answered') guard.succeeded(state);
     else if (outcome === 'abandoned') guard.abandon(state);
     else guard.settle(state, outcome);
   };
+  // node-redis adds its own 'data' listener just after 'connect' (a microtask later), before any
+  // byte can arrive: listening here loses nothing.
   const onConnect = (): void => {
-    done('connected');
+    socket.once('data', onAnswer);
+  };
+  const onAnswer = (): void => {
+    done('answered');
     socket.once('close', () => guard.rounds.lost(state.key, new Error(`the connection to ${state.key} was lost`)));
   };
   const onError = (err: Error): void => done(err);

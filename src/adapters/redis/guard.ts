@@ -215,8 +215,10 @@ export class RedisGuard {
    * Options for an ioredis `Cluster` (v5) whose dials to every node ask the breaker first, keyed by
    * that node's address: `new Cluster(nodes, guard.ioredisCluster(Redis, { redisOptions }))`.
    * A dead node's slots fail at once (`HostUnavailableError`, no packet) while it is open; the other
-   * nodes keep serving. Each node connection reports its own dials: TCP (or TLS) connected is a
-   * success, an error or a close before that a failure. ioredis cluster nodes do not redial by
+   * nodes keep serving. Each node connection reports its own dials: the node's first byte is a
+   * success, an error or a close before that a failure, and a connection that received nothing
+   * `connectTimeout` after its dial began (a frozen or accept-and-hold node) is ended as a failed
+   * dial (`ConnectTimeoutError`, phase 'handshake'). ioredis cluster nodes do not redial by
    * themselves (the cluster refreshes its slots instead), so there is no strategy to replace; but
    * each cluster dials a dead node anew for each batch of commands its slots send there, so those
    * dials go in the node's shared redial rounds (with every other client of that address on this
@@ -236,7 +238,9 @@ export class RedisGuard {
    * `defaults.disableOfflineQueue` if commands for a dead node should fail rather than wait.
    * Every node client's redials go in the node's shared redial rounds (with every other client of
    * that address on this breaker): 5 clusters, a killed node, 1.5 s: ~30 dials to it, guarded 4-6.
-   * Each dial is reported from its socket (TCP connected is a success), since the cluster says
+   * Each dial is reported from its socket (the node's first byte is a success; nothing received
+   * `connectTimeout` after the dial began is a failed dial, the socket ended with a
+   * `ConnectTimeoutError`, phase 'handshake'), since the cluster says
    * 'node-ready' only once per node client: a node back after a restart was otherwise never
    * reported, its round held until its lead's bound (5 clusters reading again: 4.6 s to over 10 s,
    * now 2.1-2.6 s, unguarded ~2 s).
