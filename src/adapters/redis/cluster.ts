@@ -1,0 +1,254 @@
+/**
+ * The cluster factories of {@link RedisGuard}: ioredis's `Cluster` and node-redis's
+ * `createCluster`, whose dials to every node ask the guard's breaker, keyed by that node's
+ * address, and go in the node's shared redial rounds. The guard hands them its dial steps
+ * ({@link GuardInternals}); the public entry points are `RedisGuard.ioredisCluster` and
+ * `RedisGuard.nodeRedisCluster`, documented there.
+ *
+ * @module
+ */
+import dns from 'node:dns';
+import net from 'node:net';
+import { HostUnavailableError } from '../../core/errors.js';
+import { hostKey } from '../../guard/host-key.js';
+import { takeConnectingSocket, watchConnectingSockets } from './handshake.js';
+import {
+  ClientState,
+  type ConnectorClass,
+  type EventClient,
+  type GuardInternals,
+  type IoredisOptions,
+  NODE_REDIS_LONGEST_WAIT,
+  type NodeRedisOptions,
+  defaultConnector,
+  nodeRedisTarget,
+  withoutUrl,
+} from './internals.js';
+import type { RoundOutcome } from './redial.js';
+
+/** `RedisGuard.ioredisCluster` (documented there), with the guard's dial steps. */
+export function ioredisCluster<O extends object>(guard: GuardInternals, Redis: new (options: IoredisOptions) => EventClient, clusterOptions?: O): O {
+  const options = (clusterOptions ?? {}) as O & { redisOptions?: IoredisOptions };
+  const redisOptions: IoredisOptions = { ...(options.redisOptions ?? {}) };
+  const Base: ConnectorClass = (redisOptions.Connector as ConnectorClass | undefined) ?? defaultConnector(Redis);
+  class GuardedNodeConnector extends Base {
+    /** This node connection's dials, in the node's shared redial rounds. */
+    #state: ClientState | undefined;
+    override connect(emitter: unknown): Promise<unknown> {
+      const target = (this as unknown as { options: IoredisOptions }).options;
+      const state = (this.#state ??= new ClientState(hostKey(target.host ?? 'localhost', target.port ?? 6379)));
+      // Each Cluster dials a dead node anew for every batch of commands its slots send there:
+      // in rounds, every connection of every cluster in the process makes one dial per round.
+      this.connecting = true;
+      const gate = guard.gate(state, () => this.connecting === true);
+      return gate instanceof Promise ? gate.then((refusal) => this.#dial(emitter, state, target, refusal)) : this.#dial(emitter, state, target, gate);
+    }
+
+    #dial(emitter: unknown, state: ClientState, target: IoredisOptions, refusal: RoundOutcome): Promise<unknown> {
+      if (refusal !== undefined) {
+        const dead = new net.Socket();
+        dead.destroy();
+        this.firstError = refusal;
+        this.stream = undefined; // see the single-node connector
+        return Promise.resolve(dead);
+      }
+      this.firstError = undefined;
+      const permit = state.permit;
+      return super.connect(emitter).then((stream) => {
+        const socket = stream as net.Socket;
+        const event = target.tls ? 'secureConnect' : 'connect';
+        const done = (err?: unknown): void => {
+          socket.off(event, onConnect);
+          socket.off('data', onAnswer);
+          socket.off('error', done);
+          socket.off('close', onClose);
+          if (err === undefined) guard.succeeded(state);
+          else guard.settle(state, err);
+        };
+        // TCP (or TLS) connected is not yet a live node: its first byte is (the reply to the
+        // ready check's INFO, or to the first command). Listening for it here is safe: ioredis
+        // adds its own 'data' listener in the same 'connect' event, before any byte can arrive.
+        const onConnect = (): void => {
+          socket.once('data', onAnswer);
+        };
+        const onAnswer = (): void => {
+          done();
+          // Once connected, a close is a lost connection (the clusters' node connections do not
+          // redial, each cluster dials anew): from then on the node's redials go in rounds, and
+          // the first redials of every cluster are one round, not one dial per cluster. A close
+          // the client asked for costs nothing: the next dial leads a round, and its success
+          // forgets the node.
+          socket.once('close', () => guard.rounds.lost(state.key, new Error(`the connection to ${state.key} was lost`)));
+        };
+        const onClose = (): void => done(new Error('the connection closed before the node answered'));
+        if (socket.destroyed) done(this.firstError ?? new Error('the connection closed before it connected'));
+        else {
+          socket.once(event, onConnect);
+          socket.once('error', done);
+          socket.once('close', onClose);
+          // A node that connects and never answers (frozen, accept-and-hold): a failed dial
+          // `connectTimeout` after the dial began (handshake.ts), not a wait without end.
+          guard.boundHandshake(state, permit, socket);
+        }
+        return stream;
+      });
+    }
+  }
+  redisOptions.Connector = GuardedNodeConnector;
+  redisOptions.connectTimeout = guard.timeout;
+  return { ...options, redisOptions };
+}
+
+/** `RedisGuard.nodeRedisCluster` (documented there), with the guard's dial steps. */
+export function nodeRedisCluster<O, C extends EventClient>(guard: GuardInternals, createCluster: (options: O) => C, clusterOptions: O): C {
+  const options = clusterOptions as unknown as ClusterShape;
+  const pending = new Map<string, ClientState[]>();
+  const mapAddress = options.nodeAddressMap;
+  const defaults = { ...(options.defaults ?? {}) };
+  const socket: Record<string, unknown> = { ...(defaults.socket ?? {}) };
+  if (socket.tls !== undefined && socket.tls !== false) throw new TypeError('dialguard: nodeRedisCluster does not support TLS clusters');
+  const own = socket.reconnectStrategy;
+  socket.connectTimeout = guard.timeout;
+  socket.lookup = clusterLookup(guard, pending, socket.lookup as net.LookupFunction | undefined);
+  watchConnectingSockets();
+  socket.reconnectStrategy = (retries: number, cause: unknown) => {
+    const delay = Math.min(guard.delayFor(cause instanceof HostUnavailableError ? cause.host : undefined, retries), NODE_REDIS_LONGEST_WAIT);
+    if (own === undefined) return delay;
+    const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
+    return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
+  };
+  defaults.socket = socket;
+  const rootNodes = (options.rootNodes ?? []).map((root) => {
+    const { host, port } = nodeRedisTarget(root);
+    const socket = { ...(root.socket ?? {}) };
+    return { ...withoutUrl(root, socket), socket: { ...socket, host: gateName(host, port), port } };
+  });
+  const nodeAddressMap = (address: string): { host: string; port: number } => {
+    const mapped = typeof mapAddress === 'function' ? mapAddress(address) : mapAddress?.[address];
+    const at = address.lastIndexOf(':');
+    const host = mapped?.host ?? address.slice(0, at);
+    const port = mapped?.port ?? Number(address.slice(at + 1));
+    return { ...(mapped ?? {}), host: gateName(host, port), port };
+  };
+  const cluster = createCluster({ ...options, rootNodes, defaults, nodeAddressMap } as unknown as O);
+  const settle = (info: unknown, err?: unknown): void => {
+    const target = ungateName(String((info as { host?: unknown } | undefined)?.host ?? ''));
+    if (target === undefined) return;
+    const state = pending.get(target.key)?.shift();
+    if (state === undefined) {
+      // An error with no dial of the node's in flight: a lost connection (or a dial failed at
+      // the gate). From now on the node's redials go in rounds, so the first redials of every
+      // cluster's node client are one round (a no-op if they already are).
+      if (err !== undefined) guard.rounds.lost(target.key, err);
+      return;
+    }
+    if (err === undefined) guard.succeeded(state);
+    else guard.settle(state, err);
+  };
+  cluster.on('node-ready', (info: unknown) => settle(info));
+  cluster.on('node-error', (err: unknown, info: unknown) => settle(info, err ?? new Error('node error')));
+  return cluster;
+}
+
+/**
+ * The cluster's lookup: decodes a gated name, takes the node's turn in its shared redial rounds
+ * and asks the breaker (as a single-node client's lookup), then resolves the real host. Each
+ * lookup is its own dial in the rounds (a lookup does not say which node client asked); its
+ * outcome comes from its socket ({@link takeConnectingSocket}), or failing that from the
+ * cluster's node events, in order per node (`pending`).
+ */
+function clusterLookup(guard: GuardInternals, pending: Map<string, ClientState[]>, lookup: net.LookupFunction | undefined): net.LookupFunction {
+  const resolve = (lookup ?? dns.lookup) as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void;
+  return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
+    const target = ungateName(hostname);
+    if (target === undefined) {
+      resolve(hostname, opts, cb);
+      return;
+    }
+    const state = new ClientState(target.key);
+    const socket = takeConnectingSocket();
+    const go = (refusal: RoundOutcome): void => {
+      if (refusal !== undefined) {
+        process.nextTick(cb, refusal);
+        return;
+      }
+      if (socket !== undefined) {
+        watchNodeDial(guard, state, socket);
+        // node-redis bounds the cluster node client's TCP connect only: the handshake is bounded
+        // here, from when the dial began (handshake.ts).
+        guard.boundHandshake(state, state.permit, socket);
+      } else {
+        const list = pending.get(target.key) ?? [];
+        list.push(state);
+        pending.set(target.key, list);
+      }
+      const family = net.isIP(target.host);
+      if (family === 0) resolve(target.host, opts, cb);
+      else if (opts?.all === true) process.nextTick(cb, null, [{ address: target.host, family }]);
+      else process.nextTick(cb, null, target.host, family);
+    };
+    // As for a single-node client: node-redis's connect timeout runs during a wait.
+    const askedAt = guard.rounds.now();
+    const gate = guard.gate(state, () => guard.rounds.now() - askedAt < guard.timeout);
+    if (gate instanceof Promise) void gate.then(go);
+    else go(gate);
+  }) as net.LookupFunction;
+}
+
+/**
+ * A cluster node client's dial, reported from its socket (node-redis's cluster says 'node-ready'
+ * only for a node client's first connection, so a redial that succeeded would go unreported):
+ * the server's first byte is a success (TCP connected alone is not: a frozen node connects from
+ * its backlog), an error before that a failure (the handshake bound's `ConnectTimeoutError`
+ * among them), a close with no error (the cluster destroyed) abandoned. Once it answered, a close
+ * is a lost connection: the node's redials go in rounds from then on.
+ */
+function watchNodeDial(guard: GuardInternals, state: ClientState, socket: net.Socket): void {
+  const done = (outcome: 'answered' | 'abandoned' | Error): void => {
+    socket.off('connect', onConnect);
+    socket.off('data', onAnswer);
+    socket.off('error', onError);
+    socket.off('close', onClose);
+    if (outcome === 'answered') guard.succeeded(state);
+    else if (outcome === 'abandoned') guard.abandon(state);
+    else guard.settle(state, outcome);
+  };
+  // node-redis adds its own 'data' listener just after 'connect' (a microtask later), before any
+  // byte can arrive: listening here loses nothing.
+  const onConnect = (): void => {
+    socket.once('data', onAnswer);
+  };
+  const onAnswer = (): void => {
+    done('answered');
+    socket.once('close', () => guard.rounds.lost(state.key, new Error(`the connection to ${state.key} was lost`)));
+  };
+  const onError = (err: Error): void => done(err);
+  const onClose = (): void => done('abandoned');
+  socket.once('connect', onConnect);
+  socket.once('error', onError);
+  socket.once('close', onClose);
+}
+
+/** node-redis `createCluster` options, the parts the guard reads and sets. */
+interface ClusterShape {
+  rootNodes?: NodeRedisOptions[];
+  defaults?: { socket?: Record<string, unknown>; [key: string]: unknown };
+  nodeAddressMap?: ((address: string) => { host: string; port: number } | undefined) | Record<string, { host: string; port: number }>;
+  [key: string]: unknown;
+}
+
+const GATE = /^(.*)\.dialguard-(\d+)\.invalid$/;
+
+/** The name the cluster's nodes are dialled by: only the guard's lookup resolves it. */
+function gateName(host: string, port: number): string {
+  return `${host.startsWith('[') ? host.slice(1, -1) : host}.dialguard-${port}.invalid`;
+}
+
+/** The host, port and breaker key a {@link gateName} stands for, or undefined for any other name. */
+function ungateName(name: string): { host: string; port: number; key: string } | undefined {
+  const m = GATE.exec(name);
+  if (m === null) return undefined;
+  const host = m[1]!;
+  const port = Number(m[2]);
+  return { host, port, key: hostKey(host, port) };
+}

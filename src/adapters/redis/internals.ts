@@ -1,0 +1,129 @@
+/**
+ * What the Redis guard's two halves share: a client's dial bookkeeping ({@link ClientState}),
+ * the clients' option shapes, and {@link GuardInternals}, the guard's dial steps as the cluster
+ * factories (`cluster.ts`) use them. Internal: not exported from `dialguard/redis` (except the
+ * option types, re-exported by `index.ts`).
+ *
+ * @module
+ */
+import type { DialPermit } from '../../guard/host-breaker.js';
+import type { RedialRounds, RoundOutcome } from './redial.js';
+
+/**
+ * Longest single wait the guard hands node-redis, ms. node-redis cannot cancel a reconnect wait:
+ * a client destroyed during one keeps its timer (and the process) until it ends, so a 30 s open
+ * window is waited out in waits of at most this, each ending in a refusal that costs no I/O.
+ * node-redis's own strategy waits up to ~2.2 s.
+ */
+export const NODE_REDIS_LONGEST_WAIT = 2_000;
+
+/** What the guard needs of a client: node-redis and ioredis are both event emitters. */
+export interface EventClient {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the clients' own listener type
+  on(event: string, listener: (...args: any[]) => void): unknown;
+}
+
+/** node-redis `createClient` options, the parts the guard reads and sets. */
+export interface NodeRedisOptions {
+  url?: string;
+  socket?: Record<string, unknown> & { host?: string; port?: number; tls?: unknown; lookup?: unknown; connectTimeout?: number; reconnectStrategy?: unknown };
+  [key: string]: unknown;
+}
+
+/** ioredis options, the parts the guard reads and sets. */
+export interface IoredisOptions {
+  host?: string;
+  port?: number;
+  connectTimeout?: number;
+  retryStrategy?: unknown;
+  Connector?: unknown;
+  lazyConnect?: boolean;
+  tls?: unknown;
+  [key: string]: unknown;
+}
+
+/** One client's dial bookkeeping. */
+export class ClientState {
+  permit: DialPermit | undefined;
+  /** When the permitted dial began (the rounds' clock). */
+  dialAt = 0;
+  lastError: unknown;
+  /**
+   * @param key - the node's breaker key.
+   * @param rounds - whether the client's redials go in the breaker's shared rounds (every client
+   *   does: single-node clients and a cluster's node connections alike).
+   */
+  constructor(
+    readonly key: string,
+    readonly rounds = true,
+  ) {}
+}
+
+/** Whether `err` is a reply the server sent (so the node is alive), for node-redis and ioredis. */
+export function serverReplied(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const name = err.constructor?.name;
+  return name === 'ErrorReply' || name === 'ReplyError' || name === 'SimpleError' || name === 'BlobError';
+}
+
+/** ioredis's connector interface, as far as the guard uses it. */
+export interface IoredisConnector {
+  firstError?: unknown;
+  /** Set by connect(), cleared by disconnect(). */
+  connecting?: boolean;
+  stream?: unknown;
+  connect(emitter: unknown): Promise<unknown>;
+}
+export type ConnectorClass = new (options: unknown) => IoredisConnector;
+
+/**
+ * The guard's dial steps, for its cluster factories (`cluster.ts`): each is the `RedisGuard`
+ * method of the same name (see there). Not public API: the guard hands it to the factories only.
+ */
+export interface GuardInternals {
+  /** The guard's `connectTimeout`, ms. */
+  readonly timeout: number;
+  /** The redial rounds of the guard's breaker. */
+  readonly rounds: RedialRounds;
+  /** A dial about to start: its turn in the node's rounds, then the breaker (undefined: go). */
+  gate(state: ClientState, wanted?: () => boolean): RoundOutcome | Promise<RoundOutcome>;
+  /** The dial in flight succeeded. */
+  succeeded(state: ClientState): void;
+  /** The dial in flight ended without success: failed, unless the server answered. */
+  settle(state: ClientState, cause: unknown): void;
+  /** The client gave the dial in flight up. */
+  abandon(state: ClientState): void;
+  /** When to redial a node (`key`), after `attempt` failed dials; `rounds`: at its next round. */
+  delayFor(key: string | undefined, attempt: number, rounds?: boolean): number;
+  /** Bounds the handshake of the dial `permit` stands for on `stream` (see `handshake.ts`). */
+  boundHandshake(state: ClientState, permit: DialPermit | undefined, stream: unknown): void;
+}
+
+/** ioredis's default connector: it is not exported, so a lazy client (which never connects) shows it. */
+export function defaultConnector(Redis: new (options: IoredisOptions) => EventClient): ConnectorClass {
+  return (new Redis({ lazyConnect: true }) as unknown as { connector: IoredisConnector }).connector.constructor as ConnectorClass;
+}
+
+/** Host and port of a node-redis client: its url's, or `socket.host`/`socket.port`. */
+export function nodeRedisTarget(options: NodeRedisOptions): { host: string; port: number } {
+  if (typeof options.url === 'string') {
+    const url = new URL(options.url);
+    return { host: url.hostname || 'localhost', port: Number(url.port) || 6379 };
+  }
+  return { host: options.socket?.host ?? 'localhost', port: options.socket?.port ?? 6379 };
+}
+
+/**
+ * The options without `url`, its credentials, database and scheme moved into options (as node-redis
+ * reads them; explicit options win), so the url's host cannot override the guarded `socket.host`.
+ */
+export function withoutUrl(options: NodeRedisOptions, socket: Record<string, unknown>): NodeRedisOptions {
+  const { url, ...rest } = options;
+  if (typeof url !== 'string') return rest;
+  const u = new URL(url);
+  if (u.username !== '' && rest.username === undefined) rest.username = decodeURIComponent(u.username);
+  if (u.password !== '' && rest.password === undefined) rest.password = decodeURIComponent(u.password);
+  if (u.pathname.length > 1 && rest.database === undefined) rest.database = Number(u.pathname.slice(1));
+  if (u.protocol === 'rediss:') socket.tls = true;
+  return rest;
+}
