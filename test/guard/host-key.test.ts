@@ -167,6 +167,28 @@ describe('hostKey: a host with a numeric port', () => {
     expect(ports).toBeGreaterThan(generation);
   });
 
+  it('a generation holds exactly its size: the keys held peak at twice it, then fall to it plus one', () => {
+    const { generation } = hostKeyMemoStats();
+    const held: number[] = [];
+    for (let i = 0; i < 2 * generation + 2; i++) {
+      hostKey(`peak-${i}.test`, 1);
+      held.push(hostKeyMemoStats().portKeys);
+    }
+    const peak = Math.max(...held);
+    expect(peak).toBe(2 * generation);
+    expect(held[held.indexOf(peak) + 1]).toBe(generation + 1);
+  });
+
+  it('a name of the previous generation asked on a new port gets its key, made once', () => {
+    const { generation } = hostKeyMemoStats();
+    expect(hostKey('lone.test', 5)).toBe('lone.test:5');
+    for (let i = 0; i < generation; i++) hostKey(`lone-filler-${i}.test`, 1); // one new generation since
+    const before = hostKeyMemoStats().built;
+    expect(hostKey('lone.test', 6)).toBe('lone.test:6');
+    expect(hostKey('lone.test', 5)).toBe('lone.test:5');
+    expect(hostKeyMemoStats().built - before).toBe(1);
+  });
+
   it('a key of the previous generation is carried over, not made again, and is then found in one lookup', () => {
     const { generation } = hostKeyMemoStats();
     expect(hostKey('carry.test', 6)).toBe('carry.test:6');
