@@ -1,7 +1,7 @@
 /**
- * The refusal's hot path skips work only where skipping changes nothing: the breaker does not
- * re-insert a host that is already the most recent, and hostKey reuses the key of the host and
- * port it was last given. These pin that the shortcuts keep the rules.
+ * The refusal's hot path keeps the rules whatever order hosts are asked in: recency when the
+ * newest host is asked again (the breaker relinks it like any other), and hostKey's memoised key
+ * of each host and port however they alternate. These pin that.
  */
 import { describe, expect, it } from 'vitest';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
@@ -57,7 +57,7 @@ describe('HostBreaker: recency when the newest host is asked again', () => {
   });
 });
 
-describe('hostKey: the last host and port given', () => {
+describe('hostKey: hosts and ports asked in turn', () => {
   it('gives each host and port its own key, however they alternate', () => {
     expect(hostKey('Example.COM', 80)).toBe('example.com:80');
     expect(hostKey('Example.COM', 80)).toBe('example.com:80');

@@ -3,7 +3,9 @@
  * spellings `hostKey` parses, how many it remembers, and how many hosts one admit forgets.
  */
 import { describe, expect, it, vi } from 'vitest';
+import { connect } from '../../src/guard/connect.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { HostUnavailableError } from '../../src/core/errors.js';
 import { hostKey, hostKeyMemoStats } from '../../src/guard/host-key.js';
 import { ManualClock } from '../../src/testing/index.js';
 import { seededRandom } from '../../src/testing/index.js';
@@ -34,7 +36,7 @@ describe('hostKey at scale', () => {
     expect(hostKeyMemoStats().parses - before).toBe(0);
   });
 
-  it('a spelling that is already its key (what connect() and every breaker key pass) is neither parsed nor remembered, however many there are', () => {
+  it('a spelling that is already its key (what connect() and every breaker key pass) is never parsed nor put in the spelling memo, however many there are; with a numeric port its key is remembered, bounded', () => {
     const before = hostKeyMemoStats();
     let wrong = 0;
     for (let i = 0; i < 100_000; i++) {
@@ -45,6 +47,8 @@ describe('hostKey at scale', () => {
     const after = hostKeyMemoStats();
     expect(after.parses).toBe(before.parses);
     expect(after.entries).toBe(before.entries);
+    expect(after.built - before.built).toBe(100_000); // each host:port once; `host:port` spellings are returned as given
+    expect(after.portKeys).toBeLessThanOrEqual(2 * after.generation);
   });
 
   it.each([
@@ -181,23 +185,65 @@ describe('HostBreaker: recency without rehashing', () => {
     expect(breaker.stats()).toMatchObject({ hosts: 4_096, refused: 4_097, evictedCapacity: 0 });
   });
 
-  it('an admitted dial at 4 096 hosts costs one Map lookup, admit and settlement together (the settlement reads its entry, not the table)', () => {
+  it('an admitted dial at 4 096 hosts, asked by its key, costs one Map lookup, admit and settlement together (the settlement reads its entry, not the table)', () => {
     const breaker = new HostBreaker({ capacity: 4_096 });
-    const hosts = Array.from({ length: 4_096 }, (_, i) => ip(i));
-    for (const h of hosts) breaker.admit(h, 11211).succeeded();
+    const keys = Array.from({ length: 4_096 }, (_, i) => `${ip(i)}:11211`);
+    for (const k of keys) breaker.admit(k).succeeded();
+    const built = hostKeyMemoStats().built;
     const get = vi.spyOn(Map.prototype, 'get');
     let calls: number;
     try {
-      for (const h of hosts) {
-        const permit = breaker.admit(h, 11211);
-        permit.succeeded();
-      }
+      for (const k of keys) breaker.admit(k).succeeded();
       calls = get.mock.calls.length;
     } finally {
       get.mockRestore();
     }
     expect(calls).toBe(4_096); // two before: the settlement looked its key up again
+    expect(hostKeyMemoStats().built - built).toBe(0);
     expect(breaker.stats()).toMatchObject({ hosts: 4_096, succeeded: 2 * 4_096, stale: 0 });
+  });
+
+  it('an admitted dial at 4 096 hosts asked by host and port makes no key: one lookup for its key, one for its entry (before: a host:port string built and hashed per call)', () => {
+    const breaker = new HostBreaker({ capacity: 4_096 });
+    const hosts = Array.from({ length: 4_096 }, (_, i) => ip(i));
+    for (const h of hosts) breaker.admit(h, 11211).succeeded();
+    const built = hostKeyMemoStats().built;
+    const get = vi.spyOn(Map.prototype, 'get');
+    let calls: number;
+    try {
+      for (let pass = 0; pass < 2; pass++) for (const h of hosts) breaker.admit(h, 11211).succeeded();
+      calls = get.mock.calls.length;
+    } finally {
+      get.mockRestore();
+    }
+    expect(calls).toBe(2 * 2 * 4_096);
+    expect(hostKeyMemoStats().built - built).toBe(0);
+    expect(breaker.stats()).toMatchObject({ hosts: 4_096, succeeded: 3 * 4_096, stale: 0 });
+  });
+
+  it('refusing 4 096 open hosts by host and port, and one host alone, makes no key', () => {
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, capacity: 4_096, openDuration: 600_000 });
+    const hosts = Array.from({ length: 4_096 }, (_, i) => ip(i));
+    for (const h of hosts) breaker.admit(h, 11211).failed();
+    const built = hostKeyMemoStats().built;
+    let refused = 0;
+    for (let pass = 0; pass < 2; pass++) for (const h of hosts) if (breaker.tryAdmit(h, 11211) instanceof HostUnavailableError) refused++;
+    for (let i = 0; i < 100; i++) if (breaker.tryAdmit(hosts[7]!, 11211) instanceof HostUnavailableError) refused++;
+    expect(refused).toBe(2 * 4_096 + 100);
+    expect(hostKeyMemoStats().built - built).toBe(0);
+  });
+
+  it('connect() refusing 256 open loopback hosts by host and port makes no key, and dials nothing', async () => {
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 600_000 });
+    const targets = Array.from({ length: 256 }, (_, i) => ({ host: `127.0.9.${i}`, port: 9 }));
+    for (const t of targets) breaker.admit(t.host, t.port).failed();
+    const built = hostKeyMemoStats().built;
+    for (let pass = 0; pass < 2; pass++) {
+      const settled = await Promise.allSettled(targets.map((t) => connect(t, { breaker, timeout: 1_000 })));
+      expect(settled.every((r) => r.status === 'rejected' && r.reason instanceof HostUnavailableError)).toBe(true);
+    }
+    expect(hostKeyMemoStats().built - built).toBe(0);
+    expect(breaker.stats()).toMatchObject({ refused: 2 * 256, succeeded: 0, failed: 256 });
   });
 
   it('the host refused most recently is the last evicted, the one not asked for longest the first', () => {
