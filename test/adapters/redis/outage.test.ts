@@ -48,6 +48,20 @@ function countSockets(): { readonly count: number } {
   };
 }
 
+/**
+ * Connects node-redis `clients`, kills `server`, and counts the lookups (each a dial) they make in
+ * the first MIN_OUTAGE after the kill.
+ */
+async function redialsOnKill(server: RedisServer, clients: ReturnType<typeof createClient>[], dials: { readonly calls: number }): Promise<number> {
+  for (const c of clients) c.on('error', () => {});
+  cleanups.push(() => clients.forEach((c) => c.isOpen && c.destroy()));
+  await Promise.all(clients.map((c) => c.connect()));
+  const before = dials.calls;
+  await server.kill();
+  await sleep(MIN_OUTAGE);
+  return dials.calls - before;
+}
+
 describe('RedisGuard, the first 1.5 s of an outage (breaker defaults, still closed): one redial per backoff round per process', () => {
   it('node-redis, a killed node: 10 guarded clients dial it at most 8 times in the first 1.5 s, not once per client loop', async () => {
     const server = await new RedisServer(await freePort()).start();
@@ -55,13 +69,7 @@ describe('RedisGuard, the first 1.5 s of an outage (breaker defaults, still clos
     const dials = countingLookup();
     const guard = new RedisGuard({ breaker: new HostBreaker() });
     const clients = Array.from({ length: CLIENTS }, () => guard.nodeRedis(createClient, { socket: { host: 'localhost', port: server.port, lookup: dials.lookup } }));
-    for (const c of clients) c.on('error', () => {});
-    cleanups.push(() => clients.forEach((c) => c.isOpen && c.destroy()));
-    await Promise.all(clients.map((c) => c.connect()));
-    const before = dials.calls;
-    await server.kill();
-    await sleep(MIN_OUTAGE);
-    const redials = dials.calls - before;
+    const redials = await redialsOnKill(server, clients, dials);
     expect(redials).toBeGreaterThanOrEqual(1);
     expect(redials).toBeLessThanOrEqual(MOST_DIALS);
   });
@@ -88,13 +96,7 @@ describe('RedisGuard, the first 1.5 s of an outage (breaker defaults, still clos
     // No breaker option: every guard reports to the process-wide sharedBreaker(), so their rounds are one.
     const guards = Array.from({ length: 5 }, () => new RedisGuard());
     const clients = guards.flatMap((guard) => [0, 1].map(() => guard.nodeRedis(createClient, { socket: { host: 'localhost', port: server.port, lookup: dials.lookup } })));
-    for (const c of clients) c.on('error', () => {});
-    cleanups.push(() => clients.forEach((c) => c.isOpen && c.destroy()));
-    await Promise.all(clients.map((c) => c.connect()));
-    const before = dials.calls;
-    await server.kill();
-    await sleep(MIN_OUTAGE);
-    const redials = dials.calls - before;
+    const redials = await redialsOnKill(server, clients, dials);
     expect(redials).toBeGreaterThanOrEqual(1);
     expect(redials).toBeLessThanOrEqual(MOST_DIALS);
   });

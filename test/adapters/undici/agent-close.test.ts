@@ -30,55 +30,48 @@ async function turns(n = 5): Promise<void> {
   }
 }
 
+/**
+ * A GuardedAgent with `connectTimeout: 0` on a manual clock whose connector never calls back, and
+ * one request dialling through it (its outcome, never rejected).
+ */
+async function stuckDial(): Promise<{ clock: ManualClock; agent: GuardedAgent; call: Promise<unknown>; dials: () => number }> {
+  const clock = new ManualClock(0);
+  let dials = 0;
+  const agent = new GuardedAgent({
+    breaker: null,
+    clock,
+    undici: {
+      connectTimeout: 0,
+      connect: () => {
+        dials++; // never calls back
+      },
+    },
+  });
+  const call = request(URL, { dispatcher: agent }).then(
+    () => 'answered',
+    (err: unknown) => err,
+  );
+  await turns();
+  return { clock, agent, call, dials: () => dials };
+}
+
 describe('GuardedAgent.close() with connectTimeout: 0 and a connector that never calls back', () => {
   it('abandons the dial SETTLE_TIMEOUT after close() began: the request gets PoolClosedError and close() resolves', async () => {
-    const clock = new ManualClock(0);
-    let dials = 0;
-    const agent = new GuardedAgent({
-      breaker: null,
-      clock,
-      undici: {
-        connectTimeout: 0,
-        connect: () => {
-          dials++; // never calls back
-        },
-      },
-    });
-    const call = request(URL, { dispatcher: agent }).then(
-      () => 'answered',
-      (err: unknown) => err,
-    );
-    await turns();
-    expect(dials).toBe(1);
+    const { clock, agent, call, dials } = await stuckDial();
+    expect(dials()).toBe(1);
     const closing = agent.close();
     await turns();
     expect(await within(closing, 10)).toBe('pending'); // graceful first: the dial may still land
     clock.advance(SETTLE_TIMEOUT);
     expect(await within(closing, 2_000)).not.toBe('pending');
     expect(await call).toBeInstanceOf(PoolClosedError);
-    expect(dials).toBe(1);
+    expect(dials()).toBe(1);
     expect(clock.pending).toBe(0);
   });
 
   it('destroy() abandons the dial at once: its request fails and no dial timer is left on the clock', async () => {
-    const clock = new ManualClock(0);
-    let dials = 0;
-    const agent = new GuardedAgent({
-      breaker: null,
-      clock,
-      undici: {
-        connectTimeout: 0,
-        connect: () => {
-          dials++; // never calls back
-        },
-      },
-    });
-    const call = request(URL, { dispatcher: agent }).then(
-      () => 'answered',
-      (err: unknown) => err,
-    );
-    await turns();
-    expect(dials).toBe(1);
+    const { clock, agent, call, dials } = await stuckDial();
+    expect(dials()).toBe(1);
     expect(clock.pending).toBe(1); // the dial's timer (connectTimeout 0: the longest Node can arm)
     await agent.destroy();
     expect(await call).toBeInstanceOf(Error);
