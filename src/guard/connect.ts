@@ -62,15 +62,16 @@ export interface ConnectOptions extends DialOptions<net.Socket> {
 export function connect(target: ConnectTarget, options: ConnectOptions = {}): Promise<net.Socket> {
   let key: string;
   try {
+    // An IP literal (bracketed IPv6 included) is one address: one entry, asked for by its
+    // spelling and port, so a warm one's refusal makes no key (the breaker's own index finds it).
+    if (options.perAddress === false || options.breaker === null || (typeof target.host === 'string' && isLiteral(target.host))) {
+      return dialWith(target.host, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy, false, target.port);
+    }
     key = hostKey(target.host, target.port);
   } catch (err) {
     return Promise.reject(err);
   }
-  // An IP literal (bracketed IPv6 included) is one address: today's path, no extra work.
-  if (options.perAddress !== false && options.breaker !== null && !isLiteral(target.host)) {
-    return byAddress(target, key, options);
-  }
-  return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy);
+  return byAddress(target, key, options);
 }
 
 /** {@link connect} for a name: resolve it, dial its addresses, each guarded apart. */
@@ -105,19 +106,40 @@ function byAddress(target: ConnectTarget, key: string, options: ConnectOptions):
 }
 
 /**
- * Whether `host` is an IP address (bracketed IPv6 included), memoised: `net.isIP` runs regular
- * expressions, which would cost more than the rest of a refusal. Bounded like hostKey's memo.
+ * Whether `host` is an IP literal: bracketed IPv6, anything with a colon (a name never has one,
+ * so it is a bare IPv6 address), or a dotted quad exactly as `net.isIPv4` accepts it. A scan, no
+ * regular expression and no memo: `net.isIP` would cost more than the rest of a refusal, and a
+ * memo cleared when full made every refusal pay it again past its size (bench/scale).
+ *
+ * @internal Exported for its tests.
  */
-function isLiteral(host: string): boolean {
-  let literal = literals.get(host);
-  if (literal === undefined) {
-    literal = host.charCodeAt(0) === 91 || net.isIP(host) !== 0;
-    if (literals.size >= 1024) literals.clear();
-    literals.set(host, literal);
-  }
-  return literal;
+export function isLiteral(host: string): boolean {
+  return host.charCodeAt(0) === 91 /* [ */ || host.includes(':') || isDottedQuad(host);
 }
-const literals = new Map<string, boolean>();
+
+/** Four decimal parts of 0-255, no leading zero, separated by dots: what `net.isIPv4` accepts. */
+function isDottedQuad(host: string): boolean {
+  const n = host.length;
+  let parts = 0;
+  let value = 0;
+  let digits = 0;
+  for (let i = 0; i <= n; i++) {
+    const c = i === n ? 46 /* an end is a dot */ : host.charCodeAt(i);
+    if (c >= 48 && c <= 57) {
+      // A leading zero is the whole part ("0"), never the start of one ("01").
+      if (digits === 1 && value === 0) return false;
+      value = value * 10 + (c - 48);
+      if (++digits > 3 || value > 255) return false;
+    } else if (c === 46 /* . */ && digits > 0 && parts < 4) {
+      parts++;
+      value = 0;
+      digits = 0;
+    } else {
+      return false;
+    }
+  }
+  return parts === 4;
+}
 
 function destroy(socket: net.Socket): void {
   socket.destroy();

@@ -114,6 +114,8 @@ export function dial<C>(host: string, establish: (ctx: DialContext) => Promise<C
  * {@link dial} with `dispose` apart from the options, so a caller supplying its own (connect)
  * need not copy the options object on every call, refused ones included. `lookup`: the
  * establishment is a name's DNS lookup, reported as one ({@link LookupEvents}, trace `kind`).
+ * `port`: given with `host` to the breaker as is, so a caller holding a host and a port (connect)
+ * need not make their key: the breaker finds a warm host by its spelling.
  *
  * @internal
  */
@@ -123,13 +125,14 @@ export function dialWith<C>(
   options: DialOptions<C>,
   dispose: ((connection: C) => void) | undefined,
   lookup = false,
+  port?: number,
 ): Promise<C> {
   let permit: DialPermit;
   let timeout: number;
   try {
     timeout = checkDuration('timeout', opt(options.timeout, DEFAULT_CONNECT_TIMEOUT), 1);
     const breaker = options.breaker === undefined ? sharedBreaker() : (options.breaker ?? noBreaker);
-    const answer = breaker.tryAdmit(host); // a refusal as a value: no throw on the hot path
+    const answer = breaker.tryAdmit(host, port); // a refusal as a value: no throw on the hot path
     if (answer instanceof HostUnavailableError) return Promise.reject(answer);
     permit = answer;
   } catch (err) {

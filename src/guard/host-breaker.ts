@@ -53,8 +53,33 @@ export {
 };
 
 interface Entry {
+  // The fields a refusal and a warm admit read come first, so that they share the entry's first
+  // cache lines: at thousands of hosts in rotation, every line an admit touches is a miss.
   readonly key: string;
+  /** In the table: false once forgotten (a host seen again gets a new entry). */
+  tracked: boolean;
+  lastUsed: number;
+  /** Neighbours in recency order (see HostBreaker.#oldest). */
+  older: Entry | undefined;
+  newer: Entry | undefined;
+  /** An operator's isolation: refused until then (Infinity: until released). 0: not isolated. */
+  isolatedUntil: number;
   state: 'closed' | 'open';
+  /** open: when a probe may run. */
+  openUntil: number;
+  /** open, after openUntil: whether a probe is out, and when it expires. */
+  probing: boolean;
+  probeUntil: number;
+  /** The refusal thrown to every caller in the current generation (one window), made once. */
+  refusal: HostUnavailableError | undefined;
+  refusalGeneration: number;
+  generation: number;
+  /**
+   * The spelling and port argument this entry was last indexed under (see
+   * HostBreaker.#spellings), removed from the index with the entry. `undefined`: not indexed.
+   */
+  spelling: string | undefined;
+  spellingPort: number | undefined;
   failures: number;
   /** Incremented each time a failure is counted; a permit's failure counts only if it still matches. */
   round: number;
@@ -65,27 +90,10 @@ interface Entry {
   streakStart: number;
   /** The last failed dial's error (cause of the refusals). */
   lastError: unknown;
-  /** An operator's isolation: refused until then (Infinity: until released). 0: not isolated. */
-  isolatedUntil: number;
   opens: number;
   /** The last open window drawn, for schedules that depend on it (decorrelated jitter). */
   lastOpenFor: number;
-  generation: number;
-  /** open: when a probe may run. */
-  openUntil: number;
   openedAt: number;
-  /** open, after openUntil: whether a probe is out, and when it expires. */
-  probing: boolean;
-  probeUntil: number;
-  lastUsed: number;
-  /** Neighbours in recency order (see HostBreaker.#oldest). */
-  older: Entry | undefined;
-  newer: Entry | undefined;
-  /** The refusal thrown to every caller in the current generation (one window), made once. */
-  refusal: HostUnavailableError | undefined;
-  refusalGeneration: number;
-  /** In the table: false once forgotten (a host seen again gets a new entry). */
-  tracked: boolean;
 }
 
 type Outcome = 'succeeded' | 'failed' | 'abandoned';
@@ -156,6 +164,13 @@ const SWEEP_BATCH = 64;
 // Module-private access to a breaker's internals for Permit, without making them public API.
 let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, probe: boolean, outcome: Outcome, error: unknown) => void;
 
+/**
+ * How many spellings `breaker`'s index holds (all ports).
+ *
+ * @internal For tests: the index's bound.
+ */
+export let spellingsHeld: (breaker: HostBreaker) => number;
+
 /** A per-host circuit breaker fed only by dial outcomes. See the module docs for the states. */
 export class HostBreaker {
   readonly #threshold: number;
@@ -176,6 +191,22 @@ export class HostBreaker {
   readonly #hosts = new Map<string, Entry>();
   #oldest: Entry | undefined;
   #newest: Entry | undefined;
+  /**
+   * The spellings callers pass, per port argument, to their entries: a warm host's admit is one
+   * lookup by the caller's own string, whose hash the string already holds, with no key looked up
+   * or built (two lookups, the key memo's and the table's, made the refusal at 4 096 hosts in
+   * rotation cost 2.8 times what it costs at one; see bench/scale). A hit is an entry still
+   * `tracked`; a forgotten one is a miss. Bounded: an entry's last spelling leaves with the
+   * entry, and past 4 × capacity spellings (a host asked for as `host` with a port and as its key
+   * `host:port` is two; other spellings of forgotten hosts stay until then) the whole index is
+   * dropped and refills from the next admits.
+   */
+  readonly #spellings = new Map<number | undefined, Map<string, Entry>>();
+  /** The last port argument looked up and its spellings: a client's hosts share one port. */
+  #spellingPort: number | undefined = undefined;
+  #spellingHosts = new Map<string, Entry>();
+  /** Spellings in the index, all ports. */
+  #spellingCount = 0;
   readonly #events = new EventHub<HostBreakerEvents>('breaker');
   #lastSweep: number;
   readonly #stats: Omit<HostBreakerStats, 'hosts'> = {
@@ -193,6 +224,7 @@ export class HostBreaker {
   };
 
   static {
+    spellingsHeld = (b) => b.#spellingCount;
     settle = (b, e, generation, round, admittedAt, probe, outcome, error) => b.#settle(e, generation, round, admittedAt, probe, outcome, error);
   }
 
@@ -240,26 +272,34 @@ export class HostBreaker {
    * costs several times more than everything else a refusal does.
    */
   tryAdmit(host: string, port?: number): DialPermit | HostUnavailableError {
-    const key = hostKey(host, port);
+    const byHost = port === this.#spellingPort ? this.#spellingHosts : this.#spellingsOf(port);
+    let entry = byHost.get(host);
+    let key: string;
+    if (entry !== undefined && entry.tracked) key = entry.key;
+    else {
+      key = hostKey(host, port); // throws on a bad host or port, before anything is kept
+      entry = undefined;
+    }
     if (this.#threshold === 0) return new NoopPermit(key);
     const now = this.#clock.now();
-    if (now - this.#lastSweep >= this.#sweepInterval) this.#sweepIdle(now);
+    if (now - this.#lastSweep >= this.#sweepInterval) {
+      this.#sweepIdle(now);
+      if (entry !== undefined && !entry.tracked) entry = undefined; // the sweep forgot it
+    }
 
-    let entry = this.#hosts.get(key);
     if (entry === undefined) {
-      if (this.#hosts.size >= this.#capacity) this.#evictOldest();
-      entry = this.#fresh(key, now);
-      this.#hosts.set(key, entry);
-      this.#append(entry);
-    } else {
-      entry.lastUsed = now;
-      // Already the newest (a client of one host, call after call): nothing to relink. bench/scale
-      // therefore reports growth from 100 hosts beside growth from 1.
-      // Stryker disable next-line ConditionalExpression: relinking the newest entry leaves the list as it was; only the pointer writes are spared
-      if (entry !== this.#newest) {
-        this.#unlink(entry);
+      entry = this.#hosts.get(key);
+      if (entry === undefined) {
+        if (this.#hosts.size >= this.#capacity) this.#evictOldest();
+        entry = this.#fresh(key, now);
+        this.#hosts.set(key, entry);
         this.#append(entry);
+      } else {
+        this.#touch(entry, now);
       }
+      this.#index(host, port, entry);
+    } else {
+      this.#touch(entry, now);
     }
 
     // Stryker disable next-line ConditionalExpression,EqualityOperator: the hot path's skip; entered with 0, it clears a 0
@@ -363,29 +403,70 @@ export class HostBreaker {
   }
 
   #fresh(key: string, now: number): Entry {
+    // The same order as the interface: the literal's order is the object's layout.
     return {
       key,
+      tracked: true, // every fresh entry goes into the table at once
+      lastUsed: now,
+      older: undefined,
+      newer: undefined,
+      isolatedUntil: 0,
       state: 'closed',
+      openUntil: 0,
+      // Stryker disable next-line BooleanLiteral: read only while open, and #open sets it false
+      probing: false,
+      probeUntil: 0,
+      refusal: undefined,
+      refusalGeneration: 0, // unread until the first refusal is made
+      generation: 0,
+      spelling: undefined,
+      spellingPort: undefined,
       failures: 0,
       round: 0,
       streakStart: 0,
       lastError: undefined,
-      isolatedUntil: 0,
       opens: 0,
       lastOpenFor: 0,
-      generation: 0,
-      openUntil: 0,
       openedAt: 0,
-      // Stryker disable next-line BooleanLiteral: read only while open, and #open sets it false
-      probing: false,
-      probeUntil: 0,
-      lastUsed: now,
-      older: undefined,
-      newer: undefined,
-      refusal: undefined,
-      refusalGeneration: 0, // unread until the first refusal is made
-      tracked: true, // every fresh entry goes into the table at once
     };
+  }
+
+  /** Marks `entry` used now, the most recent. */
+  #touch(entry: Entry, now: number): void {
+    entry.lastUsed = now;
+    // Already the newest (a client of one host, call after call): nothing to relink. bench/scale
+    // therefore reports growth from 100 hosts beside growth from 1.
+    // Stryker disable next-line ConditionalExpression: relinking the newest entry leaves the list as it was; only the pointer writes are spared
+    if (entry !== this.#newest) {
+      this.#unlink(entry);
+      this.#append(entry);
+    }
+  }
+
+  /** The spellings looked up with `port`, made current. */
+  #spellingsOf(port: number | undefined): Map<string, Entry> {
+    let byHost = this.#spellings.get(port);
+    if (byHost === undefined) {
+      byHost = new Map();
+      this.#spellings.set(port, byHost);
+    }
+    this.#spellingPort = port;
+    this.#spellingHosts = byHost;
+    return byHost;
+  }
+
+  /** Files `entry` under the spelling `host` with `port`, as an admit missed it. */
+  #index(host: string, port: number | undefined, entry: Entry): void {
+    if (this.#spellingCount >= 4 * this.#capacity) {
+      this.#spellings.clear();
+      this.#spellingCount = 0;
+    }
+    const byHost = this.#spellingsOf(port);
+    const before = byHost.size;
+    byHost.set(host, entry);
+    this.#spellingCount += byHost.size - before;
+    entry.spelling = host;
+    entry.spellingPort = port;
   }
 
   /** Counters since construction, and the current table size. */
@@ -510,6 +591,13 @@ export class HostBreaker {
     entry.tracked = false;
     this.#hosts.delete(entry.key);
     this.#unlink(entry);
+    if (entry.spelling !== undefined) {
+      const byHost = this.#spellings.get(entry.spellingPort);
+      if (byHost !== undefined && byHost.get(entry.spelling) === entry) {
+        byHost.delete(entry.spelling);
+        this.#spellingCount--;
+      }
+    }
   }
 
   /** Makes `entry` the most recent. */

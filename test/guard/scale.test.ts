@@ -3,8 +3,9 @@
  * spellings `hostKey` parses, how many it remembers, and how many hosts one admit forgets.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { connect } from '../../src/guard/connect.js';
-import { HostBreaker } from '../../src/guard/host-breaker.js';
+import net from 'node:net';
+import { connect, isLiteral } from '../../src/guard/connect.js';
+import { HostBreaker, spellingsHeld } from '../../src/guard/host-breaker.js';
 import { HostUnavailableError } from '../../src/core/errors.js';
 import { hostKey, hostKeyMemoStats } from '../../src/guard/host-key.js';
 import { ManualClock } from '../../src/testing/index.js';
@@ -203,7 +204,7 @@ describe('HostBreaker: recency without rehashing', () => {
     expect(breaker.stats()).toMatchObject({ hosts: 4_096, succeeded: 2 * 4_096, stale: 0 });
   });
 
-  it('an admitted dial at 4 096 hosts asked by host and port makes no key: one lookup for its key, one for its entry (before: a host:port string built and hashed per call)', () => {
+  it('an admitted dial at 4 096 hosts asked by host and port makes no key and costs one Map lookup, by the caller\'s own spelling (before: the key memo\'s and the table\'s; before that, a host:port string built and hashed per call)', () => {
     const breaker = new HostBreaker({ capacity: 4_096 });
     const hosts = Array.from({ length: 4_096 }, (_, i) => ip(i));
     for (const h of hosts) breaker.admit(h, 11211).succeeded();
@@ -216,7 +217,7 @@ describe('HostBreaker: recency without rehashing', () => {
     } finally {
       get.mockRestore();
     }
-    expect(calls).toBe(2 * 2 * 4_096);
+    expect(calls).toBe(2 * 4_096);
     expect(hostKeyMemoStats().built - built).toBe(0);
     expect(breaker.stats()).toMatchObject({ hosts: 4_096, succeeded: 3 * 4_096, stale: 0 });
   });
@@ -257,5 +258,171 @@ describe('HostBreaker: recency without rehashing', () => {
     expect(breaker.state('a', 1)).toBeUndefined();
     expect(breaker.state('c', 1)?.state).toBe('open');
     expect(breaker.stats().evictedCapacity).toBe(2);
+  });
+});
+
+describe('HostBreaker: the spelling index (a warm admit is one lookup by the caller\'s string)', () => {
+  const open = { failureThreshold: 1, minOutage: 0, openDuration: 600_000 } as const;
+
+  it('every spelling of one host reaches one entry: a failure through one is refused through the others, and the table holds one host', () => {
+    const breaker = new HostBreaker(open);
+    const spellings: Array<[string, number | undefined]> = [
+      ['Example.COM', 443],
+      ['example.com', 443],
+      ['example.com.', 443],
+      ['https://example.com/', undefined],
+      ['example.com:443', undefined],
+      ['EXAMPLE.com:443', undefined],
+    ];
+    for (const [h, p] of spellings) breaker.admit(h, p).succeeded(); // each spelling indexed while closed
+    breaker.admit('example.com', 443).failed();
+    for (const [h, p] of spellings) expect(breaker.tryAdmit(h, p), `${h} ${p}`).toBeInstanceOf(HostUnavailableError);
+    expect(breaker.stats()).toMatchObject({ hosts: 1, refused: spellings.length });
+  });
+
+  it('one spelling on two ports, and with and without a port, is three hosts', () => {
+    const breaker = new HostBreaker(open);
+    breaker.admit('a.test', 1).failed();
+    expect(breaker.tryAdmit('a.test', 2)).not.toBeInstanceOf(Error);
+    expect(breaker.tryAdmit('a.test')).not.toBeInstanceOf(Error);
+    expect(breaker.tryAdmit('a.test', 1)).toBeInstanceOf(HostUnavailableError);
+    expect(breaker.tryAdmit('a.test:1')).toBeInstanceOf(HostUnavailableError);
+    expect(breaker.tryAdmit('a.test', 2)).not.toBeInstanceOf(HostUnavailableError); // still closed
+    expect(breaker.stats().hosts).toBe(3);
+  });
+
+  it.each([
+    ['reset', (b: HostBreaker) => b.reset('b.test', 1)],
+    ['isolate for 0 ms', (b: HostBreaker) => b.isolate('b.test:1', 0)],
+    ['eviction at capacity', (b: HostBreaker) => b.admit('other.test', 1).succeeded()],
+  ])('an entry forgotten by %s is never found through its spelling again: the next admit is a fresh, closed host in the table', (_, forget) => {
+    const breaker = new HostBreaker({ ...open, capacity: 1 });
+    breaker.admit('B.test', 1).failed(); // indexed under "B.test"
+    expect(breaker.tryAdmit('B.test', 1)).toBeInstanceOf(HostUnavailableError);
+    forget(breaker);
+    const permit = breaker.tryAdmit('B.test', 1);
+    expect(permit).not.toBeInstanceOf(Error);
+    expect(breaker.state('b.test', 1)).toMatchObject({ state: 'closed', failures: 0 });
+    (permit as { failed(e?: unknown): void }).failed();
+    expect(breaker.tryAdmit('b.test', 1)).toBeInstanceOf(HostUnavailableError); // the fresh entry is the one the table holds
+    expect(breaker.stats().hosts).toBe(1);
+  });
+
+  it('an entry the idle sweep forgets in the very admit that found it through its spelling is replaced, not revived outside the table', () => {
+    const clock = new ManualClock(0);
+    const breaker = new HostBreaker({ ...open, clock, idleRetention: 1_000, sweepInterval: 1_000 });
+    breaker.admit('Idle.test', 1).failed();
+    clock.advance(700_000); // idle past retention, its open window over, a sweep due
+    const permit = breaker.tryAdmit('Idle.test', 1);
+    expect(permit).not.toBeInstanceOf(Error);
+    expect(breaker.stats()).toMatchObject({ evictedIdle: 1, hosts: 1 });
+    expect((permit as { probe: boolean }).probe).toBe(false); // a fresh closed host, not the old one's probe
+    (permit as { failed(e?: unknown): void }).failed();
+    expect(breaker.tryAdmit('idle.test', 1)).toBeInstanceOf(HostUnavailableError);
+  });
+
+  it('a bad host or port throws before anything is indexed, every time', () => {
+    const breaker = new HostBreaker(open);
+    for (let i = 0; i < 3; i++) {
+      expect(() => breaker.tryAdmit('', 1)).toThrow(TypeError);
+      expect(() => breaker.tryAdmit('c.test', 70_000)).toThrow(TypeError);
+      expect(() => breaker.tryAdmit('c.test', 1.5)).toThrow(TypeError);
+    }
+    expect(spellingsHeld(breaker)).toBe(0);
+    expect(breaker.stats().hosts).toBe(0);
+  });
+
+  it('holds one spelling per tracked host, whatever passes through: hosts evicted at capacity take their spelling with them', () => {
+    const breaker = new HostBreaker({ capacity: 100 });
+    for (let i = 0; i < 10_000; i++) breaker.admit(ip(i), 1).succeeded();
+    expect(breaker.stats()).toMatchObject({ hosts: 100, evictedCapacity: 9_900 });
+    expect(spellingsHeld(breaker)).toBe(100);
+  });
+
+  it('other spellings of tracked hosts are bounded at 4 × capacity: past it the index is dropped and refills, and every answer stays right', () => {
+    const breaker = new HostBreaker({ ...open, capacity: 10 });
+    breaker.admit('abcdef.test', 1).failed();
+    let refused = 0;
+    // The same host under ever new spellings: upper-case variants of abcdef.test, each a new index entry.
+    const variants = Array.from({ length: 64 }, (_, i) => 'abcdef.test'.split('').map((c, j) => ((i >> j) & 1 ? c.toUpperCase() : c)).join(''));
+    let most = 0;
+    for (let pass = 0; pass < 3; pass++) {
+      for (const v of variants) {
+        if (breaker.tryAdmit(v, 1) instanceof HostUnavailableError) refused++;
+        most = Math.max(most, spellingsHeld(breaker));
+      }
+    }
+    expect(refused).toBe(3 * 64);
+    expect(most).toBe(40);
+    expect(spellingsHeld(breaker)).toBeGreaterThan(0);
+    expect(breaker.stats().hosts).toBe(1);
+  });
+
+  it('a disabled breaker (failureThreshold 0) still checks the host and admits every dial, indexing nothing', () => {
+    const breaker = new HostBreaker({ failureThreshold: 0 });
+    for (let i = 0; i < 3; i++) {
+      const permit = breaker.tryAdmit('E.test', 1);
+      expect(permit).toMatchObject({ host: 'e.test:1', probe: false });
+    }
+    expect(() => breaker.tryAdmit('', 1)).toThrow(TypeError);
+    expect(spellingsHeld(breaker)).toBe(0);
+  });
+});
+
+describe('connect(): an IP literal is told by a scan, not a memo (past 1 024 hosts the memo was cleared, and every refusal ran net.isIP again)', () => {
+  it.each([
+    ['0.0.0.0', true],
+    ['255.255.255.255', true],
+    ['10.0.0.1', true],
+    ['1.2.3.256', false],
+    ['01.2.3.4', false],
+    ['1.2.3.04', false],
+    ['1.2.3', false],
+    ['1.2.3.4.5', false],
+    ['1..3.4', false],
+    ['1.2.3.4.', false],
+    ['.1.2.3', false],
+    ['1234.1.1.1', false],
+    ['a.b.c.d', false],
+    ['example.com', false],
+    ['1.2.3.4a', false],
+    ['[::1]', true],
+    ['::1', true],
+    ['fe80::1%eth0', true],
+    ['', false],
+  ])('%s: %s', (host, literal) => {
+    expect(isLiteral(host)).toBe(literal);
+  });
+
+  it('agrees with net.isIP on 20 000 random dotted strings (a bracket or a colon is always a literal: no name has one)', () => {
+    const random = seededRandom(4);
+    const part = (): string => {
+      const r = random();
+      if (r < 0.05) return '';
+      if (r < 0.1) return `0${Math.floor(random() * 30)}`;
+      if (r < 0.15) return 'a';
+      return String(Math.floor(random() * 300));
+    };
+    let wrong = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const parts = 2 + Math.floor(random() * 4);
+      const host = Array.from({ length: parts }, part).join('.');
+      if (isLiteral(host) !== (net.isIP(host) !== 0)) wrong++;
+    }
+    expect(wrong).toBe(0);
+  });
+
+  it('connect() refusing 2 048 open IP hosts in rotation never calls net.isIP', async () => {
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 600_000 });
+    const targets = Array.from({ length: 2_048 }, (_, i) => ({ host: `127.1.${i >> 8}.${i & 255}`, port: 9 }));
+    for (const t of targets) breaker.admit(t.host, t.port).failed();
+    const isIP = vi.spyOn(net, 'isIP');
+    try {
+      const settled = await Promise.allSettled(targets.map((t) => connect(t, { breaker, timeout: 1_000 })));
+      expect(settled.filter((r) => r.status === 'rejected' && r.reason instanceof HostUnavailableError)).toHaveLength(2_048);
+      expect(isIP).not.toHaveBeenCalled();
+    } finally {
+      isIP.mockRestore();
+    }
   });
 });
