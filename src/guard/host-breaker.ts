@@ -74,12 +74,6 @@ interface Entry {
   refusal: HostUnavailableError | undefined;
   refusalGeneration: number;
   generation: number;
-  /**
-   * The spelling and port argument this entry was last indexed under (see
-   * HostBreaker.#spellings), removed from the index with the entry. `undefined`: not indexed.
-   */
-  spelling: string | undefined;
-  spellingPort: number | undefined;
   failures: number;
   /** Incremented each time a failure is counted; a permit's failure counts only if it still matches. */
   round: number;
@@ -196,10 +190,11 @@ export class HostBreaker {
    * lookup by the caller's own string, whose hash the string already holds, with no key looked up
    * or built (two lookups, the key memo's and the table's, made the refusal at 4 096 hosts in
    * rotation cost 2.8 times what it costs at one; see bench/scale). A hit is an entry still
-   * `tracked`; a forgotten one is a miss. Bounded: an entry's last spelling leaves with the
-   * entry, and past 4 × capacity spellings (a host asked for as `host` with a port and as its key
-   * `host:port` is two; other spellings of forgotten hosts stay until then) the whole index is
-   * dropped and refills from the next admits.
+   * `tracked`; a forgotten one is a miss, left in place and overwritten when its spelling comes
+   * back (a delete per forget made V8 rehash the index every few thousand forgets, in one admit).
+   * Bounded: past 4 × capacity spellings (a host asked for as `host` with a port and as its key
+   * `host:port` is two; the rest are spellings of forgotten hosts) the whole index is dropped and
+   * refills from the next admits.
    */
   readonly #spellings = new Map<number | undefined, Map<string, Entry>>();
   /** The last port argument looked up and its spellings: a client's hosts share one port. */
@@ -419,8 +414,6 @@ export class HostBreaker {
       refusal: undefined,
       refusalGeneration: 0, // unread until the first refusal is made
       generation: 0,
-      spelling: undefined,
-      spellingPort: undefined,
       failures: 0,
       round: 0,
       streakStart: 0,
@@ -465,8 +458,6 @@ export class HostBreaker {
     const before = byHost.size;
     byHost.set(host, entry);
     this.#spellingCount += byHost.size - before;
-    entry.spelling = host;
-    entry.spellingPort = port;
   }
 
   /** Counters since construction, and the current table size. */
@@ -591,13 +582,10 @@ export class HostBreaker {
     entry.tracked = false;
     this.#hosts.delete(entry.key);
     this.#unlink(entry);
-    if (entry.spelling !== undefined) {
-      const byHost = this.#spellings.get(entry.spellingPort);
-      if (byHost !== undefined && byHost.get(entry.spelling) === entry) {
-        byHost.delete(entry.spelling);
-        this.#spellingCount--;
-      }
-    }
+    // Left in the spelling index (a miss there now, overwritten when its spelling comes back):
+    // deleting would cost the index a rehash every few thousand forgets. What it held is let go.
+    entry.refusal = undefined;
+    entry.lastError = undefined;
   }
 
   /** Makes `entry` the most recent. */

@@ -4,6 +4,8 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import net from 'node:net';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { connect, isLiteral } from '../../src/guard/connect.js';
 import { HostBreaker, spellingsHeld } from '../../src/guard/host-breaker.js';
 import { HostUnavailableError } from '../../src/core/errors.js';
@@ -332,11 +334,44 @@ describe('HostBreaker: the spelling index (a warm admit is one lookup by the cal
     expect(breaker.stats().hosts).toBe(0);
   });
 
-  it('holds one spelling per tracked host, whatever passes through: hosts evicted at capacity take their spelling with them', () => {
-    const breaker = new HostBreaker({ capacity: 100 });
-    for (let i = 0; i < 10_000; i++) breaker.admit(ip(i), 1).succeeded();
-    expect(breaker.stats()).toMatchObject({ hosts: 100, evictedCapacity: 9_900 });
-    expect(spellingsHeld(breaker)).toBe(100);
+  it('a stream of 10 000 distinct hosts through capacity 100 holds at most 400 spellings, and every answer stays right', () => {
+    const breaker = new HostBreaker({ ...open, capacity: 100 });
+    let most = 0;
+    let refusedEarly = 0;
+    for (let i = 0; i < 10_000; i++) {
+      breaker.admit(ip(i), 1).failed();
+      // The host 20 back is still tracked (two touches a step: 40 of the last 100), and open.
+      if (i >= 20 && breaker.tryAdmit(ip(i - 20), 1) instanceof HostUnavailableError) refusedEarly++;
+      most = Math.max(most, spellingsHeld(breaker));
+    }
+    expect(refusedEarly).toBe(10_000 - 20);
+    expect(most).toBe(400);
+    expect(breaker.stats().hosts).toBe(100);
+    const evicted = breaker.tryAdmit(ip(0), 1);
+    expect(evicted).not.toBeInstanceOf(Error); // forgotten: found in the index, not tracked, so a fresh closed entry
+    expect(breaker.stats().hosts).toBe(100);
+  });
+
+  it('a forgotten host still in the index lets go of its refusal and its last error (reachability, after GC)', async () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const breaker = new HostBreaker({ ...open, capacity: 1 });
+    // In a function of its own: a block of the test's async body could keep them in its frame.
+    const refuse = (): { refusal: WeakRef<object>; cause: WeakRef<object> } => {
+      const cause = new Error('ECONNREFUSED');
+      breaker.admit('Gone.test', 1).failed(cause);
+      const refusal = breaker.tryAdmit('Gone.test', 1);
+      if (!(refusal instanceof HostUnavailableError)) throw new Error('setup: Gone.test was not refused');
+      return { refusal: new WeakRef(refusal), cause: new WeakRef(cause) };
+    };
+    const refs = refuse();
+    breaker.admit('other.test', 1).succeeded(); // evicts Gone.test; its spelling stays in the index
+    expect(spellingsHeld(breaker)).toBe(2);
+    for (let i = 0; i < 3; i++) {
+      await new Promise((resolve) => setImmediate(resolve)); // WeakRefs made in a turn live until it ends
+      gc();
+    }
+    expect([refs.refusal.deref() === undefined, refs.cause.deref() === undefined]).toEqual([true, true]);
   });
 
   it('other spellings of tracked hosts are bounded at 4 × capacity: past it the index is dropped and refills, and every answer stays right', () => {
