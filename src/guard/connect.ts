@@ -114,7 +114,7 @@ function byAddress(target: ConnectTarget, key: string, options: ConnectOptions):
  * @internal Exported for its tests.
  */
 export function isLiteral(host: string): boolean {
-  return host.charCodeAt(0) === 91 /* [ */ || host.includes(':') || isDottedQuad(host);
+  return host.includes(':') || isDottedQuad(host); // a bracketed IPv6 address has colons too
 }
 
 /** Four decimal parts of 0-255, no leading zero, separated by dots: what `net.isIPv4` accepts. */
@@ -130,7 +130,7 @@ function isDottedQuad(host: string): boolean {
       if (digits === 1 && value === 0) return false;
       value = value * 10 + (c - 48);
       if (++digits > 3 || value > 255) return false;
-    } else if (c === 46 /* . */ && digits > 0 && parts < 4) {
+    } else if (c === 46 /* . */ && digits > 0) {
       parts++;
       value = 0;
       digits = 0;
@@ -138,7 +138,7 @@ function isDottedQuad(host: string): boolean {
       return false;
     }
   }
-  return parts === 4;
+  return parts === 4; // "1.2.3.4.5" counted five
 }
 
 function destroy(socket: net.Socket): void {

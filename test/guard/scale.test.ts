@@ -323,6 +323,15 @@ describe('HostBreaker: the spelling index (a warm admit is one lookup by the cal
     expect(breaker.tryAdmit('idle.test', 1)).toBeInstanceOf(HostUnavailableError);
   });
 
+  it('a host found in the table under a spelling the index has not seen yet is made the most recent too', () => {
+    const breaker = new HostBreaker({ capacity: 2 });
+    breaker.admit('a.test', 1).succeeded();
+    breaker.admit('b.test', 1).succeeded();
+    breaker.admit('A.test', 1).succeeded(); // a.test by a new spelling: now the newest
+    breaker.admit('c.test', 1).succeeded(); // evicts the oldest: b.test
+    expect([breaker.state('a.test', 1) !== undefined, breaker.state('b.test', 1) !== undefined]).toEqual([true, false]);
+  });
+
   it('a bad host or port throws before anything is indexed, every time', () => {
     const breaker = new HostBreaker(open);
     for (let i = 0; i < 3; i++) {
