@@ -1,7 +1,7 @@
 /**
  * bench/grpc: dialguard's GrpcGuard against raw @grpc/grpc-js, in one run, same generic client.
  *
- *   node dist/bench/grpc.js [--quick] [--healthy-only] [--rounds N] [--round-ms MS] [--wrapper-rounds N]
+ *   node dist/bench/grpc.js [--quick] [--healthy-only] [--calibrate] [--rounds N] [--round-ms MS] [--wrapper-rounds N]
  *
  * The raw client is how most code uses grpc-js: `new Client(target, credentials)`, its own
  * channel, no connect timeout (grpc-js has none), no keep-alive. The guarded one is the same
@@ -9,9 +9,10 @@
  *
  * - healthy_ratio: 64 concurrent callers of a unary echo against a grpc-js server in a child
  *   process (so it does not share the clients' event loop), guarded / raw calls per second: short
- *   rounds taking turns, the median of the ratios of adjacent pairs. healthy_cpu_ratio: the same
+ *   rounds taking turns, the median of the ratios of adjacent pairs. Each client runs in a process
+ *   of its own (lib/lane-process.ts); `--calibrate` adds raw against raw by the same method. healthy_cpu_ratio: the same
  *   for the client's CPU time per call (raw / guarded), which other processes' load disturbs less.
- *   `--rounds` pairs (default 150 of 100 ms rounds, `--round-ms`); the spread of the pair ratios and healthy_cpu_us_per_call
+ *   `--rounds` pairs (default 500 of 100 ms rounds, `--round-ms`); the spread of the pair ratios and healthy_cpu_us_per_call
  *   (each lane's median, and `extra`: the median over the pairs of guarded minus raw) are printed.
  * - wrapper_cpu_us_per_call: the guarded layer alone, the same 64 callers and client over an
  *   in-process stand-in for a grpc-js channel that answers every call on the next tick: raw (the
@@ -46,16 +47,20 @@ import { blackhole } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { type Paired, pairedRounds, roundsFlag } from './lib/paired.js';
+import { laneProcess, serveLane } from './lib/lane-process.js';
+import { type Paired, pairedRounds, pairedRuns, roundsFlag } from './lib/paired.js';
 import { capped, median, throughput } from './lib/timing.js';
 
 const CONNECT_TIMEOUT = 1_000;
 const CALLERS = 64;
 const HEALTHY_MS = numberFlag('--round-ms', 100); // short pairs follow the bursts of a shared machine's load
-const HEALTHY_ROUNDS = roundsFlag(quick ? 15 : 150);
+// 500 pairs: two full runs then agree within ±1 % on this noisy 2-core machine (150 did not).
+const HEALTHY_ROUNDS = roundsFlag(quick ? 15 : 500);
 const WRAPPER_ROUNDS = numberFlag('--wrapper-rounds', quick ? 10 : 40);
 const healthyOnly = process.argv.includes('--healthy-only'); // the two healthy lanes, nothing else
 const WRAPPER_CHILD = '--wrapper-child'; // set on the child process that runs the wrapper lane
+const LANE_CHILD = '--lane-child'; // then 'raw' or 'guarded' and the target: a healthy lane's process
+const calibrate = process.argv.includes('--calibrate'); // also raw against raw, each in its process
 const RAW_CAP = 5_000; // above three connect timeouts, so the guarded retries always fit under it
 const WARM_UP_MS = quick ? 600 : 1_000;
 const DEADLINE = 10_000;
@@ -119,24 +124,48 @@ interface Healthy extends Paired {
 /**
  * Raw and guarded take turns in short rounds (which goes first alternates) and each pair of
  * adjacent rounds gives one ratio: other processes' load drifts between rounds far more than
- * within a pair, so the median of pair ratios is steadier than a ratio of medians.
+ * within a pair, so the median of pair ratios is steadier than a ratio of medians. Each client
+ * runs in a process of its own (see lib/lane-process.ts: two clients in one process biased an
+ * A/A run by 3 %), as a user's process runs one kind of client. `--calibrate` also runs raw
+ * against raw that way and prints it: what the method reads when there is nothing to find.
  */
-async function healthy(): Promise<Healthy> {
-  progress(`healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
+async function healthy(): Promise<Healthy & { calibration: Paired | undefined }> {
+  progress(`healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds, each client in a process of its own`);
   const server = await serverProcess();
-  const guard = newGuard();
-  const guarded = new BenchClient(server.target, grpc.credentials.createInsecure(), guard.clientOptions());
-  const raw = new BenchClient(server.target, grpc.credentials.createInsecure());
-  // Warm-up both (the JIT has more of the guarded path to compile).
-  await throughput(CALLERS, WARM_UP_MS, () => invoke(raw, 'Echo'));
-  await throughput(CALLERS, WARM_UP_MS, () => invoke(guarded, 'Echo'));
-  const paired = await pairedRounds(HEALTHY_ROUNDS, HEALTHY_MS, CALLERS, () => invoke(raw, 'Echo'), () => invoke(guarded, 'Echo'));
-  const channels = guard.stats().opened;
-  guarded.close();
-  raw.close();
-  await guard.close();
+  const lanes = async (a: 'raw' | 'guarded', b: 'raw' | 'guarded'): Promise<{ paired: Paired; channels: unknown }> => {
+    const first = await laneProcess([LANE_CHILD, a, server.target]);
+    const second = await laneProcess([LANE_CHILD, b, server.target]);
+    // Warm-up both (the JIT has more of the guarded path to compile).
+    await first.run(WARM_UP_MS);
+    await second.run(WARM_UP_MS);
+    const paired = await pairedRuns(HEALTHY_ROUNDS, HEALTHY_MS, first.run, second.run);
+    await first.close();
+    const report = await second.close();
+    return { paired, channels: report.channels };
+  };
+  const main = await lanes('raw', 'guarded');
+  let calibration: Paired | undefined;
+  if (calibrate) {
+    progress(`calibration: raw against raw, ${HEALTHY_ROUNDS} pairs, each in a process of its own`);
+    calibration = (await lanes('raw', 'raw')).paired;
+  }
   await server.kill();
-  return { ...paired, channels };
+  return { ...main.paired, channels: Number(main.channels), calibration };
+}
+
+/** A healthy lane's process: one client of `kind` to `target`, running the rounds it is asked for. */
+function laneChild(): void {
+  const i = process.argv.indexOf(LANE_CHILD);
+  const kind = process.argv[i + 1];
+  const target = process.argv[i + 2]!;
+  const guard = kind === 'guarded' ? newGuard() : undefined;
+  const client = new BenchClient(target, grpc.credentials.createInsecure(), guard?.clientOptions());
+  serveLane(CALLERS, () => invoke(client, 'Echo'), async () => {
+    const channels = guard?.stats().opened ?? 0;
+    client.close();
+    await guard?.close();
+    return { channels };
+  });
 }
 
 /** A grpc-js call stand-in: answers (headers, the request back, OK) on the tick after half-close. */
@@ -333,7 +362,12 @@ async function main(): Promise<void> {
     process.stdout.write(`${JSON.stringify(await wrapper())}\n`);
     return;
   }
+  if (process.argv.includes(LANE_CHILD)) {
+    laneChild();
+    return;
+  }
   const health = await healthy();
+  const cal = health.calibration;
   const wrap = await wrapperInChild();
   const healthyRows = [
     {
@@ -357,6 +391,17 @@ async function main(): Promise<void> {
       'guarded/raw': wrap.cpuUsPerCall.guarded / wrap.cpuUsPerCall.raw,
       note: `extra ${wrap.cpuExtraUs.toFixed(2)} µs (pairs ${wrap.cpuExtraMin.toFixed(2)} to ${wrap.cpuExtraMax.toFixed(2)}), ${wrap.rounds} pairs; no I/O`,
     },
+    ...(cal === undefined
+      ? []
+      : [
+          {
+            measure: '  calibration: raw against raw, same method (calls/s)',
+            raw: cal.raw,
+            guarded: cal.guarded,
+            'guarded/raw': cal.ratio,
+            note: `what the method reads with nothing to find: spread ${cal.ratioMin.toFixed(3)}-${cal.ratioMax.toFixed(3)}, CPU extra ${cal.cpuExtraUs.toFixed(2)} µs`,
+          },
+        ]),
   ];
   const healthyFields = {
     connect_timeout_ms: CONNECT_TIMEOUT,
@@ -372,6 +417,7 @@ async function main(): Promise<void> {
     wrapper_rounds: wrap.rounds,
     wrapper_cpu_us_per_call: { guarded: round(wrap.cpuUsPerCall.guarded), raw: round(wrap.cpuUsPerCall.raw), extra: round(wrap.cpuExtraUs) },
     wrapper_extra_spread: [round(wrap.cpuExtraMin), round(wrap.cpuExtraMax)],
+    ...(cal === undefined ? {} : { calibration_ratio: round(cal.ratio), calibration_cpu_extra_us: round(cal.cpuExtraUs) }),
   };
   const title = `grpc: GrpcGuard vs raw @grpc/grpc-js (connect timeout ${CONNECT_TIMEOUT} ms, ${CALLERS} callers)`;
   if (healthyOnly) {

@@ -4,7 +4,7 @@
  * pairs (with their spread), never of one long run.
  */
 import { numberFlag } from './args.js';
-import { median, throughput } from './timing.js';
+import { type Throughput, median, throughput } from './timing.js';
 
 /** What {@link pairedRounds} measured. */
 export interface Paired {
@@ -44,7 +44,21 @@ export async function pairedRounds(
   callers: number,
   raw: () => Promise<unknown>,
   guarded: () => Promise<unknown>,
-  onRound?: (i: number, r: { perSecond: number; cpuUsPerCall: number }, g: { perSecond: number; cpuUsPerCall: number }) => void,
+  onRound?: (i: number, r: Throughput, g: Throughput) => void,
+): Promise<Paired> {
+  return pairedRuns(rounds, ms, (t) => throughput(callers, t, raw), (t) => throughput(callers, t, guarded), onRound);
+}
+
+/**
+ * {@link pairedRounds} for lanes that run their own rounds (`run(ms)`), such as a lane in a
+ * process of its own (see lane-process.ts).
+ */
+export async function pairedRuns(
+  rounds: number,
+  ms: number,
+  raw: (ms: number) => Promise<Throughput>,
+  guarded: (ms: number) => Promise<Throughput>,
+  onRound?: (i: number, r: Throughput, g: Throughput) => void,
 ): Promise<Paired> {
   const rs: number[] = [];
   const gs: number[] = [];
@@ -56,8 +70,8 @@ export async function pairedRounds(
   for (let i = 0; i < rounds; i++) {
     const first = i % 2 === 0 ? raw : guarded;
     const second = i % 2 === 0 ? guarded : raw;
-    const a = await throughput(callers, ms, first);
-    const b = await throughput(callers, ms, second);
+    const a = await first(ms);
+    const b = await second(ms);
     const [r, g] = i % 2 === 0 ? [a, b] : [b, a];
     rs.push(r.perSecond);
     gs.push(g.perSecond);

@@ -1,0 +1,97 @@
+/**
+ * A bench lane in a process of its own: one client, its own event loop, JIT and heap, running
+ * rounds when the parent asks (over IPC) and reporting each round's throughput and CPU.
+ *
+ * Why: two clients in one process share what they should not. A/A runs of bench/grpc's healthy
+ * lane with two raw grpc-js clients in one process gave 1.029 (the second client created ran 3 %
+ * faster: 150 pairs), and two guarded ones 1.030; in two processes, raw against raw gave 0.997.
+ * A user's process runs one kind of client, so each lane gets one process, and rounds still
+ * alternate, so only one lane runs at a time.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { once } from 'node:events';
+import { type Throughput, throughput } from './timing.js';
+
+/** What the parent sends: run a round of `ms`, or close and report. */
+type Command = { run: number } | { close: true };
+
+/** A lane process, seen from the parent. */
+export interface LaneProcess {
+  /** Runs one round of `ms` in the child. */
+  run(ms: number): Promise<Throughput>;
+  /** Closes the child's client and ends the child; resolves with what it reported on closing. */
+  close(): Promise<Record<string, unknown>>;
+}
+
+/** Bounds one answer from a lane: a round of a few hundred ms never takes this long. */
+const ANSWER_TIMEOUT = 60_000;
+
+/**
+ * Starts this bench's own script again as a lane child, with `args` after the parent's own
+ * arguments (the child finds its role in them and calls {@link serveLane}). Resolves once the
+ * child is ready.
+ */
+export async function laneProcess(args: readonly string[]): Promise<LaneProcess> {
+  const child = fork(process.argv[1]!, [...process.argv.slice(2), ...args], { execArgv: process.execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  await answer(child); // { ready: true }
+  return {
+    run: async (ms) => {
+      child.send({ run: ms } satisfies Command);
+      return (await answer(child)) as unknown as Throughput;
+    },
+    close: async () => {
+      const exited = once(child, 'exit');
+      child.send({ close: true } satisfies Command);
+      const report = await answer(child);
+      await exited;
+      return report;
+    },
+  };
+}
+
+/** The child's next message; rejects if it exits first or stays silent past ANSWER_TIMEOUT. */
+function answer(child: ChildProcess): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      child.off('message', onMessage);
+      child.off('exit', onExit);
+    };
+    const onMessage = (message: Record<string, unknown>): void => {
+      done();
+      resolve(message);
+    };
+    const onExit = (code: number | null): void => {
+      done();
+      reject(new Error(`lane process ${child.pid} exited (${code}) before answering`));
+    };
+    const timer = setTimeout(() => {
+      done();
+      child.kill('SIGKILL');
+      reject(new Error(`lane process ${child.pid} did not answer within ${ANSWER_TIMEOUT} ms`));
+    }, ANSWER_TIMEOUT);
+    child.on('message', onMessage);
+    child.on('exit', onExit);
+  });
+}
+
+/**
+ * The child's side: `callers` concurrent loops of `call` for each round the parent asks; on
+ * close, `close()` runs and its report goes back before the process disconnects.
+ */
+export function serveLane(callers: number, call: () => Promise<unknown>, close: () => Promise<Record<string, unknown>>): void {
+  process.on('message', (command: Command) => {
+    const reply = 'run' in command ? throughput(callers, command.run, call) : close();
+    reply.then(
+      (message) => {
+        process.send!(message);
+        if (!('run' in command)) process.disconnect();
+      },
+      (err: unknown) => {
+        process.stderr.write(`lane failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+        process.exit(1);
+      },
+    );
+  });
+  process.send!({ ready: true });
+}
