@@ -125,8 +125,8 @@ interface Healthy extends Paired {
  * Raw and guarded take turns in short rounds (which goes first alternates) and each pair of
  * adjacent rounds gives one ratio: other processes' load drifts between rounds far more than
  * within a pair, so the median of pair ratios is steadier than a ratio of medians. Each client
- * runs in a process of its own (see lib/lane-process.ts: two clients in one process biased an
- * A/A run by 3 %), as a user's process runs one kind of client. `--calibrate` also runs raw
+ * runs in a process of its own (see lib/lane-process.ts: an A/A run of two clients in one process
+ * read 3 % off), as a user's process runs one kind of client. `--calibrate` also runs raw
  * against raw that way and prints it: what the method reads when there is nothing to find.
  */
 async function healthy(): Promise<Healthy & { calibration: Paired | undefined }> {

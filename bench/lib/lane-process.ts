@@ -2,11 +2,14 @@
  * A bench lane in a process of its own: one client, its own event loop, JIT and heap, running
  * rounds when the parent asks (over IPC) and reporting each round's throughput and CPU.
  *
- * Why: two clients in one process share what they should not. A/A runs of bench/grpc's healthy
- * lane with two raw grpc-js clients in one process gave 1.029 (the second client created ran 3 %
- * faster: 150 pairs), and two guarded ones 1.030; in two processes, raw against raw gave 0.997.
- * A user's process runs one kind of client, so each lane gets one process, and rounds still
- * alternate, so only one lane runs at a time.
+ * Why: two clients in one process share what a user's two processes would not: the JIT's
+ * feedback, the heap and its GC, and grpc-js's subchannel pool (two clients with equal options
+ * ride one connection). A/A runs of bench/grpc's healthy lane in one process read 1.029 (two raw
+ * clients) and 1.030 (two guarded ones), the client created second ahead, over 150 pairs; in two
+ * processes, raw against raw read 0.997 (150 pairs) and 1.04 (500), the machine's own noise.
+ * (undici's lane read 1.001 and 0.998 in one process: it shares nothing of that kind.) A user's
+ * process runs one kind of client, so each lane gets one process; rounds still alternate, so
+ * only one lane runs at a time.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
