@@ -159,11 +159,14 @@ const SWEEP_BATCH = 64;
 let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, probe: boolean, outcome: Outcome, error: unknown) => void;
 
 /**
- * How many spellings `breaker`'s index holds (all ports).
+ * How many spellings `breaker`'s index holds (all ports), and in how many per-port maps.
  *
- * @internal For tests: the index's bound.
+ * @internal For tests: the index's bounds.
  */
-export let spellingsHeld: (breaker: HostBreaker) => number;
+export let spellingsHeld: (breaker: HostBreaker) => { spellings: number; ports: number };
+
+/** No port looked up yet (a port argument is a number or undefined, never this). */
+const NO_PORT: unique symbol = Symbol('no port');
 
 /** A per-host circuit breaker fed only by dial outcomes. See the module docs for the states. */
 export class HostBreaker {
@@ -197,9 +200,9 @@ export class HostBreaker {
    * refills from the next admits.
    */
   readonly #spellings = new Map<number | undefined, Map<string, Entry>>();
-  /** The last port argument looked up and its spellings: a client's hosts share one port. */
-  #spellingPort: number | undefined = undefined;
-  #spellingHosts = new Map<string, Entry>();
+  /** The last port argument found and its spellings: a client's hosts share one port. */
+  #spellingPort: number | undefined | typeof NO_PORT = NO_PORT;
+  #spellingHosts: Map<string, Entry> | undefined;
   /** Spellings in the index, all ports. */
   #spellingCount = 0;
   readonly #events = new EventHub<HostBreakerEvents>('breaker');
@@ -219,7 +222,7 @@ export class HostBreaker {
   };
 
   static {
-    spellingsHeld = (b) => b.#spellingCount;
+    spellingsHeld = (b) => ({ spellings: b.#spellingCount, ports: b.#spellings.size });
     settle = (b, e, generation, round, admittedAt, probe, outcome, error) => b.#settle(e, generation, round, admittedAt, probe, outcome, error);
   }
 
@@ -267,15 +270,14 @@ export class HostBreaker {
    * costs several times more than everything else a refusal does.
    */
   tryAdmit(host: string, port?: number): DialPermit | HostUnavailableError {
-    const byHost = port === this.#spellingPort ? this.#spellingHosts : this.#spellingsOf(port);
-    let entry = byHost.get(host);
+    if (this.#threshold === 0) return new NoopPermit(hostKey(host, port)); // keeps nothing, indexes nothing
+    let entry = (port === this.#spellingPort ? this.#spellingHosts : this.#spellingsOf(port))?.get(host);
     let key: string;
     if (entry !== undefined && entry.tracked) key = entry.key;
     else {
       key = hostKey(host, port); // throws on a bad host or port, before anything is kept
       entry = undefined;
     }
-    if (this.#threshold === 0) return new NoopPermit(key);
     const now = this.#clock.now();
     if (now - this.#lastSweep >= this.#sweepInterval) {
       this.#sweepIdle(now);
@@ -437,15 +439,16 @@ export class HostBreaker {
     }
   }
 
-  /** The spellings looked up with `port`, made current. */
-  #spellingsOf(port: number | undefined): Map<string, Entry> {
-    let byHost = this.#spellings.get(port);
-    if (byHost === undefined) {
-      byHost = new Map();
-      this.#spellings.set(port, byHost);
+  /**
+   * The spellings filed with `port`, made current, or `undefined` (a lookup makes no map: a
+   * stream of ports with hosts that never validate must not grow the index).
+   */
+  #spellingsOf(port: number | undefined): Map<string, Entry> | undefined {
+    const byHost = this.#spellings.get(port);
+    if (byHost !== undefined) {
+      this.#spellingPort = port;
+      this.#spellingHosts = byHost;
     }
-    this.#spellingPort = port;
-    this.#spellingHosts = byHost;
     return byHost;
   }
 
@@ -455,7 +458,13 @@ export class HostBreaker {
       this.#spellings.clear();
       this.#spellingCount = 0;
     }
-    const byHost = this.#spellingsOf(port);
+    let byHost = this.#spellingsOf(port);
+    if (byHost === undefined) {
+      byHost = new Map();
+      this.#spellings.set(port, byHost);
+      this.#spellingPort = port;
+      this.#spellingHosts = byHost;
+    }
     const before = byHost.size;
     byHost.set(host, entry);
     this.#spellingCount += byHost.size - before;

@@ -339,7 +339,7 @@ describe('HostBreaker: the spelling index (a warm admit is one lookup by the cal
       expect(() => breaker.tryAdmit('c.test', 70_000)).toThrow(TypeError);
       expect(() => breaker.tryAdmit('c.test', 1.5)).toThrow(TypeError);
     }
-    expect(spellingsHeld(breaker)).toBe(0);
+    expect(spellingsHeld(breaker).spellings).toBe(0);
     expect(breaker.stats().hosts).toBe(0);
   });
 
@@ -351,7 +351,7 @@ describe('HostBreaker: the spelling index (a warm admit is one lookup by the cal
       breaker.admit(ip(i), 1).failed();
       // The host 20 back is still tracked (two touches a step: 40 of the last 100), and open.
       if (i >= 20 && breaker.tryAdmit(ip(i - 20), 1) instanceof HostUnavailableError) refusedEarly++;
-      most = Math.max(most, spellingsHeld(breaker));
+      most = Math.max(most, spellingsHeld(breaker).spellings);
     }
     expect(refusedEarly).toBe(10_000 - 20);
     expect(most).toBe(400);
@@ -375,7 +375,7 @@ describe('HostBreaker: the spelling index (a warm admit is one lookup by the cal
     };
     const refs = refuse();
     breaker.admit('other.test', 1).succeeded(); // evicts Gone.test; its spelling stays in the index
-    expect(spellingsHeld(breaker)).toBe(2);
+    expect(spellingsHeld(breaker).spellings).toBe(2);
     for (let i = 0; i < 3; i++) {
       await new Promise((resolve) => setImmediate(resolve)); // WeakRefs made in a turn live until it ends
       gc();
@@ -393,12 +393,12 @@ describe('HostBreaker: the spelling index (a warm admit is one lookup by the cal
     for (let pass = 0; pass < 3; pass++) {
       for (const v of variants) {
         if (breaker.tryAdmit(v, 1) instanceof HostUnavailableError) refused++;
-        most = Math.max(most, spellingsHeld(breaker));
+        most = Math.max(most, spellingsHeld(breaker).spellings);
       }
     }
     expect(refused).toBe(3 * 64);
     expect(most).toBe(40);
-    expect(spellingsHeld(breaker)).toBeGreaterThan(0);
+    expect(spellingsHeld(breaker).spellings).toBeGreaterThan(0);
     expect(breaker.stats().hosts).toBe(1);
   });
 
@@ -409,7 +409,31 @@ describe('HostBreaker: the spelling index (a warm admit is one lookup by the cal
       expect(permit).toMatchObject({ host: 'e.test:1', probe: false });
     }
     expect(() => breaker.tryAdmit('', 1)).toThrow(TypeError);
-    expect(spellingsHeld(breaker)).toBe(0);
+    expect(spellingsHeld(breaker)).toEqual({ spellings: 0, ports: 0 });
+  });
+
+  it('a stream of 10 000 ports, with hosts that never validate or on a disabled breaker, makes no per-port map', () => {
+    const breaker = new HostBreaker(open);
+    const disabled = new HostBreaker({ failureThreshold: 0 });
+    for (let port = 1; port <= 10_000; port++) {
+      expect(() => breaker.tryAdmit('', port)).toThrow(TypeError);
+      disabled.tryAdmit('f.test', port);
+    }
+    expect([spellingsHeld(breaker), spellingsHeld(disabled)]).toEqual([
+      { spellings: 0, ports: 0 },
+      { spellings: 0, ports: 0 },
+    ]);
+  });
+
+  it('valid hosts on ever new ports are bounded with the spellings: past 4 × capacity every per-port map is dropped', () => {
+    const breaker = new HostBreaker({ capacity: 10 });
+    let most = 0;
+    for (let port = 1; port <= 1_000; port++) {
+      breaker.admit('g.test', port).succeeded();
+      most = Math.max(most, spellingsHeld(breaker).ports);
+    }
+    expect(most).toBe(40);
+    expect(breaker.tryAdmit('g.test', 1_000)).not.toBeInstanceOf(Error);
   });
 });
 
