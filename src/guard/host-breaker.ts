@@ -200,7 +200,7 @@ export class HostBreaker {
    * refills from the next admits.
    */
   readonly #spellings = new Map<number | undefined, Map<string, Entry>>();
-  /** The last port argument found and its spellings: a client's hosts share one port. */
+  /** The last port argument looked up and its spellings (none yet: undefined): a client's hosts share one port. */
   #spellingPort: number | undefined | typeof NO_PORT = NO_PORT;
   #spellingHosts: Map<string, Entry> | undefined;
   /** Spellings in the index, all ports. */
@@ -440,15 +440,13 @@ export class HostBreaker {
   }
 
   /**
-   * The spellings filed with `port`, made current, or `undefined` (a lookup makes no map: a
-   * stream of ports with hosts that never validate must not grow the index).
+   * The spellings filed with `port`, or `undefined` (a lookup makes no map: a stream of ports
+   * with hosts that never validate must not grow the index); made the current slot either way.
    */
   #spellingsOf(port: number | undefined): Map<string, Entry> | undefined {
     const byHost = this.#spellings.get(port);
-    if (byHost !== undefined) {
-      this.#spellingPort = port;
-      this.#spellingHosts = byHost;
-    }
+    this.#spellingPort = port;
+    this.#spellingHosts = byHost;
     return byHost;
   }
 
@@ -462,8 +460,7 @@ export class HostBreaker {
     if (byHost === undefined) {
       byHost = new Map();
       this.#spellings.set(port, byHost);
-      this.#spellingPort = port;
-      this.#spellingHosts = byHost;
+      this.#spellingHosts = byHost; // #spellingsOf made `port` the current slot
     }
     const before = byHost.size;
     byHost.set(host, entry);
