@@ -4,14 +4,13 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import net from 'node:net';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import { connect, isLiteral } from '../../src/guard/connect.js';
 import { HostBreaker, spellingsHeld } from '../../src/guard/host-breaker.js';
 import { HostUnavailableError } from '../../src/core/errors.js';
 import { hostKey, hostKeyMemoStats } from '../../src/guard/host-key.js';
 import { ManualClock } from '../../src/testing/index.js';
 import { seededRandom } from '../../src/testing/index.js';
+import { collectGarbage } from '../helpers/gc.js';
 
 function ip(i: number): string {
   return `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
@@ -362,8 +361,6 @@ describe('HostBreaker: the spelling index (a warm admit is one lookup by the cal
   });
 
   it('a forgotten host still in the index lets go of its refusal and its last error (reachability, after GC)', async () => {
-    v8.setFlagsFromString('--expose-gc');
-    const gc = vm.runInNewContext('gc') as () => void;
     const breaker = new HostBreaker({ ...open, capacity: 1 });
     // In a function of its own: a block of the test's async body could keep them in its frame.
     const refuse = (): { refusal: WeakRef<object>; cause: WeakRef<object> } => {
@@ -376,10 +373,7 @@ describe('HostBreaker: the spelling index (a warm admit is one lookup by the cal
     const refs = refuse();
     breaker.admit('other.test', 1).succeeded(); // evicts Gone.test; its spelling stays in the index
     expect(spellingsHeld(breaker).spellings).toBe(2);
-    for (let i = 0; i < 3; i++) {
-      await new Promise((resolve) => setImmediate(resolve)); // WeakRefs made in a turn live until it ends
-      gc();
-    }
+    await collectGarbage();
     expect([refs.refusal.deref() === undefined, refs.cause.deref() === undefined]).toEqual([true, true]);
   });
 

@@ -7,23 +7,13 @@
  * promise (the response, its headers and body). Proved here by reachability, not by timing.
  */
 import http2 from 'node:http2';
-import v8 from 'node:v8';
-import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/core/clock.js';
 import { exchange } from '../../src/http2/exchange.js';
 import type { Lease } from '../../src/pool/pooled-connection.js';
 import { http2Peer } from '../../src/testing/http2-peer.js';
+import { collectGarbage as collect } from '../helpers/gc.js';
 
-v8.setFlagsFromString('--expose-gc');
-const gc = vm.runInNewContext('gc') as () => void;
-
-async function collect(): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    await new Promise((resolve) => setImmediate(resolve)); // WeakRefs made this turn stay alive until it ends
-    gc();
-  }
-}
 
 describe('exchange: what a settled stream keeps', () => {
   it('a finished stream, still held, keeps neither the lease nor the response reachable', async () => {

@@ -60,6 +60,21 @@ async function readFor(clusters: ReadonlyArray<{ get(key: string): Promise<unkno
   return ok;
 }
 
+/**
+ * Kills the node and reads for the first MIN_OUTAGE of its outage. Dials are counted from the
+ * kill itself: a client may redial while the kill is still being awaited (on a loaded machine that
+ * first round was all there was to see, and the count read 0).
+ */
+async function killAndRead(
+  clusters: ReadonlyArray<{ get(key: string): Promise<unknown> }>,
+  keys: readonly string[],
+  kill: () => Promise<void>,
+): Promise<{ dials: { count(port: number): number }; ok: number }> {
+  const dials = refusedDials();
+  await kill();
+  return { dials, ok: await readFor(clusters, keys, MIN_OUTAGE) };
+}
+
 async function cluster3(): Promise<{ ports: number[]; dead: number; keys: string[]; live: string[]; kill(): Promise<void>; restart(): Promise<unknown> }> {
   const dir = mkdtempSync(join(tmpdir(), 'dialguard-redis-cluster-'));
   const ports = [await freePort(), await freePort(), await freePort()];
@@ -80,11 +95,7 @@ describe('RedisGuard clusters, the first 1.5 s of a node outage: one redial per 
     for (const c of clusters) c.on('error', () => {});
     cleanups.push(() => clusters.forEach((c) => c.disconnect()));
     await Promise.all(clusters.flatMap((c) => keys.map((k) => c.set(k, 'v'))));
-    // Counted from the kill itself: a client may redial while the kill is still being awaited
-    // (on a loaded machine that first round was all there was to see, and the count read 0).
-    const dials = refusedDials();
-    await kill();
-    const ok = await readFor(clusters, keys, MIN_OUTAGE);
+    const { dials, ok } = await killAndRead(clusters, keys, kill);
     expect(dials.count(dead)).toBeGreaterThanOrEqual(1);
     expect(dials.count(dead)).toBeLessThanOrEqual(MOST_DIALS);
     expect(ok % (CLUSTERS * live.length)).toBe(0);
@@ -100,11 +111,7 @@ describe('RedisGuard clusters, the first 1.5 s of a node outage: one redial per 
     cleanups.push(() => clusters.forEach((c) => c.destroy()));
     await Promise.all(clusters.map((c) => c.connect()));
     await Promise.all(clusters.flatMap((c) => keys.map((k) => c.set(k, 'v'))));
-    // Counted from the kill itself: a client may redial while the kill is still being awaited
-    // (on a loaded machine that first round was all there was to see, and the count read 0).
-    const dials = refusedDials();
-    await kill();
-    const ok = await readFor(clusters, keys, MIN_OUTAGE);
+    const { dials, ok } = await killAndRead(clusters, keys, kill);
     expect(dials.count(dead)).toBeGreaterThanOrEqual(1);
     expect(dials.count(dead)).toBeLessThanOrEqual(MOST_DIALS);
     expect(ok % (CLUSTERS * live.length)).toBe(0);
