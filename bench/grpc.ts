@@ -47,7 +47,7 @@ import { blackhole } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { laneProcess, serveLane } from './lib/lane-process.js';
+import { type LaneProcess, laneProcess, serveLane } from './lib/lane-process.js';
 import { type Paired, pairedRounds, pairedRuns, roundsFlag } from './lib/paired.js';
 import { capped, median, throughput } from './lib/timing.js';
 
@@ -63,6 +63,13 @@ const LANE_CHILD = '--lane-child'; // then 'raw' or 'guarded' and the target: a 
 const calibrate = process.argv.includes('--calibrate'); // also raw against raw, each in its process
 const RAW_CAP = 5_000; // above three connect timeouts, so the guarded retries always fit under it
 const WARM_UP_MS = quick ? 600 : 1_000;
+/**
+ * Pairs run by one pair of lane processes before both are replaced. A process keeps for its life
+ * whatever made it a little faster or slower than its twin (where its memory and threads landed):
+ * one pair of raw processes read 1.05, 0.99 and 1.01 against each other in three 200-pair runs.
+ * Fresh processes every 25 pairs spread that over 20 placements in a 500-pair run.
+ */
+const LANE_GENERATION = Math.max(1, numberFlag('--lane-pairs', 25));
 const DEADLINE = 10_000;
 
 const passthrough = (b: Buffer): Buffer => b;
@@ -130,18 +137,44 @@ interface Healthy extends Paired {
  * against raw that way and prints it: what the method reads when there is nothing to find.
  */
 async function healthy(): Promise<Healthy & { calibration: Paired | undefined }> {
-  progress(`healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds, each client in a process of its own`);
+  progress(
+    `healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds, each client in a process of its own, fresh processes every ${LANE_GENERATION} pairs`,
+  );
   const server = await serverProcess();
-  const lanes = async (a: 'raw' | 'guarded', b: 'raw' | 'guarded'): Promise<{ paired: Paired; channels: unknown }> => {
-    const first = await laneProcess([LANE_CHILD, a, server.target]);
-    const second = await laneProcess([LANE_CHILD, b, server.target]);
-    // Warm-up both (the JIT has more of the guarded path to compile).
-    await first.run(WARM_UP_MS);
-    await second.run(WARM_UP_MS);
-    const paired = await pairedRuns(HEALTHY_ROUNDS, HEALTHY_MS, first.run, second.run);
-    await first.close();
-    const report = await second.close();
-    return { paired, channels: report.channels };
+  const lanes = async (a: 'raw' | 'guarded', b: 'raw' | 'guarded'): Promise<{ paired: Paired; channels: number }> => {
+    let channels = 0;
+    let generation = 0;
+    let current: { first: LaneProcess; second: LaneProcess } | undefined;
+    const start = async (): Promise<void> => {
+      // Which lane's process is forked (and warmed) first alternates from one generation to the next.
+      const forkFirst = generation++ % 2 === 0 ? a : b;
+      const one = await laneProcess([LANE_CHILD, forkFirst, server.target]);
+      const other = await laneProcess([LANE_CHILD, forkFirst === a ? b : a, server.target]);
+      const [first, second] = forkFirst === a ? [one, other] : [other, one];
+      // Warm-up both (the JIT has more of the guarded path to compile).
+      await one.run(WARM_UP_MS);
+      await other.run(WARM_UP_MS);
+      current = { first, second };
+    };
+    const stop = async (): Promise<void> => {
+      await current!.first.close();
+      channels += Number((await current!.second.close()).channels);
+      current = undefined;
+    };
+    await start();
+    const paired = await pairedRuns(
+      HEALTHY_ROUNDS,
+      HEALTHY_MS,
+      (ms) => current!.first.run(ms),
+      (ms) => current!.second.run(ms),
+      async (i) => {
+        if ((i + 1) % LANE_GENERATION !== 0 || i + 1 === HEALTHY_ROUNDS) return;
+        await stop();
+        await start();
+      },
+    );
+    await stop();
+    return { paired, channels: channels / generation };
   };
   const main = await lanes('raw', 'guarded');
   let calibration: Paired | undefined;
@@ -150,7 +183,7 @@ async function healthy(): Promise<Healthy & { calibration: Paired | undefined }>
     calibration = (await lanes('raw', 'raw')).paired;
   }
   await server.kill();
-  return { ...main.paired, channels: Number(main.channels), calibration };
+  return { ...main.paired, channels: main.channels, calibration };
 }
 
 /** A healthy lane's process: one client of `kind` to `target`, running the rounds it is asked for. */
@@ -375,7 +408,7 @@ async function main(): Promise<void> {
       raw: health.raw,
       guarded: health.guarded,
       'guarded/raw': health.ratio,
-      note: `median of pair ratios, spread ${health.ratioMin.toFixed(3)}-${health.ratioMax.toFixed(3)}; guarded channels opened: ${health.channels}`,
+      note: `median of pair ratios, spread ${health.ratioMin.toFixed(3)}-${health.ratioMax.toFixed(3)}; channels each guarded process opened: ${health.channels}`,
     },
     {
       measure: '  client CPU per call (µs, median)',

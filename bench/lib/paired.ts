@@ -51,14 +51,15 @@ export async function pairedRounds(
 
 /**
  * {@link pairedRounds} for lanes that run their own rounds (`run(ms)`), such as a lane in a
- * process of its own (see lane-process.ts).
+ * process of its own (see lane-process.ts). `onRound` runs after each pair and is awaited before
+ * the next, so it may replace the processes behind `raw` and `guarded` (bench/grpc does).
  */
 export async function pairedRuns(
   rounds: number,
   ms: number,
   raw: (ms: number) => Promise<Throughput>,
   guarded: (ms: number) => Promise<Throughput>,
-  onRound?: (i: number, r: Throughput, g: Throughput) => void,
+  onRound?: (i: number, r: Throughput, g: Throughput) => void | Promise<void>,
 ): Promise<Paired> {
   const rs: number[] = [];
   const gs: number[] = [];
@@ -80,7 +81,7 @@ export async function pairedRuns(
     guardedCpu.push(g.cpuUsPerCall);
     cpuRatios.push(r.cpuUsPerCall / g.cpuUsPerCall);
     extra.push(g.cpuUsPerCall - r.cpuUsPerCall);
-    onRound?.(i, r, g);
+    await onRound?.(i, r, g);
   }
   return {
     rounds,
