@@ -44,7 +44,7 @@ export class Turn implements grpc.InterceptingListener {
   /** The server answered on it (headers, a message, or a trailers-only status). */
   answered = false;
   /** Settle the ride (the promise the pool's `use` waits for); set as the ride starts. */
-  resolve: (status: grpc.StatusObject) => void = noop;
+  resolve: () => void = noop;
   reject: (status: grpc.StatusObject) => void = noop;
 
   constructor(
