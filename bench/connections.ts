@@ -34,7 +34,7 @@ import { printJson, printTable, progress, round } from './lib/report.js';
 import type { Row } from '../src/cli/table.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { type Paired, pairedRounds, roundsFlag } from './lib/paired.js';
+import { type Paired, cpuNote, cpuTotals, pairedRounds, roundsFlag } from './lib/paired.js';
 import { capped, throughput } from './lib/timing.js';
 
 
@@ -298,7 +298,7 @@ function healthyRows(health: Paired): Row[] {
       raw: health.cpuUsPerCall.raw,
       guarded: health.cpuUsPerCall.guarded,
       'guarded/raw': health.cpuUsPerCall.guarded / health.cpuUsPerCall.raw,
-      note: `extra ${health.cpuExtraUs.toFixed(2)} µs (pairs ${health.cpuExtraMin.toFixed(2)} to ${health.cpuExtraMax.toFixed(2)})`,
+      note: cpuNote(health),
     },
   ];
 }
@@ -311,6 +311,7 @@ function healthyJson(health: Paired): Record<string, unknown> {
     healthy_ratio_spread: [round(health.ratioMin), round(health.ratioMax)],
     healthy_cpu_ratio: round(health.cpuRatio),
     healthy_cpu_us_per_call: { guarded: round(health.cpuUsPerCall.guarded), raw: round(health.cpuUsPerCall.raw), extra: round(health.cpuExtraUs) },
+    healthy_cpu_total_us_per_call: cpuTotals(health),
     healthy_calls_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
   };
 }

@@ -1,7 +1,7 @@
 /**
  * bench/grpc: dialguard's GrpcGuard against raw @grpc/grpc-js, in one run, same generic client.
  *
- *   node dist/bench/grpc.js [--quick] [--healthy-only] [--calibrate] [--rounds N] [--round-ms MS] [--wrapper-rounds N]
+ *   node dist/bench/grpc.js [--quick] [--healthy-only] [--calibrate] [--versus channel,pass,calls] [--rounds N] [--lane-pairs N] [--round-ms MS] [--wrapper-rounds N]
  *
  * The raw client is how most code uses grpc-js: `new Client(target, credentials)`, its own
  * channel, no connect timeout (grpc-js has none), no keep-alive. The guarded one is the same
@@ -10,10 +10,17 @@
  * - healthy_ratio: 64 concurrent callers of a unary echo against a grpc-js server in a child
  *   process (so it does not share the clients' event loop), guarded / raw calls per second: short
  *   rounds taking turns, the median of the ratios of adjacent pairs. Each client runs in a process
- *   of its own (lib/lane-process.ts); `--calibrate` adds raw against raw by the same method. healthy_cpu_ratio: the same
- *   for the client's CPU time per call (raw / guarded), which other processes' load disturbs less.
- *   `--rounds` pairs (default 500 of 100 ms rounds, `--round-ms`); the spread of the pair ratios and healthy_cpu_us_per_call
- *   (each lane's median, and `extra`: the median over the pairs of guarded minus raw) are printed.
+ *   of its own (lib/lane-process.ts), and both processes are replaced every `--lane-pairs` pairs
+ *   (default 25): a process keeps for life whatever placed it a little ahead of its twin.
+ *   `--calibrate` adds raw against raw by the same method. `--rounds` pairs (default 500 of 100 ms
+ *   rounds, `--round-ms`); the spread of the pair ratios is printed.
+ * - healthy_cpu_total_us_per_call: each lane's CPU over all its rounds over all its calls, and
+ *   `extra`, guarded minus raw: the figure to read. healthy_cpu_us_per_call and healthy_cpu_ratio
+ *   are medians over the pairs (one 100 ms round's CPU per call moves by ±100 µs with the GC and
+ *   the neighbours, so those resolve only several µs).
+ * - `--versus channel,pass,calls`: diagnostic lanes, each raw against one step from the raw client
+ *   to the guarded one (see VERSUS_LABEL): the guard's channel alone, any pass-through wrapper, and
+ *   GuardedCall with the pool over a plain channel.
  * - wrapper_cpu_us_per_call: the guarded layer alone, the same 64 callers and client over an
  *   in-process stand-in for a grpc-js channel that answers every call on the next tick: raw (the
  *   client on the stand-in) against guarded (each call a GuardedCall riding the ConnectionPool over
@@ -37,8 +44,9 @@ import * as grpc from '@grpc/grpc-js';
 import type { PooledChannel } from '../src/adapters/grpc/channel-connector.js';
 import { type CallHost, GuardedCall, type GrpcCall } from '../src/adapters/grpc/guarded-call.js';
 import { GrpcGuard } from '../src/adapters/grpc/index.js';
-import { SpecTable } from '../src/adapters/grpc/target.js';
-import { ConnectTracker } from '../src/adapters/grpc/tracked-credentials.js';
+import { type ChannelSpec, SpecTable } from '../src/adapters/grpc/target.js';
+import { ConnectTracker, trackCredentials } from '../src/adapters/grpc/tracked-credentials.js';
+import { grpcSettings } from '../src/adapters/grpc/options.js';
 import { systemClock } from '../src/core/clock.js';
 import { HostBreaker } from '../src/index.js';
 import { ConnectionPool } from '../src/pool/connection-pool.js';
@@ -48,7 +56,7 @@ import { printJson, printTable, progress, round } from './lib/report.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
 import { type LaneProcess, laneProcess, serveLane } from './lib/lane-process.js';
-import { type Paired, pairedRounds, pairedRuns, roundsFlag } from './lib/paired.js';
+import { type Paired, cpuNote, cpuTotals, pairedRounds, pairedRuns, roundsFlag } from './lib/paired.js';
 import { capped, median, throughput } from './lib/timing.js';
 
 const CONNECT_TIMEOUT = 1_000;
@@ -136,12 +144,12 @@ interface Healthy extends Paired {
  * read 3 % off), as a user's process runs one kind of client. `--calibrate` also runs raw
  * against raw that way and prints it: what the method reads when there is nothing to find.
  */
-async function healthy(): Promise<Healthy & { calibration: Paired | undefined }> {
+async function healthy(): Promise<Healthy & { calibration: Paired | undefined; versus: Array<{ kind: LaneKind; paired: Paired }> }> {
   progress(
     `healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds, each client in a process of its own, fresh processes every ${LANE_GENERATION} pairs`,
   );
   const server = await serverProcess();
-  const lanes = async (a: 'raw' | 'guarded', b: 'raw' | 'guarded'): Promise<{ paired: Paired; channels: number }> => {
+  const lanes = async (a: LaneKind, b: LaneKind): Promise<{ paired: Paired; channels: number }> => {
     let channels = 0;
     let generation = 0;
     let current: { first: LaneProcess; second: LaneProcess } | undefined;
@@ -182,17 +190,102 @@ async function healthy(): Promise<Healthy & { calibration: Paired | undefined }>
     progress(`calibration: raw against raw, ${HEALTHY_ROUNDS} pairs, each in a process of its own`);
     calibration = (await lanes('raw', 'raw')).paired;
   }
+  const versusLanes: Array<{ kind: LaneKind; paired: Paired }> = [];
+  for (const kind of versus) {
+    progress(`versus: raw against ${kind} (${VERSUS_LABEL[kind]}), ${HEALTHY_ROUNDS} pairs`);
+    versusLanes.push({ kind, paired: (await lanes('raw', kind)).paired });
+  }
   await server.kill();
-  return { ...main.paired, channels: main.channels, calibration };
+  return { ...main.paired, channels: main.channels, calibration, versus: versusLanes };
+}
+
+/** What a healthy lane's process runs (`--versus` names the last three). */
+type LaneKind = 'raw' | 'guarded' | 'channel' | 'pass' | 'calls';
+
+/** The diagnostic lanes `--versus` runs against raw, each a step from the raw client to the guarded one. */
+const VERSUS_LABEL: Record<Exclude<LaneKind, 'raw' | 'guarded'>, string> = {
+  channel: "the raw client over a channel made as the guard makes its own (tracked credentials, keep-alive, a local subchannel pool)",
+  pass: 'the raw client through a pass-through call wrapper over a plain channel (what any layer between a client and its channel costs)',
+  calls: "GuardedCall and the ConnectionPool over a plain READY channel, without GrpcGuard's channel, specs or connector",
+};
+
+const versus: Array<Exclude<LaneKind, 'raw' | 'guarded'>> = (() => {
+  const i = process.argv.indexOf('--versus');
+  if (i < 0) return [];
+  const kinds = (process.argv[i + 1] ?? '').split(',');
+  for (const k of kinds) if (!(k in VERSUS_LABEL)) throw new RangeError(`--versus takes ${Object.keys(VERSUS_LABEL).join(', ')}; got ${k}`);
+  return kinds as Array<Exclude<LaneKind, 'raw' | 'guarded'>>;
+})();
+
+/** A plain grpc-js channel to `target`, READY (or rejected after 5 s). */
+async function readyChannel(target: string, credentials: grpc.ChannelCredentials): Promise<grpc.Channel> {
+  const channel = new grpc.Channel(target, credentials, {});
+  await new Promise<void>((resolve, reject) => {
+    const check = (error?: Error): void => {
+      if (error !== undefined) return reject(error);
+      const state = channel.getConnectivityState(true);
+      if (state === grpc.connectivityState.READY) resolve();
+      else channel.watchConnectivityState(state, Date.now() + 5_000, check);
+    };
+    check();
+  });
+  return channel;
+}
+
+/** A call that relays everything to `inner` and its answers back: the least any wrapper does. */
+function passThrough(inner: GrpcCall): GrpcCall {
+  let outer: grpc.InterceptingListener;
+  const relay: grpc.InterceptingListener = {
+    onReceiveMetadata: (m) => outer.onReceiveMetadata(m),
+    onReceiveMessage: (m) => outer.onReceiveMessage(m),
+    onReceiveStatus: (st) => outer.onReceiveStatus(st),
+  };
+  return {
+    start: (metadata, listener) => {
+      outer = listener;
+      inner.start(metadata, relay);
+    },
+    sendMessageWithContext: (context, message) => inner.sendMessageWithContext(context, message),
+    halfClose: () => inner.halfClose(),
+    startRead: () => inner.startRead(),
+    cancelWithStatus: (code, details) => inner.cancelWithStatus(code, details),
+    getPeer: () => inner.getPeer(),
+    getCallNumber: () => inner.getCallNumber(),
+    setCredentials: (credentials) => inner.setCredentials(credentials),
+    getAuthContext: () => inner.getAuthContext(),
+  };
+}
+
+/** The client options of a lane of `kind` (undefined: the raw client's own channel). */
+async function laneOptions(kind: LaneKind, target: string, credentials: grpc.ChannelCredentials, guard: GrpcGuard | undefined): Promise<grpc.ClientOptions | undefined> {
+  switch (kind) {
+    case 'raw':
+      return undefined;
+    case 'guarded':
+      return guard!.clientOptions();
+    case 'channel': {
+      const options = new SpecTable(grpcSettings({}).channelOptions).acquire(target, credentials, undefined).options;
+      return { channelOverride: new grpc.Channel(target, trackCredentials(credentials, new ConnectTracker('tcp')), options) };
+    }
+    case 'pass': {
+      const real = await readyChannel(target, credentials);
+      return { channelOverride: standInChannel((...args) => passThrough(real.createCall(...args))) };
+    }
+    case 'calls': {
+      const { host, spec } = callHost(await readyChannel(target, credentials), target);
+      return { channelOverride: standInChannel((method, deadline, authority, parent, flags) => new GuardedCall(host, spec, method, deadline, authority, parent, flags)) };
+    }
+  }
 }
 
 /** A healthy lane's process: one client of `kind` to `target`, running the rounds it is asked for. */
-function laneChild(): void {
+async function laneChild(): Promise<void> {
   const i = process.argv.indexOf(LANE_CHILD);
-  const kind = process.argv[i + 1];
+  const kind = process.argv[i + 1] as LaneKind;
   const target = process.argv[i + 2]!;
   const guard = kind === 'guarded' ? newGuard() : undefined;
-  const client = new BenchClient(target, grpc.credentials.createInsecure(), guard?.clientOptions());
+  const credentials = grpc.credentials.createInsecure();
+  const client = new BenchClient(target, credentials, await laneOptions(kind, target, credentials, guard));
   serveLane(CALLERS, () => invoke(client, 'Echo'), async () => {
     const channels = guard?.stats().opened ?? 0;
     client.close();
@@ -258,22 +351,23 @@ async function wrapperInChild(): Promise<Paired> {
   return JSON.parse(stdout.trim().split('\n').pop()!) as Paired;
 }
 
-/** The guarded layer alone against the same client on the stand-in channel (see the module docs). */
-async function wrapper(): Promise<Paired> {
-  const inner = standInChannel(() => new EchoCall() as unknown as GrpcCall);
+/**
+ * A CallHost as GrpcGuard builds it with its defaults (retries on, a budget) over one channel that
+ * is READY: the pool's connector hands out `channel` as the connection to `target`.
+ */
+function callHost(channel: grpc.ChannelInterface, target: string): { host: CallHost; spec: ChannelSpec; pool: ConnectionPool<PooledChannel> } {
   const clock = systemClock;
   const pool = new ConnectionPool<PooledChannel>({
     breaker: null,
-    hostOf: () => 'stand-in:1',
+    hostOf: () => target,
     clock,
     connector: {
-      connect: async (key) => ({ channel: inner as grpc.Channel, key, tracker: new ConnectTracker('tcp'), closed: false, retireIfNotReady: undefined }),
+      connect: async (key) => ({ channel: channel as grpc.Channel, key, tracker: new ConnectTracker('tcp'), closed: false, retireIfNotReady: undefined }),
       close: () => {},
     },
   });
   const specs = new SpecTable({});
-  const spec = specs.acquire('stand-in:1', grpc.credentials.createInsecure(), {});
-  // As GrpcGuard builds it with its defaults (retries on, a budget), for a channel that is READY.
+  const spec = specs.acquire(target, grpc.credentials.createInsecure(), {});
   const host: CallHost = {
     pool,
     ready: () => true,
@@ -286,6 +380,13 @@ async function wrapper(): Promise<Paired> {
     onChange: () => () => {},
     closed: false,
   };
+  return { host, spec, pool };
+}
+
+/** The guarded layer alone against the same client on the stand-in channel (see the module docs). */
+async function wrapper(): Promise<Paired> {
+  const inner = standInChannel(() => new EchoCall() as unknown as GrpcCall);
+  const { host, spec, pool } = callHost(inner, 'stand-in:1');
   const outer = standInChannel((method, deadline, authority, parent, flags) => new GuardedCall(host, spec, method, deadline, authority, parent, flags));
   const raw = new BenchClient('stand-in:1', grpc.credentials.createInsecure(), { channelOverride: inner });
   const guarded = new BenchClient('stand-in:1', grpc.credentials.createInsecure(), { channelOverride: outer });
@@ -396,7 +497,7 @@ async function main(): Promise<void> {
     return;
   }
   if (process.argv.includes(LANE_CHILD)) {
-    laneChild();
+    await laneChild();
     return;
   }
   const health = await healthy();
@@ -415,14 +516,14 @@ async function main(): Promise<void> {
       raw: health.cpuUsPerCall.raw,
       guarded: health.cpuUsPerCall.guarded,
       'guarded/raw': health.cpuUsPerCall.guarded / health.cpuUsPerCall.raw,
-      note: `extra ${health.cpuExtraUs.toFixed(2)} µs (pairs ${health.cpuExtraMin.toFixed(2)} to ${health.cpuExtraMax.toFixed(2)}); raw/guarded CPU, median of pairs: ${round(health.cpuRatio)}`,
+      note: `${cpuNote(health)}; raw/guarded CPU, median of pairs: ${round(health.cpuRatio)}`,
     },
     {
       measure: `  the wrapping alone, on a channel stand-in (µs CPU per call)`,
       raw: wrap.cpuUsPerCall.raw,
       guarded: wrap.cpuUsPerCall.guarded,
       'guarded/raw': wrap.cpuUsPerCall.guarded / wrap.cpuUsPerCall.raw,
-      note: `extra ${wrap.cpuExtraUs.toFixed(2)} µs (pairs ${wrap.cpuExtraMin.toFixed(2)} to ${wrap.cpuExtraMax.toFixed(2)}), ${wrap.rounds} pairs; no I/O`,
+      note: `${cpuNote(wrap)}, ${wrap.rounds} pairs; no I/O`,
     },
     ...(cal === undefined
       ? []
@@ -432,9 +533,16 @@ async function main(): Promise<void> {
             raw: cal.raw,
             guarded: cal.guarded,
             'guarded/raw': cal.ratio,
-            note: `what the method reads with nothing to find: spread ${cal.ratioMin.toFixed(3)}-${cal.ratioMax.toFixed(3)}, CPU extra ${cal.cpuExtraUs.toFixed(2)} µs`,
+            note: `what the method reads with nothing to find: spread ${cal.ratioMin.toFixed(3)}-${cal.ratioMax.toFixed(3)}, CPU extra ${cal.cpuExtraUs.toFixed(2)} µs, all rounds ${cal.cpuTotalUsPerCall.extra.toFixed(2)} µs`,
           },
         ]),
+    ...health.versus.map(({ kind, paired }) => ({
+      measure: `  versus: raw against ${kind} (calls/s)`,
+      raw: paired.raw,
+      guarded: paired.guarded,
+      'guarded/raw': paired.ratio,
+      note: `${VERSUS_LABEL[kind as keyof typeof VERSUS_LABEL]}; spread ${paired.ratioMin.toFixed(3)}-${paired.ratioMax.toFixed(3)}; CPU ${cpuNote(paired)}`,
+    })),
   ];
   const healthyFields = {
     connect_timeout_ms: CONNECT_TIMEOUT,
@@ -445,12 +553,15 @@ async function main(): Promise<void> {
     healthy_calls_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
     healthy_cpu_ratio: round(health.cpuRatio),
     healthy_cpu_us_per_call: { guarded: round(health.cpuUsPerCall.guarded), raw: round(health.cpuUsPerCall.raw), extra: round(health.cpuExtraUs) },
+    healthy_cpu_total_us_per_call: cpuTotals(health),
     healthy_cpu_extra_spread: [round(health.cpuExtraMin), round(health.cpuExtraMax)],
     healthy_channels_opened: health.channels,
     wrapper_rounds: wrap.rounds,
     wrapper_cpu_us_per_call: { guarded: round(wrap.cpuUsPerCall.guarded), raw: round(wrap.cpuUsPerCall.raw), extra: round(wrap.cpuExtraUs) },
+    wrapper_cpu_total_us_per_call: cpuTotals(wrap),
     wrapper_extra_spread: [round(wrap.cpuExtraMin), round(wrap.cpuExtraMax)],
-    ...(cal === undefined ? {} : { calibration_ratio: round(cal.ratio), calibration_cpu_extra_us: round(cal.cpuExtraUs) }),
+    ...Object.fromEntries(health.versus.map(({ kind, paired }) => [`versus_${kind}`, { ratio: round(paired.ratio), cpu_total_us_per_call: cpuTotals(paired) }])),
+    ...(cal === undefined ? {} : { calibration_ratio: round(cal.ratio), calibration_cpu_extra_us: round(cal.cpuExtraUs), calibration_cpu_total_extra_us: round(cal.cpuTotalUsPerCall.extra) }),
   };
   const title = `grpc: GrpcGuard vs raw @grpc/grpc-js (connect timeout ${CONNECT_TIMEOUT} ms, ${CALLERS} callers)`;
   if (healthyOnly) {

@@ -31,7 +31,7 @@ import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
 import { inBenchNetns, reexecInNetns } from './lib/netns.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
-import { type Paired, pairedRounds, roundsFlag } from './lib/paired.js';
+import { type Paired, cpuNote, pairedRounds, roundsFlag } from './lib/paired.js';
 import { median, throughput } from './lib/timing.js';
 
 reexecInNetns();
@@ -161,7 +161,7 @@ async function main(): Promise<void> {
       node: h[n].cpuUsPerCall.raw,
       guarded: h[n].cpuUsPerCall.guarded,
       'guarded/node': h[n].cpuUsPerCall.guarded / h[n].cpuUsPerCall.raw,
-      note: `extra ${h[n].cpuExtraUs.toFixed(2)} µs (pairs ${h[n].cpuExtraMin.toFixed(2)} to ${h[n].cpuExtraMax.toFixed(2)})`,
+      note: cpuNote(h[n]),
     },
     { measure: `${n}: dead origin, requests 2..${REQUESTS} (ms, median)`, node: median(r[n].laterMs), guarded: median(g[n].laterMs), 'guarded/node': median(g[n].laterMs) / median(r[n].laterMs), note: '' },
     { measure: `${n}: dead origin, dials for ${REQUESTS} requests`, node: r[n].dials, guarded: g[n].dials, 'guarded/node': g[n].dials / r[n].dials, note: '' },
@@ -183,6 +183,7 @@ async function main(): Promise<void> {
     cpu_us_per_call: per((n) => round(h[n].cpuUsPerCall.guarded)),
     raw_cpu_us_per_call: per((n) => round(h[n].cpuUsPerCall.raw)),
     extra_cpu_us_per_call: per((n) => round(h[n].cpuExtraUs)),
+    extra_cpu_total_us_per_call: per((n) => round(h[n].cpuTotalUsPerCall.extra)),
   });
 }
 

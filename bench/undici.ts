@@ -29,7 +29,7 @@ import { printJson, printTable, progress, round } from './lib/report.js';
 import type { Row } from '../src/cli/table.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { type Paired, pairedRounds, roundsFlag } from './lib/paired.js';
+import { type Paired, cpuNote, cpuTotals, pairedRounds, roundsFlag } from './lib/paired.js';
 import { median, percentile, throughput } from './lib/timing.js';
 
 reexecInNetns();
@@ -163,7 +163,7 @@ function healthyRows(health: Paired): { rows: Row[]; json: Record<string, unknow
         raw: health.cpuUsPerCall.raw,
         guarded: health.cpuUsPerCall.guarded,
         'guarded/raw': health.cpuUsPerCall.guarded / health.cpuUsPerCall.raw,
-        note: `extra ${health.cpuExtraUs.toFixed(2)} µs (pairs ${health.cpuExtraMin.toFixed(2)} to ${health.cpuExtraMax.toFixed(2)})`,
+        note: cpuNote(health),
       },
     ],
     json: {
@@ -174,6 +174,7 @@ function healthyRows(health: Paired): { rows: Row[]; json: Record<string, unknow
       healthy_requests_per_s: { guarded: round(health.guarded), raw: round(health.raw) },
       healthy_cpu_ratio: round(health.cpuRatio),
       healthy_cpu_us_per_call: { guarded: round(health.cpuUsPerCall.guarded), raw: round(health.cpuUsPerCall.raw), extra: round(health.cpuExtraUs) },
+      healthy_cpu_total_us_per_call: cpuTotals(health),
     },
   };
 }

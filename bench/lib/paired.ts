@@ -4,6 +4,7 @@
  * pairs (with their spread), never of one long run.
  */
 import { numberFlag } from './args.js';
+import { round } from './report.js';
 import { type Throughput, median, throughput } from './timing.js';
 
 /** What {@link pairedRounds} measured. */
@@ -25,6 +26,12 @@ export interface Paired {
   cpuExtraUs: number;
   cpuExtraMin: number;
   cpuExtraMax: number;
+  /**
+   * Each lane's CPU over all its rounds divided by all its calls, µs, and guarded minus raw. One
+   * round's CPU per call moves by tens of µs with the GC and the neighbours, so a median of pair
+   * differences resolves a few µs at best; totals over the same rounds resolve far finer.
+   */
+  cpuTotalUsPerCall: { guarded: number; raw: number; extra: number };
 }
 
 /** `--rounds N`, else `fallback`: how many paired rounds a healthy comparison runs. */
@@ -68,6 +75,7 @@ export async function pairedRuns(
   const rawCpu: number[] = [];
   const guardedCpu: number[] = [];
   const extra: number[] = [];
+  const total = { raw: { calls: 0, cpuUs: 0 }, guarded: { calls: 0, cpuUs: 0 } };
   for (let i = 0; i < rounds; i++) {
     const first = i % 2 === 0 ? raw : guarded;
     const second = i % 2 === 0 ? guarded : raw;
@@ -81,6 +89,10 @@ export async function pairedRuns(
     guardedCpu.push(g.cpuUsPerCall);
     cpuRatios.push(r.cpuUsPerCall / g.cpuUsPerCall);
     extra.push(g.cpuUsPerCall - r.cpuUsPerCall);
+    total.raw.calls += r.calls;
+    total.raw.cpuUs += r.cpuUs;
+    total.guarded.calls += g.calls;
+    total.guarded.cpuUs += g.cpuUs;
     await onRound?.(i, r, g);
   }
   return {
@@ -95,5 +107,25 @@ export async function pairedRuns(
     cpuExtraUs: median(extra),
     cpuExtraMin: Math.min(...extra),
     cpuExtraMax: Math.max(...extra),
+    cpuTotalUsPerCall: {
+      guarded: total.guarded.cpuUs / Math.max(1, total.guarded.calls),
+      raw: total.raw.cpuUs / Math.max(1, total.raw.calls),
+      extra: total.guarded.cpuUs / Math.max(1, total.guarded.calls) - total.raw.cpuUs / Math.max(1, total.raw.calls),
+    },
   };
+}
+
+/**
+ * The note of a CPU-per-call row: the median of pair differences with its spread, then the
+ * difference of the totals over the same rounds ({@link Paired.cpuTotalUsPerCall}).
+ */
+export function cpuNote(p: Paired): string {
+  const t = p.cpuTotalUsPerCall;
+  return `extra ${p.cpuExtraUs.toFixed(2)} µs (pairs ${p.cpuExtraMin.toFixed(2)} to ${p.cpuExtraMax.toFixed(2)}); all rounds: ${t.guarded.toFixed(1)} vs ${t.raw.toFixed(1)}, extra ${t.extra.toFixed(2)} µs`;
+}
+
+/** {@link Paired.cpuTotalUsPerCall}, rounded for a JSON line. */
+export function cpuTotals(p: Paired): { guarded: number; raw: number; extra: number } {
+  const t = p.cpuTotalUsPerCall;
+  return { guarded: round(t.guarded), raw: round(t.raw), extra: round(t.extra) };
 }

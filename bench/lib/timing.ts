@@ -106,6 +106,9 @@ export interface Throughput {
   perSecond: number;
   /** This process's CPU (user + system) per completed call, µs: the client's own cost. */
   cpuUsPerCall: number;
+  /** Calls completed, and this process's CPU over the run, µs (for totals over many runs). */
+  calls: number;
+  cpuUs: number;
 }
 
 /**
@@ -127,6 +130,7 @@ export async function throughput(callers: number, ms: number, call: () => Promis
     }),
   );
   const cpu = process.cpuUsage(cpu0);
-  return { perSecond: (done / (performance.now() - t0)) * 1_000, cpuUsPerCall: (cpu.user + cpu.system) / Math.max(1, done) };
+  const cpuUs = cpu.user + cpu.system;
+  return { perSecond: (done / (performance.now() - t0)) * 1_000, cpuUsPerCall: cpuUs / Math.max(1, done), calls: done, cpuUs };
 }
 
