@@ -47,23 +47,39 @@ export class Turn implements grpc.InterceptingListener {
   resolve: () => void = noop;
   reject: (status: grpc.StatusObject) => void = noop;
 
+  /**
+   * The call it rides for, until its status is in. Then let go: node:http2 keeps a finished
+   * stream past a young-generation GC, and grpc-js's call chain (this listener at its top) with
+   * it, so a listener holding its GuardedCall had every call's wrapper, send log and the caller's
+   * listener promoted to the old generation (bytes promoted per call, `--trace-gc-nvp`: raw
+   * grpc-js 7.5 KB, guarded 8.0 KB before, 6.7 KB after).
+   */
+  owner: GuardedCall | undefined;
+
   constructor(
-    readonly owner: GuardedCall,
+    owner: GuardedCall,
     readonly call: GrpcCall,
     readonly pooled: PooledChannel,
     /** The pooled channel's identity. */
     readonly connectionId: number,
-  ) {}
+  ) {
+    this.owner = owner;
+  }
 
   onReceiveMetadata(metadata: grpc.Metadata): void {
-    report.metadata(this.owner, this, metadata);
+    const owner = this.owner;
+    if (owner !== undefined) report.metadata(owner, this, metadata);
   }
 
   onReceiveMessage(message: unknown): void {
-    report.message(this.owner, this, message);
+    const owner = this.owner;
+    if (owner !== undefined) report.message(owner, this, message);
   }
 
   onReceiveStatus(status: grpc.StatusObject): void {
-    report.status(this.owner, this, status);
+    const owner = this.owner;
+    if (owner === undefined) return; // grpc-js reports one status per call
+    this.owner = undefined;
+    report.status(owner, this, status);
   }
 }

@@ -17,6 +17,7 @@ import { ConnectTracker } from '../../../src/adapters/grpc/tracked-credentials.j
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { ConnectionPool } from '../../../src/pool/connection-pool.js';
 import { countAbortControllers, countingClock } from '../../helpers/hot-path.js';
+import { collectGarbage } from '../../helpers/gc.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
 import { EchoClient, call, echoServer } from './helpers.js';
 
@@ -95,70 +96,9 @@ describe('grpc guard: what a healthy call creates (issue 14)', () => {
   });
 
   it('the listener handed to grpc-js is one object per call whose methods are shared: no closures made per call', async () => {
-    const listeners: grpc.InterceptingListener[] = [];
-    const fake = {
-      getConnectivityState: () => grpc.connectivityState.READY,
-      createCall: (): GrpcCall => {
-        let listener: grpc.InterceptingListener | undefined;
-        let message: Buffer | undefined;
-        return {
-          start: (_metadata: grpc.Metadata, l: grpc.InterceptingListener) => {
-            listener = l;
-            listeners.push(l);
-          },
-          sendMessageWithContext: (_context: unknown, m: Buffer) => {
-            message = m;
-          },
-          halfClose: () => {
-            queueMicrotask(() => {
-              listener!.onReceiveMetadata(new grpc.Metadata());
-              listener!.onReceiveMessage(message);
-              listener!.onReceiveStatus({ code: grpc.status.OK, details: '', metadata: new grpc.Metadata() });
-            });
-          },
-          startRead: () => {},
-          cancelWithStatus: () => {},
-          getPeer: () => 'fake',
-          getCallNumber: () => 0,
-          setCredentials: () => {},
-          getAuthContext: () => null,
-        } as unknown as GrpcCall;
-      },
-    };
-    const pooled: PooledChannel = { channel: fake as unknown as grpc.Channel, key: 'k', tracker: new ConnectTracker('tcp'), closed: false, retireIfNotReady: undefined };
-    const pool = new ConnectionPool<PooledChannel>({ breaker: null, hostOf: () => 'fake:1', connector: { connect: async () => pooled, close: () => {} } });
-    cleanup.push(() => pool.close());
-    const specs = new SpecTable({});
-    const spec = specs.acquire('fake:1', grpc.credentials.createInsecure(), {});
-    const clock = countingClock();
-    const host: CallHost = {
-      pool,
-      ready: () => true,
-      specs,
-      clock,
-      replayBufferSize: 1_024,
-      idempotent: () => false,
-      retry: undefined,
-      reconnect: () => {},
-      onChange: () => () => {},
-      closed: false,
-    };
+    const { listeners, clock, one } = keptListeners();
     const statuses: grpc.StatusObject[] = [];
-    const one = (): Promise<void> =>
-      new Promise((resolve) => {
-        const c = new GuardedCall(host, spec, '/fake.S/M', Date.now() + 10_000, undefined, null, 0);
-        c.start(new grpc.Metadata(), {
-          onReceiveMetadata: () => {},
-          onReceiveMessage: () => {},
-          onReceiveStatus: (s) => {
-            statuses.push(s);
-            resolve();
-          },
-        });
-        c.sendMessageWithContext({}, Buffer.from('x'));
-        c.halfClose();
-      });
-    for (let i = 0; i < 3; i++) await one();
+    for (let i = 0; i < 3; i++) statuses.push(await one().status);
     expect(statuses.map((s) => s.code)).toEqual([0, 0, 0]);
     expect(listeners).toHaveLength(3);
     const [a, b] = listeners as [grpc.InterceptingListener, grpc.InterceptingListener];
@@ -168,4 +108,91 @@ describe('grpc guard: what a healthy call creates (issue 14)', () => {
     expect(a.onReceiveMetadata).toBe(b.onReceiveMetadata);
     expect(clock.armed).toBe(0);
   });
+
+  it('a finished call is not kept by the listener grpc-js keeps: node:http2 holds a finished stream past a young-generation GC, and the call must not be promoted with it', async () => {
+    const { listeners, one } = keptListeners();
+    // The calls run in a frame of their own: this suspended test frame would keep the last one.
+    const run = async (): Promise<Array<WeakRef<GuardedCall>>> => {
+      const refs: Array<WeakRef<GuardedCall>> = [];
+      for (let i = 0; i < 3; i++) {
+        const { call, status } = one();
+        refs.push(new WeakRef(call));
+        expect((await status).code).toBe(grpc.status.OK);
+      }
+      return refs;
+    };
+    const refs = await run();
+    await collectGarbage();
+    expect(listeners).toHaveLength(3); // what grpc-js would still hold: each call's listener
+    expect(refs.map((r) => r.deref() === undefined)).toEqual([true, true, true]);
+  });
 });
+
+/**
+ * Guarded calls over a fake READY channel whose calls answer OK on a microtask and, as grpc-js's
+ * chain under a finished http2 stream does, keep the listener they were given (in `listeners`).
+ */
+function keptListeners(): {
+  listeners: grpc.InterceptingListener[];
+  clock: ReturnType<typeof countingClock>;
+  one: () => { call: GuardedCall; status: Promise<grpc.StatusObject> };
+} {
+  const listeners: grpc.InterceptingListener[] = [];
+  const fake = {
+    getConnectivityState: () => grpc.connectivityState.READY,
+    createCall: (): GrpcCall => {
+      let listener: grpc.InterceptingListener | undefined;
+      let message: Buffer | undefined;
+      return {
+        start: (_metadata: grpc.Metadata, l: grpc.InterceptingListener) => {
+          listener = l;
+          listeners.push(l);
+        },
+        sendMessageWithContext: (_context: unknown, m: Buffer) => {
+          message = m;
+        },
+        halfClose: () => {
+          queueMicrotask(() => {
+            listener!.onReceiveMetadata(new grpc.Metadata());
+            listener!.onReceiveMessage(message);
+            listener!.onReceiveStatus({ code: grpc.status.OK, details: '', metadata: new grpc.Metadata() });
+          });
+        },
+        startRead: () => {},
+        cancelWithStatus: () => {},
+        getPeer: () => 'fake',
+        getCallNumber: () => 0,
+        setCredentials: () => {},
+        getAuthContext: () => null,
+      } as unknown as GrpcCall;
+    },
+  };
+  const pooled: PooledChannel = { channel: fake as unknown as grpc.Channel, key: 'k', tracker: new ConnectTracker('tcp'), closed: false, retireIfNotReady: undefined };
+  const pool = new ConnectionPool<PooledChannel>({ breaker: null, hostOf: () => 'fake:1', connector: { connect: async () => pooled, close: () => {} } });
+  cleanup.push(() => pool.close());
+  const specs = new SpecTable({});
+  const spec = specs.acquire('fake:1', grpc.credentials.createInsecure(), {});
+  const clock = countingClock();
+  const host: CallHost = {
+    pool,
+    ready: () => true,
+    specs,
+    clock,
+    replayBufferSize: 1_024,
+    idempotent: () => false,
+    retry: undefined,
+    reconnect: () => {},
+    onChange: () => () => {},
+    closed: false,
+  };
+  const one = (): { call: GuardedCall; status: Promise<grpc.StatusObject> } => {
+    const call = new GuardedCall(host, spec, '/fake.S/M', Date.now() + 10_000, undefined, null, 0);
+    const status = new Promise<grpc.StatusObject>((resolve) => {
+      call.start(new grpc.Metadata(), { onReceiveMetadata: () => {}, onReceiveMessage: () => {}, onReceiveStatus: resolve });
+    });
+    call.sendMessageWithContext({}, Buffer.from('x'));
+    call.halfClose();
+    return { call, status };
+  };
+  return { listeners, clock, one };
+}
