@@ -95,6 +95,8 @@ export async function pairedRuns(
     total.guarded.cpuUs += g.cpuUs;
     await onRound?.(i, r, g);
   }
+  const guardedTotal = total.guarded.cpuUs / Math.max(1, total.guarded.calls);
+  const rawTotal = total.raw.cpuUs / Math.max(1, total.raw.calls);
   return {
     rounds,
     raw: median(rs),
@@ -107,11 +109,7 @@ export async function pairedRuns(
     cpuExtraUs: median(extra),
     cpuExtraMin: Math.min(...extra),
     cpuExtraMax: Math.max(...extra),
-    cpuTotalUsPerCall: {
-      guarded: total.guarded.cpuUs / Math.max(1, total.guarded.calls),
-      raw: total.raw.cpuUs / Math.max(1, total.raw.calls),
-      extra: total.guarded.cpuUs / Math.max(1, total.guarded.calls) - total.raw.cpuUs / Math.max(1, total.raw.calls),
-    },
+    cpuTotalUsPerCall: { guarded: guardedTotal, raw: rawTotal, extra: guardedTotal - rawTotal },
   };
 }
 

@@ -7,11 +7,12 @@
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import type { PooledChannel } from '../../../src/adapters/grpc/channel-connector.js';
-import { type CallHost, GuardedCall, type GrpcCall } from '../../../src/adapters/grpc/guarded-call.js';
+import { GuardedCall, type GrpcCall } from '../../../src/adapters/grpc/guarded-call.js';
 import { SpecTable, grpcHostKey, targetOfKey } from '../../../src/adapters/grpc/target.js';
 import { ConnectionPool, type ConnectionWatch } from '../../../src/pool/connection-pool.js';
 import { ManualClock, flushMicrotasks } from '../../../src/testing/manual-clock.js';
 import { ConnectTracker } from '../../../src/adapters/grpc/tracked-credentials.js';
+import { testCallHost } from './helpers.js';
 
 /** What a fake grpc-js call was asked to do. */
 interface Recorded {
@@ -98,18 +99,7 @@ function harness() {
       },
     },
   });
-  const host: CallHost = {
-    pool,
-    ready: () => false,
-    specs,
-    clock,
-    replayBufferSize: 1_024,
-    idempotent: () => false,
-    retry: undefined,
-    reconnect: () => {},
-    onChange: () => () => {},
-    closed: false,
-  };
+  const host = testCallHost(pool, specs, clock, false);
   const statuses: grpc.StatusObject[] = [];
   const messages: unknown[] = [];
   const newCall = (deadline: grpc.Deadline = Infinity): GuardedCall => {

@@ -6,6 +6,11 @@
  */
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
+import type { PooledChannel } from '../../../src/adapters/grpc/channel-connector.js';
+import type { CallHost } from '../../../src/adapters/grpc/guarded-call.js';
+import type { SpecTable } from '../../../src/adapters/grpc/target.js';
+import type { Clock } from '../../../src/core/clock.js';
+import type { ConnectionPool } from '../../../src/pool/connection-pool.js';
 import type { LoopbackHost } from '../../../src/testing/tcp-peers.js';
 
 const passthrough = (b: Buffer): Buffer => b;
@@ -291,4 +296,23 @@ export class CountingRelay {
 /** Starts a {@link CountingRelay} in front of `upstream`. */
 export function countingRelay(upstream: { host: LoopbackHost; port: number }, host?: LoopbackHost): Promise<CountingRelay> {
   return new CountingRelay(upstream, host).listen();
+}
+
+/**
+ * The CallHost a GuardedCall test runs its calls on: no retries, non-idempotent methods, a 1 KiB
+ * replay buffer, no reconnects or watchers; `ready` says whether the channel counts as READY.
+ */
+export function testCallHost(pool: ConnectionPool<PooledChannel>, specs: SpecTable, clock: Clock, ready: boolean): CallHost {
+  return {
+    pool,
+    ready: () => ready,
+    specs,
+    clock,
+    replayBufferSize: 1_024,
+    idempotent: () => false,
+    retry: undefined,
+    reconnect: () => {},
+    onChange: () => () => {},
+    closed: false,
+  };
 }

@@ -10,7 +10,7 @@ import { createHook } from 'node:async_hooks';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import type { PooledChannel } from '../../../src/adapters/grpc/channel-connector.js';
-import { type CallHost, GuardedCall, type GrpcCall } from '../../../src/adapters/grpc/guarded-call.js';
+import { GuardedCall, type GrpcCall } from '../../../src/adapters/grpc/guarded-call.js';
 import { GrpcGuard } from '../../../src/adapters/grpc/index.js';
 import { SpecTable } from '../../../src/adapters/grpc/target.js';
 import { ConnectTracker } from '../../../src/adapters/grpc/tracked-credentials.js';
@@ -19,7 +19,7 @@ import { ConnectionPool } from '../../../src/pool/connection-pool.js';
 import { countAbortControllers, countingClock } from '../../helpers/hot-path.js';
 import { collectGarbage } from '../../helpers/gc.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
-import { EchoClient, call, echoServer } from './helpers.js';
+import { EchoClient, call, echoServer, testCallHost } from './helpers.js';
 
 const cleanup = leakCheckEach();
 const CALLS = 40;
@@ -173,18 +173,7 @@ function keptListeners(): {
   const specs = new SpecTable({});
   const spec = specs.acquire('fake:1', grpc.credentials.createInsecure(), {});
   const clock = countingClock();
-  const host: CallHost = {
-    pool,
-    ready: () => true,
-    specs,
-    clock,
-    replayBufferSize: 1_024,
-    idempotent: () => false,
-    retry: undefined,
-    reconnect: () => {},
-    onChange: () => () => {},
-    closed: false,
-  };
+  const host = testCallHost(pool, specs, clock, true);
   const one = (): { call: GuardedCall; status: Promise<grpc.StatusObject> } => {
     const call = new GuardedCall(host, spec, '/fake.S/M', Date.now() + 10_000, undefined, null, 0);
     const status = new Promise<grpc.StatusObject>((resolve) => {
