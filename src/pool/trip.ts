@@ -1,5 +1,5 @@
 /**
- * One call's ride through `ConnectionPool.use()`: the lease its `fn` gets, the settlers of the
+ * One call's ride through `ConnectionPool.use()` or `ride()`: the lease its work gets, the settlers of the
  * call's promise and the caller's abort listener, in one object, so the pool's warm, synchronous
  * path (`#embark`, ended by `#land`) makes no closure per call for them.
  *
@@ -21,7 +21,9 @@ export class Trip<C> extends Ride<C> {
     readonly conn: PooledConnection<C>,
     turn: number,
     readonly caller: AbortSignal | undefined,
-    readonly fn: (lease: Lease<C>) => Promise<unknown>,
+    readonly fn: (lease: Lease<C>) => unknown,
+    /** The work reports its own end ({@link Trip.end}), rather than by `fn`'s promise. */
+    readonly ends: boolean,
     readonly idempotent: boolean,
     readonly stale: number,
     readonly land: (trip: Trip<C>, ok: boolean, value: unknown) => void,
@@ -35,6 +37,11 @@ export class Trip<C> extends Ride<C> {
   override release(reason: unknown): void {
     super.release(reason);
     this.land(this, false, reason);
+  }
+
+  /** The work riding it is over (`ok`: with `value`; else failed with it). The first end wins. */
+  end(ok: boolean, value?: unknown): void {
+    this.land(this, ok, value);
   }
 
   /** The caller's signal aborted. */

@@ -29,7 +29,7 @@ import { SERVER_ANSWERED, answeredByServer } from '../../core/classify-grpc.js';
 import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js';
 import { MAX_DURATION } from '../../core/validate.js';
 import type { ConnectionPool } from '../../pool/connection-pool.js';
-import type { Lease } from '../../pool/pooled-connection.js';
+import type { Trip } from '../../pool/trip.js';
 import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import { retry } from '../../retry/retry.js';
 import { type CallRetry, clientMistake, finalFailure, pushbackOf, remaining, retryableStatus, worthRetrying } from './call-retry.js';
@@ -110,6 +110,27 @@ export class GuardedCall implements GrpcCall {
   /** Stops a wait-for-ready call's wait for a READY channel; set while it waits. */
   #stopWaiting: (() => void) | undefined;
   #done = false;
+  /**
+   * The pool's handles on this call, made once per call: `ride()` takes the work and its
+   * settlers as functions, and a ride costs no promise (see ConnectionPool.ride).
+   */
+  readonly #board = (trip: Trip<PooledChannel>): void => this.#ride(trip);
+  /** The first attempt's ride ended: read here in one step (see #run). */
+  readonly #ridden = (): void => {
+    const status = this.#rideStatus!;
+    if (status.code !== OK) {
+      // The server's non-OK answer: decided a microtask later, off the grpc-js status callback.
+      queueMicrotask(() => this.#retryOrFail(status));
+      return;
+    }
+    this.#host.retry?.budget?.deposit();
+    this.#end(status);
+  };
+  /**
+   * The first attempt's ride failed. Decided a microtask later: the pool may be releasing every
+   * ride of a dead channel, which is still in its slot until the release is over.
+   */
+  readonly #rideFailed = (err: unknown): void => queueMicrotask(() => this.#retryOrFail(err));
 
   constructor(
     host: CallHost,
@@ -160,21 +181,10 @@ export class GuardedCall implements GrpcCall {
    * Runs the first attempt (again, for a wait-for-ready call that waited for a channel): the ride
    * as the pool settles it, read here in one step (a status other than OK is the attempt's
    * failure, as {@link GuardedCall.#attempt} makes it for a retry), so a healthy call pays for no
-   * promise of its own beyond the ride's.
+   * promise at all.
    */
   #run(): void {
-    this.#host.pool.use(this.#spec.key, (lease) => this.#ride(lease), this.#host.idempotent(this.#method) ? IDEMPOTENT : NOT_IDEMPOTENT).then(
-      () => {
-        const status = this.#rideStatus!;
-        if (status.code !== OK) {
-          this.#retryOrFail(status);
-          return;
-        }
-        this.#host.retry?.budget?.deposit();
-        this.#end(status);
-      },
-      (err: unknown) => this.#retryOrFail(err),
-    );
+    this.#host.pool.ride(this.#spec.key, this.#board, this.#host.idempotent(this.#method) ? IDEMPOTENT : NOT_IDEMPOTENT, this.#ridden, this.#rideFailed);
   }
 
   /** Whether the call waits for a channel rather than fail on `err` (wait-for-ready, never sent, no channel to be had). */
@@ -220,13 +230,11 @@ export class GuardedCall implements GrpcCall {
    * fails with that status unless it is OK.
    */
   #attempt(): Promise<grpc.StatusObject> {
-    const idempotent = this.#host.idempotent(this.#method);
-    return this.#host.pool
-      .use(this.#spec.key, (lease) => this.#ride(lease), idempotent ? IDEMPOTENT : NOT_IDEMPOTENT)
-      .then(() => {
-        const status = this.#rideStatus!;
-        return status.code === OK ? status : Promise.reject(status);
-      });
+    const options = this.#host.idempotent(this.#method) ? IDEMPOTENT : NOT_IDEMPOTENT;
+    return new Promise<unknown>((resolve, reject) => this.#host.pool.ride(this.#spec.key, this.#board, options, resolve, reject)).then(() => {
+      const status = this.#rideStatus!;
+      return status.code === OK ? status : Promise.reject(status);
+    });
   }
 
   /** The first attempt failed with `err`: retries it if `retry()` would, else ends the call. */
@@ -355,13 +363,14 @@ export class GuardedCall implements GrpcCall {
   }
 
   /**
-   * Runs the call on the leased channel. Fulfils (with no value: the status is in #rideStatus)
-   * once it ended OK or the server answered; otherwise rejects with its status.
+   * Runs the call on the leased channel, and ends the ride (`trip.end`) once it ended OK or the
+   * server answered (the status is in #rideStatus), or failed otherwise, with its status.
    */
-  #ride(lease: Lease<PooledChannel>): Promise<void> {
+  #ride(trip: Trip<PooledChannel>): void {
     if (this.#done) {
       this.#rideStatus = this.#lastStatus;
-      return Promise.resolve();
+      trip.end(true);
+      return;
     }
     const previous = this.#turn;
     if (previous !== undefined) {
@@ -371,27 +380,21 @@ export class GuardedCall implements GrpcCall {
       if (!previous.ended) previous.call.cancelWithStatus(grpc.status.CANCELLED, 'dialguard: resent on another channel');
       if (!this.#sent.rewind()) {
         // Committed to the old channel (the server answered, or too much was sent to keep).
-        return Promise.reject(this.#lastStatus ?? statusFor(new ConnectionGoneError(this.#spec.target, previous.connectionId)));
+        trip.end(false, this.#lastStatus ?? statusFor(new ConnectionGoneError(this.#spec.target, previous.connectionId)));
+        return;
       }
     }
-    const pooled = lease.connection;
+    const pooled = trip.connection;
     if (pooled.closed || pooled.channel.getConnectivityState(false) !== READY) {
       // It left READY after the pool handed it out: retire it now, and go back as never sent.
       pooled.retireIfNotReady?.();
-      return Promise.reject<void>({
-        code: grpc.status.UNAVAILABLE,
-        details: 'Channel closed before call started',
-        metadata: new grpc.Metadata(),
-      });
+      trip.end(false, { code: grpc.status.UNAVAILABLE, details: 'Channel closed before call started', metadata: new grpc.Metadata() });
+      return;
     }
     const call = pooled.channel.createCall(this.#method, this.#deadline, this.#authority, this.#parent, this.#flags);
-    const turn = new Turn(this, call, pooled, lease.id);
+    const turn = new Turn(this, call, pooled, trip.id, trip);
     this.#turn = turn;
     if (this.#credentials !== undefined) call.setCredentials(this.#credentials);
-    const ride = new Promise<void>((resolve, reject) => {
-      turn.resolve = resolve;
-      turn.reject = reject;
-    });
     // The caller's own metadata, as a raw grpc-js channel would get it. grpc-js only sets and
     // removes its own headers on it (encodings), so a resend may reuse it as it is.
     call.start(this.#metadata!, turn);
@@ -399,7 +402,6 @@ export class GuardedCall implements GrpcCall {
     if (queued !== undefined) for (const sent of queued) call.sendMessageWithContext(sent.context, sent.message);
     if (this.#halfClosed) call.halfClose();
     if (this.#readPending) call.startRead();
-    return ride;
   }
 
   static {
@@ -434,12 +436,15 @@ export class GuardedCall implements GrpcCall {
     if (turn.active) this.#lastStatus = status;
     if (status.code === OK) {
       // Nothing left to decide: the caller hears now, the pool's bookkeeping follows (and
-      // a retry loop this attempt runs in settles with it, as a success). Settled first:
-      // a caller's callback that throws (uncaught, as with raw grpc-js) must not strand
-      // the ride, which would hold its lease and the channel until close() gave up on it.
+      // a retry loop this attempt runs in settles with it, as a success). Settled however
+      // the caller's callback ends: one that throws (uncaught, as with raw grpc-js) must not
+      // strand the ride, which would hold its lease and the channel until close() gave up on it.
       this.#rideStatus = status;
-      turn.resolve();
-      if (turn.active) this.#end(status, true);
+      try {
+        if (turn.active) this.#end(status, true);
+      } finally {
+        turn.settle(true);
+      }
       return;
     }
     if (fromServer) {
@@ -447,12 +452,12 @@ export class GuardedCall implements GrpcCall {
       // of an idempotent method may send it again, when the server relayed a transport
       // failure of its own (`rpc error: EOF`; see classify).
       this.#rideStatus = status;
-      turn.resolve();
+      turn.settle(true);
       return;
     }
     // The pool may go back for a fresh channel: that wait ends by the deadline too.
     this.#armDeadline();
-    turn.reject(status);
+    turn.settle(false, status);
   }
 
   /** The call failed for good (a dial failed, the breaker refused, the channel died, retries ran out). */

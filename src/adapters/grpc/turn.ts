@@ -6,10 +6,9 @@
  * @module
  */
 import * as grpc from '@grpc/grpc-js';
+import type { Trip } from '../../pool/trip.js';
 import type { PooledChannel } from './channel-connector.js';
 import type { GrpcCall, GuardedCall } from './guarded-call.js';
-
-const noop = (): void => {};
 
 /** What a {@link Turn} reports to its call (GuardedCall's code, which alone reaches its private state). */
 export interface TurnReport {
@@ -43,16 +42,15 @@ export class Turn implements grpc.InterceptingListener {
   ended = false;
   /** The server answered on it (headers, a message, or a trailers-only status). */
   answered = false;
-  /** Settle the ride (the promise the pool's `use` waits for); set as the ride starts. */
-  resolve: () => void = noop;
-  reject: (status: grpc.StatusObject) => void = noop;
+  /** The pool's ride this turn runs on, until {@link Turn.settle} ends it. */
+  trip: Trip<PooledChannel> | undefined;
 
   /**
    * The call it rides for, until its status is in. Then let go: node:http2 keeps a finished
    * stream past a young-generation GC, and grpc-js's call chain (this listener at its top) with
    * it, so a listener holding its GuardedCall had every call's wrapper, send log and the caller's
    * listener promoted to the old generation (bytes promoted per call, `--trace-gc-nvp`: raw
-   * grpc-js 7.5 KB, guarded 8.0 KB before, 6.7 KB after). The ride's settle functions go too.
+   * grpc-js 7.5 KB, guarded 8.0 KB before, 6.7 KB after). The pool's ride goes too, once settled.
    */
   owner: GuardedCall | undefined;
 
@@ -62,8 +60,17 @@ export class Turn implements grpc.InterceptingListener {
     readonly pooled: PooledChannel,
     /** The pooled channel's identity. */
     readonly connectionId: number,
+    trip: Trip<PooledChannel>,
   ) {
     this.owner = owner;
+    this.trip = trip;
+  }
+
+  /** Ends the pool's ride (`ok`: the call ran, its status in the call; else failed with `status`), once. */
+  settle(ok: boolean, status?: grpc.StatusObject): void {
+    const trip = this.trip;
+    this.trip = undefined;
+    trip?.end(ok, status);
   }
 
   onReceiveMetadata(metadata: grpc.Metadata): void {
@@ -80,9 +87,6 @@ export class Turn implements grpc.InterceptingListener {
     const owner = this.owner;
     if (owner === undefined) return; // grpc-js reports one status per call
     this.owner = undefined;
-    report.status(owner, this, status);
-    // The ride is settled: its promise and settle functions need not be kept with this listener either.
-    this.resolve = noop;
-    this.reject = noop;
+    report.status(owner, this, status); // settles the ride, which lets go of it
   }
 }
