@@ -168,7 +168,7 @@ export class ConnectionPool<C> {
     if (this.#closed === undefined && signal?.aborted !== true) {
       const conn = this.#slots.get(target)?.current;
       if (conn !== undefined) {
-        this.#embark(conn, fn, ends, signal, idempotent, 1, 0, now, resolve, reject);
+        this.#embark(conn, fn, ends, signal, idempotent, 1, 0, resolve, reject);
         return;
       }
     }
@@ -201,7 +201,7 @@ export class ConnectionPool<C> {
         const acquired = this.#acquire(target, signal);
         const conn = acquired instanceof PooledConnection ? acquired : await acquired;
         if (conn.usable) {
-          this.#embark(conn, fn, ends, signal, idempotent, turn, stale, this.#clock.now(), resolve, reject);
+          this.#embark(conn, fn, ends, signal, idempotent, turn, stale, resolve, reject);
           return;
         }
         // Retired (or found dead) in the microtasks between the attempt handing it over and this
@@ -424,7 +424,6 @@ export class ConnectionPool<C> {
     idempotent: boolean,
     turn: number,
     stale: number,
-    now: number,
     resolve: (value: unknown) => void,
     reject: (reason: unknown) => void,
   ): void {
@@ -433,7 +432,6 @@ export class ConnectionPool<C> {
     if (signal !== undefined) signal.addEventListener('abort', trip);
     conn.addRide(trip);
     this.#leases++;
-    conn.lastUsed = now;
     let work: Promise<unknown>;
     try {
       const started = fn(trip);
@@ -462,8 +460,12 @@ export class ConnectionPool<C> {
     if (caller !== undefined) caller.removeEventListener('abort', trip);
     conn.removeRide(trip);
     this.#leases--;
-    conn.lastUsed = this.#clock.now();
-    if (!conn.usable && conn.leases === 0) this.#closeConnection(conn);
+    if (conn.leases === 0) {
+      // Idle from now. Read only here: a connection something rides is never idle, so a busy
+      // connection's rides cost no clock read at their end (about 0.07 µs each: performance.now).
+      conn.lastUsed = this.#clock.now();
+      if (!conn.usable) this.#closeConnection(conn);
+    }
     if (this.#leases === 0) this.#onDrained?.();
     if (ok) {
       trip.resolve(value);

@@ -89,7 +89,7 @@ export class PooledConnection<C> {
    */
   #head: Ride<C> | undefined;
   #leases = 0;
-  /** Clock time a request last started or ended on it. */
+  /** Clock time it was opened, or its last ride ended (it is idle from then while nothing rides it). */
   lastUsed: number;
   /** Set once: no new requests, those in flight may finish. */
   retired: RetireReason | undefined;

@@ -363,6 +363,27 @@ describe('ConnectionPool: idle sweep', () => {
     longPoll.finish('done');
     await longPoll.result;
   });
+
+  it('counts idleness from the end of the last ride, not of the first to end', async () => {
+    const { clock, connector, pool } = setup({ idleTimeout: 1_000, sweepInterval: 0 });
+    connector.auto = 'resolve';
+    const first = hold(pool);
+    const last = hold(pool);
+    await flushMicrotasks();
+    first.finish('a');
+    await first.result;
+    clock.advance(5_000); // `last` still rides: not idle, however long
+    last.finish('b');
+    await last.result;
+    clock.advance(999);
+    await pool.use('other:1', async () => 1); // sweeps: idle 999 ms, kept
+    await flushMicrotasks();
+    expect(connector.closed).toHaveLength(0);
+    clock.advance(1);
+    await pool.use('other:1', async () => 1); // idle 1 000 ms: closed
+    await flushMicrotasks();
+    expect(connector.closed.map((c) => c.target)).toEqual([T]);
+  });
 });
 
 describe('ConnectionPool: close', () => {
