@@ -21,6 +21,7 @@
  *
  * @module
  */
+import { setMaxListeners } from 'node:events';
 import { Agent, type Dispatcher, errors } from 'undici';
 import { type Clock, systemClock } from '../../core/clock.js';
 import { PoolClosedError } from '../../core/errors.js';
@@ -137,6 +138,10 @@ export class GuardedAgent extends Agent {
   constructor(options: GuardedAgentOptions = {}) {
     const breaker = typeof options === 'object' && options !== null && options.breaker !== undefined ? options.breaker : sharedBreaker();
     const closing = new AbortController();
+    // Every dial in flight listens to it, and 64 callers open 64 connections at once: Node's
+    // default of 10 printed a MaxListenersExceededWarning ("possible memory leak") on a healthy
+    // start. Each listener goes with its dial.
+    setMaxListeners(0, closing.signal);
     super(agentOptions(options, breaker, closing.signal));
     this.breaker = breaker;
     this[DIALS] = new DialsClosing(closing, opt(options.clock, systemClock));

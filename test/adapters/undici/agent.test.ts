@@ -206,3 +206,22 @@ describe('GuardedAgent: the breaker gates dials, not connections that work', () 
     expect(created).toBe(0);
   });
 });
+
+describe('GuardedAgent: a healthy cold start is quiet', () => {
+  it('64 concurrent requests at start open 64 connections and print no MaxListenersExceededWarning', async () => {
+    await using server = await httpServer(answer(200, 'ok'));
+    const { agent } = guarded();
+    const warnings: Error[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const bodies = await Promise.all(Array.from({ length: 64 }, async () => (await request(`${server.origin}/`, { dispatcher: agent })).body.text()));
+      expect(bodies).toEqual(Array(64).fill('ok'));
+      await new Promise<void>((resolve) => setImmediate(resolve)); // warnings are emitted on a later tick
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(server.connections).toBe(64); // every dial was in flight at once, each listening for close()
+    expect(warnings.map((w) => w.name)).toEqual([]);
+  });
+});
