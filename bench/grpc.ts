@@ -55,8 +55,8 @@ import { blackhole } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { type LaneProcess, laneProcess, serveLane } from './lib/lane-process.js';
-import { type Paired, cpuNote, cpuTotals, pairedRounds, pairedRuns, roundsFlag } from './lib/paired.js';
+import { pairedLanes, serveLane } from './lib/lane-process.js';
+import { type Paired, cpuNote, cpuTotals, pairedRounds, roundsFlag } from './lib/paired.js';
 import { capped, median, throughput } from './lib/timing.js';
 
 const CONNECT_TIMEOUT = 1_000;
@@ -71,12 +71,7 @@ const LANE_CHILD = '--lane-child'; // then 'raw' or 'guarded' and the target: a 
 const calibrate = process.argv.includes('--calibrate'); // also raw against raw, each in its process
 const RAW_CAP = 5_000; // above three connect timeouts, so the guarded retries always fit under it
 const WARM_UP_MS = quick ? 600 : 1_000;
-/**
- * Pairs run by one pair of lane processes before both are replaced. A process keeps for its life
- * whatever made it a little faster or slower than its twin (where its memory and threads landed):
- * one pair of raw processes read 1.05, 0.99 and 1.01 against each other in three 200-pair runs.
- * Fresh processes every 25 pairs spread that over 20 placements in a 500-pair run.
- */
+/** Pairs run by one pair of lane processes before both are replaced (see LaneRun.generation). */
 const LANE_GENERATION = Math.max(1, numberFlag('--lane-pairs', 25));
 const DEADLINE = 10_000;
 
@@ -150,39 +145,15 @@ async function healthy(): Promise<Healthy & { calibration: Paired | undefined; v
   );
   const server = await serverProcess();
   const lanes = async (a: LaneKind, b: LaneKind): Promise<{ paired: Paired; channels: number }> => {
-    let channels = 0;
-    let generation = 0;
-    let current: { first: LaneProcess; second: LaneProcess } | undefined;
-    const start = async (): Promise<void> => {
-      // Which lane's process is forked (and warmed) first alternates from one generation to the next.
-      const forkFirst = generation++ % 2 === 0 ? a : b;
-      const one = await laneProcess([LANE_CHILD, forkFirst, server.target]);
-      const other = await laneProcess([LANE_CHILD, forkFirst === a ? b : a, server.target]);
-      const [first, second] = forkFirst === a ? [one, other] : [other, one];
-      // Warm-up both (the JIT has more of the guarded path to compile).
-      await one.run(WARM_UP_MS);
-      await other.run(WARM_UP_MS);
-      current = { first, second };
-    };
-    const stop = async (): Promise<void> => {
-      await current!.first.close();
-      channels += Number((await current!.second.close()).channels);
-      current = undefined;
-    };
-    await start();
-    const paired = await pairedRuns(
-      HEALTHY_ROUNDS,
-      HEALTHY_MS,
-      (ms) => current!.first.run(ms),
-      (ms) => current!.second.run(ms),
-      async (i) => {
-        if ((i + 1) % LANE_GENERATION !== 0 || i + 1 === HEALTHY_ROUNDS) return;
-        await stop();
-        await start();
-      },
-    );
-    await stop();
-    return { paired, channels: channels / generation };
+    const { paired, reports } = await pairedLanes({
+      a: [LANE_CHILD, a, server.target],
+      b: [LANE_CHILD, b, server.target],
+      rounds: HEALTHY_ROUNDS,
+      ms: HEALTHY_MS,
+      generation: LANE_GENERATION,
+      warmUpMs: WARM_UP_MS, // the JIT has more of the guarded path to compile
+    });
+    return { paired, channels: reports.reduce((sum, r) => sum + Number(r.channels), 0) / reports.length };
   };
   const main = await lanes('raw', 'guarded');
   let calibration: Paired | undefined;

@@ -1,11 +1,16 @@
 /**
  * bench/undici: dialguard's GuardedAgent against a raw undici Agent, in one run.
  *
- *   node dist/bench/undici.js [--quick] [--timeout MS] [--rounds N] [--round-ms MS] [--healthy-only] [--no-netns]
+ *   node dist/bench/undici.js [--quick] [--timeout MS] [--rounds N] [--round-ms MS] [--lane-pairs N] [--calibrate] [--one-process] [--healthy-only] [--no-netns]
  *
  * - healthy_ratio: requests per second through a GuardedAgent / through a raw undici Agent, 64
  *   concurrent callers against a node:http server in a child process (so it does not share the
  *   clients' event loop). Raw and guarded rounds alternate; the median of the rounds' ratios.
+ *   Each agent runs in a process of its own, both replaced every `--lane-pairs` pairs (25), as
+ *   bench/grpc does: a user's process runs one kind of client, where two agents in one process
+ *   share undici's JIT feedback and heap. (`--one-process` runs both in this process, the method
+ *   before; on the same machine it read 0.956-0.965 in three runs, and this one 0.952.)
+ *   `--calibrate` adds raw against raw by the same method.
  *   healthy_cpu_ratio is the same for this process's CPU time per request (raw / guarded), which
  *   a busy machine disturbs less than throughput. healthy_cpu_us_per_call: each lane's median CPU
  *   per request, µs, and `extra`, the median over the pairs of guarded minus raw. `--rounds`
@@ -30,6 +35,7 @@ import type { Row } from '../src/cli/table.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
 import { type Paired, cpuNote, cpuTotals, pairedRounds, roundsFlag } from './lib/paired.js';
+import { pairedLanes, serveLane } from './lib/lane-process.js';
 import { median, percentile, throughput } from './lib/timing.js';
 
 reexecInNetns();
@@ -40,6 +46,10 @@ const CALLERS = 64;
 // of many raw/guarded pairs sees through them better than a few long rounds.
 const HEALTHY_MS = numberFlag('--round-ms', 100); // short pairs follow the bursts of a shared machine's load
 const HEALTHY_ROUNDS = roundsFlag(quick ? 12 : 150);
+const LANE_CHILD = '--lane-child'; // then 'raw' or 'guarded' and the URL: a healthy lane's process
+const LANE_GENERATION = Math.max(1, numberFlag('--lane-pairs', 25)); // see LaneRun.generation
+const ONE_PROCESS = process.argv.includes('--one-process');
+const calibrate = process.argv.includes('--calibrate');
 const REQUESTS = 100;
 
 /** A node:http server in a child process: its event loop is not the clients'. */
@@ -58,10 +68,30 @@ async function get(dispatcher: Dispatcher, url: string): Promise<void> {
   await res.body.dump();
 }
 
-async function healthy(): Promise<Paired> {
-  progress(`healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
+async function healthy(): Promise<Paired & { calibration: Paired | undefined }> {
+  progress(
+    `healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds, ${ONE_PROCESS ? 'both agents in this process' : `each agent in a process of its own, fresh processes every ${LANE_GENERATION} pairs`}`,
+  );
   const server = await serverProcess();
   const url = `${server.origin}/`;
+  try {
+    if (ONE_PROCESS) return { ...(await oneProcess(url)), calibration: undefined };
+    const lanes = async (a: string, b: string): Promise<Paired> =>
+      (await pairedLanes({ a: [LANE_CHILD, a, url], b: [LANE_CHILD, b, url], rounds: HEALTHY_ROUNDS, ms: HEALTHY_MS, generation: LANE_GENERATION, warmUpMs: 1_000 })).paired;
+    const main = await lanes('raw', 'guarded');
+    let calibration: Paired | undefined;
+    if (calibrate) {
+      progress(`calibration: raw against raw, ${HEALTHY_ROUNDS} pairs, each in a process of its own`);
+      calibration = await lanes('raw', 'raw');
+    }
+    return { ...main, calibration };
+  } finally {
+    await server.stop();
+  }
+}
+
+/** Both agents in this process, rounds alternating (the method before lane processes). */
+async function oneProcess(url: string): Promise<Paired> {
   const raw = new Agent();
   const guarded = new GuardedAgent({ breaker: new HostBreaker() });
   try {
@@ -72,8 +102,18 @@ async function healthy(): Promise<Paired> {
     });
   } finally {
     await Promise.all([raw.destroy(), guarded.destroy()]);
-    await server.stop();
   }
+}
+
+/** A healthy lane's process: one agent of its kind, running the rounds it is asked for. */
+function laneChild(): void {
+  const i = process.argv.indexOf(LANE_CHILD);
+  const url = process.argv[i + 2]!;
+  const agent = process.argv[i + 1] === 'guarded' ? new GuardedAgent({ breaker: new HostBreaker() }) : new Agent();
+  serveLane(CALLERS, () => get(agent, url), async () => {
+    await agent.destroy();
+    return {};
+  });
 }
 
 /** Counts the connects undici starts (its own diagnostics channel), for the raw agent. */
@@ -148,7 +188,8 @@ async function deadGuarded(peer: Blackhole, exact: boolean): Promise<DeadResult 
 }
 
 /** The healthy figures, for the table and the JSON line. */
-function healthyRows(health: Paired): { rows: Row[]; json: Record<string, unknown> } {
+function healthyRows(health: Paired & { calibration: Paired | undefined }): { rows: Row[]; json: Record<string, unknown> } {
+  const c = health.calibration;
   return {
     rows: [
       {
@@ -165,9 +206,22 @@ function healthyRows(health: Paired): { rows: Row[]; json: Record<string, unknow
         'guarded/raw': health.cpuUsPerCall.guarded / health.cpuUsPerCall.raw,
         note: cpuNote(health),
       },
+      ...(c === undefined
+        ? []
+        : [
+            {
+              measure: 'calibration: raw against raw, same method (requests/s)',
+              raw: c.raw,
+              guarded: c.guarded,
+              'guarded/raw': c.ratio,
+              note: `what the method reads when there is nothing to find; spread ${c.ratioMin.toFixed(3)}-${c.ratioMax.toFixed(3)}; ${cpuNote(c)}`,
+            },
+          ]),
     ],
     json: {
       callers: CALLERS,
+      healthy_method: ONE_PROCESS ? 'one process' : `a process per agent, replaced every ${LANE_GENERATION} pairs`,
+      ...(c === undefined ? {} : { calibration_ratio: round(c.ratio), calibration_cpu_extra_us: round(c.cpuExtraUs), calibration_cpu_total_extra_us: round(c.cpuTotalUsPerCall.extra) }),
       healthy_rounds: health.rounds,
       healthy_ratio: round(health.ratio),
       healthy_ratio_spread: [round(health.ratioMin), round(health.ratioMax)],
@@ -225,7 +279,8 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((err: unknown) => {
+if (process.argv.includes(LANE_CHILD)) laneChild();
+else main().catch((err: unknown) => {
   process.stderr.write(`undici bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });

@@ -13,6 +13,7 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
+import { type Paired, pairedRuns } from './paired.js';
 import { type Throughput, throughput } from './timing.js';
 
 /** What the parent sends: run a round of `ms`, or close and report. */
@@ -97,4 +98,61 @@ export function serveLane(callers: number, call: () => Promise<unknown>, close: 
     );
   });
   process.send!({ ready: true });
+}
+
+/** How {@link pairedLanes} runs two lanes, each in processes of its own. */
+export interface LaneRun {
+  /** The child arguments of lane A (the raw lane, the ratio's denominator) and of lane B. */
+  readonly a: readonly string[];
+  readonly b: readonly string[];
+  readonly rounds: number;
+  readonly ms: number;
+  /**
+   * Pairs run by one pair of lane processes before both are replaced. A process keeps for its
+   * life whatever made it a little faster or slower than its twin (where its memory and threads
+   * landed): one pair of raw gRPC processes read 1.05, 0.99 and 1.01 against each other in three
+   * 200-pair runs. Fresh processes every 25 pairs spread that over 20 placements in 500 pairs.
+   */
+  readonly generation: number;
+  /** Each fresh process runs this long before its first measured round. */
+  readonly warmUpMs: number;
+}
+
+/**
+ * Lane A against lane B in alternating rounds ({@link pairedRuns}), each lane in a process of its
+ * own, both replaced every `generation` pairs; which is forked (and warmed) first alternates from
+ * one generation to the next. Returns the pairs and what each of B's processes reported on
+ * closing.
+ */
+export async function pairedLanes(run: LaneRun): Promise<{ paired: Paired; reports: Array<Record<string, unknown>> }> {
+  const reports: Array<Record<string, unknown>> = [];
+  let generation = 0;
+  let current: { a: LaneProcess; b: LaneProcess } | undefined;
+  const start = async (): Promise<void> => {
+    const aFirst = generation++ % 2 === 0;
+    const first = await laneProcess(aFirst ? run.a : run.b);
+    const second = await laneProcess(aFirst ? run.b : run.a);
+    await first.run(run.warmUpMs);
+    await second.run(run.warmUpMs);
+    current = aFirst ? { a: first, b: second } : { a: second, b: first };
+  };
+  const stop = async (): Promise<void> => {
+    await current!.a.close();
+    reports.push(await current!.b.close());
+    current = undefined;
+  };
+  await start();
+  const paired = await pairedRuns(
+    run.rounds,
+    run.ms,
+    (ms) => current!.a.run(ms),
+    (ms) => current!.b.run(ms),
+    async (i) => {
+      if ((i + 1) % run.generation !== 0 || i + 1 === run.rounds) return;
+      await stop();
+      await start();
+    },
+  );
+  await stop();
+  return { paired, reports };
 }

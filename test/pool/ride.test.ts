@@ -144,6 +144,25 @@ describe('ConnectionPool.ride', () => {
     expect(pool.stats().turns).toBe(1);
   });
 
+  it('a connection a sibling found dead: an idempotent ride goes back for a fresh one, another gets ConnectionGoneError', async () => {
+    const { pool } = await warm();
+    const idempotent = outcomes();
+    const other = outcomes();
+    const turns: number[] = [];
+    pool.ride(T, (trip) => {
+      turns.push(trip.turn);
+      if (trip.turn > 1) trip.end(true, `served by #${trip.id}`);
+    }, { idempotent: true }, idempotent.resolve, idempotent.reject);
+    pool.ride(T, () => undefined, {}, other.resolve, other.reject);
+    const dead = new DeadError('reset');
+    pool.ride(T, (trip) => trip.end(false, dead), {}, () => {}, () => {}); // the sibling whose failure kills the connection
+    await flushMicrotasks();
+    expect(turns).toEqual([1, 2]);
+    expect(idempotent.heard).toEqual([['resolved', 'served by #2']]);
+    expect(other.heard).toHaveLength(1);
+    expect(other.heard[0]![1]).toBeInstanceOf(ConnectionGoneError);
+  });
+
   it('a closed pool rejects with PoolClosedError', async () => {
     const { pool } = await warm();
     await pool.close();
