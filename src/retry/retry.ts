@@ -47,6 +47,17 @@ export function onRetryEvent<K extends keyof RetryEvents>(event: K, listener: Li
 }
 
 /**
+ * Whether anyone hears a call's end through {@link reportSettled}: its `onResult`, or a listener
+ * of the `settled` event. A layer that builds the result (and reads the clock for its `elapsed`)
+ * only to report it asks first: on a healthy path nobody usually listens.
+ *
+ * @internal
+ */
+export function settledHeard(onResult?: (result: RetryResult) => void): boolean {
+  return onResult !== undefined || events.active('settled');
+}
+
+/**
  * Reports a call's end: the `settled` event (when anyone listens) and the caller's `onResult`
  * (a throwing one becomes a warning). Also for a layer that ends a call without entering retry()
  * (its first attempt succeeded), so every call is reported once, the same way.

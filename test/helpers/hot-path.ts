@@ -8,6 +8,8 @@ import { type Clock, type TimerHandle, systemClock } from '../../src/core/clock.
 export interface CountingClock extends Clock {
   armed: number;
   cleared: number;
+  /** Calls of `now()`. */
+  reads: number;
 }
 
 /** A {@link CountingClock} over the real clock (I/O tests need real time). */
@@ -15,7 +17,11 @@ export function countingClock(): CountingClock {
   const clock: CountingClock = {
     armed: 0,
     cleared: 0,
-    now: () => systemClock.now(),
+    reads: 0,
+    now: () => {
+      clock.reads++;
+      return systemClock.now();
+    },
     setTimeout: (callback: () => void, ms: number): TimerHandle => {
       clock.armed++;
       return systemClock.setTimeout(callback, ms);

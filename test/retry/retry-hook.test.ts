@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { constant, fullJitter } from '../../src/core/backoff.js';
 import { RetryBudget } from '../../src/retry/budget.js';
-import { type RetryInfo, type RetryOptions, onRetryEvent, retry } from '../../src/retry/retry.js';
+import { type RetryInfo, type RetryOptions, onRetryEvent, retry, settledHeard } from '../../src/retry/retry.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import { after, refusedConnect, resetMidRequest, seeded, track } from './helpers.js';
 
@@ -127,5 +127,19 @@ describe('retry: onRetry hook', () => {
 
   it('a hook that is not a function is refused as an option error', async () => {
     await expect(retry(() => 1, { onRetry: 5 as never })).rejects.toThrow(/onRetry/);
+  });
+});
+
+describe('retry: settledHeard', () => {
+  it("is true while the call's onResult or a `settled` listener would hear its end, false otherwise", () => {
+    expect(settledHeard(undefined)).toBe(false);
+    expect(settledHeard(() => {})).toBe(true);
+    const off = onRetryEvent('settled', () => {});
+    expect(settledHeard(undefined)).toBe(true);
+    off();
+    expect(settledHeard(undefined)).toBe(false);
+    const otherOff = onRetryEvent('scheduled', () => {}); // another event's listener hears no end
+    expect(settledHeard(undefined)).toBe(false);
+    otherOff();
   });
 });

@@ -2,9 +2,10 @@
  * The healthy path pays only for what can happen: counted, not timed, so a later change that
  * adds per-call work shows here whatever the machine's speed.
  */
-import { type Dispatcher, request } from 'undici';
+import { Agent, type Dispatcher, request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { guardedRetry } from '../../../src/adapters/undici/index.js';
+import { type GuardedRetryOptions, guardedRetry } from '../../../src/adapters/undici/index.js';
+import { onRetryEvent } from '../../../src/retry/retry.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { countAbortControllers, countingClock } from '../../helpers/hot-path.js';
 import { answer, guarded, httpServer, leakChecked } from './helpers.js';
@@ -28,6 +29,31 @@ describe('undici GuardedAgent: what a healthy call creates', () => {
     const dialled = server.connections - dials;
     expect(clock.armed - armed).toBe(dialled);
     expect(controllers).toBe(dialled); // a dial's own, to stop its establishment; none per call
+  });
+
+  it('a call reads the clock once (its start), and once more at its end only when someone hears its result', async () => {
+    await using server = await httpServer(answer());
+    // The retrying layer alone on the counting clock (a dial's reads are its connector's).
+    const readsPerCall = async (options: GuardedRetryOptions, listen = false): Promise<number> => {
+      const clock = countingClock();
+      const agent = new Agent().compose(guardedRetry({ clock, budget: null, ...options }));
+      try {
+        await (await request(`${server.origin}/`, { dispatcher: agent })).body.dump();
+        const reads = clock.reads;
+        const stop = listen ? onRetryEvent('settled', () => {}) : undefined;
+        try {
+          for (let i = 0; i < CALLS; i++) await (await request(`${server.origin}/`, { dispatcher: agent })).body.dump();
+        } finally {
+          stop?.();
+        }
+        return (clock.reads - reads) / CALLS;
+      } finally {
+        await agent.destroy();
+      }
+    };
+    expect(await readsPerCall({})).toBe(1);
+    expect(await readsPerCall({ onResult: () => {} })).toBe(2); // its elapsed time
+    expect(await readsPerCall({}, true)).toBe(2); // a `settled` listener hears it too
   });
 
   it('a call with a timeout arms exactly one timer, cleared when the response ends', async () => {
