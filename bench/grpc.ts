@@ -37,9 +37,7 @@
  * - dead_target_call_ms: one call to a blackholed target once the breaker has opened (median of
  *   batches), against raw grpc-js waiting out the call's deadline on the same target.
  */
-import { execFile } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
-import { promisify } from 'node:util';
 import * as grpc from '@grpc/grpc-js';
 import type { PooledChannel } from '../src/adapters/grpc/channel-connector.js';
 import { type CallHost, GuardedCall, type GrpcCall } from '../src/adapters/grpc/guarded-call.js';
@@ -55,7 +53,7 @@ import { blackhole } from '../src/testing/index.js';
 import { printJson, printTable, progress, round } from './lib/report.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { pairedLanes, serveLane } from './lib/lane-process.js';
+import { inChild, pairedLanes, serveLane } from './lib/lane-process.js';
 import { type Paired, cpuNote, cpuTotals, pairedRounds, roundsFlag } from './lib/paired.js';
 import { capped, median, throughput } from './lib/timing.js';
 
@@ -316,10 +314,7 @@ function standInChannel(call: (...args: Parameters<grpc.ChannelInterface['create
  */
 async function wrapperInChild(): Promise<Paired> {
   progress(`wrapper (a child process): ${CALLERS} callers on an in-process channel stand-in, ${WRAPPER_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
-  const { stdout } = await promisify(execFile)(process.execPath, [...process.execArgv, process.argv[1]!, ...process.argv.slice(2), WRAPPER_CHILD], {
-    maxBuffer: 1 << 20,
-  });
-  return JSON.parse(stdout.trim().split('\n').pop()!) as Paired;
+  return inChild<Paired>(WRAPPER_CHILD);
 }
 
 /**

@@ -11,6 +11,10 @@
  *   share undici's JIT feedback and heap. (`--one-process` runs both in this process, the method
  *   before; on the same machine it read 0.956-0.965 in three runs, and this one 0.952.)
  *   `--calibrate` adds raw against raw by the same method.
+ * - wrapper_cpu_us_per_call: the retrying layer alone (GuardedAgent's dispatch path) over an
+ *   in-process dispatcher stand-in that answers on the next microtask (no socket), against
+ *   undici's `request()` on the same stand-in, in a child process of its own, `--wrapper-rounds`
+ *   pairs (40). What the layer's own code costs per request, without what I/O adds.
  *   healthy_cpu_ratio is the same for this process's CPU time per request (raw / guarded), which
  *   a busy machine disturbs less than throughput. healthy_cpu_us_per_call: each lane's median CPU
  *   per request, µs, and `extra`, the median over the pairs of guarded minus raw. `--rounds`
@@ -25,8 +29,10 @@
  *   the client (undici's `connect` diagnostics channel, the breaker's counters).
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { Agent, type Dispatcher, fetch as undiciFetch, request } from 'undici';
+import { Agent, Dispatcher, fetch as undiciFetch, request } from 'undici';
 import { GuardedAgent } from '../src/adapters/undici/index.js';
+import { UNDICI_TIMEOUT, retrySettings } from '../src/adapters/undici/options.js';
+import { dispatchGuarded } from '../src/adapters/undici/retry-interceptor.js';
 import { HostBreaker } from '../src/index.js';
 import { type Blackhole, blackhole } from '../src/testing/index.js';
 import { inBenchNetns, reexecInNetns } from './lib/netns.js';
@@ -35,7 +41,7 @@ import type { Row } from '../src/cli/table.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
 import { type Paired, cpuNote, cpuTotals, pairedRounds, roundsFlag } from './lib/paired.js';
-import { pairedLanes, serveLane } from './lib/lane-process.js';
+import { inChild, pairedLanes, serveLane } from './lib/lane-process.js';
 import { median, percentile, throughput } from './lib/timing.js';
 
 reexecInNetns();
@@ -50,6 +56,8 @@ const LANE_CHILD = '--lane-child'; // then 'raw' or 'guarded' and the URL: a hea
 const LANE_GENERATION = Math.max(1, numberFlag('--lane-pairs', 25)); // see LaneRun.generation
 const ONE_PROCESS = process.argv.includes('--one-process');
 const calibrate = process.argv.includes('--calibrate');
+const WRAPPER_CHILD = '--wrapper-child'; // set on the child process that runs the wrapper lane
+const WRAPPER_ROUNDS = numberFlag('--wrapper-rounds', quick ? 10 : 40);
 const REQUESTS = 100;
 
 /** A node:http server in a child process: its event loop is not the clients'. */
@@ -114,6 +122,47 @@ function laneChild(): void {
     await agent.destroy();
     return {};
   });
+}
+
+/** A dispatcher that answers every request (200, `ok`) on the next microtask: no socket. */
+class StandIn extends Dispatcher {
+  static readonly #headers = [Buffer.from('content-length'), Buffer.from('2')];
+  static readonly #body = Buffer.from('ok');
+  override dispatch(_opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const h = handler as Required<Pick<Dispatcher.DispatchHandler, 'onConnect' | 'onHeaders' | 'onData' | 'onComplete'>>;
+    h.onConnect(() => {});
+    queueMicrotask(() => {
+      h.onHeaders(200, StandIn.#headers, () => {}, 'OK');
+      h.onData(StandIn.#body);
+      h.onComplete([]);
+    });
+    return true;
+  }
+  override close(): Promise<void> {
+    return Promise.resolve();
+  }
+  override destroy(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+/** The stand-in behind the retrying layer as GuardedAgent dispatches (its defaults, undici's own timeouts). */
+class GuardedStandIn extends StandIn {
+  readonly #settings = Object.assign(retrySettings({}), { dispatcherTimeouts: { headers: UNDICI_TIMEOUT, body: UNDICI_TIMEOUT } });
+  readonly #inner: Dispatcher.Dispatch = (opts, handler) => super.dispatch(opts, handler);
+  override dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    return dispatchGuarded(this.#settings, this.#inner, opts, handler);
+  }
+}
+
+/** The wrapper lane (in its own process, see the module docs). */
+async function wrapper(): Promise<Paired> {
+  const url = 'http://127.0.0.1:1/'; // never dialled: the stand-in answers
+  const raw = new StandIn();
+  const guarded = new GuardedStandIn();
+  await throughput(CALLERS, 1_000, () => get(raw, url));
+  await throughput(CALLERS, 1_000, () => get(guarded, url));
+  return pairedRounds(WRAPPER_ROUNDS, HEALTHY_MS, CALLERS, () => get(raw, url), () => get(guarded, url));
 }
 
 /** Counts the connects undici starts (its own diagnostics channel), for the raw agent. */
@@ -234,8 +283,26 @@ function healthyRows(health: Paired & { calibration: Paired | undefined }): { ro
 }
 
 async function main(): Promise<void> {
+  if (process.argv.includes(WRAPPER_CHILD)) {
+    process.stdout.write(`${JSON.stringify(await wrapper())}\n`);
+    return;
+  }
   const health = await healthy();
+  progress(`wrapper (a child process): ${CALLERS} callers on an in-process dispatcher stand-in, ${WRAPPER_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
+  const wrap = await inChild<Paired>(WRAPPER_CHILD);
   const h = healthyRows(health);
+  h.rows.push({
+    measure: 'the retrying layer alone, on a dispatcher stand-in (µs CPU per request)',
+    raw: wrap.cpuUsPerCall.raw,
+    guarded: wrap.cpuUsPerCall.guarded,
+    'guarded/raw': wrap.cpuUsPerCall.guarded / wrap.cpuUsPerCall.raw,
+    note: `${cpuNote(wrap)}, ${wrap.rounds} pairs; no I/O`,
+  });
+  Object.assign(h.json, {
+    wrapper_rounds: wrap.rounds,
+    wrapper_cpu_us_per_call: { guarded: round(wrap.cpuUsPerCall.guarded), raw: round(wrap.cpuUsPerCall.raw), extra: round(wrap.cpuExtraUs) },
+    wrapper_cpu_total_us_per_call: cpuTotals(wrap),
+  });
   if (process.argv.includes('--healthy-only')) {
     printTable('undici: GuardedAgent vs raw undici Agent, healthy path', h.rows);
     printJson('undici', h.json);

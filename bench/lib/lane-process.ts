@@ -11,8 +11,9 @@
  * process runs one kind of client, so each lane gets one process; rounds still alternate, so
  * only one lane runs at a time.
  */
-import { type ChildProcess, fork } from 'node:child_process';
+import { type ChildProcess, execFile, fork } from 'node:child_process';
 import { once } from 'node:events';
+import { promisify } from 'node:util';
 import { type Paired, pairedRuns } from './paired.js';
 import { type Throughput, throughput } from './timing.js';
 
@@ -155,4 +156,13 @@ export async function pairedLanes(run: LaneRun): Promise<{ paired: Paired; repor
   );
   await stop();
   return { paired, reports };
+}
+
+/**
+ * Runs this bench's own script again with `flag` added, and returns the JSON value the child
+ * prints last: a lane whose JIT feedback and heap must not mix with the parent's clients.
+ */
+export async function inChild<T>(flag: string): Promise<T> {
+  const { stdout } = await promisify(execFile)(process.execPath, [...process.execArgv, process.argv[1]!, ...process.argv.slice(2), flag], { maxBuffer: 1 << 20 });
+  return JSON.parse(stdout.trim().split('\n').pop()!) as T;
 }
