@@ -194,7 +194,7 @@ export class ConnectionPool<C> {
   ): Promise<void> {
     try {
       // A turn going back may start inside the release of its connection (markGone releasing each
-      // ride, before the connection is evicted): let that finish first.
+      // ride, after the connection was evicted): let that release finish first.
       // Stryker disable next-line ConditionalExpression,EqualityOperator: on the first turn the wait only costs a tick (the attempt would start one tick later); no test can see it.
       if (turn > 1) await undefined;
       for (;;) {
@@ -501,19 +501,24 @@ export class ConnectionPool<C> {
 
   /** No new requests on `conn`; closed once its last request ends. */
   #retire(conn: PooledConnection<C>, reason: RetireReason): void {
-    if (conn.retire(reason)) this.#events.emit('retired', { target: conn.target, id: conn.id, reason });
+    // Evicted before anyone hears: a 'retired' listener that calls use() gets a fresh connection.
     this.#evict(conn);
+    if (conn.retire(reason)) this.#events.emit('retired', { target: conn.target, id: conn.id, reason });
     if (conn.leases === 0) this.#closeConnection(conn);
   }
 
-  /** `conn`'s transport is dead: release everything riding it, evict it, close it now. */
+  /**
+   * `conn`'s transport is dead: evict it, release everything riding it, close it now. Evicted
+   * first: a ride's settler (ride() calls them synchronously) or a 'gone' listener that starts a
+   * call at once must find no connection, never board the dead one.
+   */
   #gone(conn: PooledConnection<C>, cause: unknown): void {
     const leases = conn.leases;
+    this.#evict(conn);
     if (conn.markGone(cause)) {
       this.#counts.gone++;
       this.#events.emit('gone', { target: conn.target, id: conn.id, leases });
     }
-    this.#evict(conn);
     this.#closeConnection(conn);
   }
 

@@ -4,7 +4,7 @@
  * clock reads through a counting clock, abort listeners on the caller's signal. A later change
  * that puts an async frame, a promise chain or a per-call controller back on the path shows here.
  */
-import { getEventListeners } from 'node:events';
+import { getEventListeners, setMaxListeners } from 'node:events';
 import { describe, expect, it, vi } from 'vitest';
 import { ConnectionGoneError } from '../../src/core/errors.js';
 import { ConnectionPool, type ConnectionPoolOptions } from '../../src/pool/connection-pool.js';
@@ -45,6 +45,7 @@ describe('ConnectionPool.use on a warm connection: what a call creates', () => {
     const ready = Promise.resolve(1);
     const fn = (): Promise<number> => ready; // makes no promise itself
     const signal = new AbortController().signal;
+    setMaxListeners(0, signal); // the caller's own signal, shared by CALLS rides in flight
     let calls: Array<Promise<number>> = [];
     const bare = promisesMadeBy(() => {
       for (let i = 0; i < CALLS; i++) calls.push(pool.use(T, fn));
@@ -64,6 +65,7 @@ describe('ConnectionPool.use on a warm connection: what a call creates', () => {
   it('arms no timer, makes no AbortController, reads the clock once per call and once as the connection goes idle, and leaves no listener on the caller', async () => {
     const { clock, pool } = await warm();
     const signal = new AbortController().signal;
+    setMaxListeners(0, signal); // the caller's own signal, shared by CALLS rides in flight
     const [reads, armed] = [clock.reads, clock.armed];
     const controllers = await countAbortControllers(async () => {
       const calls = Array.from({ length: CALLS }, (_, i) => pool.use(T, async (lease) => lease.id + i, { signal }));

@@ -184,4 +184,27 @@ describe('ConnectionPool.ride', () => {
       expect(why).toBeInstanceOf(ConnectionGoneError);
     }
   });
+  it("a settler, or a 'gone' or 'retired' listener, that starts a call at once never boards the connection being dropped", async () => {
+    const { connector, pool } = await warm();
+    const boardedOn: number[] = [];
+    const again = outcomes();
+    const rideAgain = (): void => pool.ride(T, (trip) => {
+      boardedOn.push(trip.connection.n);
+      trip.end(true, trip.connection.n);
+    }, {}, again.resolve, again.reject);
+    // A settler that re-enters synchronously: ride() calls it inside the dead connection's release.
+    pool.ride(T, () => undefined, {}, () => {}, rideAgain);
+    pool.on('gone', rideAgain);
+    connector.opened[0]!.watch!.gone(new Error('transport closed'));
+    await flushMicrotasks();
+    expect(boardedOn).toEqual([2, 2]); // both on the fresh connection, one dial for both
+    expect(again.heard).toEqual([['resolved', 2], ['resolved', 2]]);
+    expect(connector.connects).toBe(2);
+    // Retired (idle sweep, GOAWAY): a 'retired' listener's call gets a fresh connection too.
+    pool.on('retired', rideAgain);
+    connector.opened[1]!.watch!.retire();
+    await flushMicrotasks();
+    expect(boardedOn).toEqual([2, 2, 3]);
+    expect(connector.connects).toBe(3);
+  });
 });

@@ -277,8 +277,10 @@ export class GuardedCall implements AttemptOwner {
     }).then(undefined, (err: unknown) => this.#fail(err));
   }
 
-  /** A call that ended without retry(): the budget hears of it, and so do the metrics. */
-  /** The call is over; `result` is reported when given (see #firstSucceeded). */
+  /**
+   * A call that ended without retry(): the budget hears of it, and `result` goes to onResult and
+   * the metrics when one was built (see #firstSucceeded).
+   */
   #end(result: RetryResult | undefined): void {
     this.#finished = true;
     if (this.#timer !== undefined) {
