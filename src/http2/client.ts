@@ -248,18 +248,23 @@ export class Http2Client {
     const idempotent = options.idempotent ?? IDEMPOTENT.has(method);
     // One deadline for the whole call (DESIGN rule 10): the wait for a session and every turn the
     // pool takes spend what is left of it, never a fresh one.
+    // The call's own signal (the deadline's, and the caller's passed on) whenever there is either:
+    // the pool and the stream both listen to it, and the caller's signal gets one listener per
+    // call, as with node:http2 alone. Listened to directly, a signal shared by six calls in flight
+    // passed Node's default of ten listeners and printed a MaxListenersExceededWarning.
     let signal = options.signal;
     let stop: (() => void) | undefined;
-    if (Number.isFinite(timeout)) {
+    const finite = Number.isFinite(timeout);
+    if (finite || signal !== undefined) {
       const caller = signal;
       const controller = new AbortController();
       const onCaller = (): void => controller.abort(caller!.reason);
-      const timer = this.#clock.setTimeout(() => controller.abort(new RequestTimeoutError(timeout)), timeout);
+      const timer = finite ? this.#clock.setTimeout(() => controller.abort(new RequestTimeoutError(timeout)), timeout) : undefined;
       if (caller?.aborted === true) controller.abort(caller.reason);
       else caller?.addEventListener('abort', onCaller, { once: true });
       signal = controller.signal;
       stop = () => {
-        this.#clock.clearTimeout(timer);
+        if (timer !== undefined) this.#clock.clearTimeout(timer);
         caller?.removeEventListener('abort', onCaller);
       };
     }

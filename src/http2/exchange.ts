@@ -44,6 +44,9 @@ export function exchange(
   // the stream, often past a young-generation GC, and the lease would drag the pool's whole ride
   // (its callback, the call's URL and options) into the old generation with it.
   const connectionId = lease.id;
+  // A streamed call commits its ride at the headers (never sent again once its answer has begun);
+  // a buffered one keeps no hold on the lease.
+  const committing = streaming === undefined ? undefined : lease;
   // Never a stream on a session that can take none: the request was certainly not sent.
   if (session.destroyed) return Promise.reject(notSent('ERR_HTTP2_INVALID_SESSION', 'The session has been destroyed'));
   if (session.closed || goawayOf(session) !== undefined) {
@@ -98,7 +101,7 @@ export function exchange(
     const failed = (err: unknown): void => {
       const goaway = responded ? undefined : goawayOf(session);
       if (goaway !== undefined && (stream.id === undefined || stream.id > goaway.lastStreamID)) finish(unprocessed(stream.id, goaway, err));
-      else finish(err);
+      else finish(withRstCode(err, stream.rstCode));
     };
     // The pool ends the call itself when the session dies (destroying it ends the stream too);
     // a caller's abort or the call's deadline must also cancel the stream, so the peer stops.
@@ -129,6 +132,7 @@ export function exchange(
           { highWaterMark: streaming.highWaterMark, size: (chunk) => chunk.byteLength },
         );
         response = { status, headers, body: EMPTY, connectionId, latency };
+        committing!.commit();
         streaming.onHead({ status, headers, body: readable, connectionId, latency });
       }
     });
@@ -146,6 +150,10 @@ export function exchange(
     // response, and 'close' rejects it with the code. Only a response the server sent resolves.
     stream.on('end', () => {
       if (!responded || settled) return;
+      // node:http2 ends the readable side of a stream that closed abnormally too (reset, or its
+      // session destroyed mid-body), with the close code already set: that body is cut short.
+      const code = stream.rstCode;
+      if (code !== undefined && code !== http2.constants.NGHTTP2_NO_ERROR) return failed(streamClosedError(code, true));
       if (streaming !== undefined) finish(undefined, response);
       else finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId, latency: clock.now() - started });
     });
@@ -167,6 +175,17 @@ function streamClosedError(rstCode: number, responded: boolean): Error {
     code: 'ERR_HTTP2_STREAM_ERROR',
     rstCode,
   });
+}
+
+/**
+ * node:http2's own stream error (`ERR_HTTP2_STREAM_ERROR`, a reset with an error code) with the
+ * stream's `rstCode` on it, as this client's own reset errors carry it.
+ */
+function withRstCode(err: unknown, rstCode: number | undefined): unknown {
+  if (rstCode === undefined || !(err instanceof Error) || (err as { code?: unknown }).code !== 'ERR_HTTP2_STREAM_ERROR') return err;
+  if ((err as { rstCode?: unknown }).rstCode !== undefined || !Object.isExtensible(err)) return err;
+  Object.defineProperty(err, 'rstCode', { value: rstCode, configurable: true, writable: true, enumerable: true });
+  return err;
 }
 
 /** A request that was certainly not sent, with node:http2's code for why. */

@@ -492,8 +492,9 @@ export class ConnectionPool<C> {
     }
     // Going back resends. Only a failure that provably carries no answer from the server may go
     // back: certainly not sent (any request), or the transport died under it (idempotent only).
-    // A status, a reset, a timeout or anything unrecognised is final.
-    const safe = notSent || (trip.idempotent && transportDied);
+    // A status, a reset, a timeout or anything unrecognised is final, and so is any failure of a
+    // call whose answer has begun (committed).
+    const safe = !trip.committed && (notSent || (trip.idempotent && transportDied));
     if (!(retiredUnderUs && safe && trip.turn <= this.#retiredRetries) || this.#closed !== undefined) return trip.reject(err);
     this.#counts.turns++;
     void this.#useSlow(conn.target, trip.fn, trip.ends, caller, trip.idempotent, trip.turn + 1, trip.stale, trip.resolve, trip.reject);

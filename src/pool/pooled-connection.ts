@@ -24,6 +24,12 @@ export interface Lease<C> {
   readonly signal: AbortSignal;
   /** Which turn this is: 1, or more when a sibling retired an earlier connection under it. */
   readonly turn: number;
+  /**
+   * The server's answer has reached the caller (a streamed response's headers, say): the call is
+   * committed, and never goes back for a fresh connection, whatever ends it from now on. Until
+   * then, an idempotent call whose connection died under it may be sent again.
+   */
+  commit(): void;
 }
 
 /** Why a connection stopped taking requests while its transport was still alive. */
@@ -50,6 +56,8 @@ export class Ride<C> implements Lease<C> {
   next: Ride<C> | undefined;
   /** Whether it is on its connection's list. */
   riding = false;
+  /** {@link Lease.commit} was called: never sent again. */
+  committed = false;
 
   constructor(conn: PooledConnection<C>, turn: number) {
     this.connection = conn.connection;
@@ -64,6 +72,10 @@ export class Ride<C> implements Lease<C> {
       if (this.#isReleased) this.#controller.abort(this.released);
     }
     return this.#controller.signal;
+  }
+
+  commit(): void {
+    this.committed = true;
   }
 
   /** Ends the ride with `reason` (first call wins). */

@@ -158,3 +158,32 @@ describe('Http2Client: never a request on a session that received GOAWAY (defect
     expect(peer.streams).toBe(before); // the server never processed it
   });
 });
+
+describe('Http2Client: a signal shared by many calls', () => {
+  it('10 calls in flight on one signal, no timeout: one listener each on it (as node:http2), no MaxListenersExceededWarning, and its abort ends them all', async () => {
+    await using peer = await http2Peer({ handler: () => {} }); // never answers
+    const c = client();
+    await c.request(`${peer.origin}/`, { timeout: 50 }).catch(() => undefined); // the session is up
+    const controller = new AbortController();
+    const { signal } = controller;
+    const warnings: Error[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const calls = Array.from({ length: 10 }, () => c.request(`${peer.origin}/`, { signal }).then(
+        () => 'answered',
+        (err: unknown) => err,
+      ));
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(getEventListeners(signal, 'abort')).toHaveLength(10); // was 20: the pool's and the stream's
+      const reason = new Error('the caller gave up');
+      controller.abort(reason);
+      expect(await Promise.all(calls)).toEqual(Array(10).fill(reason));
+      await new Promise<void>((resolve) => setImmediate(resolve)); // warnings are emitted on a later tick
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings.map((w) => w.name)).toEqual([]);
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
+  });
+});

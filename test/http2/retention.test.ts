@@ -45,6 +45,7 @@ describe('exchange: what a settled stream keeps', () => {
         target: peer.origin,
         signal: new AbortController().signal,
         turn: 1,
+        commit: () => {},
       };
       const leaseRef = new WeakRef(lease);
       let response = await exchange(lease, new URL(`${peer.origin}/`), 'GET', {}, undefined, systemClock.now(), systemClock);

@@ -207,4 +207,24 @@ describe('ConnectionPool.ride', () => {
     expect(boardedOn).toEqual([2, 2, 3]);
     expect(connector.connects).toBe(3);
   });
+  it("a committed ride (its answer has begun) never goes back, idempotent or not, when its connection dies", async () => {
+    const { connector, pool } = await warm();
+    const committed = outcomes();
+    const open = outcomes();
+    const turns: number[] = [];
+    pool.ride(T, (trip) => {
+      turns.push(trip.turn);
+      trip.commit();
+    }, { idempotent: true }, committed.resolve, committed.reject);
+    pool.ride(T, (trip) => {
+      if (trip.turn > 1) trip.end(true, 'again');
+    }, { idempotent: true }, open.resolve, open.reject);
+    connector.opened[0]!.watch!.gone(new Error('transport closed'));
+    await flushMicrotasks();
+    expect(turns).toEqual([1]);
+    expect(committed.heard).toHaveLength(1);
+    expect(committed.heard[0]![1]).toBeInstanceOf(ConnectionGoneError);
+    expect(open.heard).toEqual([['resolved', 'again']]); // the one not committed went back
+    expect(pool.stats().turns).toBe(1);
+  });
 });

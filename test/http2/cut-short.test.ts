@@ -1,0 +1,125 @@
+/**
+ * An HTTP/2 answer cut short: the session dies, or the peer resets the stream, after the
+ * headers and part of the body. node:http2 ends the stream's readable side in both cases (the
+ * close code is already set), so a client that trusts 'end' takes a truncated body for a whole
+ * one. Http2Client must fail it, never send a streamed call again once its headers reached the
+ * caller (its answer has begun), and carry the reset's code on the error. Real h2c peers on
+ * loopback; requests counted at the peer.
+ */
+import http2 from 'node:http2';
+import { describe, expect, it } from 'vitest';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { Http2Client } from '../../src/http2/client.js';
+import { http2Peer } from '../../src/testing/http2-peer.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+
+const cleanup = leakCheckEach();
+
+function client(): Http2Client {
+  const c = new Http2Client({ breaker: new HostBreaker() });
+  cleanup.push(() => c.close());
+  return c;
+}
+
+/** Reads `body` to its end: the text, and how it ended. */
+async function drain(body: ReadableStream<Uint8Array>): Promise<{ text: string; error: unknown }> {
+  const decoder = new TextDecoder();
+  let text = '';
+  try {
+    for await (const chunk of body) text += decoder.decode(chunk, { stream: true });
+    return { text, error: undefined };
+  } catch (error) {
+    return { text, error };
+  }
+}
+
+describe('Http2Client: an answer cut short after its headers', () => {
+  for (const method of ['GET', 'POST']) {
+    it(`stream() ${method}, the session destroyed mid-body: the body errors, the request is sent once, and close() is prompt`, async () => {
+      let cut!: () => void;
+      await using peer = await http2Peer({
+        handler: (stream) => {
+          stream.respond({ ':status': 200 });
+          stream.write('part;');
+          cut = () => stream.session!.destroy();
+        },
+      });
+      const c = client();
+      const res = await c.stream(`${peer.origin}/feed`, { method });
+      expect(res.status).toBe(200);
+      const reading = drain(res.body);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      cut();
+      const { text, error } = await reading;
+      expect(text).toBe('part;');
+      expect(error).toBeInstanceOf(Error); // was: a clean end, the truncation unnoticed
+      expect(peer.streams).toBe(1); // was 2 for GET: sent again on a fresh session, its answer orphaned
+      expect(c.stats()).toMatchObject({ leases: 0, turns: 0 });
+      const t0 = performance.now();
+      await c.close();
+      expect(performance.now() - t0).toBeLessThan(1_000); // was 5 s: closeTimeout waited for the orphan
+    });
+  }
+
+  it('request(), the session destroyed mid-body (its answer not yet the caller\'s): a GET goes back once and gets the whole answer, a POST rejects', async () => {
+    let served = 0;
+    await using peer = await http2Peer({
+      handler: (stream) => {
+        stream.respond({ ':status': 200 });
+        if (++served === 1) stream.write('part;', () => setTimeout(() => stream.session?.destroy(), 10));
+        else stream.end('whole');
+      },
+    });
+    const c = client();
+    const res = await c.request(`${peer.origin}/`);
+    expect(res.body.toString()).toBe('whole');
+    expect(peer.streams).toBe(2);
+    served = 0;
+    await expect(c.request(`${peer.origin}/`, { method: 'POST' })).rejects.toBeInstanceOf(Error);
+    expect(peer.streams).toBe(3); // the POST was sent once
+  });
+
+  it('a reset mid-body (INTERNAL_ERROR): request() rejects and stream()\'s body errors, with ERR_HTTP2_STREAM_ERROR and its rstCode, sent once each', async () => {
+    const code = http2.constants.NGHTTP2_INTERNAL_ERROR;
+    await using peer = await http2Peer({
+      handler: (stream) => {
+        stream.on('error', () => {});
+        stream.respond({ ':status': 200 });
+        // destroy(err) resets at once; close(code) would end the response cleanly first.
+        stream.write('part;', () => setTimeout(() => stream.destroy(new Error('the handler failed')), 10));
+      },
+    });
+    const c = client();
+    const failure = await c.request(`${peer.origin}/`).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(failure).toMatchObject({ code: 'ERR_HTTP2_STREAM_ERROR', rstCode: code }); // rstCode was missing
+    const res = await c.stream(`${peer.origin}/`);
+    const { text, error } = await drain(res.body);
+    expect(text).toBe('part;');
+    expect(error).toMatchObject({ code: 'ERR_HTTP2_STREAM_ERROR', rstCode: code });
+    expect(peer.streams).toBe(2); // a reset is the server's answer: never sent again
+  });
+
+  it('a reset before any response carries its rstCode too (REFUSED_STREAM, INTERNAL_ERROR)', async () => {
+    const C = http2.constants;
+    await using peer = await http2Peer({
+      handler: (stream, headers) => {
+        stream.on('error', () => {});
+        stream.close(headers[':path'] === '/refused' ? C.NGHTTP2_REFUSED_STREAM : C.NGHTTP2_INTERNAL_ERROR);
+      },
+    });
+    const c = client();
+    for (const [path, code] of [
+      ['/refused', C.NGHTTP2_REFUSED_STREAM],
+      ['/internal', C.NGHTTP2_INTERNAL_ERROR],
+    ] as const) {
+      const failure = await c.request(`${peer.origin}${path}`, { method: 'POST' }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(failure).toMatchObject({ code: 'ERR_HTTP2_STREAM_ERROR', rstCode: code });
+    }
+  });
+});
