@@ -408,12 +408,14 @@ export class GuardedCall implements GrpcCall {
     reportTurnsTo({
       metadata: (call, turn, metadata) => {
         turn.answered = true;
+        turn.trip?.commit(); // the pool never sends it again, whatever ends the ride
         if (!turn.active) return;
         call.#sent.commit(); // the server answered: committed to this channel
         call.#listener!.onReceiveMetadata(metadata);
       },
       message: (call, turn, message) => {
         turn.answered = true;
+        turn.trip?.commit();
         if (!turn.active) return;
         call.#sent.commit(); // the server answered: committed to this channel
         call.#readPending = false;
@@ -447,10 +449,13 @@ export class GuardedCall implements GrpcCall {
       }
       return;
     }
-    if (fromServer) {
+    if (fromServer || (turn.active && !this.#sent.resendable)) {
       // The ride's transport did its job: the attempt fails with the status, and only a retry
       // of an idempotent method may send it again, when the server relayed a transport
-      // failure of its own (`rpc error: EOF`; see classify).
+      // failure of its own (`rpc error: EOF`; see classify). A call committed to this channel
+      // (the server answered, or more was sent than kept) that failed with it ends with the
+      // status grpc-js gave ("Connection dropped"), as it would alone: going back could not
+      // resend it, and only cost a dial whose error would then be reported in its place.
       this.#rideStatus = status;
       turn.settle(true);
       return;

@@ -17,7 +17,7 @@ import { ManualClock, flushMicrotasks } from '../../../src/testing/manual-clock.
 import { TcpPeer, refusing } from '../../../src/testing/tcp-peers.js';
 import { eventually } from '../../helpers/eventually.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
-import { EchoClient, call, countingRelay, echoServer, failure } from './helpers.js';
+import { EchoClient, call, countingRelay, echoServer, echoService, failure } from './helpers.js';
 
 const CONNECT_TIMEOUT = 300;
 const cleanup = leakCheckEach();
@@ -183,6 +183,34 @@ describe('grpc guard: a server that dies (seed 003, S5)', () => {
     for (const err of reasons(queued.results)) expect(err.cause).toBeInstanceOf(ConnectTimeoutError);
     expect(breaker.stats().failed - failedBefore).toBe(1);
     expect(relay.attempts).toBe(1);
+  });
+
+  it('an idempotent call whose server sent its headers, then died: fails at once, UNAVAILABLE on a dead connection, no dial for it (it could never be resent)', async () => {
+    // A server that answers with headers, then holds the call (until its connection dies).
+    const server = new grpc.Server();
+    let runs = 0;
+    const answering = { Echo: (c: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => cb(null, c.request) } as Record<string, grpc.UntypedHandleCall>;
+    answering.Hold = (c: grpc.ServerUnaryCall<Buffer, Buffer>) => {
+      runs++;
+      c.sendMetadata(new grpc.Metadata());
+    };
+    for (const name of ['Fail', 'Count', 'Chat']) answering[name] = () => {};
+    server.addService(echoService, answering);
+    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+    cleanup.push(() => new Promise<void>((resolve) => server.tryShutdown(() => resolve())));
+    const relay = await countingRelay({ host: '127.0.0.1', port });
+    cleanup.push(() => relay.close());
+    const { client } = setup(relay.address, { idempotent: () => true });
+    await call(client, 'Echo');
+    let headers = 0;
+    const answered = failure(call(client, 'Hold', 'x', { onCall: (c) => c.on('metadata', () => void headers++) }));
+    await eventually(() => headers, (n) => n === 1);
+    await relay.kill(); // its connection reset, its port closed
+    const err = await answered;
+    expect(err.code).toBe(grpc.status.UNAVAILABLE);
+    expect(classify(err)).toMatchObject({ kind: 'connection', notSent: false }); // was a dial's ECONNREFUSED: kind 'dial', notSent true
+    expect(relay.attempts).toBe(1); // was 2: a redial for a call committed to the dead channel
+    expect(runs).toBe(1);
   });
 
   it('restarted: after the open window one probe gets through and traffic resumes on one new connection', async () => {
