@@ -100,5 +100,8 @@ export function finalFailure(err: unknown, last: unknown): unknown {
 /** Milliseconds until a grpc `deadline` (wall-clock Date or ms; Infinity for none). */
 export function remaining(deadline: grpc.Deadline): number {
   const at = deadline instanceof Date ? deadline.getTime() : deadline;
-  return at === Infinity ? Infinity : at - Date.now();
+  if (at === Infinity) return Infinity;
+  const left = at - Date.now();
+  // NaN (an Invalid Date, arithmetic on undefined): already passed, as grpc-js reads it.
+  return Number.isNaN(left) ? 0 : left;
 }

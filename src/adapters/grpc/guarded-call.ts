@@ -167,7 +167,9 @@ export class GuardedCall implements GrpcCall {
     }
     this.#spec.calls++;
     const deadline = this.#deadline;
-    if ((deadline instanceof Date ? deadline.getTime() : deadline) <= now) {
+    // Not after now, or NaN (an Invalid Date): expired, as grpc-js reads it. Unchecked, NaN ran
+    // the call with no deadline timer, and grpc-js threw it uncaught when the call started.
+    if (!((deadline instanceof Date ? deadline.getTime() : deadline) > now)) {
       process.nextTick(() => this.#expire());
       return;
     }

@@ -139,6 +139,28 @@ describe('grpc guard: a target that cannot be reached', () => {
     expect(classify(err)).toMatchObject({ kind: 'timeout', transient: false });
   });
 
+  it('a NaN deadline or an Invalid Date is already passed, as grpc-js reads it: cold or warm, the call fails at once; waitForReady calls back', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const { client } = setup(server.address);
+    for (const deadline of [Number.NaN, new Date(Number.NaN)]) {
+      // Cold (no channel yet; was: grpc-js's "Deadline is too far in the future" thrown uncaught), then warm.
+      for (const round of ['cold', 'warm']) {
+        const t0 = performance.now();
+        const err = await failure(call(client, 'Echo', 'x', { deadline }));
+        expect(err.code, `${String(deadline)} ${round}`).toBe(grpc.status.DEADLINE_EXCEEDED);
+        expect(performance.now() - t0).toBeLessThan(1_000);
+        await call(client, 'Echo');
+      }
+    }
+    const idle = setup('127.0.0.1:1'); // never ready
+    const t0 = performance.now();
+    const waited = await new Promise<Error | undefined>((resolve) => idle.client.waitForReady(Number.NaN, resolve)); // was: never called back
+    expect(waited).toBeInstanceOf(Error);
+    expect(performance.now() - t0).toBeLessThan(1_000);
+    expect(server.calls.Echo).toBe(4);
+  });
+
   it('three calls cancelled while connecting to a healthy server count against nothing', async () => {
     const server = await echoServer();
     cleanup.push(() => server.close());
