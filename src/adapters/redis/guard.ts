@@ -36,6 +36,7 @@ import { type PeerCertificate, checkServerIdentity as tlsCheck } from 'node:tls'
 import { ConnectTimeoutError, HostUnavailableError } from '../../core/errors.js';
 import { checkDuration, checkFunction, opt, show } from '../../core/validate.js';
 import { sharedBreaker } from '../../guard/dial.js';
+import { dialFailureOutcome } from '../../guard/dial-outcome.js';
 import { type DialPermit, HostBreaker } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { ioredisCluster, nodeRedisCluster } from './cluster.js';
@@ -324,14 +325,23 @@ export class RedisGuard {
     if (state.rounds) this.#rounds.released(state.key, state);
   }
 
-  /** The dial in flight ended without 'ready': failed, unless the server answered. */
+  /**
+   * The dial in flight ended without 'ready': failed, unless the server answered (a reply, a
+   * certificate it presented, an alert it sent) or the failure was this client's own (its TLS
+   * configuration refused before the node said anything, this process out of sockets): one
+   * client's wrong CA must never get the node refused for every client (DESIGN rule 1).
+   */
   #settle(state: ClientState, cause: unknown): void {
     const permit = state.permit;
     state.permit = undefined;
     if (permit === undefined) return;
-    if (serverReplied(cause)) {
+    const outcome = serverReplied(cause) ? 'succeeded' : dialFailureOutcome(cause);
+    if (outcome === 'succeeded') {
       permit.succeeded();
       if (state.rounds) this.#rounds.succeeded(state.key);
+    } else if (outcome === 'abandoned') {
+      permit.abandoned();
+      if (state.rounds) this.#rounds.released(state.key, state);
     } else {
       (permit.failed as (error?: unknown) => void)(cause);
       if (state.rounds) this.#rounds.failed(state.key, state, cause, state.dialAt, this.#policy);
