@@ -10,11 +10,15 @@
  * (a healthy pool opens its connections at full speed); its first failed dial makes it unproven
  * again.
  *
+ * A scout that failed for a reason that says nothing of the host (a certificate the host presented,
+ * its own TLS options, which requests to one host:port need not share) holds nobody: they dial.
+ *
  * The breaker sees one outcome per round: the scout's. The held dials never ask it, so they
  * neither spend a half-open probe nor count as failures of their own.
  *
  * @module
  */
+import { dialFailureOutcome } from '../../guard/dial-outcome.js';
 
 /** Most hosts remembered as proven; past it the oldest is forgotten (it just gets scouted again). */
 const PROVEN_CAPACITY = 4096;
@@ -39,7 +43,18 @@ export class DialScout {
   run<T>(key: string, dial: () => Promise<T>): Promise<T> {
     if (this.#proven.has(key)) return this.#watch(key, dial());
     const scout = this.#scouting.get(key);
-    if (scout !== undefined) return scout.then(() => this.#watch(key, dial()));
+    if (scout !== undefined) {
+      return scout.then(
+        () => this.#watch(key, dial()),
+        (err: unknown) => {
+          // Only the host's own failure is shared. A certificate it presented proves it alive, and
+          // a failure of the scout's own (its TLS options, which may not be this dial's) says
+          // nothing of it: this dial goes on its own.
+          if (dialFailureOutcome(err) === 'failed') throw err;
+          return this.#watch(key, dial());
+        },
+      );
+    }
     const attempt = this.#watch(key, dial());
     const outcome = attempt.then(
       () => undefined,

@@ -287,6 +287,17 @@ describe('GuardedHttpAgent: restarts, and requests that leave while their dial i
     expect(await get(server.origin, trusting)).toBe('ok');
   });
 
+  it('two concurrent requests to one host with their own TLS options: the one that trusts the certificate is served, whatever the other\'s scout met (as Node\'s agent)', async () => {
+    const server = await countingServer({ tls: true });
+    cleanups.push(() => server.close());
+    // No `ca` key at all on the agent: Node lays the agent's options over each request's.
+    const agent = plain(new GuardedHttpsAgent({ connectTimeout: 1_000, breaker: new HostBreaker(), keepAlive: true }));
+    const [untrusting, trusting] = await Promise.allSettled([get(server.origin, agent), get(server.origin, agent, { ca: TEST_CERT } as https.RequestOptions)]);
+    expect(untrusting.status).toBe('rejected');
+    expect(trusting).toEqual({ status: 'fulfilled', value: 'ok' }); // was: the other's DEPTH_ZERO_SELF_SIGNED_CERT, never dialled
+    expect(server.connections).toBe(2);
+  });
+
   it('IPv6 loopback: served through the guard, a refused [::1] port refused by the breaker after one dial', async () => {
     const server = http.createServer((_req, res) => res.end('ok6'));
     await new Promise<void>((resolve) => server.listen(0, '::1', () => resolve()));

@@ -97,6 +97,29 @@ describe('DialScout', () => {
     expect(scout.proven('h:1')).toBe(false);
   });
 
+  it('a scout that failed for a reason that says nothing of the host (a certificate it presented, its own TLS options) holds nobody: the others dial', async () => {
+    for (const code of ['DEPTH_ZERO_SELF_SIGNED_CERT', 'ERR_TLS_CERT_ALTNAME_INVALID', 'ERR_SSL_NO_SUPPORTED_VERSIONS', 'EMFILE']) {
+      const scout = new DialScout();
+      let started = 0;
+      const failing = Object.assign(new Error(code), { code });
+      let fail!: (err: Error) => void;
+      const first = scout.run('h:1', () => {
+        started++;
+        return new Promise<string>((_, reject) => (fail = reject));
+      });
+      const others = Array.from({ length: 3 }, () =>
+        scout.run('h:1', () => {
+          started++;
+          return Promise.resolve('own socket');
+        }),
+      );
+      fail(failing);
+      await expect(first).rejects.toBe(failing);
+      expect(await Promise.all(others), code).toEqual(Array(3).fill('own socket'));
+      expect(started).toBe(4);
+    }
+  });
+
   it('once the scout connects, the others dial at once, in parallel; a proven host is never held', async () => {
     const scout = new DialScout();
     const d = dials();
