@@ -87,11 +87,19 @@ const DIALS = Symbol('dialguard.agent.dials');
 /** A GuardedAgent's dials at its end: abandoned SETTLE_TIMEOUT after close() began, or at destroy(). */
 class DialsClosing {
   #timer: ReturnType<Clock['setTimeout']> | undefined;
+  /**
+   * Aborted as close() or destroy() begins (undici's ClientClosedError, ClientDestroyedError):
+   * calls waiting out a backoff end then. Kept here, not in a private field: undici's compose()
+   * wraps the agent in a Proxy, through which private fields cannot be reached.
+   */
+  readonly shutdown = new AbortController();
 
   constructor(
     readonly controller: AbortController,
     readonly clock: Clock,
-  ) {}
+  ) {
+    setMaxListeners(0, this.shutdown.signal); // one listener per call in retry
+  }
 
   /** close() began (again, maybe): arms the bound once; returns `callback`, which also disarms it. */
   closing(callback: (...args: unknown[]) => void): (...args: unknown[]) => void {
@@ -103,6 +111,10 @@ class DialsClosing {
   }
 
   /** Abandons every dial in flight, and every later one (each rejects with PoolClosedError). */
+  shutDown(reason: Error): void {
+    if (!this.shutdown.signal.aborted) this.shutdown.abort(reason);
+  }
+
   abandon(): void {
     this.#disarm();
     if (!this.controller.signal.aborted) this.controller.abort(new PoolClosedError('agent'));
@@ -148,6 +160,7 @@ export class GuardedAgent extends Agent {
     this.#settings = retrySettings({ ...options, breaker });
     // The Agent is made with undici's default timeouts (its own are refused above).
     this.#settings.dispatcherTimeouts = { headers: UNDICI_TIMEOUT, body: UNDICI_TIMEOUT };
+    this.#settings.shutdown = this[DIALS].shutdown.signal;
     // Each attempt enters undici's own Agent dispatch (its checks, its pools).
     const base = Agent.prototype.dispatch;
     this.#inner = (opts, handler) => base.call(this, opts, handler);
@@ -166,6 +179,7 @@ export class GuardedAgent extends Agent {
   override close(callback?: () => void): Promise<void> | void {
     // undici's promise form calls close(callback), which lands here; a non-function is undici's to refuse.
     if (typeof callback !== 'function') return callback === undefined ? super.close() : super.close(callback);
+    this[DIALS].shutDown(new errors.ClientClosedError());
     return super.close(this[DIALS].closing(callback));
   }
 
@@ -178,6 +192,7 @@ export class GuardedAgent extends Agent {
   override destroy(callback: () => void): void;
   override destroy(err: Error | null, callback: () => void): void;
   override destroy(...args: unknown[]): Promise<void> | void {
+    this[DIALS].shutDown(new errors.ClientDestroyedError());
     this[DIALS].abandon();
     return Reflect.apply(super.destroy, this, args) as Promise<void> | void;
   }

@@ -68,6 +68,11 @@ export class Attempt implements LegacyHandler {
     this.#done = done;
   }
 
+  /** Still under way: neither ended nor left. */
+  get running(): boolean {
+    return !this.#settled && this.#abandoned === undefined;
+  }
+
   /** The call left this attempt: stop it, and ignore whatever it reports from now on. */
   abandon(reason: Error): void {
     if (this.#settled || this.#abandoned !== undefined) return;

@@ -20,6 +20,8 @@
  *   while another attempt may still be made; its `Retry-After` lengthens the wait. When no retry
  *   comes, the caller gets that response as it came, never an error in its place.
  * - A one-shot body (a stream, fetch's body) that an attempt started reading is never sent again.
+ * - Once the GuardedAgent closes or is destroyed, nothing is retried: a call waiting out a
+ *   backoff ends at once, with the response it held back or its last attempt's error.
  *
  * Both sides speak undici's callback-per-event handler interface (see handlers.ts).
  *
@@ -73,7 +75,7 @@ export class GuardedCall implements AttemptOwner {
   #retrying = false;
   #reason: Error | undefined;
   #current: Attempt | undefined;
-  /** The last attempt's held response, until another attempt starts. */
+  /** The last held response, until a later attempt fails on its own or holds another. */
   #held: HeldResponse | undefined;
   #retryAfter = 0;
   #finished = false;
@@ -227,6 +229,7 @@ export class GuardedCall implements AttemptOwner {
 
   complete(trailers: RawHeaders | null): void {
     this.#finished = true;
+    if (this.#retrying) this.#s.shutdown?.removeEventListener('abort', this);
     const suspects = this.#s.suspects;
     if (suspects.size > 0) suspects.delete(this.#origin); // it answered: no longer suspect
     this.caller.onComplete?.(trailers);
@@ -259,6 +262,11 @@ export class GuardedCall implements AttemptOwner {
     const s = this.#s;
     if (this.#timer !== undefined) s.clock.clearTimeout(this.#timer); // retry() arms its own, from the same start
     this.#timer = undefined;
+    const shutdown = s.shutdown;
+    if (shutdown !== undefined) {
+      if (shutdown.aborted) this.#shutDown();
+      else shutdown.addEventListener('abort', this, { once: true });
+    }
     retry((a) => (a.number === 1 ? Promise.reject(first) : this.#attempt(a)), {
       start: this.#started,
       cancel: (cancel) => {
@@ -295,7 +303,8 @@ export class GuardedCall implements AttemptOwner {
   // --- attempts under retry() ---
 
   #attempt(a: RetryAttempt): Promise<void> {
-    this.#held = undefined;
+    // The held response stays until this attempt fails on its own or holds another: a retry
+    // undici refuses (the agent closed meanwhile) leaves the caller that response.
     this.#retryAfter = 0;
     const refusal = this.#refusal();
     if (refusal !== undefined) return Promise.reject(refusal);
@@ -306,7 +315,10 @@ export class GuardedCall implements AttemptOwner {
   #run(number: number, deadline: number, done: (err: unknown) => void): boolean {
     const attempt = new Attempt(this, number, deadline, (err) => {
       if (err instanceof HeldResponse) this.#held = err;
-      else if (err !== undefined && !isRefusal(err)) this.#lastFailure = err;
+      else if (err !== undefined && !isRefusal(err)) {
+        this.#held = undefined;
+        this.#lastFailure = err;
+      }
       done(err);
     });
     this.#current = attempt;
@@ -339,8 +351,9 @@ export class GuardedCall implements AttemptOwner {
   }
 
   #retryable(...[err, classification, attempt]: Parameters<RetryPredicate>): ReturnType<RetryPredicate> {
-    // Never again once the caller has the response, or once a one-shot body has been read.
-    if (this.#current?.forwarded === true || this.#body.consumed || this.#reason !== undefined) return false;
+    // Never again once the caller has the response, once a one-shot body has been read, or once
+    // the agent underneath is closing (undici would refuse the retry).
+    if (this.#current?.forwarded === true || this.#body.consumed || this.#reason !== undefined || this.#s.shutdown?.aborted === true) return false;
     if (err instanceof HeldResponse) return true; // decided when it was held
     return this.#s.retryable?.(err, classification, attempt);
   }
@@ -370,10 +383,26 @@ export class GuardedCall implements AttemptOwner {
     }
   }
 
+  /** The agent underneath began to close (`shutdown` aborted): see {@link GuardedCall.#shutDown}. */
+  handleEvent(): void {
+    this.#shutDown();
+  }
+
+  /**
+   * The agent is closing while the call retries. Waiting out a backoff, the call ends now, as if
+   * retries had run out (the response held back, else the last failure); an attempt under way
+   * runs on (undici's close() lets it finish, its destroy() fails it), and no retry follows it.
+   */
+  #shutDown(): void {
+    if (this.#finished || this.#current?.running === true) return;
+    this.#cancel?.(this.#s.shutdown!.reason);
+  }
+
   /** retry() gave up: the caller gets the held response, or the error. */
   #fail(err: unknown): void {
     if (this.#finished) return;
     this.#finished = true;
+    this.#s.shutdown?.removeEventListener('abort', this);
     this.#current?.abandon(asError(err));
     // A deadline that cut a run of failed dials still marks the origin: what failed was dialling.
     const kind = classify(err instanceof DeadlineExceededError && err.cause !== undefined ? err.cause : err).kind;

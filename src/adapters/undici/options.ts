@@ -110,6 +110,13 @@ export interface RetrySettings {
    */
   dispatcherTimeouts: { headers: number; body: number } | undefined;
   /**
+   * Aborted as the dispatcher underneath closes or is destroyed (the GuardedAgent's own, with
+   * undici's ClientClosedError or ClientDestroyedError): a call waiting out a backoff ends then,
+   * with the response it holds back or its last failure, rather than after the wait with a
+   * refused dispatch. Undefined (an interceptor over a dispatcher it cannot watch): never.
+   */
+  shutdown: AbortSignal | undefined;
+  /**
    * State, not an option: the origins whose last call failed to dial. Only their calls ask the
    * breaker before entering undici; a healthy origin costs no lookup.
    */
@@ -155,6 +162,7 @@ export function retrySettings(options: GuardedRetryOptions): RetrySettings {
     clock,
     random: checkFunction<() => number>('random', opt(options.random, Math.random)),
     dispatcherTimeouts: undefined,
+    shutdown: undefined,
     suspects: new Set(),
   };
 }
