@@ -53,6 +53,9 @@ interface Standing {
   listeners: Set<() => void>;
 }
 
+/** Lingering standings (see ChannelConnector.#lingering) that start a sweep, at the least. */
+const MIN_LINGER_SWEEP = 64;
+
 /** grpc's reconnect backoff defaults (grpc-js `backoff-timeout`): 1 s initial, 1.6 x, ±20 %, 120 s max. */
 const INITIAL_RECONNECT_BACKOFF = 1_000;
 const MAX_RECONNECT_BACKOFF = 120_000;
@@ -92,6 +95,15 @@ export class ChannelConnector implements Connector<PooledChannel> {
   readonly #specs: SpecTable;
   readonly #clock: Clock;
   readonly #standing = new Map<string, Standing>();
+  /**
+   * Unused standings kept only for a backoff still running. Nothing else looks at a target no
+   * client calls again, so these are forgotten in a sweep (when a new standing is made and there
+   * are enough of them): a process meeting many short-lived failing targets (pods come and go)
+   * would otherwise keep one per target for good.
+   */
+  readonly #lingering = new Set<string>();
+  /** How many lingering standings a new standing's arrival lets accumulate before a sweep. */
+  #lingerLimit = MIN_LINGER_SWEEP;
   readonly #dialing: AddressDialing | undefined;
   /** Each spec's name, when it is dialled per address (null: it is not). */
   readonly #names = new WeakMap<ChannelSpec, (NamedTarget & { readonly key: string }) | null>();
@@ -289,6 +301,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
   #standingOf(key: string): Standing {
     let s = this.#standing.get(key);
     if (s === undefined) {
+      if (this.#lingering.size >= this.#lingerLimit) this.#sweepLingering();
       s = { live: undefined, connecting: 0, failed: false, failures: 0, retryAt: 0, listeners: new Set() };
       this.#standing.set(key, s);
     }
@@ -296,9 +309,29 @@ export class ChannelConnector implements Connector<PooledChannel> {
   }
 
   #forgetIfUnused(key: string, s: Standing): void {
+    if (s.live !== undefined || s.connecting !== 0 || s.listeners.size !== 0 || this.#standing.get(key) !== s) return;
     // A backoff still running is kept: forgetting it would let the next asker dial at once.
-    const backingOff = s.retryAt > this.#clock.now();
-    if (s.live === undefined && s.connecting === 0 && s.listeners.size === 0 && !backingOff && this.#standing.get(key) === s) this.#standing.delete(key);
+    if (s.retryAt > this.#clock.now()) this.#lingering.add(key);
+    else this.#standing.delete(key);
+  }
+
+  /**
+   * Forgets the lingering standings whose backoff is over and that nobody took up again. The next
+   * sweep waits for twice as many as are left, so a sweep costs O(1) per standing made.
+   */
+  #sweepLingering(): void {
+    const keys = [...this.#lingering];
+    this.#lingering.clear();
+    for (const key of keys) {
+      const s = this.#standing.get(key);
+      if (s !== undefined) this.#forgetIfUnused(key, s);
+    }
+    this.#lingerLimit = Math.max(MIN_LINGER_SWEEP, 2 * this.#lingering.size);
+  }
+
+  /** @internal For tests: how many targets this connector keeps a standing for. */
+  get standings(): number {
+    return this.#standing.size;
   }
 
   #notify(s: Standing): void {
