@@ -10,6 +10,7 @@ import tls from 'node:tls';
 import { DEFAULT_ATTEMPT_DELAY, connectAddresses, refuseFromMemory, tlsForName } from './addresses.js';
 import { systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, dialWith, sharedBreaker } from './dial.js';
+import { localFailure } from './dial-outcome.js';
 import { hostKey } from './host-key.js';
 import { checkDuration, opt } from '../core/validate.js';
 
@@ -169,11 +170,17 @@ export function openSocket(
   }
   ctx.phase = byName ? 'lookup' : 'tcp';
   let socket: net.Socket;
-  if (tlsOptions !== undefined) {
-    if (byName) opts.servername ??= host; // SNI carries names only, never an IP address
-    socket = tls.connect(opts);
-  } else {
-    socket = net.connect(opts as net.TcpNetConnectOpts);
+  try {
+    if (tlsOptions !== undefined) {
+      if (byName) opts.servername ??= host; // SNI carries names only, never an IP address
+      socket = tls.connect(opts);
+    } else {
+      socket = net.connect(opts as net.TcpNetConnectOpts);
+    }
+  } catch (err) {
+    // Our own options refused before any I/O (a key or certificate that does not parse, a `pfx`
+    // that is not one): one client's setup must never count against the host.
+    return Promise.reject(localFailure(err));
   }
 
   return new Promise<net.Socket>((resolve, reject) => {
@@ -184,8 +191,9 @@ export function openSocket(
       ctx.signal.removeEventListener('abort', onAbort);
     };
     const fail = (err: unknown): void => {
-      // Bytes from the peer before the failure (a protocol answer to the handshake): it is alive.
-      if (socket.bytesRead > 0) ctx.answered = true;
+      // Bytes from the peer before the failure (a protocol answer to the handshake), or the
+      // certificate it presented (refused by our own check, `checkServerIdentity` say): alive.
+      if (socket.bytesRead > 0 || presentedCertificate(socket)) ctx.answered = true;
       cleanup();
       socket.destroy();
       reject(err);
@@ -207,7 +215,14 @@ export function openSocket(
         return;
       }
       ctx.phase = 'handshake';
-      options.handshake(socket, ctx).then(() => {
+      let shaking: Promise<unknown>;
+      try {
+        shaking = Promise.resolve(options.handshake(socket, ctx));
+      } catch (err) {
+        fail(err); // thrown at once: the dial fails with it now, never an uncaught exception
+        return;
+      }
+      shaking.then(() => {
         if (ctx.signal.aborted) return; // already failed by onAbort
         cleanup();
         resolve(socket);
@@ -218,6 +233,22 @@ export function openSocket(
     socket.on('error', onError);
     ctx.signal.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/**
+ * Whether `socket` is a TLS socket whose peer has presented a certificate: one our checks refused
+ * (`authorizationError` is set only once the peer's chain is in: a CA we do not trust, a name or
+ * a pin that does not match), or one it still holds.
+ */
+function presentedCertificate(socket: net.Socket): boolean {
+  if (!(socket instanceof tls.TLSSocket)) return false;
+  if ((socket.authorizationError as unknown) != null) return true;
+  try {
+    const cert = socket.getPeerCertificate();
+    return cert !== null && typeof cert === 'object' && Object.keys(cert).length > 0;
+  } catch {
+    return false;
+  }
 }
 
 /** `lookup`, reporting its answer (or error) by moving `ctx.phase` from 'lookup' to 'tcp'. */

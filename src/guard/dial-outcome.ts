@@ -14,6 +14,21 @@ export type DialFailureOutcome = 'failed' | 'succeeded' | 'abandoned';
 /** Failures of this process, not of the host: no file descriptors, ports or buffers left. */
 const LOCAL_CODES: ReadonlySet<string> = new Set(['EMFILE', 'ENFILE', 'EADDRNOTAVAIL', 'ENOBUFS']);
 
+/**
+ * Errors thrown before any I/O by this process's own setup (a TLS key that does not parse, a
+ * `pfx` that is not one, an `establish` that throws at once): see {@link localFailure}.
+ */
+const LOCAL_FAILURES = new WeakSet<object>();
+
+/**
+ * Marks `err` as this process's own failure, met before anything was sent: a dial that fails
+ * with it is abandoned, never counted against the host. Returns `err`.
+ */
+export function localFailure(err: unknown): unknown {
+  if (typeof err === 'object' && err !== null) LOCAL_FAILURES.add(err);
+  return err;
+}
+
 /** How deep the cause chain is searched for a code. */
 const MAX_DEPTH = 8;
 
@@ -43,13 +58,15 @@ function codeOf(err: unknown): string | undefined {
  *   sent, a non-TLS answer (`ERR_SSL_WRONG_VERSION_NUMBER`), or any failure after the peer sent
  *   at least one byte (`answered`).
  * - `abandoned`: nobody's failure against the host: this process ran out of something (EMFILE,
- *   ENFILE, EADDRNOTAVAIL, ENOBUFS), or the TLS layer refused our own configuration before the
- *   peer said anything (another `ERR_SSL_*` / `ERR_TLS_*`).
+ *   ENFILE, EADDRNOTAVAIL, ENOBUFS), the TLS layer refused our own configuration before the
+ *   peer said anything (another `ERR_SSL_*` / `ERR_TLS_*`), or the dial's own setup threw before
+ *   any I/O ({@link localFailure}).
  * - `failed`: the host did not answer (refused, reset, unreachable, timed out...).
  *
  * @param answered - whether the peer sent anything before the failure (see `DialContext.answered`).
  */
 export function dialFailureOutcome(err: unknown, answered = false): DialFailureOutcome {
+  if (typeof err === 'object' && err !== null && LOCAL_FAILURES.has(err)) return 'abandoned';
   const code = codeOf(err);
   if (code !== undefined) {
     if (LOCAL_CODES.has(code)) return 'abandoned';

@@ -14,7 +14,7 @@ import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '..
 import { EventHub } from '../core/events.js';
 import { checkDuration, opt } from '../core/validate.js';
 import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js';
-import { dialFailureOutcome } from './dial-outcome.js';
+import { dialFailureOutcome, localFailure } from './dial-outcome.js';
 import { type DialPermit, HostBreaker } from './host-breaker.js';
 
 export { DEFAULT_CONNECT_TIMEOUT };
@@ -186,9 +186,11 @@ export function dialWith<C>(
 
     let attempt: Promise<C>;
     try {
-      attempt = establish(ctx);
+      // A value that is not a promise is taken as the connection, as `await` would.
+      attempt = Promise.resolve(establish(ctx));
     } catch (err) {
-      attempt = Promise.reject(err);
+      // Thrown before any I/O could start: this process's failure, not the host's.
+      attempt = Promise.reject(localFailure(err));
     }
     attempt.then(
       (connection) => {

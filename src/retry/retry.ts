@@ -263,8 +263,9 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
       events.emit('scheduled', { attempt: attempts + 1, delay, code: c.code, kind: c.kind });
       try {
         await sleep(clock, delay, signal());
-      } catch {
-        return interrupted();
+      } catch (err) {
+        // Woken by a halt, or the clock's own setTimeout threw: the call ends with that error.
+        return stop === undefined ? fail(err) : interrupted();
       }
     }
   }

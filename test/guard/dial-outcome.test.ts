@@ -110,6 +110,30 @@ describe('connect: a client’s TLS mistake is not the host’s failure', () => 
     }
   });
 
+  it('a client key or pfx that does not parse, and a pinning checkServerIdentity that refuses, never count either; a correct client is served', async () => {
+    const peer = await listen(tls.createServer({ key: TEST_KEY, cert: TEST_CERT }, (s) => s.end()));
+    const breaker = strictBreaker();
+    const target = { host: '127.0.0.1', port: peer.port };
+    const pinned = (): Error => new Error('certificate fingerprint does not match the pin');
+    try {
+      for (let i = 0; i < 4; i++) {
+        // Thrown by tls.connect before any I/O (a path where the PEM should be; garbage for a pfx).
+        const key = await connect(target, { breaker, tls: { ca: TEST_CERT, key: '/etc/ssl/client.key', cert: '/etc/ssl/client.pem' } }).catch((e: unknown) => e);
+        expect(key).toMatchObject({ code: expect.stringMatching(/^ERR_OSSL_/) });
+        const pfx = await connect(target, { breaker, tls: { ca: TEST_CERT, pfx: Buffer.from('not a pfx') } }).catch((e: unknown) => e);
+        expect(pfx).toBeInstanceOf(Error);
+        // Refused by the client's own check, after the host presented its certificate.
+        const pin = await connect(target, { breaker, tls: { ca: TEST_CERT, checkServerIdentity: pinned } }).catch((e: unknown) => e);
+        expect(pin).toMatchObject({ message: 'certificate fingerprint does not match the pin' });
+      }
+      expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 }); // was: opened at the third of each
+      const socket = await connect(target, { breaker, tls: { ca: TEST_CERT } });
+      socket.destroy();
+    } finally {
+      await peer.close();
+    }
+  });
+
   it('through GuardedAgents: a wrong-CA agent never gets a correctly configured agent refused', async () => {
     const peer = await listen(https.createServer({ key: TEST_KEY, cert: TEST_CERT }, (_req, res) => res.end('ok')));
     const breaker = strictBreaker();

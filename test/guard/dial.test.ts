@@ -101,20 +101,22 @@ describe('dial', () => {
     expect(breaker.stats().abandoned).toBe(1);
   });
 
-  it("counts establish's own error as a failed dial and passes it through", async () => {
+  it("counts establish's own error as a failed dial and passes it through; a synchronous throw (before any I/O) counts for nothing", async () => {
     const { clock, breaker } = setup();
     const boom = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
     await expect(dial(H, () => Promise.reject(boom), { clock, breaker })).rejects.toBe(boom);
+    const setupError = new TypeError('The "options.key" property must be a string');
     await expect(
       dial(
         H,
         () => {
-          throw boom; // a synchronous throw is a failed dial too
+          throw setupError; // this process's own setup: nothing reached the host
         },
         { clock, breaker },
       ),
-    ).rejects.toBe(boom);
-    expect(breaker.state(H)?.failures).toBe(2);
+    ).rejects.toBe(setupError);
+    expect(breaker.state(H)?.failures).toBe(1);
+    expect(breaker.stats().abandoned).toBe(1);
   });
 
   it('a refused host never reaches establish: no I/O at all', async () => {

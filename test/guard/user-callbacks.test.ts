@@ -13,6 +13,7 @@ import net from 'node:net';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError } from '../../src/core/errors.js';
+import { connect } from '../../src/guard/connect.js';
 import { type DialContext, dial } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { subscribe } from '../../src/observe/channels.js';
@@ -21,7 +22,7 @@ import { onRetryEvent, retry } from '../../src/retry/retry.js';
 import { httpPeer } from '../../src/testing/http-peer.js';
 import { http2Peer } from '../../src/testing/http2-peer.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
-import { TcpPeer } from '../../src/testing/tcp-peers.js';
+import { TcpPeer, acceptAndHold } from '../../src/testing/tcp-peers.js';
 
 interface Seen {
   uncaught: unknown[];
@@ -195,6 +196,61 @@ describe('a throwing user callback leaves the process alive and the operation co
     expect(attempts).toBe(0);
     expect(seen.unhandled).toEqual([]);
     expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+  });
+
+  it("retry: a clock whose setTimeout throws during a backoff ends the call with that error (was: rejected with undefined)", async () => {
+    const clock = new ManualClock(0);
+    const failing = { now: () => clock.now(), setTimeout: boom, clearTimeout: () => {} };
+    let attempts = 0;
+    const results: unknown[] = [];
+    const seen = await watching(async () => {
+      const call = retry(
+        () => {
+          attempts++;
+          throw Object.assign(new Error('reset'), { code: 'ECONNRESET' });
+        },
+        { clock: failing, budget: null, idempotent: true, maxAttempts: 3, onResult: (r) => void results.push(r.error) },
+      );
+      await expect(call).rejects.toThrow('user callback down');
+    });
+    expect(attempts).toBe(1);
+    expect(results).toHaveLength(1);
+    expect(results[0]).toBeInstanceOf(Error);
+    expect(seen.unhandled).toEqual([]);
+  });
+
+  it('dial: an establish that returns a connection, not a promise, resolves with it and arms nothing after (was: a TypeError, then a timeout against the host)', async () => {
+    const clock = new ManualClock(0);
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, clock });
+    const connection = { id: 1 };
+    const seen = await watching(async () => {
+      await expect(dial('127.0.0.1:1', () => connection as unknown as Promise<typeof connection>, { breaker, clock, timeout: 1_000 })).resolves.toBe(connection);
+    });
+    expect(clock.pending).toBe(0);
+    clock.advance(2_000);
+    expect(breaker.state('127.0.0.1:1')?.state).toBe('closed');
+    expect(seen.uncaught).toEqual([]);
+  });
+
+  it('dial: an establish that throws at once fails the dial with its error, and counts nothing against the host (no I/O was made)', async () => {
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0 });
+    for (let i = 0; i < 3; i++) await expect(dial('127.0.0.1:1', boom, { breaker })).rejects.toThrow('user callback down');
+    expect(breaker.state('127.0.0.1:1')?.state ?? 'closed').toBe('closed');
+    expect(breaker.stats()).toMatchObject({ failed: 0, refused: 0 });
+  });
+
+  it("connect: a handshake that throws at once (or returns no promise) fails the dial then, never an uncaught exception", async () => {
+    const peer = await acceptAndHold();
+    const breaker = new HostBreaker();
+    const seen = await watching(async () => {
+      const t0 = performance.now();
+      await expect(connect({ host: '127.0.0.1', port: peer.port }, { breaker, timeout: 2_000, handshake: boom })).rejects.toThrow('user callback down');
+      expect(performance.now() - t0).toBeLessThan(1_000); // was: the whole connect timeout
+      const socket = await connect({ host: '127.0.0.1', port: peer.port }, { breaker, timeout: 2_000, handshake: (() => undefined) as never });
+      socket.destroy();
+    });
+    await peer.close();
+    expect(seen.uncaught).toEqual([]);
   });
 
   it('testing peers: an httpPeer, http2Peer or TcpPeer behaviour that throws answers 500 / resets, with a warning', { timeout: 5_000 }, async () => {
