@@ -158,8 +158,11 @@ export class GuardedAgent extends Agent {
     this.breaker = breaker;
     this[DIALS] = new DialsClosing(closing, opt(options.clock, systemClock));
     this.#settings = retrySettings({ ...options, breaker });
-    // The Agent is made with undici's default timeouts (its own are refused above).
+    // The Agent is made with undici's default timeouts (its own are refused above); this agent's
+    // own options are each request's default, set per attempt when they differ.
     this.#settings.dispatcherTimeouts = { headers: UNDICI_TIMEOUT, body: UNDICI_TIMEOUT };
+    this.#settings.headersTimeout ??= UNDICI_TIMEOUT;
+    this.#settings.bodyTimeout ??= UNDICI_TIMEOUT;
     this.#settings.shutdown = this[DIALS].shutdown.signal;
     // Each attempt enters undici's own Agent dispatch (its checks, its pools).
     const base = Agent.prototype.dispatch;

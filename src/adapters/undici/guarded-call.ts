@@ -45,11 +45,14 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE'])
 /** Most origins remembered as suspect per agent; past it the memory starts over. */
 const MAX_SUSPECTS = 1024;
 
-/** An attempt's timeout: `cap` (0 = none) lowered to `remaining` when the call has a deadline. */
-function cut(cap: number, remaining: number): number {
-  if (remaining === Infinity) return cap;
+/**
+ * An attempt's timeout: `base` (0 = none; undefined = the dispatcher's own, not known here)
+ * lowered to `remaining` when the call has a deadline. Undefined: leave it to the dispatcher.
+ */
+function cut(base: number | undefined, remaining: number): number | undefined {
+  if (remaining === Infinity) return base;
   const left = Math.max(1, Math.ceil(remaining));
-  return cap === 0 ? left : Math.min(cap, left);
+  return base === undefined || base === 0 ? left : Math.min(base, left);
 }
 
 /** One request, retried underneath its caller's handler. */
@@ -61,11 +64,12 @@ export class GuardedCall implements AttemptOwner {
   readonly #body: RequestBody;
   /** Read from the options only when needed: each read of a field the caller did not set costs (see the constructor). */
   #idempotentMemo: boolean | undefined;
-  readonly #headersTimeout: number;
-  readonly #bodyTimeout: number;
-  /** The request's own timeouts as given (read once: see the constructor). */
-  readonly #ownHeadersTimeout: number | null | undefined;
-  readonly #ownBodyTimeout: number | null | undefined;
+  /** Each attempt's timeouts before the deadline's cut: the request's own, else the agent's. */
+  readonly #headersTimeout: number | undefined;
+  readonly #bodyTimeout: number | undefined;
+  /** The request's own timeouts, when it gives valid ones (read once: see the constructor). */
+  readonly #ownHeadersTimeout: number | undefined;
+  readonly #ownBodyTimeout: number | undefined;
   #started = 0;
   #deadline = Infinity;
   /** The deadline timer of the first attempt (retry() keeps its own once it takes over). */
@@ -101,10 +105,12 @@ export class GuardedCall implements AttemptOwner {
     // decision needs them.
     // A field that is absent is asked for with `in` first: reading it costs ~0.1 µs, `in` a tenth.
     this.#body = requestBody('body' in opts ? opts.body : undefined);
-    this.#ownHeadersTimeout = 'headersTimeout' in opts ? opts.headersTimeout : undefined;
-    this.#ownBodyTimeout = 'bodyTimeout' in opts ? opts.bodyTimeout : undefined;
-    this.#headersTimeout = lowest(s.headersTimeout, this.#ownHeadersTimeout);
-    this.#bodyTimeout = lowest(s.bodyTimeout, this.#ownBodyTimeout);
+    // A request's own timeouts win (0: none), as undici's own: a long poll that asks for 10
+    // minutes is not cut to the agent's 5 and sent again (seed 004). Only the deadline cuts them.
+    this.#ownHeadersTimeout = own('headersTimeout' in opts ? opts.headersTimeout : undefined);
+    this.#ownBodyTimeout = own('bodyTimeout' in opts ? opts.bodyTimeout : undefined);
+    this.#headersTimeout = this.#ownHeadersTimeout ?? s.headersTimeout;
+    this.#bodyTimeout = this.#ownBodyTimeout ?? s.bodyTimeout;
   }
 
   /** Whether the request may be repeated: its own `idempotent`, else by method (RFC 9110). */
@@ -332,15 +338,14 @@ export class GuardedCall implements AttemptOwner {
     // attempt's. Copied then set, not spread with extra keys: V8 builds `{ ...o, k: v }` on a
     // slow path (several µs per request, measured), a copy and three stores in well under one.
     if (
-      underneath === undefined ||
-      headersTimeout !== (this.#ownHeadersTimeout ?? underneath.headers) ||
-      bodyTimeout !== (this.#ownBodyTimeout ?? underneath.body) ||
+      (headersTimeout !== undefined && headersTimeout !== (this.#ownHeadersTimeout ?? underneath?.headers)) ||
+      (bodyTimeout !== undefined && bodyTimeout !== (this.#ownBodyTimeout ?? underneath?.body)) ||
       !this.#body.asGiven
     ) {
       opts = Object.assign({}, opts);
       opts.body = this.#body.forAttempt() as Dispatcher.DispatchOptions['body'];
-      opts.headersTimeout = headersTimeout;
-      opts.bodyTimeout = bodyTimeout;
+      if (headersTimeout !== undefined) opts.headersTimeout = headersTimeout;
+      if (bodyTimeout !== undefined) opts.bodyTimeout = bodyTimeout;
     }
     try {
       return this.#dispatch(opts, attempt as Dispatcher.DispatchHandler);
@@ -474,8 +479,10 @@ function asError(err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err));
 }
 
-/** The lower of a configured cap and a request's own timeout (0 = none). */
-function lowest(cap: number, own: number | null | undefined): number {
-  if (typeof own !== 'number' || !Number.isFinite(own) || own <= 0) return cap;
-  return cap === 0 ? own : Math.min(cap, own);
+/**
+ * A request's own timeout when it is one undici takes (a finite number >= 0; 0 = none), else
+ * undefined: the agent's applies, and undici still judges the value it was given.
+ */
+function own(value: number | null | undefined): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
 }

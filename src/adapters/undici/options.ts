@@ -55,12 +55,17 @@ export interface GuardedRetryOptions {
    */
   maxRetryAfter?: number;
   /**
-   * Cap on each attempt's wait for response headers, ms; 0 for none. Default 300 000 (undici's).
-   * Lower it to retry an idempotent call on a server that accepts and never answers.
+   * Each attempt's wait for response headers, ms, for a request that names none; 0 for none. A
+   * request's own `headersTimeout` wins, as with undici (a long poll may ask for more, or none).
+   * Either way it is cut to the call's remaining time. Default: the dispatcher's own (for a
+   * GuardedAgent, 300 000: undici's). Lower it to retry an idempotent call on a server that
+   * accepts and never answers.
    */
   headersTimeout?: number;
   /**
-   * Cap on each attempt's wait between two body chunks, ms; 0 for none. Default 300 000 (undici's).
+   * Each attempt's wait between two body chunks, ms, for a request that names none; 0 for none.
+   * A request's own `bodyTimeout` wins; cut to the call's remaining time. Default: the
+   * dispatcher's own (for a GuardedAgent, 300 000: undici's).
    */
   bodyTimeout?: number;
   /**
@@ -94,8 +99,9 @@ export interface RetrySettings {
   budget: RetryBudget | null;
   retryStatuses: ReadonlySet<number>;
   maxRetryAfter: number;
-  headersTimeout: number;
-  bodyTimeout: number;
+  /** undefined: the dispatcher's own (see `dispatcherTimeouts`). */
+  headersTimeout: number | undefined;
+  bodyTimeout: number | undefined;
   retryable: RetryPredicate | undefined;
   breaker: HostBreaker | null;
   classify: ClassifyOptions | undefined;
@@ -104,9 +110,9 @@ export interface RetrySettings {
   random: () => number;
   /**
    * The headers and body timeouts the dispatcher underneath applies to a request that names
-   * none, when known (the GuardedAgent's own Agent: undici's 300 s). An attempt whose timeouts
-   * would be those, with a body that needs no wrapping, is dispatched with the caller's own
-   * options object rather than a copy. Undefined: always copy.
+   * none, when known (the GuardedAgent's own Agent: its `headersTimeout`/`bodyTimeout`). An
+   * attempt whose timeouts would be those, with a body that needs no wrapping, is dispatched with
+   * the caller's own options object rather than a copy.
    */
   dispatcherTimeouts: { headers: number; body: number } | undefined;
   /**
@@ -153,8 +159,8 @@ export function retrySettings(options: GuardedRetryOptions): RetrySettings {
     budget,
     retryStatuses: new Set(statuses),
     maxRetryAfter: checkDuration('maxRetryAfter', opt(options.maxRetryAfter, 30_000), 0, true),
-    headersTimeout: checkDuration('headersTimeout', opt(options.headersTimeout, UNDICI_TIMEOUT)),
-    bodyTimeout: checkDuration('bodyTimeout', opt(options.bodyTimeout, UNDICI_TIMEOUT)),
+    headersTimeout: options.headersTimeout === undefined ? undefined : checkDuration('headersTimeout', options.headersTimeout),
+    bodyTimeout: options.bodyTimeout === undefined ? undefined : checkDuration('bodyTimeout', options.bodyTimeout),
     retryable: options.retryable === undefined ? undefined : checkFunction<RetryPredicate>('retryable', options.retryable),
     breaker,
     classify: options.classify,

@@ -179,6 +179,41 @@ describe('the call has one deadline; each attempt gets what is left of it', () =
     expect(server.requests).toBe(2);
   });
 
+  it("a request's own headersTimeout wins over the agent's (longer, or 0 for none), as with undici: a slow answer is waited for and sent once", async () => {
+    // undici's headers timer ticks every ~0.5 s: 500 ms fires within about 1 s, well before 1.8 s.
+    await using server = await httpServer((_req, res) => void setTimeout(() => res.end('late but fine'), 1_800));
+    const { agent } = guarded({ headersTimeout: 500, maxAttempts: 2 });
+    for (const headersTimeout of [5_000, 0]) {
+      const res = await request(`${server.origin}/`, { dispatcher: agent, headersTimeout });
+      expect(await res.body.text()).toBe('late but fine'); // was: UND_ERR_HEADERS_TIMEOUT after 3 attempts
+    }
+    expect(server.requests).toBe(2);
+    // Naming none, the agent's applies (and a GET is retried on it).
+    const { error } = await failure(request(`${server.origin}/`, { dispatcher: agent }));
+    expect(error).toMatchObject({ code: 'UND_ERR_HEADERS_TIMEOUT' });
+    expect(server.requests).toBe(4);
+  });
+
+  it("guardedRetry() with no timeouts of its own leaves the dispatcher's to it (was: 300 000 set on every attempt); a deadline still cuts them", async () => {
+    const seen: Array<number | undefined | null> = [];
+    const spy: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => {
+      seen.push(opts.headersTimeout);
+      return dispatch(opts, handler);
+    };
+    await using server = await httpServer(answer(200));
+    const plain = new Agent({ headersTimeout: 1_000 }).compose(spy, guardedRetry({ budget: null, breaker: null }));
+    await (await request(`${server.origin}/`, { dispatcher: plain })).body.text();
+    await (await request(`${server.origin}/`, { dispatcher: plain, headersTimeout: 0 })).body.text();
+    await plain.close();
+    const bounded = new Agent({ headersTimeout: 1_000 }).compose(spy, guardedRetry({ timeout: 5_000, budget: null, breaker: null }));
+    await (await request(`${server.origin}/`, { dispatcher: bounded })).body.text();
+    await bounded.close();
+    expect(seen[0]).toBeUndefined(); // the Agent's own 1 000 applies
+    expect(seen[1]).toBe(0);
+    expect(seen[2]).toBeGreaterThan(4_000); // what is left of the call's 5 s
+    expect(seen[2]).toBeLessThanOrEqual(5_000);
+  });
+
   it('with no time left for the wait, the call fails now instead of sleeping past its deadline', async () => {
     const peer = await refusing();
     const { agent } = guarded({ timeout: 300, backoff: () => 10_000 });
