@@ -8,6 +8,7 @@
 import http2 from 'node:http2';
 import type { Clock } from '../core/clock.js';
 import { h2Name } from '../core/classify-rules.js';
+import { TransportClosedError } from '../core/errors.js';
 import type { Lease } from '../pool/pooled-connection.js';
 import type { Http2RequestOptions, Http2Response, Http2StreamingResponse } from './client.js';
 import { goawayOf } from './session-connector.js';
@@ -106,6 +107,15 @@ export function exchange(
     // The pool ends the call itself when the session dies (destroying it ends the stream too);
     // a caller's abort or the call's deadline must also cancel the stream, so the peer stops.
     const onAbort = (): void => finish(signal!.reason);
+    /**
+     * A stream that closed without an error of its own: reset by the peer, or cut by its
+     * session's end (the session is destroyed then: the transport died under it, which lets an
+     * idempotent call go back, as the pool's release of a dead session would).
+     */
+    const closedError = (code: number, answered: boolean): Error => {
+      const reset = streamClosedError(code, answered);
+      return session.destroyed ? new TransportClosedError(url.origin, 'HTTP/2 session', { cause: reset }) : reset;
+    };
     if (signal?.aborted === true) return finish(signal.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
     stream.on('response', (h) => {
@@ -153,13 +163,13 @@ export function exchange(
       // node:http2 ends the readable side of a stream that closed abnormally too (reset, or its
       // session destroyed mid-body), with the close code already set: that body is cut short.
       const code = stream.rstCode;
-      if (code !== undefined && code !== http2.constants.NGHTTP2_NO_ERROR) return failed(streamClosedError(code, true));
+      if (code !== undefined && code !== http2.constants.NGHTTP2_NO_ERROR) return failed(closedError(code, true));
       if (streaming !== undefined) finish(undefined, response);
       else finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId, latency: clock.now() - started });
     });
     stream.on('error', failed);
     stream.on('close', () => {
-      if (!settled) failed(streamClosedError(stream.rstCode, responded));
+      if (!settled) failed(closedError(stream.rstCode, responded));
     });
     // end() rather than the endStream option: measured faster on Node 20 (A/B, same run), for
     // one empty DATA frame more on the wire.

@@ -52,6 +52,13 @@ export interface GoawayReceived {
 const goaways = new WeakMap<http2.ClientHttp2Session, GoawayReceived>();
 
 /**
+ * The socket each session was made on. Closing a session closes it too: after a GOAWAY on an
+ * idle session Node 20 can mark the session destroyed without ever closing its socket or
+ * emitting 'close', and a session closed then would leave the connection open.
+ */
+const sockets = new WeakMap<http2.ClientHttp2Session, net.Socket>();
+
+/**
  * @internal The GOAWAY `session` received, if any (recorded for its whole life, before anyone else
  * hears of it). A session that has one takes no new request, and a stream above `lastStreamID`
  * was provably not processed (RFC 9113 §6.8).
@@ -115,6 +122,7 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
   /** The HTTP/2 preface and SETTINGS exchange on a connected socket, watching `ctx.signal`. */
   #handshake(origin: string, socket: net.Socket, ctx: DialContext): Promise<http2.ClientHttp2Session> {
     const session = http2.connect(origin, { createConnection: () => socket, settings: this.#options.settings });
+    sockets.set(session, socket);
     // Errors reach the pool through watch(); this keeps one arriving after unwatch from crashing.
     session.on('error', noop);
     // Registered first, so it is known before any stream hears of the GOAWAY (node emits 'goaway'
@@ -154,9 +162,27 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
   }
 
   close(session: http2.ClientHttp2Session, reason: unknown): Promise<void> {
-    if (session.destroyed) return Promise.resolve();
+    const socket = sockets.get(session);
+    if (session.destroyed) {
+      socket?.destroy();
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
-      session.once('close', () => resolve());
+      let closed = false;
+      const done = (): void => {
+        if (closed) return;
+        closed = true;
+        socket?.destroy(); // its session is gone: never leave the connection behind it open
+        resolve();
+      };
+      session.once('close', done);
+      socket?.once('close', done);
+      // Node ends a closed session by ending its socket, then waits for the peer's end before
+      // 'close'. A peer draining after its GOAWAY may keep its side open for good: once our end
+      // is out and the session destroyed, nothing more will come over it.
+      socket?.once('finish', () => {
+        if (session.destroyed) done();
+      });
       // Retired sessions close only once drained, so both paths end at once: destroy when the
       // transport is dead (nothing to say goodbye to), close gracefully otherwise.
       if (reason instanceof Error) session.destroy();

@@ -514,8 +514,24 @@ export class ConnectionPool<C> {
    * call at once must find no connection, never board the dead one.
    */
   #gone(conn: PooledConnection<C>, cause: unknown): void {
-    const leases = conn.leases;
     this.#evict(conn);
+    if (conn.retired !== undefined && conn.goneReason === undefined && conn.leases > 0) {
+      // Retired first (the peer's GOAWAY): its transport ending is no surprise, and each ride's
+      // own failure says what the peer did with it (a stream the GOAWAY excluded was never
+      // processed, and may go again whatever its method). Those failures arrive in this same
+      // turn: they land first, and what still rides is released on the next.
+      if (!conn.goneSoon) {
+        conn.goneSoon = true;
+        setImmediate(() => this.#release(conn, cause));
+      }
+      return;
+    }
+    this.#release(conn, cause);
+  }
+
+  /** Releases every ride on `conn` (gone with `cause`) and closes it. */
+  #release(conn: PooledConnection<C>, cause: unknown): void {
+    const leases = conn.leases;
     if (conn.markGone(cause)) {
       this.#counts.gone++;
       this.#events.emit('gone', { target: conn.target, id: conn.id, leases });

@@ -107,6 +107,8 @@ export class PooledConnection<C> {
   retired: RetireReason | undefined;
   /** Set once: the transport is dead; every ride was released with it. */
   goneReason: ConnectionGoneError | undefined;
+  /** Found dead after it retired, with rides left: released on the next turn (see the pool's #gone). */
+  goneSoon = false;
   /** Set once the pool has asked the connector to close it. */
   closing: Promise<void> | undefined;
 

@@ -227,4 +227,28 @@ describe('ConnectionPool.ride', () => {
     expect(open.heard).toEqual([['resolved', 'again']]); // the one not committed went back
     expect(pool.stats().turns).toBe(1);
   });
+  it('a connection found dead after it retired (a GOAWAY): rides that fail on their own this turn keep their own failure; the rest are released on the next', async () => {
+    const { connector, pool } = await warm();
+    const excluded = outcomes();
+    const silent = outcomes();
+    const trips: Array<Trip<FakeConnection>> = [];
+    const turns: number[] = [];
+    pool.ride(T, (trip) => {
+      turns.push(trip.turn);
+      if (trip.turn === 1) trips.push(trip);
+      else trip.end(true, `sent again on #${trip.connection.n}`);
+    }, {}, excluded.resolve, excluded.reject); // not idempotent: only "not sent" may go back
+    pool.ride(T, () => undefined, {}, silent.resolve, silent.reject);
+    const watch = connector.opened[0]!.watch!;
+    watch.retire('goaway');
+    watch.gone(new Error('session closed'));
+    trips[0]!.end(false, new NotSentError('excluded by the GOAWAY')); // its own failure, this same turn
+    expect(silent.heard).toEqual([]); // not yet: its own failure may still come this turn
+    await flushMicrotasks(); // a turn
+    expect(turns).toEqual([1, 2]); // was [1]: released as ConnectionGoneError, a POST never sent again
+    expect(excluded.heard).toEqual([['resolved', 'sent again on #2']]);
+    expect(silent.heard).toHaveLength(1);
+    expect(silent.heard[0]![1]).toBeInstanceOf(ConnectionGoneError);
+    expect(pool.stats()).toMatchObject({ leases: 0, gone: 1 });
+  });
 });
