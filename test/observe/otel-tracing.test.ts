@@ -105,6 +105,27 @@ describe('traceSpans', () => {
     expect(attempt.events.map((e) => e.name)).toEqual(['dialguard.refused']);
   });
 
+  it('two subscriptions (two tracer providers) each get every span, each ended once', async () => {
+    const first = sdkTracer();
+    const firstProvider = provider!;
+    const second = sdkTracer();
+    const stopFirst = traceSpans({ tracer: first.tracer });
+    const stopSecond = traceSpans({ tracer: second.tracer });
+    try {
+      const breaker = new HostBreaker();
+      await retry(() => dial('db.test:5432', async () => 'conn', { breaker }), { budget: null });
+    } finally {
+      stopFirst();
+      stopSecond();
+    }
+    for (const { exporter } of [first, second]) {
+      const names = exporter.getFinishedSpans().map((s) => s.name).sort();
+      expect(names).toEqual(['dialguard.attempt', 'dialguard.call', 'dialguard.dial']); // was: all three in one, none in the other
+      for (const s of exporter.getFinishedSpans()) expect(s.ended).toBe(true);
+    }
+    await firstProvider.shutdown();
+  });
+
   it('costs nothing when nobody subscribes: no tracing channel has subscribers before traceSpans or after it stops', () => {
     const names = ['dialguard:call', 'dialguard:attempt', 'dialguard:dial'];
     const active = () => names.map((n) => diagnosticsChannel.tracingChannel(n).start.hasSubscribers || diagnosticsChannel.tracingChannel(n).asyncEnd.hasSubscribers);

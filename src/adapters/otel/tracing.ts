@@ -28,7 +28,6 @@ export interface TraceSpansOptions {
 }
 
 interface Traced {
-  span?: Span;
   error?: unknown;
   [key: string]: unknown;
 }
@@ -53,6 +52,9 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
     return span === undefined ? context.active() : trace.setSpan(context.active(), span);
   };
   const stops: Array<() => void> = [];
+  // This subscription's span for each traced message: its own, not a field of the message,
+  // which every other traceSpans() (another tracer provider) would overwrite.
+  const spans = new WeakMap<object, Span>();
 
   const hook = (
     channel: diagnosticsChannel.TracingChannel<object>,
@@ -62,7 +64,7 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
   ): void => {
     const startSpan = (message: Traced): Span => {
       const span = tracer.startSpan(typeof name === 'string' ? name : name(message), { attributes: begin(message) }, parent());
-      message.span = span;
+      spans.set(message, span);
       return span;
     };
     channel.start.bindStore(current, startSpan as (message: unknown) => Span);
@@ -73,8 +75,9 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
       error: () => {},
       asyncEnd: (message: unknown) => {
         const m = message as Traced;
-        const span = m.span;
+        const span = spans.get(m);
         if (span === undefined) return;
+        spans.delete(m);
         span.setAttributes(finish(m));
         if (m.error !== undefined) {
           const code = codeOf(m.error);
