@@ -34,6 +34,7 @@ import type tls from 'node:tls';
 import { type Clock, systemClock } from '../core/clock.js';
 import { ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { type DialContext, dialWith } from './dial.js';
+import { localFailure } from './dial-outcome.js';
 import type { HostBreaker } from './host-breaker.js';
 import { hostKey } from './host-key.js';
 
@@ -236,9 +237,13 @@ function resolve(lookup: net.LookupFunction, host: string, options: AddressDialO
     const onAbort = (): void => fail(ctx.signal.reason);
     ctx.signal.addEventListener('abort', onAbort, { once: true });
     const lookupOptions: dns.LookupAllOptions = { all: true, family: options.family ?? 0, ...(options.hints === undefined ? {} : { hints: options.hints }) };
+    // No address of the family (or kind) this caller asked for says nothing of the name: it is
+    // this caller's restriction, and must not get the name refused for callers without it.
+    const restricted = lookupOptions.family !== 0 || options.hints !== undefined;
+    const noAddress = (err: Error): Error => (restricted && (err as { code?: unknown }).code === 'ENOTFOUND' ? (localFailure(err) as Error) : err);
     (lookup as (h: string, o: dns.LookupAllOptions, cb: (err: Error | null, a: unknown, f?: number) => void) => void)(host, lookupOptions, (err, answer, family) => {
       ctx.signal.removeEventListener('abort', onAbort);
-      if (err) return fail(err);
+      if (err) return fail(noAddress(err));
       // A user lookup may ignore `all` and answer with one address.
       const list: ResolvedAddress[] = Array.isArray(answer)
         ? (answer as ResolvedAddress[])
@@ -246,7 +251,7 @@ function resolve(lookup: net.LookupFunction, host: string, options: AddressDialO
           ? [{ address: answer, family: family ?? net.isIP(answer) }]
           : [];
       const usable = list.filter((a) => typeof a?.address === 'string' && net.isIP(a.address) !== 0).slice(0, MAX_ADDRESSES);
-      if (usable.length === 0) return fail(Object.assign(new Error(`${host} resolved to no address`), { code: 'ENOTFOUND', hostname: host }));
+      if (usable.length === 0) return fail(noAddress(Object.assign(new Error(`${host} resolved to no address`), { code: 'ENOTFOUND', hostname: host })));
       done(interleave(usable));
     });
   });

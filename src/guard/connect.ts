@@ -169,6 +169,8 @@ export function openSocket(
     opts.lookup = phaseAfterLookup(opts.lookup ?? dns.lookup, ctx);
   }
   ctx.phase = byName ? 'lookup' : 'tcp';
+  const { family, hints } = opts as net.TcpNetConnectOpts;
+  const restricted = byName && ((family ?? 0) !== 0 || hints !== undefined);
   let socket: net.Socket;
   try {
     if (tlsOptions !== undefined) {
@@ -196,6 +198,8 @@ export function openSocket(
       if (socket.bytesRead > 0 || presentedCertificate(socket)) ctx.answered = true;
       cleanup();
       socket.destroy();
+      // No address of the family this caller restricted itself to: its own choice, not the name's.
+      if (restricted && (err as { code?: unknown } | null)?.code === 'ENOTFOUND') localFailure(err);
       reject(err);
     };
     const onError = (err: Error): void => fail(err);

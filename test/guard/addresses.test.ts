@@ -16,7 +16,7 @@ import { leakCheckEach } from '../helpers/leaks.js';
 import { breakerOnManualClock } from '../helpers/sockets.js';
 import { dialsPerKey, lookupTo } from '../helpers/per-address.js';
 
-leakCheckEach();
+const cleanup = leakCheckEach();
 
 const dials = dialsPerKey();
 
@@ -243,4 +243,28 @@ describe('connect: per-address guarding', () => {
   it('attemptDelay is checked, naming the option', async () => {
     await expect(connect({ host: 'svc.test', port: 80 }, { attemptDelay: -1 })).rejects.toThrow(/attemptDelay/);
   });
+});
+
+describe('connect: a caller restricted to one address family', () => {
+  /** A resolver for which `svc.test` has an IPv4 address only. */
+  const v4Only = ((_host: string, opts: { family?: number; all?: boolean }, cb: (...answer: unknown[]) => void) => {
+    if (opts.family === 6) return void process.nextTick(cb, Object.assign(new Error('getaddrinfo ENOTFOUND svc.test'), { code: 'ENOTFOUND', hostname: 'svc.test' }));
+    if (opts.all === true) return void process.nextTick(cb, null, [{ address: '127.0.0.1', family: 4 }]);
+    process.nextTick(cb, null, '127.0.0.1', 4);
+  }) as unknown as net.LookupFunction;
+
+  for (const perAddress of [true, false]) {
+    it(`an IPv6-only caller finding no AAAA never gets the name refused for the others (perAddress ${perAddress})`, async () => {
+      const peer = await echoPeer();
+      cleanup.push(() => peer.close());
+      const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+      const target = { host: 'svc.test', port: peer.port };
+      for (let i = 0; i < 3; i++) {
+        await expect(connect(target, { breaker, perAddress, socket: { family: 6, lookup: v4Only } })).rejects.toMatchObject({ code: 'ENOTFOUND' });
+      }
+      expect(breaker.stats()).toMatchObject({ failed: 0, refused: 0 }); // was: the name opened at the first
+      const socket = await connect(target, { breaker, perAddress, socket: { lookup: v4Only } });
+      socket.destroy();
+    });
+  }
 });
