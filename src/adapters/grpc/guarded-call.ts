@@ -34,7 +34,7 @@ import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import { retry } from '../../retry/retry.js';
 import { type CallRetry, clientMistake, finalFailure, pushbackOf, remaining, retryableStatus, worthRetrying } from './call-retry.js';
 import type { PooledChannel } from './channel-connector.js';
-import { SendLog } from './send-log.js';
+import { SendLog, type Sent } from './send-log.js';
 import { Turn, reportTurnsTo } from './turn.js';
 import { type GuardStatus, isStatusObject, statusFor } from './status.js';
 import type { ChannelSpec, SpecTable } from './target.js';
@@ -309,8 +309,8 @@ export class GuardedCall implements GrpcCall {
     }
     const sent = this.#sent.record(context, message);
     const turn = this.#turn;
-    if (turn?.active === true && !turn.ended) turn.call.sendMessageWithContext(sent.context, message);
-    else this.#sent.queue(sent);
+    if (turn?.active === true && !turn.ended && !turn.replaying) turn.call.sendMessageWithContext(sent.context, message);
+    else this.#sent.queue(sent); // no call yet, or behind a resend's replay
   }
 
   startRead(): void {
@@ -324,7 +324,7 @@ export class GuardedCall implements GrpcCall {
     if (this.#done || this.#halfClosed) return;
     this.#halfClosed = true;
     const turn = this.#turn;
-    if (turn?.active === true && !turn.ended) turn.call.halfClose();
+    if (turn?.active === true && !turn.ended && !turn.replaying) turn.call.halfClose(); // else after the replay
   }
 
   cancelWithStatus(code: grpc.status, details: string): void {
@@ -401,9 +401,45 @@ export class GuardedCall implements GrpcCall {
     // removes its own headers on it (encodings), so a resend may reuse it as it is.
     call.start(this.#metadata!, turn);
     const queued = this.#sent.take();
-    if (queued !== undefined) for (const sent of queued) call.sendMessageWithContext(sent.context, sent.message);
-    if (this.#halfClosed) call.halfClose();
+    if (queued !== undefined && queued.length > 1) {
+      // A resend of several messages: grpc-js takes one write at a time (the next after the
+      // last one's callback; until its inner call exists it holds a single pending message, and
+      // each write overwrote the one before: the server ran the call on the last message only).
+      turn.replaying = true;
+      this.#replay(turn, queued, 0);
+    } else {
+      if (queued !== undefined) call.sendMessageWithContext(queued[0]!.context, queued[0]!.message);
+      if (this.#halfClosed) call.halfClose();
+    }
     if (this.#readPending) call.startRead();
+  }
+
+  /**
+   * Sends `list[index]` on `turn`'s call, and the rest one write callback at a time; then what
+   * the caller wrote meanwhile (queued behind the replay), then the half-close if it came.
+   */
+  #replay(turn: Turn, list: readonly Sent[], index: number): void {
+    if (!turn.active || turn.ended) return;
+    if (index === list.length) {
+      const more = this.#sent.take();
+      if (more !== undefined) {
+        this.#replay(turn, more, 0);
+        return;
+      }
+      turn.replaying = false;
+      if (this.#halfClosed) turn.call.halfClose();
+      return;
+    }
+    const sent = list[index]!;
+    const written = sent.context.callback;
+    const context = {
+      ...sent.context,
+      callback: (err?: Error | null) => {
+        written?.(err as Error); // the caller's own callback runs once, whichever send it was
+        this.#replay(turn, list, index + 1);
+      },
+    };
+    turn.call.sendMessageWithContext(context, sent.message);
   }
 
   static {

@@ -42,6 +42,8 @@ export class Turn implements grpc.InterceptingListener {
   ended = false;
   /** The server answered on it (headers, a message, or a trailers-only status). */
   answered = false;
+  /** A resend's messages are still going out one write at a time: new writes queue behind them. */
+  replaying = false;
   /** The pool's ride this turn runs on, until {@link Turn.settle} ends it. */
   trip: Trip<PooledChannel> | undefined;
 
