@@ -12,9 +12,11 @@ const GRPC_DEFAULT_PORT = 443;
 
 /**
  * The breaker key of a grpc target: `dns:///h:p`, `dns:h:p`, `h:p`, `ipv4:a:p` and `ipv6:[a]:p`
- * all become `h:p` (port 443 when none is named, as grpc does). For an `ipv4:`/`ipv6:` list the
- * first address names the whole target. Other schemes (`unix:`, `vsock:`) are keyed by their
- * target text, colons replaced.
+ * all become `h:p` (port 443 when none is named, as grpc does). An `ipv4:`/`ipv6:` list of several
+ * addresses is one target grpc-js dials itself (the first that answers serves it): it is keyed
+ * by the whole list, its addresses keyed each as above and sorted, so a dead first address
+ * (open for the clients that dial it alone) never gets the list refused. Other schemes (`unix:`,
+ * `vsock:`) are keyed by their target text, colons replaced.
  *
  * @throws TypeError for a target that names no host.
  */
@@ -25,7 +27,9 @@ export function grpcHostKey(target: string): string {
   if (scheme === 'dns') {
     rest = target.slice(4).replace(/^\/\/[^/]*\//, '');
   } else if (scheme === 'ipv4' || scheme === 'ipv6') {
-    rest = target.slice(5).split(',')[0] ?? '';
+    const list = target.slice(5).split(',').filter((a) => a.length > 0);
+    if (list.length > 1) return hostKey(`${scheme}/${[...new Set(list.map(withDefaultPort))].sort().join(',')}`.replace(/:/g, '/'));
+    rest = list[0] ?? '';
   } else if (scheme === 'unix' || scheme === 'unix-abstract' || scheme === 'vsock') {
     return hostKey(target.replace(/:/g, '/'));
   }

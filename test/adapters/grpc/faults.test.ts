@@ -161,6 +161,19 @@ describe('grpc guard: a target that cannot be reached', () => {
     expect(server.calls.Echo).toBe(4);
   });
 
+  it('an ipv4: list whose first address is dead (and open for its own clients) is served by its live one, as grpc-js alone', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const dead = await refusing();
+    cleanup.push(() => dead.close());
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
+    const direct = setup(dead.address, { breaker });
+    await failure(call(direct.client, 'Echo'));
+    expect(breaker.state(dead.address)?.state).toBe('open');
+    const list = setup(`ipv4:${dead.address},${server.address}`, { breaker });
+    expect(String(await call(list.client, 'Echo', 'served'))).toBe('served'); // was: refused, keyed by the dead first address
+  });
+
   it('three calls cancelled while connecting to a healthy server count against nothing', async () => {
     const server = await echoServer();
     cleanup.push(() => server.close());

@@ -13,6 +13,7 @@ import { SpecTable, targetOfKey } from '../../../src/adapters/grpc/target.js';
 import { classify } from '../../../src/core/classify.js';
 import { ConnectTimeoutError, ConnectionGoneError, DeadlineExceededError, HostUnavailableError, PoolClosedError } from '../../../src/core/errors.js';
 import { ADAPTER_CONNECT_TIMEOUT } from '../../../src/core/restart-backoff.js';
+import { hostKey } from '../../../src/guard/host-key.js';
 import { ManualClock } from '../../../src/testing/manual-clock.js';
 import { TEST_CERT } from '../../../src/testing/test-cert.js';
 
@@ -24,7 +25,10 @@ describe('grpcHostKey: one breaker key per host, however the target is spelled',
     ['dns://8.8.8.8/echo.internal:50051', 'echo.internal:50051'],
     ['echo.internal', 'echo.internal:443'],
     ['localhost:50051', 'localhost:50051'],
-    ['ipv4:10.0.0.1:50051,10.0.0.2:50051', '10.0.0.1:50051'],
+    ['ipv4:127.0.0.1:50051', '127.0.0.1:50051'],
+    ['ipv4:127.0.0.2:50051,127.0.0.1:50051', 'ipv4/127.0.0.1/50051,127.0.0.2/50051'], // a list: the whole list, sorted
+    ['ipv4:127.0.0.1:50051,127.0.0.2:50051,', 'ipv4/127.0.0.1/50051,127.0.0.2/50051'],
+    ['ipv6:[::1]:1,[::1]:2', 'ipv6/[//1]/1,[//1]/2'],
     ['ipv6:[::1]:50051', '[::1]:50051'],
     ['[::1]:50051', '[::1]:50051'],
     ['::1', '[::1]:443'],
@@ -35,6 +39,13 @@ describe('grpcHostKey: one breaker key per host, however the target is spelled',
 
   it('rejects a target that names no host', () => {
     expect(() => grpcHostKey('')).toThrow(TypeError);
+  });
+
+  it('a key is its own key (the breaker normalises what it is given again)', () => {
+    for (const target of ['ipv4:127.0.0.2:50051,127.0.0.1:50051', 'ipv6:[::1]:1,[::1]:2', 'unix:/run/echo.sock', 'dns:///Echo.Internal.:50051']) {
+      const key = grpcHostKey(target);
+      expect(hostKey(key)).toBe(key);
+    }
   });
 });
 
