@@ -514,6 +514,9 @@ export class ConnectionPool<C> {
    * call at once must find no connection, never board the dead one.
    */
   #gone(conn: PooledConnection<C>, cause: unknown): void {
+    // Closed by the pool itself (idle, retired, shutting down: nothing rides it): its transport
+    // ending now is that close, not a death (a connector whose 'close' event calls watch.gone).
+    if (conn.closing !== undefined && conn.leases === 0) return;
     this.#evict(conn);
     if (conn.retired !== undefined && conn.goneReason === undefined && conn.leases > 0) {
       // Retired first (the peer's GOAWAY): its transport ending is no surprise, and each ride's
@@ -551,18 +554,25 @@ export class ConnectionPool<C> {
 
   #closeConnection(conn: PooledConnection<C>): void {
     if (conn.closing !== undefined) return;
+    // Set before the connector runs: a close that reports the connection gone from inside itself
+    // (its own 'close' event reaching watch.gone) must find it closing already, not close it again.
+    conn.closing = CLOSING;
     const unwatch = this.#live.get(conn);
     // Stryker disable next-line ConditionalExpression: callSafely contains the TypeError of calling undefined; the check only spares a throw.
     if (unwatch !== undefined) callSafely(unwatch);
-    conn.closing = closeSafely(this.#connector, conn.connection, conn.goneReason ?? conn.retired).then(() => {
+    const closing = closeSafely(this.#connector, conn.connection, conn.goneReason ?? conn.retired).then(() => {
       this.#live.delete(conn);
-      this.#closes.delete(conn.closing!);
+      this.#closes.delete(closing);
       this.#counts.closed++;
       this.#events.emit('closed', { target: conn.target, id: conn.id });
     });
-    this.#closes.add(conn.closing);
+    conn.closing = closing;
+    this.#closes.add(closing);
   }
 }
+
+/** What a connection's `closing` holds while the connector's close is being called. */
+const CLOSING: Promise<void> = Promise.resolve();
 
 /** `promise`, or the caller's `signal.reason` as soon as it aborts (the promise carries on). */
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {

@@ -23,10 +23,17 @@ export function closeSafely<C>(connector: Connector<C>, connection: C, reason: u
   return done.catch(noop);
 }
 
-/** @internal The `classify` option's verdict; one that throws proves nothing. */
+/**
+ * @internal The `classify` option's verdict; one that throws, or answers with anything but an
+ * object (`undefined` from a classifier that only knows some errors), proves nothing. Only a
+ * `true` counts: a truthy string is no proof.
+ */
 export function classifySafely(classify: (err: unknown) => PoolClassification, err: unknown): PoolClassification {
   try {
-    return classify(err);
+    const c: unknown = classify(err);
+    if (typeof c !== 'object' || c === null) return UNPROVEN;
+    const { connectionDead, notSent } = c as Partial<PoolClassification>;
+    return connectionDead === true || notSent === true ? { connectionDead: connectionDead === true, notSent: notSent === true } : UNPROVEN;
   } catch {
     return UNPROVEN;
   }

@@ -316,3 +316,51 @@ describe('ConnectionPool: validate before allocating (defect 9)', () => {
     await pool.close();
   });
 });
+
+describe('ConnectionPool: connectors and classifiers as users write them', () => {
+  it("a connector whose close reports the connection gone (its 'close' event reaching watch.gone, no unwatch): closed once, never counted as dead, close() resolves", async () => {
+    const closes: number[] = [];
+    let n = 0;
+    const connector = {
+      connect: async () => ({ n: ++n, watch: undefined as ConnectionWatch | undefined }),
+      watch: (conn: { n: number; watch: ConnectionWatch | undefined }, watch: ConnectionWatch) => {
+        conn.watch = watch; // the README's pattern: conn.on('close', () => watch.gone(...)); nothing returned
+      },
+      close: (conn: { n: number; watch: ConnectionWatch | undefined }) => {
+        closes.push(conn.n);
+        conn.watch?.gone(new Error('closed')); // its 'close' event, at once
+      },
+    };
+    const clock = new ManualClock(0);
+    const pool = new ConnectionPool({ connector, clock, breaker: null, idleTimeout: 1_000, sweepInterval: 100 });
+    const gone: number[] = [];
+    pool.on('gone', (e) => void gone.push(e.id));
+    await pool.use('t:1', async () => undefined);
+    clock.advance(2_000);
+    await pool.use('t:1', async () => undefined); // the sweep closes #1 (idle), #2 is dialled
+    const t0 = performance.now();
+    await pool.close(); // was: never (a spinning loop on the closes' promises)
+    expect(performance.now() - t0).toBeLessThan(500);
+    expect(closes).toEqual([1, 2]); // was [1, 1, ...]: closed again from inside its own close
+    expect(gone).toEqual([]);
+    expect(pool.stats()).toMatchObject({ gone: 0, closed: 2, connections: 0 });
+  });
+
+  it('a classify that answers undefined for errors it does not know proves nothing: the call rejects with its error, nothing unhandled', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (err: unknown): void => void unhandled.push(err);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const connector = { connect: async () => ({}), close: () => {} };
+      const pool = new ConnectionPool({ connector, breaker: null, classify: (() => undefined) as never });
+      const appError = new Error('app error');
+      await expect(pool.use('t:1', async () => Promise.reject(appError))).rejects.toBe(appError); // was: pending for good
+      expect(pool.stats().leases).toBe(0);
+      await pool.close();
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    expect(unhandled).toEqual([]);
+  });
+});
