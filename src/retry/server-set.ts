@@ -198,6 +198,10 @@ export class ServerSet<S> {
           const refusal = c.kind === 'refused' ? findError(err, HostUnavailableError) : undefined;
           if (refusal !== undefined) {
             refused.set(entry.key, refusal);
+            // The call may have ended (the caller's abort, its deadline) while this server was
+            // tried: retry() has answered the caller already, and nothing more may be sent.
+            // (Read here only: the attempt's signal is made on first read.)
+            if (attempt.signal.aborted) throw attempt.signal.reason;
             continue;
           }
           if (ROTATE.has(c.kind)) this.failed(entry.server);

@@ -156,3 +156,37 @@ describe('ServerSet: the servers it accepts', () => {
     expect(new ServerSet([{ id: 1 }], { key: (s) => `node-${s.id}:11211` }).size).toBe(1);
   });
 });
+
+describe('ServerSet.run: nothing is sent after the call has ended', () => {
+  for (const how of ['abort', 'deadline'] as const) {
+    it(`a server refused after the caller's ${how === 'abort' ? 'abort' : 'deadline'}: the next server is never tried`, async () => {
+      const clock = new ManualClock();
+      const set = new ServerSet(['a:1', 'b:1', 'c:1'], { breaker: new HostBreaker({ clock }), clock });
+      const controller = new AbortController();
+      const started: string[] = [];
+      let refuseA!: () => void;
+      const call = set.run(
+        (server) => {
+          started.push(server);
+          if (server !== 'a:1') return Promise.resolve(`order created on ${server}`);
+          // Waiting on a shared dial that the dial layer then refuses (its breaker opened meanwhile).
+          return new Promise<string>((_, reject) => {
+            refuseA = () => reject(new HostUnavailableError('a:1', 1_000, 'open'));
+          });
+        },
+        { clock, budget: null, ...(how === 'abort' ? { signal: controller.signal } : { timeout: 100 }) },
+      );
+      const outcome = call.then(
+        () => 'resolved',
+        () => 'rejected',
+      );
+      await clock.tick(0);
+      if (how === 'abort') controller.abort(new Error('caller gave up'));
+      await clock.tick(150);
+      refuseA();
+      await clock.tick(0);
+      expect(await outcome).toBe('rejected');
+      expect(started).toEqual(['a:1']); // was ['a:1', 'b:1']: a POST sent after the caller heard it failed
+    });
+  }
+});
