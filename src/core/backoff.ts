@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { MAX_DURATION, checkDuration, checkNumber, opt } from './validate.js';
+import { checkDuration, checkNumber, MAX_DURATION, opt, thrownText } from './validate.js';
 
 /**
  * Computes the delay before the `n`th wait (1-based). `previous` is the delay this schedule
@@ -119,7 +119,7 @@ export function drawDelay(schedule: Schedule, n: number, previous: number, rando
   } catch (err) {
     if (!warnedSchedules.has(schedule)) {
       warnedSchedules.add(schedule);
-      process.emitWarning(`dialguard: a backoff schedule threw; using its previous delay: ${String(err)}`);
+      process.emitWarning(`dialguard: a backoff schedule threw; using its previous delay: ${thrownText(err)}`);
     }
     return safeDelay(previous);
   }

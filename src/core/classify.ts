@@ -25,7 +25,7 @@ import {
 import { answeredByServer, grpcVerdict } from './classify-grpc.js';
 import { MAX_CHAIN_DEPTH, MAX_CHAIN_MEMBERS, MAX_CHAIN_NODES } from './errors.js';
 import { type Unsubscribe, unsubscriber } from './events.js';
-import { show } from './validate.js';
+import { show, thrownText } from './validate.js';
 
 /** What a failure was. */
 export type FailureKind =
@@ -250,7 +250,7 @@ function runHook(hook: ClassifyHook, err: unknown, c: Classification): Classific
   } catch (e) {
     if (!warnedHooks.has(hook)) {
       warnedHooks.add(hook);
-      process.emitWarning(`dialguard: a classify hook threw and was ignored: ${String(e)}`);
+      process.emitWarning(`dialguard: a classify hook threw and was ignored: ${thrownText(e)}`);
     }
     return c;
   }

@@ -7,6 +7,7 @@
  * @module
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
+import { thrownText } from './validate.js';
 
 /** Receives one event's payload. */
 export type Listener<T> = (payload: T) => void;
@@ -93,7 +94,7 @@ export class EventHub<Events extends { [K in keyof Events]: object }> {
         try {
           (listener as Listener<Events[K]>)(payload);
         } catch (err) {
-          process.emitWarning(`dialguard: a listener of '${String(event)}' threw: ${String(err)}`);
+          process.emitWarning(`dialguard: a listener of '${String(event)}' threw: ${thrownText(err)}`);
         }
       }
     }

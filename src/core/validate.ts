@@ -68,3 +68,16 @@ export function show(value: unknown): string {
   if (typeof value === 'symbol') return 'a symbol';
   return Array.isArray(value) ? 'an array' : 'an object';
 }
+
+/**
+ * `String(thrown)` for a warning about what user code threw, which never throws itself: an
+ * object with no prototype, or a `toString` that throws, would otherwise escape the very
+ * isolation the warning reports.
+ */
+export function thrownText(thrown: unknown): string {
+  try {
+    return String(thrown);
+  } catch {
+    return '[a value that cannot be printed]';
+  }
+}

@@ -12,7 +12,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../core/connect-timeout.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
-import { checkDuration, opt } from '../core/validate.js';
+import { checkDuration, opt, thrownText } from '../core/validate.js';
 import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js';
 import { dialFailureOutcome, localFailure } from './dial-outcome.js';
 import { type DialPermit, HostBreaker } from './host-breaker.js';
@@ -227,6 +227,6 @@ function disposeLate<C>(dispose: ((connection: C) => void) | undefined, connecti
   try {
     dispose(connection);
   } catch (err) {
-    process.emitWarning(`dialguard: dispose threw while closing a connection that arrived after its dial was given up: ${String(err)}`);
+    process.emitWarning(`dialguard: dispose threw while closing a connection that arrived after its dial was given up: ${thrownText(err)}`);
   }
 }

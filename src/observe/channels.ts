@@ -17,6 +17,7 @@ import type { HostBreakerEvents } from '../guard/host-breaker.js';
 import type { Http2ClientEvents } from '../http2/client.js';
 import type { RetryEvents } from '../retry/retry.js';
 import { type Unsubscribe, unsubscriber } from '../core/events.js';
+import { thrownText } from '../core/validate.js';
 
 /** Channel name to payload type, for every channel dialguard publishes on. */
 export interface DialguardChannels {
@@ -67,7 +68,7 @@ export function subscribe<K extends keyof DialguardChannels>(name: K, listener: 
     try {
       listener(message as DialguardChannels[K]);
     } catch (err) {
-      process.emitWarning(`dialguard: a subscriber of '${name}' threw: ${String(err)}`);
+      process.emitWarning(`dialguard: a subscriber of '${name}' threw: ${thrownText(err)}`);
     }
   };
   diagnosticsChannel.subscribe(name, handler);

@@ -6,7 +6,7 @@
  * @module
  */
 import { type Unsubscribe, unsubscriber } from '../core/events.js';
-import { checkDuration, checkFunction, opt } from '../core/validate.js';
+import { checkDuration, checkFunction, opt, thrownText } from '../core/validate.js';
 import { subscribe } from './channels.js';
 
 /** A pino-compatible logger: `(fields, message)`. */
@@ -45,7 +45,7 @@ export function logStateChanges(logger: StateLogger, options: LogStateChangesOpt
     try {
       fn();
     } catch (err) {
-      process.emitWarning(`dialguard: the logger (or its clock) threw: ${String(err)}`);
+      process.emitWarning(`dialguard: the logger (or its clock) threw: ${thrownText(err)}`);
     }
   };
   let refused = 0;

@@ -20,7 +20,7 @@ import { type Clock, type TimerHandle, sleep, unrefTimer } from '../core/clock.j
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { type CallTraceMessage, attemptTrace, callTrace, traced } from '../observe/tracing.js';
-import { MAX_DURATION, checkFunction } from '../core/validate.js';
+import { checkFunction, MAX_DURATION, thrownText } from '../core/validate.js';
 import { type RetryAttempt, type RetryOptions, type RetryResult, settings } from './retry-options.js';
 
 export type { RetryAttempt, RetryInfo, RetryOptions, RetryPredicate, RetryResult } from './retry-options.js';
@@ -72,7 +72,7 @@ export function reportSettled(result: RetryResult, onResult?: (result: RetryResu
   try {
     onResult(result);
   } catch (err) {
-    process.emitWarning(`dialguard: retry onResult threw: ${String(err)}`);
+    process.emitWarning(`dialguard: retry onResult threw: ${thrownText(err)}`);
   }
 }
 

@@ -9,6 +9,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { type FaultPeer, type LoopbackHost, type PeerOptions, addressOf, listenOn, loopback } from './tcp-peers.js';
+import { thrownText } from '../core/validate.js';
 
 /** Answers one request. Default: 200 with body `ok`. */
 export type HttpHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
@@ -46,7 +47,7 @@ export class HttpPeer implements FaultPeer {
         handler(req, res);
       } catch (err) {
         // A handler that throws answers 500 (or cuts a response it started); never an uncaught exception.
-        process.emitWarning(`dialguard: an httpPeer handler threw: ${String(err)}`);
+        process.emitWarning(`dialguard: an httpPeer handler threw: ${thrownText(err)}`);
         if (res.headersSent) res.destroy();
         else res.writeHead(500).end();
       }

@@ -17,6 +17,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import { TEST_CERT, TEST_KEY } from './test-cert.js';
 import { type FaultPeer, type LoopbackHost, type PeerOptions, addressOf, listenOn, loopback } from './tcp-peers.js';
+import { thrownText } from '../core/validate.js';
 
 /** Answers one stream. Default: 200 with body `ok` (after `delay` ms if set). */
 export type Http2Handler = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
@@ -80,7 +81,7 @@ export class Http2Peer implements FaultPeer {
     try {
       this.#handler(stream, headers);
     } catch (err) {
-      process.emitWarning(`dialguard: an http2Peer handler threw: ${String(err)}`);
+      process.emitWarning(`dialguard: an http2Peer handler threw: ${thrownText(err)}`);
       if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
     }
   }

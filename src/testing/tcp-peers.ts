@@ -5,6 +5,7 @@
  * @module
  */
 import net from 'node:net';
+import { thrownText } from '../core/validate.js';
 
 /**
  * Loopback addresses the peers use: tests never touch any other network. Peers bind 127.0.0.1 or
@@ -123,7 +124,7 @@ export class TcpPeer implements FaultPeer {
         this.#onSocket(socket);
       } catch (err) {
         // A behaviour that throws resets its socket; never an uncaught exception in the test.
-        process.emitWarning(`dialguard: a TcpPeer's onSocket threw: ${String(err)}`);
+        process.emitWarning(`dialguard: a TcpPeer's onSocket threw: ${thrownText(err)}`);
         socket.resetAndDestroy();
       }
     });

@@ -23,6 +23,7 @@ import { httpPeer } from '../../src/testing/http-peer.js';
 import { http2Peer } from '../../src/testing/http2-peer.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
 import { TcpPeer, acceptAndHold } from '../../src/testing/tcp-peers.js';
+import { ConnectionPool } from '../../src/pool/connection-pool.js';
 
 interface Seen {
   uncaught: unknown[];
@@ -251,6 +252,33 @@ describe('a throwing user callback leaves the process alive and the operation co
     });
     await peer.close();
     expect(seen.uncaught).toEqual([]);
+  });
+
+  it("a listener or subscriber that throws something String() cannot print (no prototype, a toString that throws) is a warning too; the pool's target is not poisoned", async () => {
+    const pool = new ConnectionPool<{ n: number }>({ breaker: null, connector: { connect: async () => ({ n: 1 }), close: () => {} } });
+    let throwOnce = true;
+    const stop = pool.on('opened', () => {
+      if (!throwOnce) return;
+      throwOnce = false;
+      throw Object.create(null);
+    });
+    const unsubscribe = subscribe('dialguard:pool:opened', () => {
+      throw {
+        toString() {
+          throw new Error('cannot print me');
+        },
+      };
+    });
+    const seen = await watching(async () => {
+      expect(await pool.use('h:1', async () => 'x')).toBe('x'); // was: TypeError, and every later call to h:1 too
+      expect(await pool.use('h:1', async () => 'x')).toBe('x');
+    });
+    stop();
+    unsubscribe();
+    await pool.close();
+    expect(seen.uncaught).toEqual([]);
+    expect(seen.unhandled).toEqual([]);
+    expect(seen.warnings.filter((w) => w.includes('cannot be printed'))).toHaveLength(2);
   });
 
   it('testing peers: an httpPeer, http2Peer or TcpPeer behaviour that throws answers 500 / resets, with a warning', { timeout: 5_000 }, async () => {

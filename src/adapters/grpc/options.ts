@@ -8,7 +8,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type net from 'node:net';
 import type { Schedule } from '../../core/backoff.js';
 import { type Clock, systemClock } from '../../core/clock.js';
-import { checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
+import { checkDuration, checkFunction, checkInteger, opt, show, thrownText } from '../../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../../core/connect-timeout.js';
 import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import { DEFAULT_ATTEMPT_DELAY } from '../../guard/addresses.js';
@@ -234,7 +234,7 @@ function guardedPredicate(idempotent: (method: string) => boolean): (method: str
     } catch (err) {
       if (!warned) {
         warned = true;
-        process.emitWarning(`dialguard: the grpc guard's idempotent() threw, so ${method} was taken as not idempotent: ${String(err)}`);
+        process.emitWarning(`dialguard: the grpc guard's idempotent() threw, so ${method} was taken as not idempotent: ${thrownText(err)}`);
       }
       return false;
     }
