@@ -181,7 +181,7 @@ export class RedisGuard {
     };
     const guarded = { ...withoutUrl(options, socket), socket };
     client = createClient(guarded as O);
-    this.#watch(client, state);
+    this.#watch(client, state, false); // its reconnectStrategy hears each dial's error itself
     return client;
   }
 
@@ -208,7 +208,7 @@ export class RedisGuard {
       Connector: this.#gatedConnector(Redis as unknown as new (options: IoredisOptions) => EventClient, state, options.Connector as ConnectorClass | undefined),
     };
     const client = new Redis(guarded as O);
-    this.#watch(client, state);
+    this.#watch(client, state, true);
     return client;
   }
 
@@ -267,15 +267,25 @@ export class RedisGuard {
     return Math.min(snapshot.retryAfter, Math.max(50, backoff));
   }
 
-  /** Reports the client's dials: 'ready' is a success; errors are kept for the strategy. */
-  #watch(client: EventClient, state: ClientState): void {
+  /**
+   * Reports the client's dials: 'ready' is a success. With `keepErrors` (ioredis, whose
+   * retryStrategy is not told why), errors are kept for the strategy; being a listener must not
+   * change what the user sees, so with no listener of their own ioredis's own "Unhandled error
+   * event" line is still printed. node-redis gets no listener: one would have silenced the throw
+   * it makes when nobody listens.
+   */
+  #watch(client: EventClient, state: ClientState, keepErrors: boolean): void {
     client.on('ready', () => {
       state.lastError = undefined;
       this.#succeeded(state);
     });
-    client.on('error', (err: unknown) => {
+    if (!keepErrors) return;
+    const listening = client as EventClient & { listenerCount?: (event: string) => number };
+    const onError = (err: unknown): void => {
       state.lastError = err;
-    });
+      if (listening.listenerCount?.('error') === 1) console.error('[ioredis] Unhandled error event:', err instanceof Error ? err.stack : err);
+    };
+    client.on('error', onError);
   }
 
   /**
