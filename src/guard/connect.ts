@@ -195,7 +195,9 @@ export function openSocket(
     const fail = (err: unknown): void => {
       // Bytes from the peer before the failure (a protocol answer to the handshake), or the
       // certificate it presented (refused by our own check, `checkServerIdentity` say): alive.
-      if (socket.bytesRead > 0 || presentedCertificate(socket)) ctx.answered = true;
+      // (The certificate only while TLS is being set up: after it, a handshake's failure is the
+      // host's, whatever certificate a client that accepts any saw.)
+      if (socket.bytesRead > 0 || (ctx.phase === 'tls' && presentedCertificate(socket))) ctx.answered = true;
       cleanup();
       socket.destroy();
       // No address of the family this caller restricted itself to: its own choice, not the name's.
@@ -243,8 +245,10 @@ export function openSocket(
  * Whether `socket` is a TLS socket whose peer has presented a certificate: one our checks refused
  * (`authorizationError` is set only once the peer's chain is in: a CA we do not trust, a name or
  * a pin that does not match), or one it still holds.
+ *
+ * @internal also used by the node:http agents' dial.
  */
-function presentedCertificate(socket: net.Socket): boolean {
+export function presentedCertificate(socket: net.Socket): boolean {
   if (!(socket instanceof tls.TLSSocket)) return false;
   if ((socket.authorizationError as unknown) != null) return true;
   try {

@@ -487,7 +487,9 @@ export class ConnectionPool<C> {
     if (!releasedBySibling) {
       const c = classifySafely(this.#classify, err);
       notSent = c.notSent;
-      transportDied = c.connectionDead;
+      // Found dead already, its rides' release deferred (see #gone): a failure of its own now is
+      // that death's, whatever it says.
+      transportDied = c.connectionDead || conn.goneReason !== undefined;
       if (c.connectionDead) this.#gone(conn, err);
     }
     // Going back resends. Only a failure that provably carries no answer from the server may go
@@ -518,27 +520,17 @@ export class ConnectionPool<C> {
     // ending now is that close, not a death (a connector whose 'close' event calls watch.gone).
     if (conn.closing !== undefined && conn.leases === 0) return;
     this.#evict(conn);
-    if (conn.retired !== undefined && conn.goneReason === undefined && conn.leases > 0) {
-      // Retired first (the peer's GOAWAY): its transport ending is no surprise, and each ride's
-      // own failure says what the peer did with it (a stream the GOAWAY excluded was never
-      // processed, and may go again whatever its method). Those failures arrive in this same
-      // turn: they land first, and what still rides is released on the next.
-      if (!conn.goneSoon) {
-        conn.goneSoon = true;
-        setImmediate(() => this.#release(conn, cause));
-      }
-      return;
-    }
-    this.#release(conn, cause);
-  }
-
-  /** Releases every ride on `conn` (gone with `cause`) and closes it. */
-  #release(conn: PooledConnection<C>, cause: unknown): void {
+    // Retired first (the peer's GOAWAY), with rides left: each ride's own failure says what the
+    // peer did with it (a stream the GOAWAY excluded was never processed, and may go again
+    // whatever its method). Those failures arrive in this same turn: the connection is gone now,
+    // but its rides are released on the next turn, so that theirs land first.
+    const later = conn.retired !== undefined && conn.goneReason === undefined && conn.leases > 0;
     const leases = conn.leases;
-    if (conn.markGone(cause)) {
+    if (conn.markGone(cause, !later)) {
       this.#counts.gone++;
       this.#events.emit('gone', { target: conn.target, id: conn.id, leases });
     }
+    if (later) setImmediate(() => conn.releaseRides());
     this.#closeConnection(conn);
   }
 

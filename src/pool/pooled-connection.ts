@@ -107,8 +107,6 @@ export class PooledConnection<C> {
   retired: RetireReason | undefined;
   /** Set once: the transport is dead; every ride was released with it. */
   goneReason: ConnectionGoneError | undefined;
-  /** Found dead after it retired, with rides left: released on the next turn (see the pool's #gone). */
-  goneSoon = false;
   /** Set once the pool has asked the connector to close it. */
   closing: Promise<void> | undefined;
 
@@ -166,11 +164,21 @@ export class PooledConnection<C> {
     return true;
   }
 
-  /** The transport is dead: release every ride on it. False if already gone. */
-  markGone(cause: unknown): boolean {
+  /**
+   * The transport is dead: release every ride on it (unless `release` is false: then
+   * {@link PooledConnection.releaseRides} does, later). False if already gone.
+   */
+  markGone(cause: unknown, release = true): boolean {
     if (this.goneReason !== undefined) return false;
     this.goneReason = new ConnectionGoneError(this.target, this.id, { cause });
-    for (const ride of this.rides()) ride.release(this.goneReason);
+    if (release) this.releaseRides();
     return true;
+  }
+
+  /** Releases every ride still on it with its gone reason (a no-op unless it is gone). */
+  releaseRides(): void {
+    const reason = this.goneReason;
+    if (reason === undefined) return;
+    for (const ride of this.rides()) ride.release(reason);
   }
 }

@@ -134,6 +134,20 @@ describe('connect: a client’s TLS mistake is not the host’s failure', () => 
     }
   });
 
+  it('a client that accepts any certificate (rejectUnauthorized: false): a handshake failing after TLS is the host\'s failure', async () => {
+    const peer = await listen(tls.createServer({ key: TEST_KEY, cert: TEST_CERT }, (s) => s.destroy())); // TLS, then hangs up
+    const breaker = strictBreaker();
+    const target = { host: '127.0.0.1', port: peer.port };
+    const handshake = (socket: net.Socket): Promise<void> =>
+      new Promise((_, reject) => socket.once('close', () => reject(Object.assign(new Error('hung up before the protocol handshake'), { code: 'ECONNRESET' }))));
+    try {
+      for (let i = 0; i < 3; i++) await expect(connect(target, { breaker, tls: { rejectUnauthorized: false }, handshake })).rejects.toMatchObject({ code: 'ECONNRESET' });
+      expect(breaker.stats()).toMatchObject({ failed: 3, succeeded: 0 }); // the certificate proved nothing after TLS
+    } finally {
+      await peer.close();
+    }
+  });
+
   it('through GuardedAgents: a wrong-CA agent never gets a correctly configured agent refused', async () => {
     const peer = await listen(https.createServer({ key: TEST_KEY, cert: TEST_CERT }, (_req, res) => res.end('ok')));
     const breaker = strictBreaker();

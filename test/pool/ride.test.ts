@@ -239,14 +239,30 @@ describe('ConnectionPool.ride', () => {
       else trip.end(true, `sent again on #${trip.connection.n}`);
     }, {}, excluded.resolve, excluded.reject); // not idempotent: only "not sent" may go back
     pool.ride(T, () => undefined, {}, silent.resolve, silent.reject);
+    // An idempotent ride whose own failure says nothing (a protocol error): the connection is
+    // known dead, so it goes back as a release would have sent it.
+    const idempotent = outcomes();
+    const idempotentTurns: number[] = [];
+    pool.ride(T, (trip) => {
+      idempotentTurns.push(trip.turn);
+      if (trip.turn === 1) trips.push(trip);
+      else trip.end(true, 'again');
+    }, { idempotent: true }, idempotent.resolve, idempotent.reject);
+    const events: string[] = [];
+    pool.on('gone', (e) => void events.push(`gone#${e.id} leases=${e.leases}`));
+    pool.on('closed', (e) => void events.push(`closed#${e.id}`));
     const watch = connector.opened[0]!.watch!;
     watch.retire('goaway');
     watch.gone(new Error('session closed'));
     trips[0]!.end(false, new NotSentError('excluded by the GOAWAY')); // its own failure, this same turn
+    trips[1]!.end(false, new Error('connection closed'));
     expect(silent.heard).toEqual([]); // not yet: its own failure may still come this turn
     await flushMicrotasks(); // a turn
     expect(turns).toEqual([1, 2]); // was [1]: released as ConnectionGoneError, a POST never sent again
     expect(excluded.heard).toEqual([['resolved', 'sent again on #2']]);
+    expect(idempotentTurns).toEqual([1, 2]);
+    expect(idempotent.heard).toEqual([['resolved', 'again']]);
+    expect(events).toEqual(['gone#1 leases=3', 'closed#1']); // gone first, with what rode it
     expect(silent.heard).toHaveLength(1);
     expect(silent.heard[0]![1]).toBeInstanceOf(ConnectionGoneError);
     expect(pool.stats()).toMatchObject({ leases: 0, gone: 1 });
