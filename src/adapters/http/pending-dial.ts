@@ -18,7 +18,10 @@
  */
 import type http from 'node:http';
 import net from 'node:net';
+import { type TimerHandle, unrefTimer } from '../../core/clock.js';
+import { presentedCertificate } from '../../guard/connect.js';
 import { dial } from '../../guard/dial.js';
+import { localFailure } from '../../guard/dial-outcome.js';
 import { hostKey } from '../../guard/host-key.js';
 import { DialScout } from '../undici/dial-scout.js';
 import type { AgentGuardSettings } from './options.js';
@@ -42,6 +45,10 @@ export interface ConnectionOptions {
   socketPath?: string;
   path?: string | null;
   _agentKey?: string;
+  /** The request's own `timeout`: Node arms it before the socket connects. */
+  timeout?: number;
+  family?: number;
+  hints?: number;
 }
 
 /**
@@ -95,26 +102,38 @@ export class AgentGuard {
     const slot = new PendingDial();
     hold(books, name, slot);
     const { timeout, breaker, clock } = this.settings;
+    // A request restricted to one address family that finds none fails on its own choice.
+    const restricted = byName && ((options.family ?? 0) !== 0 || options.hints !== undefined);
     const attempt = this.#scout.run(key, () =>
-      dial(key, (ctx) => establish(open, secure, byName, ctx), { timeout, breaker, clock, dispose: destroySocket }),
+      dial(key, (ctx) => establish(open, secure, byName, restricted, ctx), { timeout, breaker, clock, dispose: destroySocket }),
     );
+    // Node arms a request's own `timeout` before its socket connects ('timeout' on the request,
+    // for the caller to act on). The socket is Node's only once the dial is over: armed here.
+    let timer: TimerHandle | undefined;
+    const wait = options.timeout;
+    if (req !== undefined && typeof wait === 'number' && wait > 0 && Number.isFinite(wait)) {
+      timer = unrefTimer(clock.setTimeout(() => void req.emit('timeout'), wait));
+    }
     attempt.then(
       (socket) => {
+        if (timer !== undefined) clock.clearTimeout(timer);
         release(books, name, slot);
         if (slot.destroyed) {
           socket.destroy();
           oncreate(agentDestroyed());
+          next(books, name, options, req); // as Node's removeSocket: a request queued behind it gets a dial
           return;
         }
         oncreate(null, socket);
       },
       (err: unknown) => {
+        if (timer !== undefined) clock.clearTimeout(timer);
         release(books, name, slot);
         const error = slot.destroyed ? agentDestroyed() : err instanceof Error ? err : new Error(String(err));
         oncreate(error);
         // In Node a failed connect frees its slot through removeSocket, which dials for the next
         // queued request. The stand-in never reaches removeSocket, so do the same here.
-        if (!slot.destroyed) next(books, name, options, req);
+        next(books, name, options, req);
       },
     );
   }
@@ -143,22 +162,46 @@ function release(books: AgentBooks, name: string, slot: PendingDial): void {
  * the breaker refuses without I/O).
  */
 function next(books: AgentBooks, name: string, options: ConnectionOptions, failed: http.ClientRequest | undefined): void {
-  const queue = books.requests[name];
-  const req = queue?.find((r) => r !== failed);
-  if (req === undefined) return;
-  books.createSocket(req, options, (err, socket) => {
+  let req = books.requests[name]?.find((r) => r !== failed);
+  let queueName = name;
+  let reqOptions: object = options;
+  if (req === undefined) {
+    // None for this origin: as Node, the freed slot (under `maxTotalSockets`) goes to the first
+    // other origin with requests queued and no socket of its own, dialled with its own options.
+    for (const [other, queue] of Object.entries(books.requests)) {
+      if ((books.sockets[other]?.length ?? 0) > 0) break;
+      const first = queue?.[0];
+      const own = first === undefined ? undefined : requestOptionsOf(first);
+      if (own === undefined) break;
+      req = first;
+      queueName = other;
+      reqOptions = own;
+      break;
+    }
+    if (req === undefined) return;
+  }
+  const name_ = queueName;
+  const queued = req;
+  books.createSocket(queued, reqOptions, (err, socket) => {
     if (err === null && socket !== undefined) {
       socket.emit('free');
       return;
     }
-    const list = books.requests[name];
-    const at = list === undefined ? -1 : list.indexOf(req);
+    const list = books.requests[name_];
+    const at = list === undefined ? -1 : list.indexOf(queued);
     if (at >= 0) {
       list!.splice(at, 1);
-      if (list!.length === 0) delete books.requests[name];
+      if (list!.length === 0) delete books.requests[name_];
     }
-    (req as unknown as { onSocket(socket: undefined, err: Error | null): void }).onSocket(undefined, err);
+    (queued as unknown as { onSocket(socket: undefined, err: Error | null): void }).onSocket(undefined, err);
   });
+}
+
+/** The options Node's agent keeps on a queued request (its `kRequestOptions` symbol), if found. */
+function requestOptionsOf(req: http.ClientRequest): object | undefined {
+  const symbol = Object.getOwnPropertySymbols(req).find((s) => s.description === 'requestOptions');
+  const options = symbol === undefined ? undefined : (req as unknown as Record<symbol, unknown>)[symbol];
+  return typeof options === 'object' && options !== null ? options : undefined;
 }
 
 function agentDestroyed(): Error {
@@ -177,7 +220,8 @@ function establish(
   open: () => net.Socket,
   secure: boolean,
   byName: boolean,
-  ctx: { signal: AbortSignal; phase: string },
+  restricted: boolean,
+  ctx: { signal: AbortSignal; phase: string; answered?: boolean },
 ): Promise<net.Socket> {
   ctx.phase = byName ? 'lookup' : 'tcp';
   const socket = open();
@@ -191,8 +235,11 @@ function establish(
       ctx.signal.removeEventListener('abort', onAbort);
     };
     const fail = (err: unknown): void => {
+      // A certificate the host presented, refused by this request's own check: it is alive.
+      if (ctx.phase === 'tls' && presentedCertificate(socket)) ctx.answered = true;
       cleanup();
       socket.destroy();
+      if (restricted && (err as { code?: unknown } | null)?.code === 'ENOTFOUND') localFailure(err);
       reject(err);
     };
     const onLookup = (): void => {

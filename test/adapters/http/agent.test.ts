@@ -12,6 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { GuardedHttpAgent, GuardedHttpsAgent } from '../../../src/adapters/http/index.js';
 import { ConnectTimeoutError, HostUnavailableError } from '../../../src/core/errors.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { blackhole } from '../../../src/testing/blackhole.js';
 import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
 import { TEST_CERT } from '../../../src/testing/test-cert.js';
 import { countingLookup, countingServer, failure, get, guardedHttp, guardedHttps, leakChecked, manualBreaker, plain } from './helpers.js';
@@ -313,3 +314,68 @@ describe('GuardedHttpAgent: restarts, and requests that leave while their dial i
     expect(refused.host).toBe(`[::1]:${dead.port}`);
   });
 });
+
+describe('GuardedHttpAgent: Node agent bookkeeping around a dial, as Node keeps it', () => {
+  it('maxTotalSockets 1: a dial to one origin fails, the request queued for another origin gets the slot (was: it hung)', async () => {
+    const server = await countingServer();
+    cleanups.push(() => server.close());
+    const dead = await refusing();
+    cleanups.push(() => dead.close());
+    const agent = guardedHttp({ maxTotalSockets: 1 });
+    const [refused, served] = await Promise.allSettled([get(`http://${dead.address}/`, agent), get(`${server.origin}/`, agent)]);
+    expect(refused.status).toBe('rejected');
+    expect(served).toEqual({ status: 'fulfilled', value: 'ok' });
+  });
+
+  it('agent.destroy() while a dial is in flight: its request fails with ECONNRESET, the one queued behind it is dialled and served (was: it hung)', async () => {
+    const server = await countingServer();
+    cleanups.push(() => server.close());
+    const slow = ((_host: string, opts: { all?: boolean }, cb: (...a: unknown[]) => void) =>
+      void setTimeout(() => (opts?.all === true ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4)), 200)) as unknown as net.LookupFunction;
+    const agent = guardedHttp({ maxSockets: 1 });
+    const url = `http://localhost:${server.port}/`;
+    const first = get(url, agent, { lookup: slow }).then(() => 'served', (err: { code?: string }) => err.code);
+    const second = get(url, agent, { lookup: slow }).then(() => 'served', (err: { code?: string }) => err.code);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    agent.destroy();
+    expect(await first).toBe('ECONNRESET');
+    expect(await second).toBe('served');
+  });
+
+  it('a request restricted to IPv6 finding no AAAA fails alone: the IPv4 request beside it is served and the host never opens', async () => {
+    const server = await countingServer();
+    cleanups.push(() => server.close());
+    const v4Only = ((_host: string, opts: { family?: number; all?: boolean }, cb: (...a: unknown[]) => void) => {
+      if (opts?.family === 6) return void process.nextTick(cb, Object.assign(new Error('getaddrinfo ENOTFOUND localhost'), { code: 'ENOTFOUND' }));
+      if (opts?.all === true) return void process.nextTick(cb, null, [{ address: '127.0.0.1', family: 4 }]);
+      process.nextTick(cb, null, '127.0.0.1', 4);
+    }) as unknown as net.LookupFunction;
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0 });
+    const agent = guardedHttp({ breaker });
+    const url = `http://localhost:${server.port}/`;
+    const [v6, v4] = await Promise.allSettled([get(url, agent, { family: 6, lookup: v4Only }), get(url, agent, { family: 4, lookup: v4Only })]);
+    expect(v6).toMatchObject({ status: 'rejected', reason: { code: 'ENOTFOUND' } });
+    expect(v4).toEqual({ status: 'fulfilled', value: 'ok' }); // was: the scout's ENOTFOUND, never dialled
+    for (let i = 0; i < 3; i++) await expect(get(url, agent, { family: 6, lookup: v4Only })).rejects.toMatchObject({ code: 'ENOTFOUND' });
+    expect(breaker.stats()).toMatchObject({ failed: 0, refused: 0 });
+    expect(await get(url, agent, { lookup: v4Only })).toBe('ok');
+  });
+
+  it("a request's own timeout fires 'timeout' while its dial is still connecting, as Node's agent arms it (was: silent until connectTimeout)", async () => {
+    const hole = await blackhole();
+    cleanups.push(() => hole.close());
+    const agent = guardedHttp({ connectTimeout: 3_000 });
+    const t0 = performance.now();
+    const what = await new Promise<string>((resolve) => {
+      const req = http.get(`http://127.0.0.1:${hole.port}/`, { agent, timeout: 300 });
+      req.on('timeout', () => {
+        resolve('timeout');
+        req.destroy();
+      });
+      req.on('error', () => resolve('error'));
+    });
+    expect(what).toBe('timeout');
+    expect(performance.now() - t0).toBeLessThan(1_500);
+  });
+});
+
