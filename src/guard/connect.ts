@@ -242,21 +242,14 @@ export function openSocket(
 }
 
 /**
- * Whether `socket` is a TLS socket whose peer has presented a certificate: one our checks refused
+ * Whether `socket` is a TLS socket whose peer has presented a certificate our checks refused
  * (`authorizationError` is set only once the peer's chain is in: a CA we do not trust, a name or
- * a pin that does not match), or one it still holds.
+ * a pin that does not match).
  *
  * @internal also used by the node:http agents' dial.
  */
 export function presentedCertificate(socket: net.Socket): boolean {
-  if (!(socket instanceof tls.TLSSocket)) return false;
-  if ((socket.authorizationError as unknown) != null) return true;
-  try {
-    const cert = socket.getPeerCertificate();
-    return cert !== null && typeof cert === 'object' && Object.keys(cert).length > 0;
-  } catch {
-    return false;
-  }
+  return ((socket as tls.TLSSocket).authorizationError as unknown) != null; // undefined on a plain socket
 }
 
 /** `lookup`, reporting its answer (or error) by moving `ctx.phase` from 'lookup' to 'tcp'. */

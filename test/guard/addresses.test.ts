@@ -266,5 +266,24 @@ describe('connect: a caller restricted to one address family', () => {
       const socket = await connect(target, { breaker, perAddress, socket: { lookup: v4Only } });
       socket.destroy();
     });
+
+    it(`a name that resolves to nothing for a caller with no restriction still counts against it (perAddress ${perAddress})`, async () => {
+      const noName = ((_host: string, _opts: unknown, cb: (...answer: unknown[]) => void) =>
+        void process.nextTick(cb, Object.assign(new Error('getaddrinfo ENOTFOUND gone.test'), { code: 'ENOTFOUND' }))) as unknown as net.LookupFunction;
+      const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+      await expect(connect({ host: 'gone.test', port: 1 }, { breaker, perAddress, socket: { lookup: noName } })).rejects.toMatchObject({ code: 'ENOTFOUND' });
+      expect(breaker.stats()).toMatchObject({ failed: 1 });
+      await expect(connect({ host: 'gone.test', port: 1 }, { breaker, perAddress, socket: { lookup: noName } })).rejects.toBeInstanceOf(HostUnavailableError);
+      // A refused connect under a restriction is still the host's (only "no address" is the caller's).
+      const refused = await echoPeer();
+      cleanup.push(() => refused.close());
+      const port = refused.port;
+      await refused.close();
+      const v4 = ((_h: string, opts: { all?: boolean }, cb: (...a: unknown[]) => void) =>
+        void (opts?.all === true ? process.nextTick(cb, null, [{ address: '127.0.0.1', family: 4 }]) : process.nextTick(cb, null, '127.0.0.1', 4))) as unknown as net.LookupFunction;
+      const strict = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+      await expect(connect({ host: 'svc.test', port }, { breaker: strict, perAddress, socket: { family: 4, lookup: v4 } })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+      expect(strict.stats().failed).toBe(1);
+    });
   }
 });
