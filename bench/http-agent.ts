@@ -16,7 +16,7 @@
  *   after `--timeout` ms (axios: `signal`, got: `timeout.request`, no retry). Node's agent: 100
  *   requests at once (its dials have no bound of their own; the client's timeout ends each).
  *   Guarded: one after another, connectTimeout = the same timeout, breaker 3 failures / 60 s.
- *   Counted at the peer (nftables, inside a network namespace of the bench's own) where possible,
+ *   Counted at the peer (veth, ActiveOpens, inside a network namespace of the bench's own) where possible,
  *   else at the client (the breaker's counters; Node's agent: one per request).
  * - dead_host_request_ms: requests 2..100 to that origin, median: what a request costs once the
  *   host is known dead.
@@ -131,7 +131,8 @@ async function main(): Promise<void> {
   } finally {
     await server.stop();
   }
-  const mode = inBenchNetns ? 'nftables' : 'accept-queue';
+  // veth, as bench/undici: it needs no nft binary (a fresh machine has none) and counts at the peer too.
+  const mode = inBenchNetns ? 'veth' : 'accept-queue';
   progress(`dead origin: a blackhole via ${mode}; dials counted ${inBenchNetns ? 'at the peer' : 'at the client'}`);
   const raw: Partial<Record<ClientName, Dead>> = {};
   const guarded: Partial<Record<ClientName, Dead>> = {};
@@ -166,7 +167,7 @@ async function main(): Promise<void> {
     { measure: `${n}: dead origin, requests 2..${REQUESTS} (ms, median)`, node: median(r[n].laterMs), guarded: median(g[n].laterMs), 'guarded/node': median(g[n].laterMs) / median(r[n].laterMs), note: '' },
     { measure: `${n}: dead origin, dials for ${REQUESTS} requests`, node: r[n].dials, guarded: g[n].dials, 'guarded/node': g[n].dials / r[n].dials, note: '' },
   ]);
-  printTable(`http-agent: axios and got on GuardedHttpsAgent vs Node's https.Agent, timeout ${TIMEOUT} ms, dials counted ${inBenchNetns ? 'at the peer (nftables)' : 'at the client'}`, rows);
+  printTable(`http-agent: axios and got on GuardedHttpsAgent vs Node's https.Agent, timeout ${TIMEOUT} ms, dials counted ${inBenchNetns ? 'at the peer (veth)' : 'at the client'}`, rows);
   const per = <T>(f: (n: ClientName) => T): Record<ClientName, T> => ({ axios: f('axios'), got: f('got') });
   printJson('http-agent', {
     timeout_ms: TIMEOUT,
