@@ -34,7 +34,7 @@ import type tls from 'node:tls';
 import { type Clock, systemClock } from '../core/clock.js';
 import { ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { type DialContext, dialWith } from './dial.js';
-import { localFailure } from './dial-outcome.js';
+import { noAddressOfOwnChoice } from './dial-outcome.js';
 import type { HostBreaker } from './host-breaker.js';
 import { hostKey } from './host-key.js';
 
@@ -237,10 +237,9 @@ function resolve(lookup: net.LookupFunction, host: string, options: AddressDialO
     const onAbort = (): void => fail(ctx.signal.reason);
     ctx.signal.addEventListener('abort', onAbort, { once: true });
     const lookupOptions: dns.LookupAllOptions = { all: true, family: options.family ?? 0, ...(options.hints === undefined ? {} : { hints: options.hints }) };
-    // No address of the family (or kind) this caller asked for says nothing of the name: it is
-    // this caller's restriction, and must not get the name refused for callers without it.
-    const restricted = lookupOptions.family !== 0 || options.hints !== undefined;
-    const noAddress = (err: Error): Error => (restricted && (err as { code?: unknown }).code === 'ENOTFOUND' ? (localFailure(err) as Error) : err);
+    // No address of the family (or kind) this caller asked for says nothing of the name: it must
+    // not get the name refused for callers without that restriction.
+    const noAddress = (err: Error): unknown => noAddressOfOwnChoice(err, options.family, options.hints);
     (lookup as (h: string, o: dns.LookupAllOptions, cb: (err: Error | null, a: unknown, f?: number) => void) => void)(host, lookupOptions, (err, answer, family) => {
       ctx.signal.removeEventListener('abort', onAbort);
       if (err) return fail(noAddress(err));

@@ -10,7 +10,7 @@ import tls from 'node:tls';
 import { DEFAULT_ATTEMPT_DELAY, connectAddresses, refuseFromMemory, tlsForName } from './addresses.js';
 import { systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, dialWith, sharedBreaker } from './dial.js';
-import { localFailure } from './dial-outcome.js';
+import { localFailure, noAddressOfOwnChoice } from './dial-outcome.js';
 import { hostKey } from './host-key.js';
 import { checkDuration, opt } from '../core/validate.js';
 
@@ -169,8 +169,6 @@ export function openSocket(
     opts.lookup = phaseAfterLookup(opts.lookup ?? dns.lookup, ctx);
   }
   ctx.phase = byName ? 'lookup' : 'tcp';
-  const { family, hints } = opts as net.TcpNetConnectOpts;
-  const restricted = byName && ((family ?? 0) !== 0 || hints !== undefined);
   let socket: net.Socket;
   try {
     if (tlsOptions !== undefined) {
@@ -200,9 +198,8 @@ export function openSocket(
       if (socket.bytesRead > 0 || (ctx.phase === 'tls' && presentedCertificate(socket))) ctx.answered = true;
       cleanup();
       socket.destroy();
-      // No address of the family this caller restricted itself to: its own choice, not the name's.
-      if (restricted && (err as { code?: unknown } | null)?.code === 'ENOTFOUND') localFailure(err);
-      reject(err);
+      const { family, hints } = opts as net.TcpNetConnectOpts;
+      reject(byName ? noAddressOfOwnChoice(err, family, hints) : err);
     };
     const onError = (err: Error): void => fail(err);
     const onAbort = (): void => fail(ctx.signal.reason);

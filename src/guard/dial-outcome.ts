@@ -29,6 +29,16 @@ export function localFailure(err: unknown): unknown {
   return err;
 }
 
+/**
+ * A lookup of a caller restricted to one address family (or `hints`) found no address
+ * (`ENOTFOUND`): that is the caller's own choice, not the name's failure. Marks `err` as a
+ * {@link localFailure} then; returns `err` either way.
+ */
+export function noAddressOfOwnChoice(err: unknown, family: number | undefined, hints: number | undefined): unknown {
+  const restricted = (family ?? 0) !== 0 || hints !== undefined;
+  return restricted && (err as { code?: unknown } | null)?.code === 'ENOTFOUND' ? localFailure(err) : err;
+}
+
 /** How deep the cause chain is searched for a code. */
 const MAX_DEPTH = 8;
 

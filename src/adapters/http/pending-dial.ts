@@ -21,7 +21,7 @@ import net from 'node:net';
 import { type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { presentedCertificate } from '../../guard/connect.js';
 import { dial } from '../../guard/dial.js';
-import { localFailure } from '../../guard/dial-outcome.js';
+import { noAddressOfOwnChoice } from '../../guard/dial-outcome.js';
 import { hostKey } from '../../guard/host-key.js';
 import { DialScout } from '../undici/dial-scout.js';
 import type { AgentGuardSettings } from './options.js';
@@ -102,10 +102,8 @@ export class AgentGuard {
     const slot = new PendingDial();
     hold(books, name, slot);
     const { timeout, breaker, clock } = this.settings;
-    // A request restricted to one address family that finds none fails on its own choice.
-    const restricted = byName && ((options.family ?? 0) !== 0 || options.hints !== undefined);
     const attempt = this.#scout.run(key, () =>
-      dial(key, (ctx) => establish(open, secure, byName, restricted, ctx), { timeout, breaker, clock, dispose: destroySocket }),
+      dial(key, (ctx) => establish(open, secure, byName, options, ctx), { timeout, breaker, clock, dispose: destroySocket }),
     );
     // Node arms a request's own `timeout` before its socket connects ('timeout' on the request,
     // for the caller to act on). The socket is Node's only once the dial is over: armed here.
@@ -180,18 +178,17 @@ function next(books: AgentBooks, name: string, options: ConnectionOptions, faile
     }
     if (req === undefined) return;
   }
-  const name_ = queueName;
   const queued = req;
   books.createSocket(queued, reqOptions, (err, socket) => {
     if (err === null && socket !== undefined) {
       socket.emit('free');
       return;
     }
-    const list = books.requests[name_];
+    const list = books.requests[queueName];
     const at = list === undefined ? -1 : list.indexOf(queued);
     if (at >= 0) {
       list!.splice(at, 1);
-      if (list!.length === 0) delete books.requests[name_];
+      if (list!.length === 0) delete books.requests[queueName];
     }
     (queued as unknown as { onSocket(socket: undefined, err: Error | null): void }).onSocket(undefined, err);
   });
@@ -220,7 +217,7 @@ function establish(
   open: () => net.Socket,
   secure: boolean,
   byName: boolean,
-  restricted: boolean,
+  options: Pick<ConnectionOptions, 'family' | 'hints'>,
   ctx: { signal: AbortSignal; phase: string; answered?: boolean },
 ): Promise<net.Socket> {
   ctx.phase = byName ? 'lookup' : 'tcp';
@@ -239,8 +236,7 @@ function establish(
       if (ctx.phase === 'tls' && presentedCertificate(socket)) ctx.answered = true;
       cleanup();
       socket.destroy();
-      if (restricted && (err as { code?: unknown } | null)?.code === 'ENOTFOUND') localFailure(err);
-      reject(err);
+      reject(byName ? noAddressOfOwnChoice(err, options.family, options.hints) : err);
     };
     const onLookup = (): void => {
       if (ctx.phase === 'lookup') ctx.phase = 'tcp';

@@ -17,36 +17,42 @@ afterEach(() => {
 });
 
 describe('RedisGuard: errors nobody listens to', () => {
-  it('ioredis with no error listener still prints "[ioredis] Unhandled error event" (was: silence)', async () => {
+  /** A guarded ioredis client dialling a refused port, and what it prints with console.error. */
+  async function refusedIoredis(): Promise<{ client: Redis; printed: unknown[][]; done: () => Promise<void> }> {
     const peer = await refusing();
     const printed: unknown[][] = [];
     vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void printed.push(args));
-    const guard = new RedisGuard({ breaker: new HostBreaker() });
-    const client = guard.ioredis(Redis, { host: '127.0.0.1', port: peer.port, maxRetriesPerRequest: 0 });
+    const client = new RedisGuard({ breaker: new HostBreaker() }).ioredis(Redis, { host: '127.0.0.1', port: peer.port, maxRetriesPerRequest: 0 });
+    return {
+      client,
+      printed,
+      done: async () => {
+        client.disconnect();
+        await peer.close();
+      },
+    };
+  }
+
+  it('ioredis with no error listener still prints "[ioredis] Unhandled error event" (was: silence)', async () => {
+    const { printed, done } = await refusedIoredis();
     try {
       await eventually(() => printed.length, (n) => n >= 1);
       expect(String(printed[0]![0])).toBe('[ioredis] Unhandled error event:');
       expect(String(printed[0]![1])).toContain('ECONNREFUSED');
     } finally {
-      client.disconnect();
-      await peer.close();
+      await done();
     }
   });
 
   it('ioredis with a listener of its own: the user hears the error, nothing is printed', async () => {
-    const peer = await refusing();
-    const printed: unknown[][] = [];
-    vi.spyOn(console, 'error').mockImplementation((...args: unknown[]) => void printed.push(args));
-    const guard = new RedisGuard({ breaker: new HostBreaker() });
-    const client = guard.ioredis(Redis, { host: '127.0.0.1', port: peer.port, maxRetriesPerRequest: 0 });
+    const { client, printed, done } = await refusedIoredis();
     const heard: unknown[] = [];
     client.on('error', (err: unknown) => void heard.push(err));
     try {
       await eventually(() => heard.length, (n) => n >= 1);
       expect(printed).toEqual([]);
     } finally {
-      client.disconnect();
-      await peer.close();
+      await done();
     }
   });
 
