@@ -30,12 +30,13 @@ export function localFailure(err: unknown): unknown {
 }
 
 /**
- * A lookup of a caller restricted to one address family (or `hints`) found no address
+ * A lookup of a caller restricted to one address family (or by non-zero `hints`) found no address
  * (`ENOTFOUND`): that is the caller's own choice, not the name's failure. Marks `err` as a
  * {@link localFailure} then; returns `err` either way.
  */
 export function noAddressOfOwnChoice(err: unknown, family: number | undefined, hints: number | undefined): unknown {
-  const restricted = (family ?? 0) !== 0 || hints !== undefined;
+  // 0 is Node's own default for both, spelled out: no restriction.
+  const restricted = (family ?? 0) !== 0 || (hints ?? 0) !== 0;
   return restricted && (err as { code?: unknown } | null)?.code === 'ENOTFOUND' ? localFailure(err) : err;
 }
 

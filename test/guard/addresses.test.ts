@@ -274,6 +274,12 @@ describe('connect: a caller restricted to one address family', () => {
       await expect(connect({ host: 'gone.test', port: 1 }, { breaker, perAddress, socket: { lookup: noName } })).rejects.toMatchObject({ code: 'ENOTFOUND' });
       expect(breaker.stats()).toMatchObject({ failed: 1 });
       await expect(connect({ host: 'gone.test', port: 1 }, { breaker, perAddress, socket: { lookup: noName } })).rejects.toBeInstanceOf(HostUnavailableError);
+      // `hints: 0` and `family: 0` restrict nothing (Node's own defaults, spelled out): still the name's failure.
+      for (const socket of [{ hints: 0 }, { family: 0 }, { family: 0, hints: 0 }]) {
+        const spelled = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+        await expect(connect({ host: 'gone.test', port: 1 }, { breaker: spelled, perAddress, socket: { ...socket, lookup: noName } })).rejects.toMatchObject({ code: 'ENOTFOUND' });
+        expect(spelled.stats()).toMatchObject({ failed: 1 });
+      }
       // A refused connect under a restriction is still the host's (only "no address" is the caller's).
       const refused = await echoPeer();
       cleanup.push(() => refused.close());
