@@ -46,13 +46,17 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE'])
 const MAX_SUSPECTS = 1024;
 
 /**
- * An attempt's timeout: `base` (0 = none; undefined = the dispatcher's own, not known here)
- * lowered to `remaining` when the call has a deadline. Undefined: leave it to the dispatcher.
+ * An attempt's timeout: `base` (0 = none) lowered to `remaining` when the call has a deadline.
+ * Undefined (the dispatcher's own, not known here, as under `compose()`): left to the
+ * dispatcher, whatever the deadline. Setting the remaining time there would lengthen a shorter
+ * timeout the user gave the Agent underneath (1 s headers became the whole call's 5 s, so a
+ * server that never answers got no retry). The deadline needs no timeout to cut the attempt:
+ * when it passes the call abandons the attempt, which aborts it.
  */
 function cut(base: number | undefined, remaining: number): number | undefined {
-  if (remaining === Infinity) return base;
+  if (remaining === Infinity || base === undefined) return base;
   const left = Math.max(1, Math.ceil(remaining));
-  return base === undefined || base === 0 ? left : Math.min(base, left);
+  return base === 0 ? left : Math.min(base, left);
 }
 
 /** One request, retried underneath its caller's handler. */

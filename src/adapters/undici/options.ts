@@ -58,14 +58,15 @@ export interface GuardedRetryOptions {
    * Each attempt's wait for response headers, ms, for a request that names none; 0 for none. A
    * request's own `headersTimeout` wins, as with undici (a long poll may ask for more, or none).
    * Either way it is cut to the call's remaining time. Default: the dispatcher's own (for a
-   * GuardedAgent, 300 000: undici's). Lower it to retry an idempotent call on a server that
-   * accepts and never answers.
+   * GuardedAgent, 300 000: undici's, cut the same way; under `compose()`, the Agent's own, left
+   * as it is, since the layer cannot read it: the deadline still ends the attempt when it
+   * passes). Lower it to retry an idempotent call on a server that accepts and never answers.
    */
   headersTimeout?: number;
   /**
    * Each attempt's wait between two body chunks, ms, for a request that names none; 0 for none.
    * A request's own `bodyTimeout` wins; cut to the call's remaining time. Default: the
-   * dispatcher's own (for a GuardedAgent, 300 000: undici's).
+   * dispatcher's own, as for `headersTimeout`.
    */
   bodyTimeout?: number;
   /**

@@ -194,7 +194,7 @@ describe('the call has one deadline; each attempt gets what is left of it', () =
     expect(server.requests).toBe(4);
   });
 
-  it("guardedRetry() with no timeouts of its own leaves the dispatcher's to it (was: 300 000 set on every attempt); a deadline still cuts them", async () => {
+  it("guardedRetry() with no timeouts of its own leaves the dispatcher's to it (was: 300 000 set on every attempt), with a deadline too (was: the remaining time set over the Agent's own)", async () => {
     const seen: Array<number | undefined | null> = [];
     const spy: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => {
       seen.push(opts.headersTimeout);
@@ -210,8 +210,32 @@ describe('the call has one deadline; each attempt gets what is left of it', () =
     await bounded.close();
     expect(seen[0]).toBeUndefined(); // the Agent's own 1 000 applies
     expect(seen[1]).toBe(0);
-    expect(seen[2]).toBeGreaterThan(4_000); // what is left of the call's 5 s
-    expect(seen[2]).toBeLessThanOrEqual(5_000);
+    expect(seen[2]).toBeUndefined(); // was: what is left of the call's 5 s, over the Agent's 1 s
+  });
+
+  it("a composed Agent's short headersTimeout under a longer deadline: a server that never answers costs that timeout per attempt, and the GET is retried (was: one attempt held to the deadline)", async () => {
+    // The first request is never answered; the second is. undici's headers timer ticks every ~0.5 s,
+    // so the Agent's 500 ms fires within about 1 s, well inside the call's 8 s.
+    await using server = await httpServer((_req, res, n) => {
+      if (n > 1) res.end('second');
+    });
+    const agent = new Agent({ headersTimeout: 500 }).compose(guardedRetry({ timeout: 8_000, backoff: () => 0, budget: null, breaker: null }));
+    const started = performance.now();
+    const res = await request(`${server.origin}/`, { dispatcher: agent });
+    expect(await res.body.text()).toBe('second');
+    expect(performance.now() - started).toBeLessThan(4_000);
+    expect(server.requests).toBe(2);
+    await agent.destroy();
+  });
+
+  it('under compose(), the deadline alone still ends an attempt the Agent would wait on longer', async () => {
+    await using server = await httpServer(() => {}); // never answers
+    const agent = new Agent({ headersTimeout: 60_000 }).compose(guardedRetry({ timeout: 400, budget: null, breaker: null }));
+    const { error, ms } = await failure(request(`${server.origin}/`, { dispatcher: agent }));
+    await agent.destroy();
+    expect(error).toBeInstanceOf(DeadlineExceededError);
+    expect(ms).toBeGreaterThanOrEqual(390);
+    expect(ms).toBeLessThan(1_400);
   });
 
   it('with no time left for the wait, the call fails now instead of sleeping past its deadline', async () => {
