@@ -208,7 +208,10 @@ function undiciVerdict(code: string, f: Facts): Verdict {
     case 'UND_ERR_BODY_TIMEOUT':
       return verdict('timeout', code);
     case 'UND_ERR_SOCKET':
-      return verdict('connection', code);
+      // Its cause, when it has one that says more, speaks: undici gives none, but the guarded
+      // connector adds the TLS alert that ended the connection (a handshake refused, see
+      // adapters/undici/tls-alert.ts).
+      return verdict('connection', code, { final: false });
     case 'UND_ERR_ABORTED':
     case 'UND_ERR_ABORT':
     case 'UND_ERR_DESTROYED':

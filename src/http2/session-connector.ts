@@ -135,6 +135,7 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
         session.off('remoteSettings', onSettings);
         session.off('error', onError);
         session.off('close', onClose);
+        socket.off('error', onError);
         ctx.signal.removeEventListener('abort', onAbort);
       };
       const fail = (err: unknown): void => {
@@ -157,6 +158,11 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
       session.once('remoteSettings', onSettings);
       session.once('error', onError);
       session.once('close', onClose);
+      // The socket's own errors too: a TLS 1.3 server that wants a client certificate sends its
+      // alert after the client's handshake is done, and node:http2 reports it on the socket
+      // alone (the session neither errors nor closes). Unheard, the dial stalled to its timeout
+      // and counted against a live host; heard, the alert proves it alive (dialFailureOutcome).
+      socket.once('error', onError);
       ctx.signal.addEventListener('abort', onAbort, { once: true });
     });
   }

@@ -137,6 +137,35 @@ describe('Http2Client: a client’s TLS mistake is not the host’s failure', ()
     expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0, succeeded: 4 });
   });
 
+  it('a client without the certificate an mTLS server requires (TLS 1.3: the alert comes after its handshake) fails with that alert at once, and the host is never counted', async () => {
+    let streams = 0;
+    const server = http2.createSecureServer({ key: TEST_KEY, cert: TEST_CERT, ca: TEST_CERT, requestCert: true, rejectUnauthorized: true }, (_req, res) => {
+      streams++;
+      res.end('ok');
+    });
+    const sessions = new Set<http2.ServerHttp2Session>();
+    server.on('session', (s) => {
+      sessions.add(s);
+      s.on('close', () => sessions.delete(s));
+    });
+    cleanup.push(() => {
+      for (const s of sessions) s.destroy();
+    });
+    const origin = await listen(server);
+    const breaker = strictBreaker();
+    const noCert = h2Client({ breaker, tls: { ca: TEST_CERT } });
+    const withCert = h2Client({ breaker, tls: { ca: TEST_CERT, key: TEST_KEY, cert: TEST_CERT } });
+    for (let i = 0; i < 4; i++) {
+      // Was: a ConnectTimeoutError after the whole connect timeout (the alert reached the socket
+      // alone, unheard), counted as a dead host's dial; the third opened it for withCert too.
+      const err = await rejection(noCert.request(`${origin}/`));
+      expect(err.code).toBe('ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED');
+      expect((await withCert.request(`${origin}/`)).body.toString()).toBe('ok');
+    }
+    expect(streams).toBe(4);
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
+  });
+
   it('while a TLS peer that hangs up before sending a byte of HTTP/2 still counts: the third such dial opens the host', async () => {
     const server = tls.createServer({ key: TEST_KEY, cert: TEST_CERT }, (s) => {
       s.on('error', () => {});

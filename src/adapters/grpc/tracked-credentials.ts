@@ -63,6 +63,16 @@ export class ConnectTracker {
     socket.once('close', () => this.#sockets.delete(socket));
   }
 
+  /**
+   * Records a TLS-layer error (`ERR_SSL_...`) raised on a socket after its handshake resolved,
+   * as the handshake's own error, unless one is already kept or the attempt was given up.
+   */
+  tlsAlert(err: unknown): void {
+    const code = (err as { code?: unknown } | null)?.code;
+    if (this.#aborted || this.handshakeError !== undefined || typeof code !== 'string' || !code.startsWith('ERR_SSL_')) return;
+    this.handshakeError = err;
+  }
+
   /** Records `socket` as one HTTP/2 runs over (see {@link ConnectTracker.answered}). */
   carry(socket: net.Socket): void {
     this.#carriers.push(socket);
@@ -150,6 +160,10 @@ class TrackedCredentials extends grpc.ChannelCredentials {
         }
         if (result.socket !== socket) tracker.add(result.socket);
         tracker.carry(result.socket);
+        // A TLS 1.3 server that wants a client certificate sends its alert after the client's
+        // handshake is done: it reaches the socket after this resolved, and grpc-js keeps only
+        // its text. Kept with its code, it tells the host answered (dialFailureOutcome).
+        if (secure) result.socket.once('error', (err: unknown) => tracker.tlsAlert(err));
         if (tracker.aborted) {
           result.socket.destroy();
           throw new Error('connection attempt given up');

@@ -38,6 +38,7 @@ import { type LegacyHandler, type RawHeaders, rawHeader } from './handlers.js';
 import type { RetrySettings } from './options.js';
 import { type RequestBody, requestBody } from './request-body.js';
 import { retryAfterMs } from './retry-after.js';
+import { withTlsAlert } from './tls-alert.js';
 
 /** Methods that may be repeated (RFC 9110 §9.2.2) when the request's own `idempotent` is unset. */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
@@ -324,6 +325,7 @@ export class GuardedCall implements AttemptOwner {
   /** Dispatches attempt `number` to undici; `done` hears how it ended. Returns dispatch()'s answer. */
   #run(number: number, deadline: number, done: (err: unknown) => void): boolean {
     const attempt = new Attempt(this, number, deadline, (err) => {
+      withTlsAlert(err); // a TLS alert undici lost becomes the cause: a refused handshake, not a dead connection
       if (err instanceof HeldResponse) this.#held = err;
       else if (err !== undefined && !isRefusal(err)) {
         this.#held = undefined;

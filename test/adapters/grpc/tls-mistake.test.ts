@@ -168,6 +168,41 @@ const http1 = (s: net.Socket): void => {
   s.once('data', () => s.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'));
 };
 
+describe('grpc guard: a client without the certificate an mTLS server requires', () => {
+  it('fails once with the alert as its cause (TLS 1.3 sends it after the client’s handshake), is not retried, and never gets the host refused for a client with the certificate', async () => {
+    let calls = 0;
+    const server = new grpc.Server();
+    const unused = (_c: unknown, cb?: grpc.sendUnaryData<Buffer>): void => cb?.({ code: grpc.status.UNIMPLEMENTED });
+    server.addService(echoService, {
+      Echo: (c: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+        calls++;
+        cb(null, c.request);
+      },
+      Hold: unused,
+      Fail: unused,
+      Count: (c: grpc.ServerWritableStream<Buffer, Buffer>) => c.end(),
+      Chat: (c: grpc.ServerDuplexStream<Buffer, Buffer>) => c.end(),
+    });
+    const mtls = grpc.ServerCredentials.createSsl(Buffer.from(TEST_CERT), [{ private_key: Buffer.from(TEST_KEY), cert_chain: Buffer.from(TEST_CERT) }], true);
+    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', mtls, (err, p) => (err ? reject(err) : resolve(p))));
+    cleanup.push(() => server.forceShutdown());
+    const address = `127.0.0.1:${port}`;
+    const breaker = strictBreaker();
+    // Two teams' guards on one breaker, retries on (the default): the wrong one's call is not retried.
+    const noCert = client(address, trusted(), guarded({ breaker }));
+    const withCert = client(address, grpc.credentials.createSsl(Buffer.from(TEST_CERT), Buffer.from(TEST_KEY), Buffer.from(TEST_CERT)), guarded({ breaker }));
+    for (let i = 0; i < 3; i++) {
+      // Was: the cause only grpc-js's text, so each call was retried as not sent (5 dial rounds
+      // for one call, each counted against the host), and withCert was refused.
+      await tlsFailure(call(noCert, 'Echo'), 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED');
+      expect(String(await call(withCert, 'Echo', 'hi'))).toBe('hi');
+    }
+    expect(calls).toBe(3);
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
+    expect(breaker.stats().succeeded).toBeLessThanOrEqual(3 + 3); // one dial per failed call, and the good client's
+  });
+});
+
 describe('grpc guard: a client pointed at a port that is not gRPC', () => {
   it.each([
     ['plaintext', false],

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { EventEmitter, once } from 'node:events';
 import http from 'node:http';
 import http2 from 'node:http2';
+import https from 'node:https';
 import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -434,6 +435,29 @@ describe('11. close() and destroy() callbacks', () => {
     const { agent } = guarded();
     expect(() => agent.close({} as never)).toThrow(errors.InvalidArgumentError);
     expect(() => agent.destroy(null, {} as never)).toThrow(errors.InvalidArgumentError);
+  });
+});
+
+describe('a server that wants a client certificate the client lacks (TLS 1.3: its alert comes after the client’s handshake)', () => {
+  it('the request fails once with the alert as its cause, one dial, never retried nor counted against the host', async () => {
+    let connections = 0;
+    const server = https.createServer({ key: TEST_KEY, cert: TEST_CERT, ca: TEST_CERT, requestCert: true, rejectUnauthorized: true }, (_req, res) => res.end('ok'));
+    server.on('connection', () => connections++);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const origin = `https://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+      const { agent, breaker } = guarded({ undici: { connect: { ca: TEST_CERT } } });
+      const { error } = await failure(request(`${origin}/`, { dispatcher: agent }));
+      // undici reports a bare "other side closed"; was: a dead connection under a GET, sent twice more.
+      expect(error).toMatchObject({ code: 'UND_ERR_SOCKET', cause: { code: 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED' } });
+      expect(connections).toBe(1);
+      expect(breaker.stats()).toMatchObject({ failed: 0, succeeded: 1 });
+      const { agent: withCert } = guarded({ breaker, undici: { connect: { ca: TEST_CERT, key: TEST_KEY, cert: TEST_CERT } } });
+      expect(await (await request(`${origin}/`, { dispatcher: withCert })).body.text()).toBe('ok');
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
 

@@ -1,0 +1,55 @@
+/**
+ * A TLS alert a server sends after the client's handshake is done (TLS 1.3: "certificate
+ * required" from a server that wants a client certificate) reaches undici as a socket error, and
+ * undici fails the request with a bare `SocketError` ("other side closed"), the alert lost. Read
+ * alone, that is a connection that died under an unanswered request, which the retrying layer
+ * would send again on a fresh connection, each a full TLS handshake refused the same way (three
+ * dials for one request where raw undici makes one). Here the guarded connector's TLS sockets are
+ * watched for such an alert, and a request that failed on one gets it as its error's `cause`:
+ * `classify()` then reads a handshake the peer refused (permanent, never retried), and the caller
+ * sees why.
+ *
+ * @module
+ */
+import type tls from 'node:tls';
+
+/** Where a connection runs: both ends, as undici's `SocketError.socket` reports them. */
+interface Ends {
+  localAddress?: string | undefined;
+  localPort?: number | undefined;
+  remoteAddress?: string | undefined;
+  remotePort?: number | undefined;
+}
+
+/**
+ * Alerts heard, by the connection's ends, until a turn after the connection closes (undici fails
+ * its requests while it closes). Only connections that met an alert are in it.
+ */
+const alerts = new Map<string, Error>();
+
+function endsKey(e: Ends): string {
+  return `${e.localAddress}|${e.localPort}|${e.remoteAddress}|${e.remotePort}`;
+}
+
+/** Watches `socket`, a connected TLS socket handed to undici, for an alert from its peer. */
+export function watchTlsAlert(socket: tls.TLSSocket): void {
+  const key = endsKey(socket);
+  socket.once('error', (err: Error & { code?: unknown }) => {
+    if (typeof err.code !== 'string' || !err.code.startsWith('ERR_SSL_') || !err.code.includes('ALERT')) return;
+    alerts.set(key, err);
+    socket.once('close', () => setImmediate(() => alerts.delete(key)));
+  });
+}
+
+/**
+ * Gives `err`, a request's failure, the alert its connection met as its `cause`, when it is
+ * undici's bare `SocketError` for such a connection. Returns `err`.
+ */
+export function withTlsAlert(err: unknown): unknown {
+  if (alerts.size === 0) return err;
+  const e = err as { code?: unknown; socket?: Ends; cause?: unknown } | null;
+  if (e?.code !== 'UND_ERR_SOCKET' || e.cause !== undefined || typeof e.socket !== 'object' || e.socket === null) return err;
+  const alert = alerts.get(endsKey(e.socket));
+  if (alert !== undefined) Object.defineProperty(e, 'cause', { value: alert, writable: true, configurable: true, enumerable: false });
+  return err;
+}
