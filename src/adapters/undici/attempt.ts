@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { thrownText } from '../../core/validate.js';
 import type { LegacyHandler, RawHeaders } from './handlers.js';
 
 /** Most body bytes of a held response buffered; past it the response goes to the caller. */
@@ -25,12 +26,24 @@ export class HeldResponse extends Error {
     super(`the server answered ${statusCode}`);
   }
 
-  /** Hands the whole response to `caller`, as undici would have. */
+  /**
+   * Hands the whole response to `caller`, as undici would have. What the caller's callbacks throw
+   * before the end goes to its onError, as undici does with a handler that throws (a `stream()`
+   * factory refusing the status): delivered from a timer or a promise, outside undici, the throw
+   * was an unhandled rejection that ended the process. A throw from onComplete is dropped, as
+   * undici drops it: the caller already had the whole response.
+   */
   deliver(caller: LegacyHandler): void {
-    caller.onResponseStarted?.();
-    caller.onHeaders?.(this.statusCode, this.rawHeaders, noop, this.statusText);
-    for (const chunk of this.chunks) caller.onData?.(chunk);
-    caller.onComplete?.(this.trailers);
+    let ended = false;
+    try {
+      caller.onResponseStarted?.();
+      caller.onHeaders?.(this.statusCode, this.rawHeaders, noop, this.statusText);
+      for (const chunk of this.chunks) caller.onData?.(chunk);
+      ended = true;
+      caller.onComplete?.(this.trailers);
+    } catch (err) {
+      if (!ended) caller.onError?.(err instanceof Error ? err : new Error(thrownText(err)));
+    }
   }
 }
 

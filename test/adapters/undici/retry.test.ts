@@ -3,8 +3,8 @@
  * retried (never sent: any method; maybe sent: idempotent only; never once the caller has the
  * response or a one-shot body was read), in how much time, and what the caller gets at the end.
  */
-import { Readable } from 'node:stream';
-import { Agent, type Dispatcher, fetch as undiciFetch, request } from 'undici';
+import { Readable, type Writable } from 'node:stream';
+import { Agent, type Dispatcher, fetch as undiciFetch, request, stream } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { guardedRetry, retriesOf } from '../../../src/adapters/undici/index.js';
 import { classify } from '../../../src/core/classify.js';
@@ -256,6 +256,29 @@ describe('statuses: the server answered', () => {
     expect(res.status).toBe(503);
     expect(await res.text()).toBe('busy');
     expect(server.requests).toBe(3);
+  });
+
+  it('a stream() factory that throws on the held 503 (retries over, deadline, or the agent closing) rejects stream() with its error, as undici does; was an unhandled rejection that ended the process', async () => {
+    await using server = await httpServer(answer(503, 'maintenance'));
+    const refuse = ({ statusCode }: { statusCode: number }): Writable => {
+      throw new Error(`download failed: ${statusCode}`);
+    };
+    const bad = (): Writable => 'not a writable' as unknown as Writable; // undici throws InvalidReturnValueError
+    // Retries run out with the 503 held (delivered from retry()'s promise), and the deadline cuts the wait for another.
+    const { agent } = guarded({ maxAttempts: 2 });
+    const { agent: bounded } = guarded({ timeout: 300, backoff: () => 10_000 });
+    const retriesOver = await failure(stream(`${server.origin}/`, { dispatcher: agent, method: 'GET' }, refuse));
+    expect(retriesOver.error).toMatchObject({ message: 'download failed: 503' });
+    expect((await failure(stream(`${server.origin}/`, { dispatcher: agent, method: 'GET' }, bad))).error).toMatchObject({ code: 'UND_ERR_INVALID_RETURN_VALUE' });
+    expect((await failure(stream(`${server.origin}/`, { dispatcher: bounded, method: 'GET' }, refuse))).error).toMatchObject({ message: 'download failed: 503' });
+    // The agent closes while the call waits out its backoff with the 503 held.
+    const { agent: closing } = guarded({ backoff: () => 10_000 });
+    const waiting = failure(stream(`${server.origin}/`, { dispatcher: closing, method: 'GET' }, refuse));
+    for (let i = 0; i < 200 && server.requests < 6; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    const closed = closing.close();
+    expect((await waiting).error).toMatchObject({ message: 'download failed: 503' });
+    await closed;
+    expect(server.requests).toBe(2 + 2 + 1 + 1);
   });
 
   it('a 503 on a POST is the answer: not retried', async () => {
