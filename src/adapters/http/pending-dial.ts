@@ -9,10 +9,11 @@
  * (`maxSockets`, `maxTotalSockets`, the request queue) then works unchanged. When the dial
  * settles the stand-in leaves and the real socket (or the error) goes to Node's callback.
  *
- * The dial belongs to no request. A request that gives up (axios's `timeout`, an abort) does not
- * cancel it: the dial runs to its own bounded end, so the breaker learns the host's fate (rule 7),
- * and a socket that connects after its request left goes to the agent's free list, as Node does
- * with any late socket.
+ * The dial belongs to no request. A request that gives up (`req.destroy()`, an abort signal,
+ * axios's or got's timeout) fails at once with its own error, as with Node's agent, but does not
+ * cancel the dial: it runs to its own bounded end in its slot, so the breaker learns the host's
+ * fate (rule 7) and `maxSockets` still counts it; a socket it then brings is closed, as Node's
+ * agent closes the connecting socket of a destroyed request.
  *
  * @module
  */
@@ -108,14 +109,38 @@ export class AgentGuard {
     // Node arms a request's own `timeout` before its socket connects ('timeout' on the request,
     // for the caller to act on). The socket is Node's only once the dial is over: armed here.
     let timer: TimerHandle | undefined;
-    const wait = options.timeout;
-    if (req !== undefined && typeof wait === 'number' && wait > 0 && Number.isFinite(wait)) {
-      timer = unrefTimer(clock.setTimeout(() => void req.emit('timeout'), wait));
-    }
+    const arm = (wait: unknown): void => {
+      if (timer !== undefined) clock.clearTimeout(timer);
+      timer = undefined;
+      if (req !== undefined && typeof wait === 'number' && wait > 0 && Number.isFinite(wait)) {
+        timer = unrefTimer(clock.setTimeout(() => void req.emit('timeout'), wait));
+      }
+    };
+    arm(options.timeout);
+    // A request destroyed while its dial is in flight fails now, with its own error (Node's
+    // agent hands a request its connecting socket at once, so destroying the request destroys
+    // the socket and fails it there). Was: it waited for the dial, up to the whole connect
+    // timeout, and then failed with the dial's error instead of its own. Likewise a
+    // `req.setTimeout()` (axios's `timeout`) now runs during the dial, as on a connecting socket.
+    let gaveUp = false;
+    const unwatch =
+      req === undefined
+        ? undefined
+        : watchRequest(req, arm, (reason) => {
+            gaveUp = true;
+            arm(undefined);
+            oncreate(reason ?? socketHangUp());
+          });
     attempt.then(
       (socket) => {
+        unwatch?.();
         if (timer !== undefined) clock.clearTimeout(timer);
         release(books, name, slot);
+        if (gaveUp) {
+          socket.destroy();
+          next(books, name, options, req);
+          return;
+        }
         if (slot.destroyed) {
           socket.destroy();
           oncreate(agentDestroyed());
@@ -125,8 +150,13 @@ export class AgentGuard {
         oncreate(null, socket);
       },
       (err: unknown) => {
+        unwatch?.();
         if (timer !== undefined) clock.clearTimeout(timer);
         release(books, name, slot);
+        if (gaveUp) {
+          next(books, name, options, req);
+          return;
+        }
         const error = slot.destroyed ? agentDestroyed() : err instanceof Error ? err : new Error(String(err));
         oncreate(error);
         // In Node a failed connect frees its slot through removeSocket, which dials for the next
@@ -135,6 +165,47 @@ export class AgentGuard {
       },
     );
   }
+}
+
+/**
+ * Watches `req` while its dial is in flight, before it has a socket: `gaveUp` hears the reason
+ * once when it is destroyed (`destroy()`, which an abort signal, `abort()` and the clients'
+ * timeouts all end in), `timeout` the value of each `setTimeout()`. Node's ClientRequest says
+ * nothing of either until a socket arrives (it arms `setTimeout` on the socket), so both methods
+ * are wrapped on this one request; the returned function stops watching.
+ */
+function watchRequest(req: http.ClientRequest, timeout: (ms: unknown) => void, gaveUp: (reason: Error | undefined) => void): () => void {
+  const own = { destroy: Object.getOwnPropertyDescriptor(req, 'destroy'), setTimeout: Object.getOwnPropertyDescriptor(req, 'setTimeout') };
+  const { destroy, setTimeout } = req;
+  let watching = true;
+  const stop = (): void => {
+    if (!watching) return;
+    watching = false;
+    for (const k of ['destroy', 'setTimeout'] as const) {
+      if (own[k] === undefined) delete (req as unknown as Record<string, unknown>)[k];
+      else Object.defineProperty(req, k, own[k]);
+    }
+  };
+  req.destroy = function (this: http.ClientRequest, reason?: Error) {
+    const first = watching && !this.destroyed && this.socket == null;
+    const result = destroy.call(this, reason);
+    if (first) {
+      stop();
+      gaveUp(reason);
+    }
+    return result;
+  };
+  req.setTimeout = function (this: http.ClientRequest, ms: number, callback?: () => void) {
+    const result = setTimeout.call(this, ms, callback);
+    if (watching && this.socket == null) timeout(ms);
+    return result;
+  };
+  return stop;
+}
+
+/** Node's error for a request destroyed without a reason before it had a response. */
+function socketHangUp(): Error {
+  return Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
 }
 
 /** The stand-in takes a place in `sockets[name]`, as a socket would. */

@@ -379,3 +379,56 @@ describe('GuardedHttpAgent: Node agent bookkeeping around a dial, as Node keeps 
   });
 });
 
+
+describe('a request that gives up while its dial is in flight (the peer accepts TCP and never answers TLS)', () => {
+  /** One request through `agent` to `peer`, given up by `giveUp(req)`: what it ended with, and when. */
+  async function givenUp(agent: http.Agent, port: number, giveUp: (req: http.ClientRequest) => void, options: https.RequestOptions = {}): Promise<{ error: Error & { code?: string }; ms: number }> {
+    const t0 = performance.now();
+    const error = await new Promise<Error>((resolve) => {
+      const req = https.get(`https://127.0.0.1:${port}/`, { agent, ...options }, (res) => {
+        res.resume();
+        resolve(new Error(`answered ${res.statusCode}`));
+      });
+      req.on('error', resolve);
+      giveUp(req);
+    });
+    return { error, ms: performance.now() - t0 };
+  }
+
+  it("fails at once with its own error, as with Node's agent (was: the whole connect timeout, then the dial's error); the dial runs on and is recorded", async () => {
+    const peer = await acceptAndHold();
+    cleanups.push(() => peer.close());
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+    const agent = guardedHttps({ connectTimeout: 3_000, breaker });
+    const destroyed = await givenUp(agent, peer.port, (req) => void setTimeout(() => req.destroy(new Error('gave up')), 100));
+    expect(destroyed.error.message).toBe('gave up');
+    expect(destroyed.ms).toBeLessThan(2_000);
+    const signalled = await givenUp(agent, peer.port, () => {}, { signal: AbortSignal.timeout(100) });
+    expect(signalled.error).toMatchObject({ code: 'ABORT_ERR' });
+    expect(signalled.ms).toBeLessThan(2_000);
+    const bare = await givenUp(agent, peer.port, (req) => void setTimeout(() => req.destroy(), 100));
+    expect(bare.error).toMatchObject({ code: 'ECONNRESET', message: 'socket hang up' }); // Node's words for a reasonless destroy
+    // The three requests shared one scout dial, which ran to its own end and opened the host.
+    for (let i = 0; i < 400 && breaker.stats().failed === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(breaker.stats()).toMatchObject({ failed: 1, opened: 1 });
+    expect(peer.attempts).toBe(1);
+    expect(books(agent).totalSocketCount).toBe(0);
+  });
+
+  it("got's timeout.request and a req.setTimeout() fire during the dial (was: never, until connectTimeout)", async () => {
+    const peer = await acceptAndHold();
+    cleanups.push(() => peer.close());
+    const agent = guardedHttps({ connectTimeout: 3_000 });
+    const t0 = performance.now();
+    const gotError = await got(`https://127.0.0.1:${peer.port}/`, { agent: { https: agent }, timeout: { request: 100 }, retry: { limit: 0 } }).catch((e: unknown) => e);
+    expect(gotError).toMatchObject({ code: 'ETIMEDOUT' });
+    expect(performance.now() - t0).toBeLessThan(2_000);
+    const timedOut = await givenUp(agent, peer.port, (req) =>
+      req.setTimeout(100, () => {
+        req.destroy(new Error('setTimeout fired'));
+      }),
+    );
+    expect(timedOut.error.message).toBe('setTimeout fired');
+    expect(timedOut.ms).toBeLessThan(2_000);
+  });
+});
