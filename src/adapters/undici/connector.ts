@@ -70,7 +70,9 @@ export interface GuardedConnectorOptions {
   socket?: GuardedSocketOptions;
   /**
    * A unix socket (or Windows pipe) every dial connects to instead of the origin's host and port,
-   * as undici's `socketPath`. The breaker still files outcomes by origin. Default none (TCP).
+   * as undici's `socketPath`. The breaker files outcomes by the socket's path, never by the
+   * origin: a stopped daemon on one socket must not get a TCP server (or another socket) named by
+   * the same origin refused. Default none (TCP).
    */
   socketPath?: string;
   /**
@@ -226,9 +228,10 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
       const secure = opts.protocol === 'https:';
       const host = opts.hostname;
       const port = Number(opts.port) || (secure ? 443 : 80);
-      key = hostKey(host, port);
-      const tlsOptions = secure ? tlsFor(s, opts, host) : undefined;
       const path = opts.socketPath ?? s.socketPath;
+      // A unix socket is its own host: filed by its path (no host name holds a '/').
+      key = path ? hostKey(path) : hostKey(host, port);
+      const tlsOptions = secure ? tlsFor(s, opts, host) : undefined;
       const socket = { ...s.socket, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}), ...(path ? { path } : {}) };
       const establish =
         s.connector === undefined ? (ctx: DialContext) => openSocket({ host, port }, { tls: tlsOptions, socket }, ctx) : viaConnector(s.connector, opts);

@@ -16,6 +16,7 @@ import { Agent, type Dispatcher, EventSource, FormData, buildConnector, getGloba
 import { describe, expect, it } from 'vitest';
 import { GuardedAgent, retriesOf } from '../../../src/adapters/undici/index.js';
 import { RetriesExhaustedError } from '../../../src/core/errors.js';
+import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { refusing } from '../../../src/testing/tcp-peers.js';
 import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
 import { answer, failure, guarded, httpServer, leakChecked, manualBreaker } from './helpers.js';
@@ -487,6 +488,30 @@ describe("undici's connect options are honoured", () => {
       const { agent } = guarded({ undici: { socketPath } });
       const res = await request('http://localhost/', { dispatcher: agent });
       expect(await res.body.text()).toBe('over unix');
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
+  it('a unix socket is its own breaker entry, by its path: a stopped daemon never gets a live socket or a TCP server of the same origin refused (was: all filed under localhost:80)', async () => {
+    const dir = os.tmpdir();
+    const dead = path.join(dir, `dialguard-dead-${process.pid}-${Date.now()}.sock`); // nothing listens: ENOENT
+    const live = path.join(dir, `dialguard-live-${process.pid}-${Date.now()}.sock`);
+    const server = http.createServer((_req, res) => res.end('live daemon'));
+    await new Promise<void>((resolve) => server.listen(live, () => resolve()));
+    await using tcp = await httpServer(answer(200, 'tcp'));
+    try {
+      const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+      const { agent: toDead } = guarded({ breaker, maxAttempts: 1, undici: { socketPath: dead } });
+      for (let i = 0; i < 3; i++) await failure(request('http://localhost/', { dispatcher: toDead }));
+      expect(breaker.state(dead)?.state).toBe('open');
+      expect(breaker.stats()).toMatchObject({ failed: 1, refused: 2 });
+      const { agent: toLive } = guarded({ breaker, undici: { socketPath: live } });
+      expect(await (await request('http://localhost/', { dispatcher: toLive })).body.text()).toBe('live daemon');
+      const { agent: overTcp } = guarded({ breaker });
+      expect(await (await request(`http://localhost:${tcp.port}/`, { dispatcher: overTcp })).body.text()).toBe('tcp');
+      expect(breaker.state('localhost:80')).toBeUndefined();
     } finally {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
