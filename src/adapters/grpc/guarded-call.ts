@@ -19,6 +19,9 @@
  * - A failure `retry()` would retry (see call-retry) is retried while the call can still be sent
  *   again unchanged: every attempt with the same absolute deadline, so each gets what remains of
  *   it (grpc-js sends it as `grpc-timeout`). Streaming calls too, until the server answers.
+ * - A call made with `{ parent: call }` runs by the parent's deadline too and ends when the parent
+ *   is cancelled, as grpc-js's flags say (see parent.ts), whatever it is doing: waiting for a
+ *   channel, backing off between attempts, or riding one.
  *
  * @module
  */
@@ -36,6 +39,7 @@ import { type CallRetry, clientMistake, finalFailure, pushbackOf, remaining, ret
 import type { PooledChannel } from './channel-connector.js';
 import { SendLog, type Sent } from './send-log.js';
 import { Turn, reportTurnsTo } from './turn.js';
+import { PARENT_CANCELLED, deadlineUnder, followCancellation } from './parent.js';
 import { type GuardStatus, isStatusObject, statusFor } from './status.js';
 import type { ChannelSpec, SpecTable } from './target.js';
 
@@ -77,10 +81,13 @@ export class GuardedCall implements GrpcCall {
   readonly #host: CallHost;
   readonly #spec: ChannelSpec;
   readonly #method: string;
+  /** The caller's deadline, or the parent's when that is earlier (see parent.ts). */
   readonly #deadline: grpc.Deadline;
   readonly #authority: string | null | undefined;
   readonly #parent: ServerSurfaceCall;
   readonly #flags: number | null | undefined;
+  /** Stops listening for the parent's cancellation; set from start() until the call ends. */
+  #unfollow: (() => void) | undefined;
   readonly #number = ++callNumbers;
   #listener: grpc.InterceptingListener | undefined;
   #metadata: grpc.Metadata | undefined;
@@ -144,7 +151,8 @@ export class GuardedCall implements GrpcCall {
     this.#host = host;
     this.#spec = spec;
     this.#method = method;
-    this.#deadline = deadline;
+    // No parent (the usual case): nothing to do.
+    this.#deadline = parent == null ? deadline : deadlineUnder(deadline, parent, flags);
     this.#authority = authority;
     this.#parent = parent;
     this.#flags = flags;
@@ -166,6 +174,11 @@ export class GuardedCall implements GrpcCall {
       return;
     }
     this.#spec.calls++;
+    const parent = this.#parent;
+    if (parent != null) {
+      // Cancelled as a caller's cancel() is: never resent, whatever the call is doing (#end stops this).
+      this.#unfollow = followCancellation(parent, this.#flags, () => this.cancelWithStatus(grpc.status.CANCELLED, PARENT_CANCELLED));
+    }
     const deadline = this.#deadline;
     // Not after now, or NaN (an Invalid Date): expired, as grpc-js reads it. Unchecked, NaN ran
     // the call with no deadline timer, and grpc-js threw it uncaught when the call started.
@@ -393,7 +406,10 @@ export class GuardedCall implements GrpcCall {
       trip.end(false, { code: grpc.status.UNAVAILABLE, details: 'Channel closed before call started', metadata: new grpc.Metadata() });
       return;
     }
-    const call = pooled.channel.createCall(this.#method, this.#deadline, this.#authority, this.#parent, this.#flags);
+    // The parent is already honoured by this call (its deadline is in #deadline, its cancellation
+    // followed since start()). Handed to grpc-js as well, each ride would add a listener to the
+    // parent that grpc-js never removes.
+    const call = pooled.channel.createCall(this.#method, this.#deadline, this.#authority, null, this.#flags);
     const turn = new Turn(this, call, pooled, trip.id, trip);
     this.#turn = turn;
     if (this.#credentials !== undefined) call.setCredentials(this.#credentials);
@@ -551,6 +567,10 @@ export class GuardedCall implements GrpcCall {
     if (!fromRide) this.#retrying?.abort(status);
     this.#stopWaiting?.();
     this.#stopWaiting = undefined;
+    if (this.#unfollow !== undefined) {
+      this.#unfollow();
+      this.#unfollow = undefined;
+    }
     if (this.#timer !== undefined) {
       this.#host.clock.clearTimeout(this.#timer);
       this.#timer = undefined;

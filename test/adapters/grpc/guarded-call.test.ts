@@ -4,10 +4,12 @@
  * it was handed is no longer READY, its deadline while waiting (on a manual clock), and a
  * cancellation while waiting. No sockets, no sleeps.
  */
+import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import type { PooledChannel } from '../../../src/adapters/grpc/channel-connector.js';
 import { GuardedCall, type GrpcCall } from '../../../src/adapters/grpc/guarded-call.js';
+import { PARENT_CANCELLED, type ParentCall } from '../../../src/adapters/grpc/parent.js';
 import { SpecTable, grpcHostKey, targetOfKey } from '../../../src/adapters/grpc/target.js';
 import { ConnectionPool, type ConnectionWatch } from '../../../src/pool/connection-pool.js';
 import { ManualClock, flushMicrotasks } from '../../../src/testing/manual-clock.js';
@@ -22,6 +24,9 @@ interface Recorded {
   reads: number;
   cancelled: [grpc.status, string] | undefined;
   listener: grpc.InterceptingListener | undefined;
+  /** What `createCall` was given. */
+  deadline: grpc.Deadline;
+  parent: unknown;
 }
 
 /** A grpc-js channel stand-in: its state is set by the test, its calls only record. */
@@ -35,8 +40,8 @@ class FakeChannel {
   close(): void {
     this.closed = true;
   }
-  createCall(): GrpcCall {
-    const r: Recorded = { metadata: undefined, messages: [], halfClosed: false, reads: 0, cancelled: undefined, listener: undefined };
+  createCall(_method: string, deadline: grpc.Deadline, _host: unknown, parent: unknown): GrpcCall {
+    const r: Recorded = { metadata: undefined, messages: [], halfClosed: false, reads: 0, cancelled: undefined, listener: undefined, deadline, parent };
     this.calls.push(r);
     return {
       start: (metadata, listener) => {
@@ -71,7 +76,8 @@ function harness() {
   const specs = new SpecTable({});
   const spec = specs.acquire('fake:1', grpc.credentials.createInsecure(), {});
   const channels: FakeChannel[] = [];
-  const pendingConnects: Array<() => void> = [];
+  /** Settles the oldest pending connect: with a channel, or failed with `err`. */
+  const pendingConnects: Array<(err?: Error) => void> = [];
   const retired: string[] = [];
   const pool = new ConnectionPool<PooledChannel>({
     breaker: null,
@@ -80,8 +86,9 @@ function harness() {
     connectTimeout: 1_000,
     connector: {
       connect: (key) =>
-        new Promise<PooledChannel>((resolve) => {
-          pendingConnects.push(() => {
+        new Promise<PooledChannel>((resolve, reject) => {
+          pendingConnects.push((err) => {
+            if (err !== undefined) return reject(err);
             const channel = new FakeChannel();
             channels.push(channel);
             resolve({ channel: channel as unknown as grpc.Channel, key, tracker: new ConnectTracker('tcp'), closed: false, retireIfNotReady: undefined });
@@ -102,8 +109,8 @@ function harness() {
   const host = testCallHost(pool, specs, clock, false);
   const statuses: grpc.StatusObject[] = [];
   const messages: unknown[] = [];
-  const newCall = (deadline: grpc.Deadline = Infinity): GuardedCall => {
-    const call = new GuardedCall(host, spec, '/fake.S/M', deadline, undefined, null, 0);
+  const newCall = (deadline: grpc.Deadline = Infinity, parent: ParentCall | null = null, flags: number | null | undefined = parent === null ? 0 : undefined): GuardedCall => {
+    const call = new GuardedCall(host, spec, '/fake.S/M', deadline, undefined, parent, flags);
     call.start(new grpc.Metadata(), {
       onReceiveMetadata: () => {},
       onReceiveMessage: (m) => messages.push(m),
@@ -116,7 +123,12 @@ function harness() {
     pendingConnects.shift()!();
     await flushMicrotasks();
   };
-  return { clock, pool, channels, retired, statuses, messages, newCall, connectNext };
+  const failConnectNext = async (err: Error): Promise<void> => {
+    await flushMicrotasks();
+    pendingConnects.shift()!(err);
+    await flushMicrotasks();
+  };
+  return { clock, host, pool, channels, retired, statuses, messages, pendingConnects, newCall, connectNext, failConnectNext };
 }
 
 const ok = (): grpc.StatusObject => ({ code: grpc.status.OK, details: '', metadata: new grpc.Metadata() });
@@ -202,6 +214,133 @@ describe('GuardedCall: ending while it waits', () => {
     await flushMicrotasks();
     expect(h.channels[0]!.calls[0]!.cancelled).toEqual([grpc.status.CANCELLED, 'Cancelled on client']);
     expect(h.statuses.map((s) => s.code)).toEqual([grpc.status.CANCELLED]);
+    await h.pool.close();
+  });
+});
+
+/** A server call standing in as a parent: its deadline, and 'cancelled' when the test says. */
+class FakeParent extends EventEmitter {
+  constructor(readonly deadline: grpc.Deadline = Infinity) {
+    super();
+  }
+  getDeadline(): grpc.Deadline {
+    return this.deadline;
+  }
+  cancel(): void {
+    this.emit('cancelled', 'cancelled');
+  }
+  get asParent(): ParentCall {
+    return this as unknown as ParentCall;
+  }
+}
+
+const { DEADLINE, CANCELLATION } = grpc.propagate;
+const parentCancelled = expect.objectContaining({ code: grpc.status.CANCELLED, details: PARENT_CANCELLED });
+
+describe('GuardedCall: its parent (`{ parent: call }`), honoured as grpc-js does, whatever the call is doing', () => {
+  it("waiting for a channel: the parent's deadline ends it when earlier than its own (DEADLINE flag; default flags too)", async () => {
+    for (const flags of [DEADLINE, undefined]) {
+      const h = harness();
+      const parent = new FakeParent(Date.now() + 200);
+      h.newCall(Date.now() + 10_000, parent.asParent, flags);
+      await flushMicrotasks();
+      await h.clock.tick(150); // grpc deadlines are wall-clock: a ms may pass between here and the timer
+      expect(h.statuses).toHaveLength(0);
+      await h.clock.tick(50);
+      expect(h.statuses).toEqual([expect.objectContaining({ code: grpc.status.DEADLINE_EXCEEDED })]);
+      expect(parent.listenerCount('cancelled')).toBe(0);
+      await h.connectNext(); // the shared connect still lands; nobody rides it
+      expect(h.channels[0]!.calls).toHaveLength(0);
+      await h.pool.close();
+    }
+  });
+
+  it("without the DEADLINE flag the parent's deadline is not its own; an earlier own deadline stays", async () => {
+    const h = harness();
+    const parent = new FakeParent(Date.now() + 200);
+    h.newCall(Date.now() + 500, parent.asParent, CANCELLATION);
+    await flushMicrotasks();
+    await h.clock.tick(200);
+    expect(h.statuses).toHaveLength(0);
+    await h.clock.tick(300);
+    expect(h.statuses).toEqual([expect.objectContaining({ code: grpc.status.DEADLINE_EXCEEDED })]);
+    const early = harness();
+    early.newCall(Date.now() + 100, new FakeParent(Date.now() + 5_000).asParent, DEADLINE);
+    await flushMicrotasks();
+    await early.clock.tick(100);
+    expect(early.statuses).toEqual([expect.objectContaining({ code: grpc.status.DEADLINE_EXCEEDED })]);
+    await h.connectNext();
+    await early.connectNext();
+    await h.pool.close();
+    await early.pool.close();
+  });
+
+  it('waiting for a channel: the parent\'s cancellation ends it with CANCELLED "Cancelled by parent call", on a later tick, and it stops listening', async () => {
+    const h = harness();
+    const parent = new FakeParent();
+    h.newCall(Infinity, parent.asParent, undefined); // grpc's default flags
+    expect(parent.listenerCount('cancelled')).toBe(1);
+    parent.cancel();
+    expect(h.statuses).toHaveLength(0); // never inside the parent's own emit
+    await flushMicrotasks();
+    expect(h.statuses).toEqual([parentCancelled]);
+    expect(parent.listenerCount('cancelled')).toBe(0);
+    await h.connectNext();
+    expect(h.channels[0]!.calls).toHaveLength(0);
+    await h.pool.close();
+  });
+
+  it('riding: the grpc-js call runs by the earlier deadline without the parent (no listener grpc-js never removes); a cancellation cancels it, never resent', async () => {
+    const h = harness();
+    const at = Date.now() + 5_000;
+    const parent = new FakeParent(at);
+    h.newCall(Infinity, parent.asParent, undefined);
+    await h.connectNext();
+    const rec = h.channels[0]!.calls[0]!;
+    expect(rec.parent).toBeNull();
+    expect(rec.deadline).toBe(at);
+    expect(parent.listenerCount('cancelled')).toBe(1); // its own, only
+    parent.cancel();
+    await flushMicrotasks();
+    expect(rec.cancelled).toEqual([grpc.status.CANCELLED, PARENT_CANCELLED]);
+    expect(h.statuses).toEqual([parentCancelled]);
+    expect(parent.listenerCount('cancelled')).toBe(0);
+    expect(h.pendingConnects).toHaveLength(0);
+    expect(h.channels[0]!.calls).toHaveLength(1);
+    await h.pool.close();
+  });
+
+  it("backing off between retries: the parent's cancellation ends it, and no further attempt is made", async () => {
+    const h = harness();
+    (h.host as { retry: unknown }).retry = { maxAttempts: 3, backoff: () => 1_000, budget: null, clock: h.clock, statuses: new Set<number>() };
+    const parent = new FakeParent();
+    h.newCall(Infinity, parent.asParent, undefined);
+    await h.failConnectNext(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }));
+    await flushMicrotasks();
+    expect(h.statuses).toHaveLength(0); // backing off
+    expect(h.clock.pending).toBeGreaterThan(0);
+    parent.cancel();
+    await flushMicrotasks();
+    expect(h.statuses).toEqual([parentCancelled]);
+    expect(parent.listenerCount('cancelled')).toBe(0);
+    await h.clock.tick(1_000);
+    await flushMicrotasks();
+    expect(h.pendingConnects).toHaveLength(0); // the retry was not made
+    expect(h.statuses).toHaveLength(1);
+    await h.pool.close();
+  });
+
+  it('without the CANCELLATION flag it never listens; with no parent nothing is done', async () => {
+    const h = harness();
+    const parent = new FakeParent();
+    const call = h.newCall(Infinity, parent.asParent, DEADLINE);
+    expect(parent.listenerCount('cancelled')).toBe(0);
+    parent.cancel();
+    await flushMicrotasks();
+    expect(h.statuses).toHaveLength(0);
+    call.cancelWithStatus(grpc.status.CANCELLED, 'Cancelled on client');
+    await flushMicrotasks();
+    await h.connectNext();
     await h.pool.close();
   });
 });
