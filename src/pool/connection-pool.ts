@@ -32,7 +32,7 @@ import { hostKey } from '../guard/host-key.js';
 import { type Lease, PooledConnection, type RetireReason } from './pooled-connection.js';
 import { IdleSweep } from './idle-sweep.js';
 import { Trip } from './trip.js';
-import { callSafely, classifySafely, closeSafely } from './user-code.js';
+import { classifySafely, closeSafely, unwatchSafely } from './user-code.js';
 import { unguarded } from './unguarded.js';
 import type { ConnectionPoolEvents, ConnectionPoolOptions, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 
@@ -381,11 +381,11 @@ export class ConnectionPool<C> {
           this.#gone(conn, err);
           throw err;
         }
-        // Stryker disable next-line ConditionalExpression: a non-function result would be kept or called through callSafely, which contains its throw: the same outcome.
+        // Stryker disable next-line ConditionalExpression: a non-function result would be kept or called through unwatchSafely, which contains its throw: the same outcome.
         if (typeof unwatch === 'function') {
           // A watcher may report the connection retired or gone before it even returns.
           if (conn.closing === undefined) this.#live.set(conn, unwatch);
-          else callSafely(unwatch);
+          else unwatchSafely(this.#connector, unwatch);
         }
         return conn;
       },
@@ -550,8 +550,8 @@ export class ConnectionPool<C> {
     // (its own 'close' event reaching watch.gone) must find it closing already, not close it again.
     conn.closing = CLOSING;
     const unwatch = this.#live.get(conn);
-    // Stryker disable next-line ConditionalExpression: callSafely contains the TypeError of calling undefined; the check only spares a throw.
-    if (unwatch !== undefined) callSafely(unwatch);
+    // Stryker disable next-line ConditionalExpression: unwatchSafely contains the TypeError of calling undefined; the check only spares a throw.
+    if (unwatch !== undefined) unwatchSafely(this.#connector, unwatch);
     const closing = closeSafely(this.#connector, conn.connection, conn.goneReason ?? conn.retired).then(() => {
       this.#live.delete(conn);
       this.#closes.delete(closing);

@@ -1,13 +1,24 @@
 /**
  * The pool's calls into user code (the connector's close, the `classify` option, an unwatch),
  * each guarded so that a throw or a rejection never escapes: it is contained, or means a
- * documented "nothing proven".
+ * documented "nothing proven". It is not hidden either: the first throw of each function becomes
+ * a process warning (a close that throws may be leaking the connection it was to close).
  *
  * @module
  */
+import { thrownText } from '../core/validate.js';
 import type { Connector, PoolClassification } from './pool-types.js';
 
-const noop = (): void => {};
+/** Per kind of user code, whose throw was already reported (by its connector or function), so a loop cannot flood the warnings. */
+const warned = new Map<string, WeakSet<object>>();
+
+function warnOnce(what: string, owner: object, err: unknown): void {
+  let seen = warned.get(what);
+  if (seen === undefined) warned.set(what, (seen = new WeakSet()));
+  if (seen.has(owner)) return;
+  seen.add(owner);
+  process.emitWarning(`dialguard: the pool's ${what} threw (contained; reported once): ${thrownText(err)}`);
+}
 
 /** What the pool assumes when a `classify` option throws: nothing proven (no going back, no eviction). */
 const UNPROVEN: PoolClassification = Object.freeze({ connectionDead: false, notSent: false });
@@ -20,7 +31,7 @@ export function closeSafely<C>(connector: Connector<C>, connection: C, reason: u
   } catch (err) {
     done = Promise.reject(err);
   }
-  return done.catch(noop);
+  return done.catch((err: unknown) => warnOnce('connector.close', connector, err));
 }
 
 /**
@@ -34,16 +45,17 @@ export function classifySafely(classify: (err: unknown) => PoolClassification, e
     if (typeof c !== 'object' || c === null) return UNPROVEN;
     const { connectionDead, notSent } = c as Partial<PoolClassification>;
     return connectionDead === true || notSent === true ? { connectionDead: connectionDead === true, notSent: notSent === true } : UNPROVEN;
-  } catch {
+  } catch (thrown) {
+    warnOnce('classify option', classify, thrown);
     return UNPROVEN;
   }
 }
 
-/** @internal Calls a user's function whose result and throw mean nothing to the pool (an unwatch). */
-export function callSafely(f: () => void): void {
+/** @internal Calls an unwatch `connector.watch` returned, whose result and throw mean nothing to the pool. */
+export function unwatchSafely(connector: object, unwatch: () => void): void {
   try {
-    f();
-  } catch {
-    // nothing to undo: the connection is being closed either way
+    unwatch();
+  } catch (err) {
+    warnOnce('unwatch (returned by connector.watch)', connector, err); // nothing to undo: the connection is being closed either way
   }
 }

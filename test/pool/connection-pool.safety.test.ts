@@ -213,6 +213,36 @@ describe('ConnectionPool: user code never throws its way out (defect 7)', () => 
     await pool.close();
   });
 
+  it('a connector close(), classify option or unwatch that throws is contained, and not hidden: one process warning each, however often it throws', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w.message);
+    process.on('warning', onWarning);
+    try {
+      const { connector, pool } = setup({
+        classify: () => {
+          throw new Error('classify blew up');
+        },
+      });
+      connector.auto = 'resolve';
+      connector.close = () => {
+        throw new Error('close blew up');
+      };
+      connector.watch = () => () => {
+        throw new Error('unwatch blew up');
+      };
+      for (let i = 0; i < 3; i++) {
+        await expect(pool.use(`t${i}:1`, async () => Promise.reject(new Error('ride failed')))).rejects.toThrow('ride failed');
+      }
+      await pool.close();
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+      expect(warnings.filter((m) => m.includes('close blew up'))).toHaveLength(1);
+      expect(warnings.filter((m) => m.includes('classify blew up'))).toHaveLength(1);
+      expect(warnings.filter((m) => m.includes('unwatch blew up'))).toHaveLength(1);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('a watch() that throws: the caller gets its error, the connection is closed, nothing escapes', async () => {
     const { connector, pool } = setup();
     connector.auto = 'resolve';
