@@ -190,8 +190,12 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
         if (session.destroyed) done();
       });
       // Retired sessions close only once drained, so both paths end at once: destroy when the
-      // transport is dead (nothing to say goodbye to), close gracefully otherwise.
-      if (reason instanceof Error) session.destroy();
+      // transport is dead (nothing to say goodbye to), close gracefully otherwise. Destroyed
+      // with the reason: node:http2 then fails each stream still open with it. Destroyed without
+      // one, it ended them as if complete (NO_ERROR), so a body cut by a silent peer's keep-alive
+      // timeout or by close() after closeTimeout read as a whole, shorter body.
+      // (NO_ERROR in the GOAWAY still: the peer is told what it was told before.)
+      if (reason instanceof Error) session.destroy(reason, http2.constants.NGHTTP2_NO_ERROR);
       else session.close();
     });
   }

@@ -122,4 +122,42 @@ describe('Http2Client: an answer cut short after its headers', () => {
       expect(failure).toMatchObject({ code: 'ERR_HTTP2_STREAM_ERROR', rstCode: code });
     }
   });
+  it('stream(), a peer that goes silent mid-body: the keep-alive timeout errors the body (was: a clean end, the body truncated)', async () => {
+    await using peer = await http2Peer({
+      handler: (stream) => {
+        stream.on('error', () => {});
+        stream.respond({ ':status': 200 });
+        stream.write('part;');
+      },
+    });
+    const c = new Http2Client({ breaker: new HostBreaker(), keepAliveInterval: 50, keepAliveTimeout: 100 });
+    cleanup.push(() => c.close());
+    const res = await c.stream(`${peer.origin}/feed`);
+    const reading = drain(res.body);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    peer.silence();
+    const { text, error } = await reading;
+    expect(text).toBe('part;');
+    expect(error).toMatchObject({ code: 'DIALGUARD_CONNECTION_GONE' });
+    expect(peer.streams).toBe(1);
+  });
+
+  it('stream(), close() while its body is still being read: after closeTimeout the body errors (was: a clean end, the body truncated)', async () => {
+    await using peer = await http2Peer({
+      handler: (stream) => {
+        stream.on('error', () => {});
+        stream.respond({ ':status': 200 });
+        stream.write('part;');
+      },
+    });
+    const c = new Http2Client({ breaker: new HostBreaker(), closeTimeout: 100 });
+    const res = await c.stream(`${peer.origin}/feed`);
+    const reading = drain(res.body);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await c.close();
+    const { text, error } = await reading;
+    expect(text).toBe('part;');
+    expect(error).toBeInstanceOf(Error);
+    expect(peer.streams).toBe(1);
+  });
 });
