@@ -189,10 +189,28 @@ export class RedisGuard {
    * An ioredis client (v5) whose every dial asks the breaker first:
    * `guard.ioredis(Redis, { host: 'cache', port: 6379 })`. The gate is its `Connector`: a refusal
    * is a connect that failed at once, with no packet sent, and `retryStrategy` schedules the next.
+   *
+   * Sentinel (`{ sentinels, name }`) works as unguarded: the sentinels are asked for the master
+   * (their own connections are not gated), and the dial to the address they name asks the breaker
+   * keyed by that address (after a failover, the new master's). A `Connector` of your own is
+   * gated as given (ioredis then ignores `sentinels`, guarded or not).
+   *
+   * @throws TypeError naming `sentinels` if this ioredis's Sentinel connector has no `resolve()`
+   *   to gate (a silent dial to the wrong server is not an option).
    */
   ioredis<O, C extends EventClient>(Redis: new (options: O) => C, clientOptions?: O): C {
     const options = (clientOptions ?? {}) as IoredisOptions;
-    const state = new ClientState(hostKey(options.host ?? 'localhost', options.port ?? 6379));
+    const Client = Redis as unknown as new (options: IoredisOptions) => EventClient;
+    const given = options.Connector as ConnectorClass | undefined;
+    // ioredis picks its SentinelConnector for `sentinels` (unless given a Connector of the user's):
+    // the dial to gate is then the one to the address the sentinels resolve, known only at dial time.
+    const sentinel = given === undefined && Boolean(options.sentinels);
+    const Base = given ?? defaultConnector(Client, options);
+    if (sentinel && typeof Base.prototype.resolve !== 'function') {
+      throw new TypeError(`dialguard: this ioredis's connector for \`sentinels\` (${Base.name}) has no resolve() the guard can gate; use an unguarded client for Sentinel`);
+    }
+    // A Sentinel client's key is set to the resolved address before each dial (never used before).
+    const state = new ClientState(sentinel ? `sentinel:${String(options.name)}` : hostKey(options.host ?? 'localhost', options.port ?? 6379));
     const guarded: IoredisOptions = {
       ...options,
       connectTimeout: this.#timeout,
@@ -205,9 +223,13 @@ export class RedisGuard {
         const theirs: unknown = (options.retryStrategy as (t: number) => unknown)(times);
         return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
       },
-      Connector: this.#gatedConnector(Redis as unknown as new (options: IoredisOptions) => EventClient, state, options.Connector as ConnectorClass | undefined),
+      Connector: sentinel ? this.#gatedSentinelConnector(Base, state) : this.#gatedConnector(Base, state),
     };
     const client = new Redis(guarded as O);
+    // ioredis tells its own SentinelConnector its client (for its 'failoverSubscribed' and
+    // 'sentinelReconnecting' events), not a Connector given in the options.
+    const connector = (client as unknown as { connector?: { emitter?: unknown } }).connector;
+    if (sentinel && connector !== undefined && connector.emitter == null) connector.emitter = client;
     this.#watch(client, state, true);
     return client;
   }
@@ -390,9 +412,8 @@ export class RedisGuard {
     }) as net.LookupFunction;
   }
 
-  /** ioredis's connector (the given one, or its default), asking the breaker before each dial. */
-  #gatedConnector(Redis: new (options: IoredisOptions) => EventClient, state: ClientState, given: ConnectorClass | undefined): ConnectorClass {
-    const Base: ConnectorClass = given ?? defaultConnector(Redis);
+  /** ioredis's connector (the given one, or its standalone one), asking the breaker before each dial. */
+  #gatedConnector(Base: ConnectorClass, state: ClientState): ConnectorClass {
     const guard = this;
     return class GuardedConnector extends Base {
       override connect(emitter: unknown): Promise<unknown> {
@@ -421,6 +442,55 @@ export class RedisGuard {
         return gate instanceof Promise ? gate.then(go) : go(gate);
       }
     };
+  }
+
+  /**
+   * ioredis's `SentinelConnector`, asking the breaker before each dial to the node: the sentinels
+   * are asked first (their own short-lived clients, not gated), and the address they resolve is
+   * the dial's key (a failover moves the client to the new master's key). A refusal is handed to
+   * the connector as that address under a name only a lookup failing with the refusal resolves:
+   * its connect fails at once, no packet sent, and ioredis runs its retryStrategy as for any
+   * failed connect.
+   */
+  #gatedSentinelConnector(Base: ConnectorClass, state: ClientState): ConnectorClass {
+    const guard = this;
+    return class GuardedSentinelConnector extends Base {
+      override async resolve(endpoint: unknown): Promise<{ host: string; port: number } | null | undefined> {
+        const address = await super.resolve!(endpoint);
+        if (address == null || !this.connecting) return address;
+        guard.#retarget(state, hostKey(address.host, address.port));
+        let gate = guard.#gate(state, () => this.connecting === true);
+        if (gate instanceof Promise) gate = await gate;
+        if (gate === undefined) return address;
+        const refusal = gate;
+        const lookup = (_name: string, _opts: unknown, cb: (err: Error) => void): void => process.nextTick(cb, refusal);
+        return { ...address, host: 'refused.dialguard.invalid', lookup } as { host: string; port: number };
+      }
+
+      override connect(emitter: unknown): Promise<unknown> {
+        return super.connect(emitter).then(
+          (stream) => {
+            guard.#boundHandshake(state, state.permit, stream);
+            return stream;
+          },
+          (err: unknown) => {
+            // Closed after the dial was admitted, before it began: nobody's failure.
+            guard.#abandon(state);
+            throw err;
+          },
+        );
+      }
+    };
+  }
+
+  /**
+   * A Sentinel client's next dial goes to `key`: the dial before it (to the old address) is
+   * settled first, so that its outcome is filed under the address it went to.
+   */
+  #retarget(state: ClientState, key: string): void {
+    if (state.key === key) return;
+    this.#settle(state, new Error('a new dial started before the last one was reported'));
+    state.key = key;
   }
 
   /**

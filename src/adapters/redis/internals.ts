@@ -39,11 +39,17 @@ export interface IoredisOptions {
   Connector?: unknown;
   lazyConnect?: boolean;
   tls?: unknown;
+  sentinels?: unknown;
   [key: string]: unknown;
 }
 
 /** One client's dial bookkeeping. */
 export class ClientState {
+  /**
+   * The node's breaker key. Fixed for a client of one node; a Sentinel client's is the master
+   * (or replica) address its sentinels resolved for the dial in flight, so it moves with a failover.
+   */
+  key: string;
   permit: DialPermit | undefined;
   /** When the permitted dial began (the rounds' clock). */
   dialAt = 0;
@@ -54,9 +60,11 @@ export class ClientState {
    *   does: single-node clients and a cluster's node connections alike).
    */
   constructor(
-    readonly key: string,
+    key: string,
     readonly rounds = true,
-  ) {}
+  ) {
+    this.key = key;
+  }
 }
 
 /** Whether `err` is a reply the server sent (so the node is alive), for node-redis and ioredis. */
@@ -73,6 +81,8 @@ export interface IoredisConnector {
   connecting?: boolean;
   stream?: unknown;
   connect(emitter: unknown): Promise<unknown>;
+  /** ioredis's `SentinelConnector` only: asks one sentinel for the node's address (null: none). */
+  resolve?(endpoint: unknown): Promise<{ host: string; port: number } | null | undefined>;
 }
 export type ConnectorClass = new (options: unknown) => IoredisConnector;
 
@@ -99,9 +109,14 @@ export interface GuardInternals {
   boundHandshake(state: ClientState, permit: DialPermit | undefined, stream: unknown): void;
 }
 
-/** ioredis's default connector: it is not exported, so a lazy client (which never connects) shows it. */
-export function defaultConnector(Redis: new (options: IoredisOptions) => EventClient): ConnectorClass {
-  return (new Redis({ lazyConnect: true }) as unknown as { connector: IoredisConnector }).connector.constructor as ConnectorClass;
+/**
+ * The connector ioredis picks for `options` (no `Connector` of the user's: its standalone one, or
+ * its `SentinelConnector` given `sentinels`). Neither is exported, so a lazy client made with the
+ * same options (it never connects) shows it.
+ */
+export function defaultConnector(Redis: new (options: IoredisOptions) => EventClient, options: IoredisOptions = {}): ConnectorClass {
+  const { Connector: _ignored, ...rest } = options;
+  return (new Redis({ ...rest, lazyConnect: true }) as unknown as { connector: IoredisConnector }).connector.constructor as ConnectorClass;
 }
 
 /** Host and port of a node-redis client: its url's, or `socket.host`/`socket.port`. */
