@@ -337,6 +337,7 @@ export class RedisGuard {
       return answer;
     }
     state.permit = answer;
+    state.socket = undefined;
     state.dialAt = this.#rounds.now();
     return undefined;
   }
@@ -345,6 +346,7 @@ export class RedisGuard {
   #succeeded(state: ClientState): void {
     state.permit?.succeeded();
     state.permit = undefined;
+    state.socket = undefined;
     if (state.rounds) this.#rounds.succeeded(state.key);
   }
 
@@ -352,14 +354,15 @@ export class RedisGuard {
   #abandon(state: ClientState): void {
     const permit = state.permit;
     state.permit = undefined;
+    state.socket = undefined;
     if (permit === undefined) return;
     permit.abandoned();
     if (state.rounds) this.#rounds.released(state.key, state);
   }
 
   /**
-   * The dial in flight ended without 'ready': failed, unless the server answered (a reply, a
-   * certificate it presented, an alert it sent) or the failure was this client's own (its TLS
+   * The dial in flight ended without 'ready': failed, unless the server answered (a reply, any
+   * byte on the dial's socket, a certificate it presented, an alert it sent) or the failure was this client's own (its TLS
    * configuration refused before the node said anything, this process out of sockets): one
    * client's wrong CA must never get the node refused for every client (DESIGN rule 1).
    */
@@ -367,7 +370,13 @@ export class RedisGuard {
     const permit = state.permit;
     state.permit = undefined;
     if (permit === undefined) return;
-    const outcome = serverReplied(cause) ? 'succeeded' : dialFailureOutcome(cause);
+    // Any byte the node sent on the dial's socket (a reply before it closed: `-ERR max number of
+    // clients reached`, a protocol error) proves it alive, as for every other dial (`connect.ts`).
+    // A TLS socket counts only application bytes: a handshake alone (a terminator in front of a
+    // dead node) is not an answer.
+    const answered = (state.socket?.bytesRead ?? 0) > 0;
+    state.socket = undefined;
+    const outcome = serverReplied(cause) ? 'succeeded' : dialFailureOutcome(cause, answered);
     if (outcome === 'succeeded') {
       permit.succeeded();
       if (state.rounds) this.#rounds.succeeded(state.key);
@@ -404,7 +413,10 @@ export class RedisGuard {
       const gate = this.#gate(state, () => this.#rounds.now() - askedAt < this.#timeout);
       const bounded = (refusal: RoundOutcome): void => {
         // node-redis's handshake has no bound of its own: the guard's, from when the dial began.
-        if (refusal === undefined && socket !== undefined) this.#boundHandshake(state, state.permit, socket);
+        if (refusal === undefined && socket !== undefined) {
+          state.socket = socket;
+          this.#boundHandshake(state, state.permit, socket);
+        }
         go(refusal);
       };
       if (gate instanceof Promise) void gate.then(bounded);
@@ -422,6 +434,7 @@ export class RedisGuard {
             this.firstError = undefined;
             const permit = state.permit;
             return super.connect(emitter).then((stream) => {
+              if (permit !== undefined && state.permit === permit) state.socket = stream as net.Socket;
               guard.#boundHandshake(state, permit, stream);
               return stream;
             });
@@ -470,6 +483,7 @@ export class RedisGuard {
       override connect(emitter: unknown): Promise<unknown> {
         return super.connect(emitter).then(
           (stream) => {
+            if (state.permit !== undefined) state.socket = stream as net.Socket;
             guard.#boundHandshake(state, state.permit, stream);
             return stream;
           },

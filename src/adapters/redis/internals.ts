@@ -53,6 +53,11 @@ export class ClientState {
   permit: DialPermit | undefined;
   /** When the permitted dial began (the rounds' clock). */
   dialAt = 0;
+  /**
+   * The permitted dial's socket, where the guard sees it (ioredis: its connector's stream;
+   * node-redis: the plain TCP socket its lookup was asked for), for what the node sent on it.
+   */
+  socket: { readonly bytesRead: number } | undefined;
   lastError: unknown;
   /**
    * @param key - the node's breaker key.
