@@ -150,9 +150,9 @@ export class RedisGuard {
   nodeRedis<O, C extends EventClient>(createClient: (options: O) => C, clientOptions?: O): C {
     const options = (clientOptions ?? {}) as NodeRedisOptions;
     const { host, port } = nodeRedisTarget(options);
-    const state = new ClientState(hostKey(host, port));
     const socket: NonNullable<NodeRedisOptions['socket']> = { ...(options.socket ?? {}) };
     const tls = socket.tls === true || (typeof options.url === 'string' && options.url.startsWith('rediss:'));
+    const state = new ClientState(hostKey(host, port), true, tls);
     const bare = host.startsWith('[') ? host.slice(1, -1) : host;
     const byIp = net.isIP(bare) !== 0;
     socket.host = byIp ? `${bare.replaceAll(':', '-')}.dialguard.invalid` : bare;
@@ -210,7 +210,9 @@ export class RedisGuard {
       throw new TypeError(`dialguard: this ioredis's connector for \`sentinels\` (${Base.name}) has no resolve() the guard can gate; use an unguarded client for Sentinel`);
     }
     // A Sentinel client's key is set to the resolved address before each dial (never used before).
-    const state = new ClientState(sentinel ? `sentinel:${String(options.name)}` : hostKey(options.host ?? 'localhost', options.port ?? 6379));
+    // ioredis dials a Sentinel's master with TLS only given enableTLSForSentinelMode.
+    const tls = Boolean(options.tls) && (!sentinel || Boolean(options.enableTLSForSentinelMode));
+    const state = new ClientState(sentinel ? `sentinel:${String(options.name)}` : hostKey(options.host ?? 'localhost', options.port ?? 6379), true, tls);
     const guarded: IoredisOptions = {
       ...options,
       connectTimeout: this.#timeout,
@@ -278,12 +280,12 @@ export class RedisGuard {
 
   /**
    * When to redial a node: after its open window (jittered), soon while a probe is out, else at
-   * its next shared round (`rounds`), else a backoff of the client's own.
+   * its next shared round (`rounds`: the client's round key), else a backoff of the client's own.
    */
-  #delayFor(key: string | undefined, attempt: number, rounds = false): number {
+  #delayFor(key: string | undefined, attempt: number, rounds?: string): number {
     const backoff = Math.floor(this.#random() * Math.min(this.#maxBackoff, 50 * 2 ** Math.min(attempt, 16)));
     const snapshot = key === undefined ? undefined : this.breaker.state(key);
-    const round = rounds && key !== undefined ? this.#rounds.delay(key) : undefined;
+    const round = rounds === undefined ? undefined : this.#rounds.delay(rounds);
     if (snapshot === undefined || snapshot.retryAfter === 0) return round === undefined ? backoff : Math.ceil(round);
     if (snapshot.state === 'open') return Math.ceil(snapshot.retryAfter * (1 + 0.1 * this.#random()));
     return Math.min(snapshot.retryAfter, Math.max(50, backoff));
@@ -318,7 +320,7 @@ export class RedisGuard {
    */
   #gate(state: ClientState, wanted?: () => boolean): RoundOutcome | Promise<RoundOutcome> {
     this.#settle(state, new Error('a new dial started before the last one was reported'));
-    const turn = this.#rounds.turn(state.key, state, this.#policy);
+    const turn = this.#rounds.turn(state.roundKey, state, this.#policy);
     if (turn === undefined) return this.#admit(state);
     if (turn instanceof Error) return turn;
     return turn.then((outcome) => {
@@ -333,7 +335,7 @@ export class RedisGuard {
     this.#settle(state, new Error('a new dial started before the last one was reported'));
     const answer = this.breaker.tryAdmit(state.key);
     if (answer instanceof HostUnavailableError) {
-      if (state.rounds) this.#rounds.refused(state.key, state, answer);
+      if (state.rounds) this.#rounds.refused(state.roundKey, state, answer);
       return answer;
     }
     state.permit = answer;
@@ -347,7 +349,7 @@ export class RedisGuard {
     state.permit?.succeeded();
     state.permit = undefined;
     state.socket = undefined;
-    if (state.rounds) this.#rounds.succeeded(state.key);
+    if (state.rounds) this.#rounds.succeeded(state.roundKey);
   }
 
   /** The client gave the dial in flight up: abandoned, and the clients waiting for it dial. */
@@ -357,7 +359,7 @@ export class RedisGuard {
     state.socket = undefined;
     if (permit === undefined) return;
     permit.abandoned();
-    if (state.rounds) this.#rounds.released(state.key, state);
+    if (state.rounds) this.#rounds.released(state.roundKey, state);
   }
 
   /**
@@ -379,13 +381,13 @@ export class RedisGuard {
     const outcome = serverReplied(cause) ? 'succeeded' : dialFailureOutcome(cause, answered);
     if (outcome === 'succeeded') {
       permit.succeeded();
-      if (state.rounds) this.#rounds.succeeded(state.key);
+      if (state.rounds) this.#rounds.succeeded(state.roundKey);
     } else if (outcome === 'abandoned') {
       permit.abandoned();
-      if (state.rounds) this.#rounds.released(state.key, state);
+      if (state.rounds) this.#rounds.released(state.roundKey, state);
     } else {
       (permit.failed as (error?: unknown) => void)(cause);
-      if (state.rounds) this.#rounds.failed(state.key, state, cause, state.dialAt, this.#policy);
+      if (state.rounds) this.#rounds.failed(state.roundKey, state, cause, state.dialAt, this.#policy);
     }
   }
 
@@ -534,7 +536,7 @@ export class RedisGuard {
     this.#settle(state, cause);
     // No dial of its own ended: a lost connection (or a dial failed at the gate); from now on the
     // node's redials go in rounds (a no-op if they already do).
-    if (!dialled) this.#rounds.lost(state.key, cause);
-    return this.#delayFor(state.key, attempt, true);
+    if (!dialled) this.#rounds.lost(state.roundKey, cause);
+    return this.#delayFor(state.key, attempt, state.roundKey);
   }
 }

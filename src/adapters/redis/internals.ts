@@ -63,13 +63,30 @@ export class ClientState {
    * @param key - the node's breaker key.
    * @param rounds - whether the client's redials go in the breaker's shared rounds (every client
    *   does: single-node clients and a cluster's node connections alike).
+   * @param tls - whether the client dials the node with TLS: its rounds are not shared with
+   *   plain clients of the same address (see {@link roundKey}).
    */
   constructor(
     key: string,
     readonly rounds = true,
+    readonly tls = false,
   ) {
     this.key = key;
   }
+
+  /**
+   * The key of the client's shared redial rounds: the node's, and how it is dialled. A client
+   * without TLS against a TLS-only port is reset without a byte, a failure the breaker counts;
+   * sharing its rounds handed that error to the TLS clients (failed at once, no dial).
+   */
+  get roundKey(): string {
+    return roundKey(this.key, this.tls);
+  }
+}
+
+/** The redial rounds' key of the clients of node `key` dialling it with TLS or not. */
+export function roundKey(key: string, tls: boolean): string {
+  return tls ? `${key} tls` : key;
 }
 
 /** Whether `err` is a reply the server sent (so the node is alive), for node-redis and ioredis. */
@@ -108,8 +125,8 @@ export interface GuardInternals {
   settle(state: ClientState, cause: unknown): void;
   /** The client gave the dial in flight up. */
   abandon(state: ClientState): void;
-  /** When to redial a node (`key`), after `attempt` failed dials; `rounds`: at its next round. */
-  delayFor(key: string | undefined, attempt: number, rounds?: boolean): number;
+  /** When to redial a node (`key`), after `attempt` failed dials; at the next round of `rounds` (a round key) if given. */
+  delayFor(key: string | undefined, attempt: number, rounds?: string): number;
   /** Bounds the handshake of the dial `permit` stands for on `stream` (see `handshake.ts`). */
   boundHandshake(state: ClientState, permit: DialPermit | undefined, stream: unknown): void;
 }
