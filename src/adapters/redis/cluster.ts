@@ -22,6 +22,7 @@ import {
   type NodeRedisOptions,
   defaultConnector,
   nodeRedisTarget,
+  roundKey,
   withoutUrl,
 } from './internals.js';
 import type { RoundOutcome } from './redial.js';
@@ -36,7 +37,7 @@ export function ioredisCluster<O extends object>(guard: GuardInternals, Redis: n
     #state: ClientState | undefined;
     override connect(emitter: unknown): Promise<unknown> {
       const target = (this as unknown as { options: IoredisOptions }).options;
-      const state = (this.#state ??= new ClientState(hostKey(target.host ?? 'localhost', target.port ?? 6379)));
+      const state = (this.#state ??= new ClientState(hostKey(target.host ?? 'localhost', target.port ?? 6379), true, Boolean(target.tls)));
       // Each Cluster dials a dead node anew for every batch of commands its slots send there:
       // in rounds, every connection of every cluster in the process makes one dial per round.
       this.connecting = true;
@@ -78,7 +79,7 @@ export function ioredisCluster<O extends object>(guard: GuardInternals, Redis: n
           // the first redials of every cluster are one round, not one dial per cluster. A close
           // the client asked for costs nothing: the next dial leads a round, and its success
           // forgets the node.
-          socket.once('close', () => guard.rounds.lost(state.key, new Error(`the connection to ${state.key} was lost`)));
+          socket.once('close', () => guard.rounds.lost(state.roundKey, new Error(`the connection to ${state.key} was lost`)));
         };
         const onClose = (): void => done(new Error('the connection closed before the node answered'));
         if (socket.destroyed) done(this.firstError ?? new Error('the connection closed before it connected'));
@@ -139,7 +140,7 @@ export function nodeRedisCluster<O, C extends EventClient>(guard: GuardInternals
       // An error with no dial of the node's in flight: a lost connection (or a dial failed at
       // the gate). From now on the node's redials go in rounds, so the first redials of every
       // cluster's node client are one round (a no-op if they already are).
-      if (err !== undefined) guard.rounds.lost(target.key, err);
+      if (err !== undefined) guard.rounds.lost(roundKey(target.key, false), err); // plain TCP only
       return;
     }
     if (err === undefined) guard.succeeded(state);
@@ -220,7 +221,7 @@ function watchNodeDial(guard: GuardInternals, state: ClientState, socket: net.So
   };
   const onAnswer = (): void => {
     done('answered');
-    socket.once('close', () => guard.rounds.lost(state.key, new Error(`the connection to ${state.key} was lost`)));
+    socket.once('close', () => guard.rounds.lost(state.roundKey, new Error(`the connection to ${state.key} was lost`)));
   };
   const onError = (err: Error): void => done(err);
   const onClose = (): void => done('abandoned');

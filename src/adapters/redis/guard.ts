@@ -150,9 +150,9 @@ export class RedisGuard {
   nodeRedis<O, C extends EventClient>(createClient: (options: O) => C, clientOptions?: O): C {
     const options = (clientOptions ?? {}) as NodeRedisOptions;
     const { host, port } = nodeRedisTarget(options);
-    const state = new ClientState(hostKey(host, port));
     const socket: NonNullable<NodeRedisOptions['socket']> = { ...(options.socket ?? {}) };
     const tls = socket.tls === true || (typeof options.url === 'string' && options.url.startsWith('rediss:'));
+    const state = new ClientState(hostKey(host, port), true, tls);
     const bare = host.startsWith('[') ? host.slice(1, -1) : host;
     const byIp = net.isIP(bare) !== 0;
     socket.host = byIp ? `${bare.replaceAll(':', '-')}.dialguard.invalid` : bare;
@@ -189,10 +189,30 @@ export class RedisGuard {
    * An ioredis client (v5) whose every dial asks the breaker first:
    * `guard.ioredis(Redis, { host: 'cache', port: 6379 })`. The gate is its `Connector`: a refusal
    * is a connect that failed at once, with no packet sent, and `retryStrategy` schedules the next.
+   *
+   * Sentinel (`{ sentinels, name }`) works as unguarded: the sentinels are asked for the master
+   * (their own connections are not gated), and the dial to the address they name asks the breaker
+   * keyed by that address (after a failover, the new master's). A `Connector` of your own is
+   * gated as given (ioredis then ignores `sentinels`, guarded or not).
+   *
+   * @throws TypeError naming `sentinels` if this ioredis's Sentinel connector has no `resolve()`
+   *   to gate (a silent dial to the wrong server is not an option).
    */
   ioredis<O, C extends EventClient>(Redis: new (options: O) => C, clientOptions?: O): C {
     const options = (clientOptions ?? {}) as IoredisOptions;
-    const state = new ClientState(hostKey(options.host ?? 'localhost', options.port ?? 6379));
+    const Client = Redis as unknown as new (options: IoredisOptions) => EventClient;
+    const given = options.Connector as ConnectorClass | undefined;
+    // ioredis picks its SentinelConnector for `sentinels` (unless given a Connector of the user's):
+    // the dial to gate is then the one to the address the sentinels resolve, known only at dial time.
+    const sentinel = given === undefined && Boolean(options.sentinels);
+    const Base = given ?? defaultConnector(Client, options);
+    if (sentinel && typeof Base.prototype.resolve !== 'function') {
+      throw new TypeError(`dialguard: this ioredis's connector for \`sentinels\` (${Base.name}) has no resolve() the guard can gate; use an unguarded client for Sentinel`);
+    }
+    // A Sentinel client's key is set to the resolved address before each dial (never used before).
+    // ioredis dials a Sentinel's master with TLS only given enableTLSForSentinelMode.
+    const tls = Boolean(options.tls) && (!sentinel || Boolean(options.enableTLSForSentinelMode));
+    const state = new ClientState(sentinel ? `sentinel:${String(options.name)}` : hostKey(options.host ?? 'localhost', options.port ?? 6379), true, tls);
     const guarded: IoredisOptions = {
       ...options,
       connectTimeout: this.#timeout,
@@ -205,9 +225,13 @@ export class RedisGuard {
         const theirs: unknown = (options.retryStrategy as (t: number) => unknown)(times);
         return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
       },
-      Connector: this.#gatedConnector(Redis as unknown as new (options: IoredisOptions) => EventClient, state, options.Connector as ConnectorClass | undefined),
+      Connector: sentinel ? this.#gatedSentinelConnector(Base, state) : this.#gatedConnector(Base, state),
     };
     const client = new Redis(guarded as O);
+    // ioredis tells its own SentinelConnector its client (for its 'failoverSubscribed' and
+    // 'sentinelReconnecting' events), not a Connector given in the options.
+    const connector = (client as unknown as { connector?: { emitter?: unknown } }).connector;
+    if (sentinel && connector !== undefined && connector.emitter == null) connector.emitter = client;
     this.#watch(client, state, true);
     return client;
   }
@@ -256,12 +280,12 @@ export class RedisGuard {
 
   /**
    * When to redial a node: after its open window (jittered), soon while a probe is out, else at
-   * its next shared round (`rounds`), else a backoff of the client's own.
+   * its next shared round (`rounds`: the client's round key), else a backoff of the client's own.
    */
-  #delayFor(key: string | undefined, attempt: number, rounds = false): number {
+  #delayFor(key: string | undefined, attempt: number, rounds?: string): number {
     const backoff = Math.floor(this.#random() * Math.min(this.#maxBackoff, 50 * 2 ** Math.min(attempt, 16)));
     const snapshot = key === undefined ? undefined : this.breaker.state(key);
-    const round = rounds && key !== undefined ? this.#rounds.delay(key) : undefined;
+    const round = rounds === undefined ? undefined : this.#rounds.delay(rounds);
     if (snapshot === undefined || snapshot.retryAfter === 0) return round === undefined ? backoff : Math.ceil(round);
     if (snapshot.state === 'open') return Math.ceil(snapshot.retryAfter * (1 + 0.1 * this.#random()));
     return Math.min(snapshot.retryAfter, Math.max(50, backoff));
@@ -296,7 +320,7 @@ export class RedisGuard {
    */
   #gate(state: ClientState, wanted?: () => boolean): RoundOutcome | Promise<RoundOutcome> {
     this.#settle(state, new Error('a new dial started before the last one was reported'));
-    const turn = this.#rounds.turn(state.key, state, this.#policy);
+    const turn = this.#rounds.turn(state.roundKey, state, this.#policy);
     if (turn === undefined) return this.#admit(state);
     if (turn instanceof Error) return turn;
     return turn.then((outcome) => {
@@ -311,10 +335,11 @@ export class RedisGuard {
     this.#settle(state, new Error('a new dial started before the last one was reported'));
     const answer = this.breaker.tryAdmit(state.key);
     if (answer instanceof HostUnavailableError) {
-      if (state.rounds) this.#rounds.refused(state.key, state, answer);
+      if (state.rounds) this.#rounds.refused(state.roundKey, state, answer);
       return answer;
     }
     state.permit = answer;
+    state.socket = undefined;
     state.dialAt = this.#rounds.now();
     return undefined;
   }
@@ -323,21 +348,23 @@ export class RedisGuard {
   #succeeded(state: ClientState): void {
     state.permit?.succeeded();
     state.permit = undefined;
-    if (state.rounds) this.#rounds.succeeded(state.key);
+    state.socket = undefined;
+    if (state.rounds) this.#rounds.succeeded(state.roundKey);
   }
 
   /** The client gave the dial in flight up: abandoned, and the clients waiting for it dial. */
   #abandon(state: ClientState): void {
     const permit = state.permit;
     state.permit = undefined;
+    state.socket = undefined;
     if (permit === undefined) return;
     permit.abandoned();
-    if (state.rounds) this.#rounds.released(state.key, state);
+    if (state.rounds) this.#rounds.released(state.roundKey, state);
   }
 
   /**
-   * The dial in flight ended without 'ready': failed, unless the server answered (a reply, a
-   * certificate it presented, an alert it sent) or the failure was this client's own (its TLS
+   * The dial in flight ended without 'ready': failed, unless the server answered (a reply, any
+   * byte on the dial's socket, a certificate it presented, an alert it sent) or the failure was this client's own (its TLS
    * configuration refused before the node said anything, this process out of sockets): one
    * client's wrong CA must never get the node refused for every client (DESIGN rule 1).
    */
@@ -345,16 +372,22 @@ export class RedisGuard {
     const permit = state.permit;
     state.permit = undefined;
     if (permit === undefined) return;
-    const outcome = serverReplied(cause) ? 'succeeded' : dialFailureOutcome(cause);
+    // Any byte the node sent on the dial's socket (a reply before it closed: `-ERR max number of
+    // clients reached`, a protocol error) proves it alive, as for every other dial (`connect.ts`).
+    // A TLS socket counts only application bytes: a handshake alone (a terminator in front of a
+    // dead node) is not an answer.
+    const answered = (state.socket?.bytesRead ?? 0) > 0;
+    state.socket = undefined;
+    const outcome = serverReplied(cause) ? 'succeeded' : dialFailureOutcome(cause, answered);
     if (outcome === 'succeeded') {
       permit.succeeded();
-      if (state.rounds) this.#rounds.succeeded(state.key);
+      if (state.rounds) this.#rounds.succeeded(state.roundKey);
     } else if (outcome === 'abandoned') {
       permit.abandoned();
-      if (state.rounds) this.#rounds.released(state.key, state);
+      if (state.rounds) this.#rounds.released(state.roundKey, state);
     } else {
       (permit.failed as (error?: unknown) => void)(cause);
-      if (state.rounds) this.#rounds.failed(state.key, state, cause, state.dialAt, this.#policy);
+      if (state.rounds) this.#rounds.failed(state.roundKey, state, cause, state.dialAt, this.#policy);
     }
   }
 
@@ -382,7 +415,10 @@ export class RedisGuard {
       const gate = this.#gate(state, () => this.#rounds.now() - askedAt < this.#timeout);
       const bounded = (refusal: RoundOutcome): void => {
         // node-redis's handshake has no bound of its own: the guard's, from when the dial began.
-        if (refusal === undefined && socket !== undefined) this.#boundHandshake(state, state.permit, socket);
+        if (refusal === undefined && socket !== undefined) {
+          state.socket = socket;
+          this.#boundHandshake(state, state.permit, socket);
+        }
         go(refusal);
       };
       if (gate instanceof Promise) void gate.then(bounded);
@@ -390,9 +426,8 @@ export class RedisGuard {
     }) as net.LookupFunction;
   }
 
-  /** ioredis's connector (the given one, or its default), asking the breaker before each dial. */
-  #gatedConnector(Redis: new (options: IoredisOptions) => EventClient, state: ClientState, given: ConnectorClass | undefined): ConnectorClass {
-    const Base: ConnectorClass = given ?? defaultConnector(Redis);
+  /** ioredis's connector (the given one, or its standalone one), asking the breaker before each dial. */
+  #gatedConnector(Base: ConnectorClass, state: ClientState): ConnectorClass {
     const guard = this;
     return class GuardedConnector extends Base {
       override connect(emitter: unknown): Promise<unknown> {
@@ -401,6 +436,7 @@ export class RedisGuard {
             this.firstError = undefined;
             const permit = state.permit;
             return super.connect(emitter).then((stream) => {
+              if (permit !== undefined && state.permit === permit) state.socket = stream as net.Socket;
               guard.#boundHandshake(state, permit, stream);
               return stream;
             });
@@ -421,6 +457,56 @@ export class RedisGuard {
         return gate instanceof Promise ? gate.then(go) : go(gate);
       }
     };
+  }
+
+  /**
+   * ioredis's `SentinelConnector`, asking the breaker before each dial to the node: the sentinels
+   * are asked first (their own short-lived clients, not gated), and the address they resolve is
+   * the dial's key (a failover moves the client to the new master's key). A refusal is handed to
+   * the connector as that address under a name only a lookup failing with the refusal resolves:
+   * its connect fails at once, no packet sent, and ioredis runs its retryStrategy as for any
+   * failed connect.
+   */
+  #gatedSentinelConnector(Base: ConnectorClass, state: ClientState): ConnectorClass {
+    const guard = this;
+    return class GuardedSentinelConnector extends Base {
+      override async resolve(endpoint: unknown): Promise<{ host: string; port: number } | null | undefined> {
+        const address = await super.resolve!(endpoint);
+        if (address == null || !this.connecting) return address;
+        guard.#retarget(state, hostKey(address.host, address.port));
+        let gate = guard.#gate(state, () => this.connecting === true);
+        if (gate instanceof Promise) gate = await gate;
+        if (gate === undefined) return address;
+        const refusal = gate;
+        const lookup = (_name: string, _opts: unknown, cb: (err: Error) => void): void => process.nextTick(cb, refusal);
+        return { ...address, host: 'refused.dialguard.invalid', lookup } as { host: string; port: number };
+      }
+
+      override connect(emitter: unknown): Promise<unknown> {
+        return super.connect(emitter).then(
+          (stream) => {
+            if (state.permit !== undefined) state.socket = stream as net.Socket;
+            guard.#boundHandshake(state, state.permit, stream);
+            return stream;
+          },
+          (err: unknown) => {
+            // Closed after the dial was admitted, before it began: nobody's failure.
+            guard.#abandon(state);
+            throw err;
+          },
+        );
+      }
+    };
+  }
+
+  /**
+   * A Sentinel client's next dial goes to `key`: the dial before it (to the old address) is
+   * settled first, so that its outcome is filed under the address it went to.
+   */
+  #retarget(state: ClientState, key: string): void {
+    if (state.key === key) return;
+    this.#settle(state, new Error('a new dial started before the last one was reported'));
+    state.key = key;
   }
 
   /**
@@ -450,7 +536,7 @@ export class RedisGuard {
     this.#settle(state, cause);
     // No dial of its own ended: a lost connection (or a dial failed at the gate); from now on the
     // node's redials go in rounds (a no-op if they already do).
-    if (!dialled) this.#rounds.lost(state.key, cause);
-    return this.#delayFor(state.key, attempt, true);
+    if (!dialled) this.#rounds.lost(state.roundKey, cause);
+    return this.#delayFor(state.key, attempt, state.roundKey);
   }
 }

@@ -39,24 +39,54 @@ export interface IoredisOptions {
   Connector?: unknown;
   lazyConnect?: boolean;
   tls?: unknown;
+  sentinels?: unknown;
   [key: string]: unknown;
 }
 
 /** One client's dial bookkeeping. */
 export class ClientState {
+  /**
+   * The node's breaker key. Fixed for a client of one node; a Sentinel client's is the master
+   * (or replica) address its sentinels resolved for the dial in flight, so it moves with a failover.
+   */
+  key: string;
   permit: DialPermit | undefined;
   /** When the permitted dial began (the rounds' clock). */
   dialAt = 0;
+  /**
+   * The permitted dial's socket, where the guard sees it (ioredis: its connector's stream;
+   * node-redis: the plain TCP socket its lookup was asked for), for what the node sent on it.
+   */
+  socket: { readonly bytesRead: number } | undefined;
   lastError: unknown;
   /**
    * @param key - the node's breaker key.
    * @param rounds - whether the client's redials go in the breaker's shared rounds (every client
    *   does: single-node clients and a cluster's node connections alike).
+   * @param tls - whether the client dials the node with TLS: its rounds are not shared with
+   *   plain clients of the same address (see {@link roundKey}).
    */
   constructor(
-    readonly key: string,
+    key: string,
     readonly rounds = true,
-  ) {}
+    readonly tls = false,
+  ) {
+    this.key = key;
+  }
+
+  /**
+   * The key of the client's shared redial rounds: the node's, and how it is dialled. A client
+   * without TLS against a TLS-only port is reset without a byte, a failure the breaker counts;
+   * sharing its rounds handed that error to the TLS clients (failed at once, no dial).
+   */
+  get roundKey(): string {
+    return roundKey(this.key, this.tls);
+  }
+}
+
+/** The redial rounds' key of the clients of node `key` dialling it with TLS or not. */
+export function roundKey(key: string, tls: boolean): string {
+  return tls ? `${key} tls` : key;
 }
 
 /** Whether `err` is a reply the server sent (so the node is alive), for node-redis and ioredis. */
@@ -73,6 +103,8 @@ export interface IoredisConnector {
   connecting?: boolean;
   stream?: unknown;
   connect(emitter: unknown): Promise<unknown>;
+  /** ioredis's `SentinelConnector` only: asks one sentinel for the node's address (null: none). */
+  resolve?(endpoint: unknown): Promise<{ host: string; port: number } | null | undefined>;
 }
 export type ConnectorClass = new (options: unknown) => IoredisConnector;
 
@@ -93,15 +125,20 @@ export interface GuardInternals {
   settle(state: ClientState, cause: unknown): void;
   /** The client gave the dial in flight up. */
   abandon(state: ClientState): void;
-  /** When to redial a node (`key`), after `attempt` failed dials; `rounds`: at its next round. */
-  delayFor(key: string | undefined, attempt: number, rounds?: boolean): number;
+  /** When to redial a node (`key`), after `attempt` failed dials; at the next round of `rounds` (a round key) if given. */
+  delayFor(key: string | undefined, attempt: number, rounds?: string): number;
   /** Bounds the handshake of the dial `permit` stands for on `stream` (see `handshake.ts`). */
   boundHandshake(state: ClientState, permit: DialPermit | undefined, stream: unknown): void;
 }
 
-/** ioredis's default connector: it is not exported, so a lazy client (which never connects) shows it. */
-export function defaultConnector(Redis: new (options: IoredisOptions) => EventClient): ConnectorClass {
-  return (new Redis({ lazyConnect: true }) as unknown as { connector: IoredisConnector }).connector.constructor as ConnectorClass;
+/**
+ * The connector ioredis picks for `options` (no `Connector` of the user's: its standalone one, or
+ * its `SentinelConnector` given `sentinels`). Neither is exported, so a lazy client made with the
+ * same options (it never connects) shows it.
+ */
+export function defaultConnector(Redis: new (options: IoredisOptions) => EventClient, options: IoredisOptions = {}): ConnectorClass {
+  const { Connector: _ignored, ...rest } = options;
+  return (new Redis({ ...rest, lazyConnect: true }) as unknown as { connector: IoredisConnector }).connector.constructor as ConnectorClass;
 }
 
 /** Host and port of a node-redis client: its url's, or `socket.host`/`socket.port`. */

@@ -56,7 +56,11 @@ interface Node {
   leadTimer: TimerHandle | undefined;
 }
 
-/** Shared redial rounds per node (breaker key). See the module docs. */
+/**
+ * Shared redial rounds per node and way of dialling it (the guard's round key: the breaker key,
+ * marked for TLS clients, so a plain client's failures against a TLS-only port are never handed
+ * to TLS clients). See the module docs.
+ */
 export class RedialRounds {
   readonly #nodes = new Map<string, Node>();
   readonly #policy: RoundPolicy;

@@ -4,6 +4,8 @@
  * the binary is missing.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { accepts, freezeProcess, thawProcess } from '../../../src/testing/local-process.js';
 
 /** A free loopback port (bound, then released). */
@@ -21,15 +23,21 @@ export function requireRedisServer(): void {
 /** A `redis-server` process on 127.0.0.1:port. */
 export class RedisServer {
   #child: ChildProcess | undefined;
+  /**
+   * @param config - redis-server's leading arguments (a config file, `--sentinel`): then it is
+   *   started with these alone, its port and address coming from the file.
+   */
   constructor(
     readonly port: number,
     readonly args: readonly string[] = [],
+    readonly config: readonly string[] = [],
   ) {}
 
   /** Starts it and resolves once it accepts connections. */
   async start(): Promise<this> {
     requireRedisServer();
-    const child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', ...this.args], {
+    const argv = this.config.length > 0 ? [...this.config, ...this.args] : ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', ...this.args];
+    const child = spawn('redis-server', argv, {
       stdio: 'ignore',
     });
     this.#child = child;
@@ -97,6 +105,16 @@ export async function startCluster(ports: readonly number[], dir: string): Promi
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error('the cluster did not reach cluster_state:ok within 10 s');
+}
+
+/**
+ * A Redis Sentinel on 127.0.0.1:port watching the master on 127.0.0.1:masterPort as `name`
+ * (quorum 1). Sentinel wants a writable config file: it is written to `dir`.
+ */
+export async function startSentinel(port: number, masterPort: number, name: string, dir: string): Promise<RedisServer> {
+  const config = join(dir, `sentinel-${port}.conf`);
+  writeFileSync(config, `port ${port}\nbind 127.0.0.1\nsentinel monitor ${name} 127.0.0.1 ${masterPort} 1\n`);
+  return new RedisServer(port, [], [config, '--sentinel']).start();
 }
 
 /** The cluster node (port) that serves `key`. */
