@@ -100,6 +100,12 @@ export interface RedisGuardOptions {
   random?: () => number;
 }
 
+/**
+ * Longest a client is told to wait for an open node before asking again (30 s, the default
+ * window's cap): a refusal costs no I/O, and a node released from an isolation is dialled within it.
+ */
+const OPEN_POLL = 30_000;
+
 /** Gives node-redis and ioredis clients breaker-gated dials and reconnects. See the module docs. */
 export class RedisGuard {
   /** The breaker the clients' dials ask and report to. */
@@ -287,7 +293,10 @@ export class RedisGuard {
     const snapshot = key === undefined ? undefined : this.breaker.state(key);
     const round = rounds === undefined ? undefined : this.#rounds.delay(rounds);
     if (snapshot === undefined || snapshot.retryAfter === 0) return round === undefined ? backoff : Math.ceil(round);
-    if (snapshot.state === 'open') return Math.ceil(snapshot.retryAfter * (1 + 0.1 * this.#random()));
+    // Never past OPEN_POLL: an isolation until released has no end (Infinity), and a client told
+    // to wait that long was told 1 ms by Node's timers, so it spun on refusals; a long window of
+    // the user's own is asked about again now and then, at no cost but one refusal.
+    if (snapshot.state === 'open') return Math.min(OPEN_POLL, Math.ceil(snapshot.retryAfter * (1 + 0.1 * this.#random())));
     return Math.min(snapshot.retryAfter, Math.max(50, backoff));
   }
 

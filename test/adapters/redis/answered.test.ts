@@ -89,3 +89,18 @@ describe('RedisGuard: a node that answered before the dial failed', () => {
     expect(breaker.stats()).toMatchObject({ failed: 0, refused: 0, opened: 0 });
   });
 });
+
+describe('a node isolated until released', () => {
+  it('an ioredis client waits and asks again now and then, never spinning on refusals (was: told to wait Infinity, which Node runs as 1 ms)', async () => {
+    const breaker = new HostBreaker();
+    const port = await freePort();
+    const release = breaker.isolate(`127.0.0.1:${port}`); // no end
+    cleanups.push(() => release());
+    const guard = new RedisGuard({ breaker });
+    const c = guard.ioredis(Redis, { host: '127.0.0.1', port, maxRetriesPerRequest: 0 });
+    c.on('error', () => {});
+    cleanups.push(() => c.disconnect());
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(breaker.stats().refused).toBeLessThanOrEqual(3); // was thousands within 300 ms
+  });
+});
