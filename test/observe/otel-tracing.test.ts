@@ -135,4 +135,36 @@ describe('traceSpans', () => {
     off();
     expect(active()).toEqual([false, false, false]);
   });
+
+  for (const where of ['onStart', 'onEnd'] as const) {
+    it(`a span processor whose ${where} throws is contained: the call goes on, one process warning (was: an uncaught exception from inside the call)`, async () => {
+      const processor = {
+        onStart: () => {
+          if (where === 'onStart') throw new Error(`${where} blew up`);
+        },
+        onEnd: () => {
+          if (where === 'onEnd') throw new Error(`${where} blew up`);
+        },
+        forceFlush: async () => {},
+        shutdown: async () => {},
+      };
+      provider = new BasicTracerProvider({ spanProcessors: [processor] });
+      stop = traceSpans({ tracerProvider: provider });
+      const warnings: string[] = [];
+      const uncaught: unknown[] = [];
+      const onWarning = (w: Error): void => void warnings.push(w.message);
+      const onUncaught = (err: unknown): void => void uncaught.push(err);
+      process.on('warning', onWarning);
+      process.on('uncaughtException', onUncaught);
+      try {
+        for (let i = 0; i < 3; i++) expect(await retry(async () => 'value', { budget: null })).toBe('value');
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(uncaught).toEqual([]);
+        expect(warnings.filter((m) => m.includes(`${where} blew up`))).toHaveLength(1);
+      } finally {
+        process.off('warning', onWarning);
+        process.off('uncaughtException', onUncaught);
+      }
+    });
+  }
 });

@@ -17,6 +17,7 @@ import { type Attributes, type Span, SpanStatusCode, type Tracer, type TracerPro
 import { type Unsubscribe, unsubscriber } from '../../core/events.js';
 import { HostUnavailableError } from '../../core/errors.js';
 import { subscribe } from '../../observe/channels.js';
+import { thrownText } from '../../core/validate.js';
 import { attemptTrace, callTrace, dialTrace } from '../../observe/tracing.js';
 
 /** Options of {@link traceSpans}. */
@@ -55,6 +56,17 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
   // This subscription's span for each traced message: its own, not a field of the message,
   // which every other traceSpans() (another tracer provider) would overwrite.
   const spans = new WeakMap<object, Span>();
+  // The tracer (its span processors, exporters) is user code run inside every traced call: a
+  // throw there is contained and reported once per subscription. Uncontained, node's
+  // diagnostics_channel rethrew it on the next tick, an uncaught exception from inside a dial.
+  let warned = false;
+  const contained = (err: unknown): undefined => {
+    if (!warned) {
+      warned = true;
+      process.emitWarning(`dialguard: traceSpans: the tracer threw (contained; reported once): ${thrownText(err)}`);
+    }
+    return undefined;
+  };
 
   const hook = (
     channel: diagnosticsChannel.TracingChannel<object>,
@@ -62,10 +74,14 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
     begin: (message: Traced) => Attributes,
     finish: (message: Traced) => Attributes,
   ): void => {
-    const startSpan = (message: Traced): Span => {
-      const span = tracer.startSpan(typeof name === 'string' ? name : name(message), { attributes: begin(message) }, parent());
-      spans.set(message, span);
-      return span;
+    const startSpan = (message: Traced): Span | undefined => {
+      try {
+        const span = tracer.startSpan(typeof name === 'string' ? name : name(message), { attributes: begin(message) }, parent());
+        spans.set(message, span);
+        return span;
+      } catch (err) {
+        return contained(err);
+      }
     };
     channel.start.bindStore(current, startSpan as (message: unknown) => Span);
     const handlers = {
@@ -78,15 +94,19 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
         const span = spans.get(m);
         if (span === undefined) return;
         spans.delete(m);
-        span.setAttributes(finish(m));
-        if (m.error !== undefined) {
-          const code = codeOf(m.error);
-          span.setStatus({ code: SpanStatusCode.ERROR, ...(code === undefined ? {} : { message: code }) });
-          if (code !== undefined) span.setAttribute('error.type', code);
-        } else {
-          span.setStatus({ code: SpanStatusCode.OK });
+        try {
+          span.setAttributes(finish(m));
+          if (m.error !== undefined) {
+            const code = codeOf(m.error);
+            span.setStatus({ code: SpanStatusCode.ERROR, ...(code === undefined ? {} : { message: code }) });
+            if (code !== undefined) span.setAttribute('error.type', code);
+          } else {
+            span.setStatus({ code: SpanStatusCode.OK });
+          }
+          span.end();
+        } catch (err) {
+          contained(err);
         }
-        span.end();
       },
     };
     channel.subscribe(handlers);
@@ -117,7 +137,11 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
 
   // Events on whatever dialguard span is current (a refusal has no dial span of its own).
   const event = (name: string, attributes: Attributes): void => {
-    current.getStore()?.addEvent(name, attributes);
+    try {
+      current.getStore()?.addEvent(name, attributes);
+    } catch (err) {
+      contained(err);
+    }
   };
   stops.push(
     subscribe('dialguard:breaker:refused', (e) => event('dialguard.refused', { 'server.address': e.host, 'dialguard.state': e.state })),
