@@ -218,7 +218,12 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
 
   /**
    * Pings every `keepAliveInterval`, idle or not; a PING unanswered for `keepAliveTimeout` makes
-   * the session gone (it is destroyed, releasing every stream on it). Returns the stopper.
+   * the session gone (it is destroyed, releasing every stream on it). A session draining after
+   * the peer's GOAWAY cannot be pinged (node:http2 cancels every PING once it closes), so there
+   * the peer must be heard otherwise: nothing read from it for `keepAliveInterval +
+   * keepAliveTimeout` while streams still ride it makes it gone too. Before, its keep-alive
+   * stopped for good, and a peer that drained and then went silent (a frozen worker after an
+   * nginx reload) held its streams forever. Returns the stopper.
    */
   #keepAlive(session: http2.ClientHttp2Session, watch: ConnectionWatch): () => void {
     const { keepAliveInterval: interval, keepAliveTimeout: timeout, clock } = this.#options;
@@ -226,23 +231,44 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
     let next: TimerHandle | undefined;
     let deadline: TimerHandle | undefined;
     let stopped = false;
+    /** Bytes read from the peer at the last look while draining, and since when that has not moved. */
+    let lastRead = -1;
+    let quietSince = 0;
+    const gone = (): void => {
+      const err = new KeepAliveTimeoutError(interval, timeout);
+      watch.gone(err);
+      session.destroy(err);
+    };
     const schedule = (): void => {
-      next = unrefTimer(clock.setTimeout(ping, interval));
+      if (!stopped && !session.destroyed) next = unrefTimer(clock.setTimeout(ping, interval));
     };
     const ping = (): void => {
       if (stopped || session.destroyed) return;
+      if (session.closed) {
+        // Draining: watch the socket instead of pinging.
+        const read = sockets.get(session)?.bytesRead ?? 0;
+        const now = clock.now();
+        if (read !== lastRead) {
+          lastRead = read;
+          quietSince = now;
+        } else if (now - quietSince >= interval + timeout) {
+          gone();
+          return;
+        }
+        schedule();
+        return;
+      }
       deadline = unrefTimer(
         clock.setTimeout(() => {
-          if (stopped) return;
-          const err = new KeepAliveTimeoutError(interval, timeout);
-          watch.gone(err);
-          session.destroy(err);
+          if (!stopped) gone();
         }, timeout),
       );
-      const sent = session.ping((err) => {
+      const sent = session.ping(() => {
         if (deadline !== undefined) clock.clearTimeout(deadline);
         deadline = undefined;
-        if (stopped || err !== null) return; // a cancelled ping: the session is closing anyway
+        if (stopped) return;
+        // Answered, or cancelled because the session began to close (a GOAWAY came): either way
+        // the next look follows, which watches a draining session's socket instead.
         schedule();
       });
       if (!sent) {

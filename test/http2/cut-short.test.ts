@@ -160,4 +160,29 @@ describe('Http2Client: an answer cut short after its headers', () => {
     expect(error).toBeInstanceOf(Error);
     expect(peer.streams).toBe(1);
   });
+
+  it('stream(), a peer that sends GOAWAY (a graceful drain) and then goes silent mid-body: the session is found dead all the same (was: keep-alive stopped at the GOAWAY, the body hung forever)', async () => {
+    await using peer = await http2Peer({
+      handler: (stream) => {
+        stream.on('error', () => {});
+        stream.respond({ ':status': 200 });
+        stream.write('part;');
+      },
+    });
+    const c = new Http2Client({ breaker: new HostBreaker(), keepAliveInterval: 50, keepAliveTimeout: 100 });
+    cleanup.push(() => c.close());
+    const res = await c.stream(`${peer.origin}/feed`);
+    const reading = drain(res.body);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    peer.goaway();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    peer.silence();
+    const t0 = performance.now();
+    const bound = new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 3_000).unref());
+    const outcome = await Promise.race([reading, bound]);
+    expect(outcome).not.toBe('hung');
+    expect((outcome as { error: unknown }).error).toMatchObject({ code: 'DIALGUARD_CONNECTION_GONE' });
+    expect(performance.now() - t0).toBeLessThan(2_000);
+    expect(peer.streams).toBe(1);
+  });
 });
