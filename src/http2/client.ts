@@ -104,6 +104,8 @@ export interface Http2Response {
   connectionId: number;
   /** Whole-call latency in ms, from `request()` to the last byte: connect wait included. */
   latency: number;
+  /** The trailers the server sent after the body (a `grpc-status`, a checksum), if it sent any. */
+  trailers?: http2.IncomingHttpHeaders;
 }
 
 /**
@@ -120,6 +122,11 @@ export interface Http2StreamingResponse {
   connectionId: number;
   /** From `stream()` to the response's headers, ms: connect wait included. */
   latency: number;
+  /**
+   * The trailers the server sent after the body, if it sent any: set once they arrive, before
+   * the body ends (read it after the body's last chunk).
+   */
+  trailers?: http2.IncomingHttpHeaders;
 }
 
 /** Options of {@link Http2Client.stream}: a request's, plus how much of the body to buffer. */

@@ -74,6 +74,10 @@ export function exchange(
     /** The streamed body's controller, once the headers came (`streaming` only). */
     let sink: ReadableStreamDefaultController<Uint8Array> | undefined;
     let response: Http2Response | undefined;
+    /** The streamed response handed to the caller at its headers (`streaming` only). */
+    let head: Http2StreamingResponse | undefined;
+    /** What the server sent after the body, if anything (node:http2 emits it before 'end'). */
+    let trailers: http2.IncomingHttpHeaders | undefined;
     const finish = (err: unknown, value?: Http2Response): void => {
       if (settled) return;
       settled = true;
@@ -83,6 +87,8 @@ export function exchange(
       reject = undefined;
       headers = NO_HEADERS;
       chunks = NO_CHUNKS;
+      trailers = undefined;
+      head = undefined;
       signal?.removeEventListener('abort', onAbort);
       if (err === undefined) {
         sink?.close();
@@ -143,8 +149,13 @@ export function exchange(
         );
         response = { status, headers, body: EMPTY, connectionId, latency };
         committing!.commit();
-        streaming.onHead({ status, headers, body: readable, connectionId, latency });
+        head = { status, headers, body: readable, connectionId, latency };
+        streaming.onHead(head);
       }
+    });
+    stream.on('trailers', (t: http2.IncomingHttpHeaders) => {
+      trailers = t;
+      if (head !== undefined) head.trailers = t;
     });
     stream.on('data', (chunk: Buffer) => {
       if (settled) return;
@@ -165,7 +176,8 @@ export function exchange(
       const code = stream.rstCode;
       if (code !== undefined && code !== http2.constants.NGHTTP2_NO_ERROR) return failed(closedError(code, true));
       if (streaming !== undefined) finish(undefined, response);
-      else finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId, latency: clock.now() - started });
+      else if (trailers === undefined) finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId, latency: clock.now() - started });
+      else finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId, latency: clock.now() - started, trailers });
     });
     stream.on('error', failed);
     stream.on('close', () => {

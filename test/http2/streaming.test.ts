@@ -160,4 +160,27 @@ describe('Http2Client.stream', () => {
     await expect(c.stream('http://127.0.0.1:9/')).rejects.toMatchObject({ code: 'DIALGUARD_HOST_UNAVAILABLE' });
     await expect(c.stream('http://127.0.0.1:9/', { highWaterMark: 0 })).rejects.toThrow(/highWaterMark/);
   });
+
+  it("the server's trailers reach the caller, from request() and stream() (was: dropped, so a failure reported in them, say grpc-status 13, read as a plain 200)", async () => {
+    await using peer = await http2Peer({
+      handler: (stream) => {
+        stream.respond({ ':status': 200 }, { waitForTrailers: true });
+        stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '13', 'x-checksum': 'abc' }));
+        stream.end('body');
+      },
+    });
+    const c = client();
+    const whole = await c.request(`${peer.origin}/`);
+    expect(whole.body.toString()).toBe('body');
+    expect(whole.trailers).toMatchObject({ 'grpc-status': '13', 'x-checksum': 'abc' });
+    const streamed = await c.stream(`${peer.origin}/`);
+    expect(streamed.trailers).toBeUndefined(); // not yet: they follow the body
+    let text = '';
+    for await (const chunk of streamed.body) text += Buffer.from(chunk).toString();
+    expect(text).toBe('body');
+    expect(streamed.trailers).toMatchObject({ 'grpc-status': '13', 'x-checksum': 'abc' });
+    // A response with none has none.
+    await using plain = await http2Peer();
+    expect((await c.request(`${plain.origin}/`)).trailers).toBeUndefined();
+  });
 });
