@@ -237,7 +237,11 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
     const gone = (): void => {
       const err = new KeepAliveTimeoutError(interval, timeout);
       watch.gone(err);
-      session.destroy(err);
+      // The pool closes it (destroyed with its ConnectionGoneError, which each stream still open
+      // then fails with), at once or, for a retired session, a turn later: only if it did not.
+      setImmediate(() => {
+        if (!session.destroyed) session.destroy(err);
+      });
     };
     const schedule = (): void => {
       if (!stopped && !session.destroyed) next = unrefTimer(clock.setTimeout(ping, interval));

@@ -526,12 +526,28 @@ export class ConnectionPool<C> {
     // but its rides are released on the next turn, so that theirs land first.
     const later = conn.retired !== undefined && conn.goneReason === undefined && conn.leases > 0;
     const leases = conn.leases;
-    if (conn.markGone(cause, !later)) {
-      this.#counts.gone++;
-      this.#events.emit('gone', { target: conn.target, id: conn.id, leases });
+    const first = conn.markGone(cause, !later);
+    if (first && later) {
+      setImmediate(() => {
+        // Only rides that their own failures did not end were cut by the death. When none is
+        // left (every stream in flight was one the GOAWAY excluded: a graceful drain, the peer
+        // closing its end as it said it would) that is a retirement, not a death: no 'gone',
+        // nothing counted (every nginx reload was logged as a dead connection).
+        const riding = conn.leases;
+        conn.releaseRides();
+        if (riding > 0) this.#reportGone(conn, riding);
+        this.#closeConnection(conn);
+      });
+      return;
     }
-    if (later) setImmediate(() => conn.releaseRides());
+    if (first) this.#reportGone(conn, leases);
     this.#closeConnection(conn);
+  }
+
+  /** Counts `conn` gone and tells the listeners, with the rides it released. */
+  #reportGone(conn: PooledConnection<C>, leases: number): void {
+    this.#counts.gone++;
+    this.#events.emit('gone', { target: conn.target, id: conn.id, leases });
   }
 
   /** Removes `conn` from its slot, only if the slot still holds this very connection. */

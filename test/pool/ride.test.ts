@@ -262,9 +262,36 @@ describe('ConnectionPool.ride', () => {
     expect(excluded.heard).toEqual([['resolved', 'sent again on #2']]);
     expect(idempotentTurns).toEqual([1, 2]);
     expect(idempotent.heard).toEqual([['resolved', 'again']]);
-    expect(events).toEqual(['gone#1 leases=3', 'closed#1']); // gone first, with what rode it
+    expect(events).toEqual(['gone#1 leases=1', 'closed#1']); // gone first, with the one ride the death cut (the other two ended on their own)
     expect(silent.heard).toHaveLength(1);
     expect(silent.heard[0]![1]).toBeInstanceOf(ConnectionGoneError);
     expect(pool.stats()).toMatchObject({ leases: 0, gone: 1 });
+  });
+
+  it('a retired connection whose every ride ended on its own before its transport closed (a graceful drain: the GOAWAY excluded them) is not a death: no gone, nothing counted (was: every nginx reload logged a dead connection)', async () => {
+    const { connector, pool } = await warm();
+    const trips: Array<Trip<FakeConnection>> = [];
+    const first = outcomes();
+    const second = outcomes();
+    for (const o of [first, second]) {
+      pool.ride(T, (trip) => {
+        if (trip.turn === 1) trips.push(trip);
+        else trip.end(true, `sent again on #${trip.connection.n}`);
+      }, {}, o.resolve, o.reject);
+    }
+    const events: string[] = [];
+    pool.on('gone', (e) => void events.push(`gone#${e.id}`));
+    pool.on('closed', (e) => void events.push(`closed#${e.id}`));
+    const watch = connector.opened[0]!.watch!;
+    watch.retire('goaway');
+    watch.gone(new Error('session closed'));
+    for (const trip of trips) trip.end(false, new NotSentError('excluded by the GOAWAY'));
+    await flushMicrotasks();
+    await new Promise((resolve) => setImmediate(resolve));
+    await flushMicrotasks();
+    expect(first.heard).toEqual([['resolved', 'sent again on #2']]);
+    expect(second.heard).toEqual([['resolved', 'sent again on #2']]);
+    expect(events).toEqual(['closed#1']);
+    expect(pool.stats()).toMatchObject({ leases: 0, gone: 0 });
   });
 });
