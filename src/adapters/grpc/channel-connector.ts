@@ -293,6 +293,11 @@ export class ChannelConnector implements Connector<PooledChannel> {
     };
   }
 
+  /** Whether anyone waits on the standing of `key` (a waitForReady call, a channel watcher). */
+  waiting(key: string): boolean {
+    return (this.#standing.get(key)?.listeners.size ?? 0) > 0;
+  }
+
   /** Tells every listener to look again (the guard closed). */
   notifyAll(): void {
     for (const s of [...this.#standing.values()]) this.#notify(s);

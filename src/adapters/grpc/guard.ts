@@ -102,7 +102,7 @@ export class GrpcGuard {
       },
       warm: (spec) => this.#warm(spec),
       reconnect: (spec) => this.#reconnect(spec),
-      onChange: (key, listener) => this.#connector.onChange(key, listener),
+      onChange: (key, listener) => this.#wait(key, listener),
       // Open, or half-open with its probe out: a call now would be refused.
       refused: (spec) => this.#retryAfter(spec) > 0,
     };
@@ -197,15 +197,31 @@ export class GrpcGuard {
     // grpc.max_reconnect_backoff_ms) is waited out in steps, each looking again. A host isolated
     // until released (Infinity) is looked at every RELEASE_POLL ms: a release has no event.
     const step = Number.isFinite(wait) ? Math.min(wait, MAX_DURATION) : RELEASE_POLL;
-    const timer = unrefTimer(
-      this.#clock.setTimeout(() => {
-        this.#reconnects.delete(spec.key);
-        // Its clients may all have closed meanwhile.
-        if (this.#specs.get(spec.key) === spec) this.#reconnect(spec);
-        this.#connector.notify(spec.key);
-      }, step),
-    );
+    const timer = this.#clock.setTimeout(() => {
+      this.#reconnects.delete(spec.key);
+      // Its clients may all have closed meanwhile.
+      if (this.#specs.get(spec.key) === spec) this.#reconnect(spec);
+      this.#connector.notify(spec.key);
+    }, step);
+    // It keeps the process alive only while someone waits for the channel (as grpc-js's own
+    // reconnect does for a waitForReady call): unref'd, a process with nothing else to do exited
+    // with its waitForReady callback never called, its call never made.
+    if (!this.#connector.waiting(spec.key)) unrefTimer(timer);
     this.#reconnects.set(spec.key, timer);
+  }
+
+  /**
+   * Lets `listener` hear when the standing of `key` may have changed (see ChannelConnector), and
+   * makes a pending reconnect keep the process alive while anyone listens; returns the stopper.
+   */
+  #wait(key: string, listener: () => void): () => void {
+    const stop = this.#connector.onChange(key, listener);
+    (this.#reconnects.get(key) as { ref?: () => void } | undefined)?.ref?.();
+    return () => {
+      stop();
+      const pending = this.#reconnects.get(key);
+      if (pending !== undefined && !this.#connector.waiting(key)) unrefTimer(pending);
+    };
   }
 
   /** Connects `spec`'s channel without riding it (a call would connect it anyway). */

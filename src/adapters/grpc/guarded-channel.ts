@@ -7,7 +7,6 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { TimerHandle } from '../../core/clock.js';
-import { unrefTimer } from '../../core/clock.js';
 import type { ChannelConnector } from './channel-connector.js';
 import { remaining } from './call-retry.js';
 import { type CallHost, GuardedCall } from './guarded-call.js';
@@ -97,14 +96,14 @@ export class GuardedChannel implements grpc.ChannelInterface {
       return;
     }
     // Past 2^31-1 ms a timer fires at once; a deadline that far away is waited out as none.
+    // Not unref'd, as grpc-js's own: a process waiting for a channel waits (unref'd, one with
+    // nothing else to do exited without ever calling back).
     if (left <= MAX_DURATION) {
       const { clock } = this.#host;
-      watcher.timer = unrefTimer(
-        clock.setTimeout(() => {
-          this.#remove(watcher);
-          callback(new Error('Deadline passed without connectivity state change'));
-        }, left),
-      );
+      watcher.timer = clock.setTimeout(() => {
+        this.#remove(watcher);
+        callback(new Error('Deadline passed without connectivity state change'));
+      }, left);
     }
     this.#watchers.add(watcher);
     this.#unsubscribe ??= this.#host.connector.onChange(this.#spec.key, () => this.#notify());
