@@ -72,10 +72,21 @@ export class SendLog {
     this.#all = undefined;
   }
 
-  /** The call is over: drops everything. */
+  /**
+   * The call is over: drops everything. The write callbacks of messages no grpc-js call took are
+   * called (on a later tick), as grpc-js calls a write's back once its call has ended: a writer
+   * waiting on one (a `pipeline()` into a client-streaming call that failed before it had a
+   * channel) otherwise waited forever.
+   */
   clear(): void {
+    const queued = this.#queue;
     this.#queue = undefined;
     this.commit();
+    if (queued !== undefined) {
+      process.nextTick(() => {
+        for (const sent of queued) sent.context.callback?.();
+      });
+    }
   }
 }
 

@@ -5,11 +5,14 @@
  * message, and the server ran the call on truncated input. A stock grpc-js server behind a relay
  * whose connection is reset; messages counted per server stream.
  */
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { GrpcGuard } from '../../../src/adapters/grpc/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { eventually } from '../../helpers/eventually.js';
+import { freePort } from '../../../src/testing/local-process.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
 import { EchoClient, countingRelay, echoService } from './helpers.js';
 
@@ -57,3 +60,30 @@ describe('grpc guard: a streaming call sent again', () => {
     expect(answers).toEqual(['m0,m1,m2,last']);
   });
 });
+
+describe('grpc guard: writes made before the call had a channel', () => {
+  it('a streaming call that fails before it gets one calls back every write, so a pipeline() into it settles (was: pending forever)', async () => {
+    const port = await freePort(); // nothing listens: refused
+    const guard = new GrpcGuard({ breaker: new HostBreaker(), retry: false, connectTimeout: 1_000 });
+    cleanup.push(() => guard.close());
+    const client = new EchoClient(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), guard.clientOptions());
+    cleanup.push(() => client.close());
+    const call = client.Chat(new grpc.Metadata(), { deadline: Date.now() + 2_000 });
+    const status = new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
+    call.on('error', () => {});
+    call.on('data', () => {});
+    const written: Array<Promise<string>> = ['a', 'b', 'c'].map(
+      (m) => new Promise<string>((resolve) => call.write(Buffer.from(m), () => resolve(`${m} called back`))),
+    );
+    call.end();
+    expect((await status).code).toBe(grpc.status.UNAVAILABLE);
+    const bound = new Promise<string>((resolve) => setTimeout(() => resolve('never called back'), 1_000).unref());
+    expect(await Promise.all(written.map((w) => Promise.race([w, bound])))).toEqual(['a called back', 'b called back', 'c called back']);
+    const piped = pipeline(Readable.from([Buffer.from('x')]), client.Chat(new grpc.Metadata(), { deadline: Date.now() + 2_000 }) as unknown as NodeJS.WritableStream).then(
+      () => 'settled',
+      () => 'settled',
+    );
+    expect(await Promise.race([piped, new Promise<string>((resolve) => setTimeout(() => resolve('pending'), 3_000).unref())])).toBe('settled');
+  });
+});
+
