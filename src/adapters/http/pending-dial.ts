@@ -22,7 +22,7 @@ import net from 'node:net';
 import { type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { presentedCertificate } from '../../guard/connect.js';
 import { dial } from '../../guard/dial.js';
-import { noAddressOfOwnChoice } from '../../guard/dial-outcome.js';
+import { localFailure, noAddressOfOwnChoice } from '../../guard/dial-outcome.js';
 import { hostKey } from '../../guard/host-key.js';
 import { DialScout } from '../undici/dial-scout.js';
 import type { AgentGuardSettings } from './options.js';
@@ -54,18 +54,24 @@ export interface ConnectionOptions {
 
 /**
  * Stands in the agent's `sockets` list while its dial is in flight, so Node counts it against
- * `maxSockets`. `agent.destroy()` calls its `destroy()`: the dial still settles (and is recorded),
- * its socket is then closed and its request fails with `ECONNRESET`, as a destroyed connecting
- * socket's request does in Node.
+ * `maxSockets`. `agent.destroy()` calls its `destroy()`, which gives the dial up (abandoned: it
+ * says nothing of the host) and fails its request at once with `ECONNRESET`, as Node destroys a
+ * connecting socket and fails its request. Before, the request waited for the dial to end on its
+ * own, up to the whole connect timeout, and the dial's socket and timer held the process.
  */
 export class PendingDial {
   /** Marks the stand-in for code that walks `agent.sockets`. */
   readonly pending = true;
   destroyed = false;
+  /** What `destroy()` does beyond marking it (set by the dial it stands for). */
+  onDestroy: (() => void) | undefined;
 
   /** Called by `agent.destroy()`. */
   destroy(): this {
     this.destroyed = true;
+    const act = this.onDestroy;
+    this.onDestroy = undefined;
+    act?.();
     return this;
   }
 }
@@ -103,8 +109,9 @@ export class AgentGuard {
     const slot = new PendingDial();
     hold(books, name, slot);
     const { timeout, breaker, clock } = this.settings;
+    const stop = new AbortController(); // agent.destroy(): the dial is given up
     const attempt = this.#scout.run(key, () =>
-      dial(key, (ctx) => establish(open, secure, byName, options, ctx), { timeout, breaker, clock, dispose: destroySocket }),
+      dial(key, (ctx) => establish(open, secure, byName, options, ctx), { timeout, breaker, clock, dispose: destroySocket, signal: stop.signal }),
     );
     // Node arms a request's own `timeout` before its socket connects ('timeout' on the request,
     // for the caller to act on). The socket is Node's only once the dial is over: armed here.
@@ -123,16 +130,23 @@ export class AgentGuard {
     // timeout, and then failed with the dial's error instead of its own. Likewise a
     // `req.setTimeout()` (axios's `timeout`) now runs during the dial, as on a connecting socket.
     let gaveUp = false;
-    const unwatch =
-      req === undefined
-        ? undefined
-        : watchRequest(req, arm, (reason) => {
-            gaveUp = true;
-            arm(undefined);
-            oncreate(reason ?? socketHangUp());
-          });
+    const giveUp = (reason: Error): void => {
+      if (gaveUp) return;
+      gaveUp = true;
+      unwatch?.();
+      arm(undefined);
+      oncreate(reason);
+    };
+    const unwatch = req === undefined ? undefined : watchRequest(req, arm, (reason) => giveUp(reason ?? socketHangUp()));
+    slot.onDestroy = () => {
+      giveUp(agentDestroyed());
+      // This agent's own doing: abandoned, so a request dialled next (one queued behind) is
+      // not handed it as the host's failure by the scout.
+      stop.abort(localFailure(agentDestroyed()));
+    };
     attempt.then(
       (socket) => {
+        slot.onDestroy = undefined;
         unwatch?.();
         if (timer !== undefined) clock.clearTimeout(timer);
         release(books, name, slot);
@@ -150,6 +164,7 @@ export class AgentGuard {
         oncreate(null, socket);
       },
       (err: unknown) => {
+        slot.onDestroy = undefined;
         unwatch?.();
         if (timer !== undefined) clock.clearTimeout(timer);
         release(books, name, slot);

@@ -415,6 +415,20 @@ describe('a request that gives up while its dial is in flight (the peer accepts 
     expect(books(agent).totalSocketCount).toBe(0);
   });
 
+  it("agent.destroy() fails a request whose dial is in flight at once, as Node's agent does, and gives the dial up: nothing counted, nothing left open (was: the whole connect timeout)", async () => {
+    const peer = await acceptAndHold();
+    cleanups.push(() => peer.close());
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+    const agent = new GuardedHttpsAgent({ connectTimeout: 10_000, breaker, ca: TEST_CERT });
+    const pending = givenUp(agent, peer.port, () => void setTimeout(() => agent.destroy(), 100));
+    const { error, ms } = await pending;
+    expect(error).toMatchObject({ code: 'ECONNRESET' });
+    expect(ms).toBeLessThan(2_000);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(breaker.stats()).toMatchObject({ failed: 0, abandoned: 1 });
+    expect(books(agent).totalSocketCount).toBe(0);
+  });
+
   it("got's timeout.request and a req.setTimeout() fire during the dial (was: never, until connectTimeout)", async () => {
     const peer = await acceptAndHold();
     cleanups.push(() => peer.close());
