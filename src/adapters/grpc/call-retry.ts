@@ -13,7 +13,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Schedule } from '../../core/backoff.js';
 import { classify } from '../../core/classify.js';
 import type { Clock } from '../../core/clock.js';
-import { RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
+import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { dialFailureOutcome } from '../../guard/dial-outcome.js';
 import type { RetryBudget } from '../../retry/budget.js';
 import { answeredByServer } from '../../core/classify-grpc.js';
@@ -90,10 +90,15 @@ export function clientMistake(err: unknown): boolean {
 
 /**
  * The failure a caller sees when the retry loop ends with `err`: out of attempts or of budget, the
- * last attempt's own failure (`last`); anything else (the deadline, the caller) as it is.
+ * last attempt's own failure (`last`); the same when the loop stopped because the next wait would
+ * outlast a deadline that has not passed yet (`deadlinePassed` false): the call failed as its
+ * last attempt did (UNAVAILABLE for a server that is down, as raw grpc-js says), not by running
+ * out of time (DEADLINE_EXCEEDED at 32 ms of a 300 ms deadline told a caller the server was slow);
+ * anything else (a deadline that passed, the caller) as it is.
  */
-export function finalFailure(err: unknown, last: unknown): unknown {
+export function finalFailure(err: unknown, last: unknown, deadlinePassed = true): unknown {
   if (err instanceof RetriesExhaustedError || err instanceof RetryBudgetExhaustedError) return last ?? err;
+  if (err instanceof DeadlineExceededError && !deadlinePassed && last !== undefined) return last;
   return err;
 }
 

@@ -308,7 +308,7 @@ export class GuardedCall implements GrpcCall {
       },
     ).then(
       (status) => this.#end(status),
-      (e: unknown) => this.#fail(finalFailure(e, last)),
+      (e: unknown) => this.#fail(finalFailure(e, last, remaining(this.#deadline) <= 0)),
     );
   }
 

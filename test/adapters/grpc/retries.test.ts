@@ -169,7 +169,7 @@ describe('grpc guard: retries', () => {
     expect(classify(err)).toMatchObject({ kind: 'timeout', transient: false });
   });
 
-  it('a retry that could not start before the deadline is not slept for', async () => {
+  it("a retry that could not start before the deadline is not slept for: the caller gets the last attempt's own status (the deadline has not passed)", async () => {
     const server = await echoServer();
     cleanup.push(() => server.close());
     server.failNext = { count: 5, code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' };
@@ -177,7 +177,7 @@ describe('grpc guard: retries', () => {
     const t0 = performance.now();
     const err = await failure(call(client, 'Echo', 'x', { deadline: Date.now() + 1_000 }));
     expect(performance.now() - t0).toBeLessThan(1_000);
-    expect(err.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+    expect(err).toMatchObject({ code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' }); // was DEADLINE_EXCEEDED, long before the deadline
     expect(server.calls.Echo).toBe(1);
   });
 
@@ -281,3 +281,25 @@ describe('grpc guard: whole-call metrics (issue 12 defect 5)', () => {
     expect(e!.elapsed).toBeLessThanOrEqual(wall);
   });
 });
+
+describe('grpc guard: a retry the deadline leaves no time for', () => {
+  it('a server that is down fails the call as its last attempt did (UNAVAILABLE, as raw grpc-js), not DEADLINE_EXCEEDED long before the deadline', async () => {
+    const peer = await refusing();
+    cleanup.push(() => peer.close());
+    // The next wait (2 s) would outlast the 300 ms deadline: the loop stops at once.
+    const { client } = setup(peer.address, { retry: { backoff: () => 2_000, budget: null } });
+    const t0 = performance.now();
+    const err = await failure(call(client, 'Echo', 'x', { deadline: Date.now() + 300 }));
+    expect(err.code).toBe(grpc.status.UNAVAILABLE); // was DEADLINE_EXCEEDED, after ~30 ms
+    expect(performance.now() - t0).toBeLessThan(300);
+  });
+
+  it('while a deadline that did pass is still DEADLINE_EXCEEDED', async () => {
+    const hole = await blackhole();
+    cleanup.push(() => hole.close());
+    const { client } = setup(`127.0.0.1:${hole.port}`, { connectTimeout: 5_000 });
+    const err = await failure(call(client, 'Echo', 'x', { deadline: Date.now() + 300 }));
+    expect(err.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+  });
+});
+
