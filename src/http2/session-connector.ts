@@ -71,6 +71,15 @@ export function goawayOf(session: http2.ClientHttp2Session): GoawayReceived | un
 const CONTEXT_CACHE = 256;
 
 /** Opens sessions to origins (`http://h:p` for h2c, `https://h:p` for TLS). */
+/**
+ * How many keep-alive bounds (`keepAliveInterval + keepAliveTimeout`) a session draining after
+ * the peer's GOAWAY may stay silent before it is gone: 3, 60 s by default. Without a PING a quiet
+ * peer and a frozen one look alike, and long polls, sparse event streams and slow answers are
+ * quiet for longer than a PING takes; a minute of silence from a peer that is shutting down is
+ * taken as death.
+ */
+const DRAIN_SILENCE = 3;
+
 export class SessionConnector implements Connector<http2.ClientHttp2Session> {
   readonly #options: SessionConnectorOptions;
   readonly #contexts = new Map<string, tls.ConnectionOptions>();
@@ -220,8 +229,9 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
    * Pings every `keepAliveInterval`, idle or not; a PING unanswered for `keepAliveTimeout` makes
    * the session gone (it is destroyed, releasing every stream on it). A session draining after
    * the peer's GOAWAY cannot be pinged (node:http2 cancels every PING once it closes), so there
-   * the peer must be heard otherwise: nothing read from it for `keepAliveInterval +
-   * keepAliveTimeout` while streams still ride it makes it gone too. Before, its keep-alive
+   * the peer must be heard otherwise: nothing read from it for `DRAIN_SILENCE` times
+   * (`keepAliveInterval + keepAliveTimeout`), 60 s by default, while streams still ride it makes
+   * it gone too (longer than a PING's bound: a quiet long poll on a drained connection is alive). Before, its keep-alive
    * stopped for good, and a peer that drained and then went silent (a frozen worker after an
    * nginx reload) held its streams forever. Returns the stopper.
    */
@@ -255,7 +265,7 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
         if (read !== lastRead) {
           lastRead = read;
           quietSince = now;
-        } else if (now - quietSince >= interval + timeout) {
+        } else if (now - quietSince >= DRAIN_SILENCE * (interval + timeout)) {
           gone();
           return;
         }

@@ -490,6 +490,7 @@ export class ConnectionPool<C> {
       // Found dead already, its rides' release deferred (see #gone): a failure of its own now is
       // that death's, whatever it says.
       transportDied = c.connectionDead || conn.goneReason !== undefined;
+      if (conn.goneReason !== undefined && !notSent) conn.cutAfterGone++;
       if (c.connectionDead) this.#gone(conn, err);
     }
     // Going back resends. Only a failure that provably carries no answer from the server may go
@@ -529,13 +530,14 @@ export class ConnectionPool<C> {
     const first = conn.markGone(cause, !later);
     if (first && later) {
       setImmediate(() => {
-        // Only rides that their own failures did not end were cut by the death. When none is
-        // left (every stream in flight was one the GOAWAY excluded: a graceful drain, the peer
-        // closing its end as it said it would) that is a retirement, not a death: no 'gone',
-        // nothing counted (every nginx reload was logged as a dead connection).
-        const riding = conn.leases;
+        // The death cut the rides still riding, and those whose own failure came first with
+        // anything but "not sent". When there are none (every stream in flight was one the
+        // GOAWAY excluded: a graceful drain, the peer closing its end as it said it would) that
+        // is a retirement, not a death: no 'gone', nothing counted (every nginx reload was
+        // logged as a dead connection).
+        const cut = conn.leases + conn.cutAfterGone;
         conn.releaseRides();
-        if (riding > 0) this.#reportGone(conn, riding);
+        if (cut > 0) this.#reportGone(conn, cut);
         this.#closeConnection(conn);
       });
       return;

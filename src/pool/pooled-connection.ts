@@ -107,6 +107,11 @@ export class PooledConnection<C> {
   retired: RetireReason | undefined;
   /** Set once: the transport is dead; every ride was released with it. */
   goneReason: ConnectionGoneError | undefined;
+  /**
+   * Rides that failed on their own, with anything but "not sent", after it was found gone and
+   * before their release (see ConnectionPool.#gone): the death cut them.
+   */
+  cutAfterGone = 0;
   /** Set once the pool has asked the connector to close it. */
   closing: Promise<void> | undefined;
 

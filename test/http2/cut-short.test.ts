@@ -185,4 +185,25 @@ describe('Http2Client: an answer cut short after its headers', () => {
     expect(performance.now() - t0).toBeLessThan(2_000);
     expect(peer.streams).toBe(1);
   });
+
+  it('a quiet answer on a session draining after GOAWAY is waited for past one keep-alive bound (the peer is alive, only slow): answered, sent once', async () => {
+    await using peer = await http2Peer({
+      handler: (stream) => {
+        stream.on('error', () => {});
+        stream.session!.goaway(http2.constants.NGHTTP2_NO_ERROR, stream.id); // drain: this stream is processed
+        setTimeout(() => {
+          if (!stream.destroyed) {
+            stream.respond({ ':status': 200 });
+            stream.end('late');
+          }
+        }, 300); // quiet for 300 ms: past one bound (150 ms), within the draining one (450 ms)
+      },
+    });
+    const c = new Http2Client({ breaker: new HostBreaker(), keepAliveInterval: 50, keepAliveTimeout: 100 });
+    cleanup.push(() => c.close());
+    const res = await c.request(`${peer.origin}/poll`);
+    expect(res.body.toString()).toBe('late');
+    expect(peer.streams).toBe(1);
+  });
 });
+

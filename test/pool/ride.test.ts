@@ -262,7 +262,7 @@ describe('ConnectionPool.ride', () => {
     expect(excluded.heard).toEqual([['resolved', 'sent again on #2']]);
     expect(idempotentTurns).toEqual([1, 2]);
     expect(idempotent.heard).toEqual([['resolved', 'again']]);
-    expect(events).toEqual(['gone#1 leases=1', 'closed#1']); // gone first, with the one ride the death cut (the other two ended on their own)
+    expect(events).toEqual(['gone#1 leases=2', 'closed#1']); // gone first, with the rides the death cut: the one still riding and the one whose own failure was not 'not sent'
     expect(silent.heard).toHaveLength(1);
     expect(silent.heard[0]![1]).toBeInstanceOf(ConnectionGoneError);
     expect(pool.stats()).toMatchObject({ leases: 0, gone: 1 });

@@ -106,7 +106,7 @@ export class GuardedChannel implements grpc.ChannelInterface {
       }, left);
     }
     this.#watchers.add(watcher);
-    this.#unsubscribe ??= this.#host.connector.onChange(this.#spec.key, () => this.#notify());
+    this.#unsubscribe ??= this.#host.onChange(this.#spec.key, () => this.#notify()); // through the guard: a pending reconnect then keeps the process alive
     if (this.getConnectivityState(false) !== currentState) process.nextTick(() => this.#notify());
   }
 

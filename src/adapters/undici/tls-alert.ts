@@ -12,6 +12,7 @@
  * @module
  */
 import type tls from 'node:tls';
+import { TLS_MISMATCH_ALERT } from '../../core/tls-codes.js';
 
 /** Where a connection runs: both ends, as undici's `SocketError.socket` reports them. */
 interface Ends {
@@ -31,11 +32,17 @@ function endsKey(e: Ends): string {
   return `${e.localAddress}|${e.localPort}|${e.remoteAddress}|${e.remotePort}`;
 }
 
-/** Watches `socket`, a connected TLS socket handed to undici, for an alert from its peer. */
+/**
+ * Watches `socket`, a connected TLS socket handed to undici, for an alert from its peer saying
+ * the two ends' configurations disagree (`TLS_MISMATCH_ALERT`: a certificate required or
+ * refused...), before the peer sent a byte of HTTP. Only that one is kept: an alert on a
+ * connection that has answered (an `internal_error` from a failing terminator) may follow a
+ * request the server read, so it must stay a dead connection, never a request "not sent".
+ */
 export function watchTlsAlert(socket: tls.TLSSocket): void {
   const key = endsKey(socket);
   socket.once('error', (err: Error & { code?: unknown }) => {
-    if (typeof err.code !== 'string' || !err.code.startsWith('ERR_SSL_') || !err.code.includes('ALERT')) return;
+    if (typeof err.code !== 'string' || !err.code.startsWith('ERR_SSL_') || !TLS_MISMATCH_ALERT.test(err.code) || socket.bytesRead > 0) return;
     alerts.set(key, err);
     socket.once('close', () => setImmediate(() => alerts.delete(key)));
   });

@@ -2,11 +2,16 @@
  * The adapter's small parts, without sockets: Retry-After parsing, body replayability, and the
  * dial scout's one-dial-per-unproven-host rule.
  */
+import { EventEmitter } from 'node:events';
+import type tls from 'node:tls';
 import { Readable } from 'node:stream';
+import { errors } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { DialScout } from '../../../src/adapters/undici/dial-scout.js';
 import { requestBody } from '../../../src/adapters/undici/request-body.js';
 import { retryAfterMs } from '../../../src/adapters/undici/retry-after.js';
+import { watchTlsAlert, withTlsAlert } from '../../../src/adapters/undici/tls-alert.js';
+import { classify } from '../../../src/core/classify.js';
 
 describe('retryAfterMs', () => {
   const wall = (): number => Date.parse('Sun, 06 Nov 1994 08:49:37 GMT');
@@ -148,3 +153,32 @@ describe('DialScout', () => {
     d.settle(true);
   });
 });
+
+describe('tls-alert: which alerts become a bare SocketError\'s cause', () => {
+  let port = 40_000;
+  /** A connected TLS socket's stand-in, with its ends and the bytes it read; emits the alert, then closes. */
+  function alerted(code: string, bytesRead: number): errors.SocketError {
+    const ends = { localAddress: '127.0.0.1', localPort: ++port, remoteAddress: '127.0.0.1', remotePort: 443 };
+    const socket = Object.assign(new EventEmitter(), ends, { bytesRead });
+    watchTlsAlert(socket as unknown as tls.TLSSocket);
+    socket.emit('error', Object.assign(new Error(code), { code }));
+    const err = new errors.SocketError('other side closed', ends as never);
+    withTlsAlert(err);
+    socket.emit('close');
+    return err;
+  }
+
+  it('a configuration alert before any answer (certificate required): the cause, so the request reads as never sent, and is not retried', () => {
+    const err = alerted('ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED', 0);
+    expect((err as { cause?: { code?: string } }).cause?.code).toBe('ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED');
+    expect(classify(err)).toMatchObject({ kind: 'dial', notSent: true, transient: false });
+  });
+
+  it('an alert on a connection that has answered, or one that is not about configuration (internal_error): no cause, a dead connection, maybe sent', () => {
+    for (const err of [alerted('ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED', 512), alerted('ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR', 0)]) {
+      expect((err as { cause?: unknown }).cause).toBeUndefined();
+      expect(classify(err)).toMatchObject({ kind: 'connection', notSent: false, connectionDead: true });
+    }
+  });
+});
+
