@@ -33,10 +33,10 @@ export interface HostBreakerOptions {
    * How long an opened host is refused before one probe may run: milliseconds, or a
    * {@link Schedule} called with the number of consecutive opens (1 for the first trip), e.g.
    * `proportionalJitter({ base: 1_000, max: 60_000 })` as in seed 002. Default
-   * {@link adaptiveOpenWindow}: about 1 s for the first three windows, then doubling (with up to
-   * +25 % jitter) while probes keep failing, capped at exactly 30 s, reset when a probe succeeds.
-   * A host back after a restart of a few seconds is dialled again within about a second; one dead
-   * for minutes costs at most 2 dials a minute (seed 000's 30 s cap). A schedule's answer goes through `safeDelay` (NaN or
+   * {@link adaptiveOpenWindow}: about 1 s for the first window, doubling (with up to +25 % jitter)
+   * while probes keep failing, capped at exactly 30 s, reset when a probe succeeds. A host that
+   * comes back is dialled again within about a second; one dead for minutes costs at most 2
+   * dials a minute (seed 000's 30 s cap). A schedule's answer goes through `safeDelay` (NaN or
    * negative: 0; past 2^31-1 ms or Infinity: 2^31-1), and one that throws is a warning and reuses
    * its last window, so no schedule makes a host unblockable.
    */
@@ -145,21 +145,11 @@ export interface DialPermit {
   abandoned(): void;
 }
 
-/** Opens in a row whose window stays at its first (about 1 s) before {@link adaptiveOpenWindow} doubles. */
-const SHORT_WINDOWS = 3;
-
 /**
- * The default open window: `min(30 000, 1 000 * 2^max(0, opens-3) * (1 + 0.25 * random))` ms:
- * about 1 s for the first three windows, then doubling while the host stays dead, with jitter so
- * hosts opened together are not probed together, and capped at exactly 30 s (seed 000) so a host
- * dead for minutes costs at most 2 dials a minute.
- *
- * Three short windows, not one: a rolling restart of a few seconds opens the host (past
- * `minOutage`), and its first probe often fails just before the server is back. Doubling from
- * there refused every caller for another 2-2.5 s after the server was listening again, where a
- * raw client recovered at once (a 3 s restart: the first success 2 s after the server's return).
- * Probed every second, a restart of up to about 4.5 s is served again within about a second of
- * its return; a dead host costs two more probes in its first minute.
+ * The default open window: `min(30 000, 1 000 * 2^(opens-1) * (1 + 0.25 * random))` ms. Short
+ * first (a host back right after tripping waits about a second), doubling while the host stays
+ * dead, with jitter so hosts opened together are not probed together, and capped at exactly
+ * 30 s (seed 000) so a host dead for minutes costs at most 2 dials a minute.
  */
 export const adaptiveOpenWindow: Schedule = (n, _previous, random) =>
-  Math.min(30_000, 1_000 * 2 ** Math.min(30, Math.max(0, n - SHORT_WINDOWS)) * (1 + 0.25 * random()));
+  Math.min(30_000, 1_000 * 2 ** Math.min(30, Math.max(0, n - 1)) * (1 + 0.25 * random()));

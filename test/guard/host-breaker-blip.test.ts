@@ -140,50 +140,24 @@ describe('HostBreaker: the outage is timed from the first failed dial’s admiss
 });
 
 describe('HostBreaker: adaptive open window (default)', () => {
-  it('starts at about 1 s for three windows, then doubles with jitter while probes fail, caps at 30 s, and resets when a probe succeeds', () => {
+  it('starts at about 1 s, doubles with jitter while probes fail, caps at 30 s, and resets when a probe succeeds', () => {
     let r = 0;
     const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => r });
     const windows: number[] = [];
     breaker.on('opened', (e) => windows.push(e.openFor));
     breaker.admit(H).failed();
-    for (let i = 0; i < 9; i++) {
+    for (let i = 0; i < 7; i++) {
       clock.advance(windows[windows.length - 1]!);
       breaker.admit(H).failed(); // the probe fails
     }
-    expect(windows).toEqual([1_000, 1_000, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000]);
+    expect(windows).toEqual([1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000]);
 
     clock.advance(30_000);
     breaker.admit(H).succeeded(); // back: the schedule starts over
     r = 0.999;
     breaker.admit(H).failed();
-    expect(windows[10]).toBeCloseTo(1_249.75, 5); // jitter adds up to 25 %
+    expect(windows[8]).toBeCloseTo(1_249.75, 5); // jitter adds up to 25 %
     expect(refusal(breaker).retryAfter).toBe(1_250); // a whole number of ms
-  });
-
-  it('a rolling restart of 2 to 4.5 s (past minOutage, so the host opens) is served again within 1.3 s of its return (was: up to 2.5 s for a 3 s restart, the window doubled after a probe failed just before the return)', () => {
-    for (const outage of [2_000, 2_600, 3_000, 3_500, 4_000, 4_500]) {
-      for (const r of [0, 0.5, 0.999]) {
-        const { clock, breaker } = make({ random: () => r });
-        const start = clock.now();
-        // 16 callers every 10 ms: refused by the port during the outage, served once it is over.
-        let servedAt = -1;
-        for (let t = 0; servedAt < 0 && t < outage + 10_000; t += 10) {
-          for (let i = 0; i < 16; i++) {
-            const answer = breaker.tryAdmit(H);
-            if (answer instanceof HostUnavailableError) continue;
-            if (clock.now() - start < outage) answer.failed(refused(undefined));
-            else {
-              answer.succeeded();
-              servedAt = clock.now() - start;
-              break;
-            }
-          }
-          clock.advance(10);
-        }
-        expect(breaker.stats().opened).toBeGreaterThanOrEqual(1); // the restart did open the host
-        expect(servedAt - outage).toBeLessThanOrEqual(1_300);
-      }
-    }
   });
 
   it('jitter never takes a window past the 30 s cap', () => {

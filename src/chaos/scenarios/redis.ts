@@ -174,7 +174,7 @@ export const redisScenario: Scenario = {
         notes: [
           `${PROCESSES} client processes per lane; each has ${PER_NODE} node-redis and ${PER_NODE} ioredis clients per node, one GET loop each (${PAUSE} ms apart); a call unanswered in ${CALL_TIMEOUT} ms counts as failed`,
           `phases: healthy ${p.healthy} s, frozen ${p.frozen} s, killed and refusing ${p.refused} s, port dropped ${p.dropped} s, back ${p.after} s`,
-          `guarded: one RedisGuard per process, connectTimeout ${CONNECT_TIMEOUT} ms, HostBreaker defaults (3 failed rounds over 1.5 s; window 1 s three times, then doubling to 30 s)`,
+          `guarded: one RedisGuard per process, connectTimeout ${CONNECT_TIMEOUT} ms, HostBreaker defaults (3 failed rounds over 1.5 s; window 1 s doubling to 30 s)`,
           'guarded_probes_per_open_window: dials a guarded process made while its breaker held the node open (probes), per window it opened; the worst process',
           'recovery_ms: from the node\'s return until every client process has had a GET from it answered (the slowest process)',
         ],
