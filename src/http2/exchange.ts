@@ -175,9 +175,10 @@ export function exchange(
       // session destroyed mid-body), with the close code already set: that body is cut short.
       const code = stream.rstCode;
       if (code !== undefined && code !== http2.constants.NGHTTP2_NO_ERROR) return failed(closedError(code, true));
-      if (streaming !== undefined) finish(undefined, response);
-      else if (trailers === undefined) finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId, latency: clock.now() - started });
-      else finish(undefined, { status, headers, body: Buffer.concat(chunks), connectionId, latency: clock.now() - started, trailers });
+      if (streaming !== undefined) return finish(undefined, response);
+      const whole: Http2Response = { status, headers, body: Buffer.concat(chunks), connectionId, latency: clock.now() - started };
+      if (trailers !== undefined) whole.trailers = trailers; // the key only when there are some
+      finish(undefined, whole);
     });
     stream.on('error', failed);
     stream.on('close', () => {

@@ -33,6 +33,31 @@ async function drain(body: ReadableStream<Uint8Array>): Promise<{ text: string; 
   }
 }
 
+/**
+ * A peer that answers `/feed` with its headers and part of a body, then holds the stream open; a
+ * `client` (made with `options`) reading it from a turn later. The caller decides how it ends.
+ */
+async function heldFeed(options: ConstructorParameters<typeof Http2Client>[0]): Promise<{
+  peer: Awaited<ReturnType<typeof http2Peer>>;
+  c: Http2Client;
+  reading: Promise<{ text: string; error: unknown }>;
+}> {
+  const peer = await http2Peer({
+    handler: (stream) => {
+      stream.on('error', () => {});
+      stream.respond({ ':status': 200 });
+      stream.write('part;');
+    },
+  });
+  cleanup.push(() => peer.close());
+  const c = new Http2Client({ breaker: new HostBreaker(), ...options });
+  cleanup.push(() => c.close());
+  const res = await c.stream(`${peer.origin}/feed`);
+  const reading = drain(res.body);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  return { peer, c, reading };
+}
+
 describe('Http2Client: an answer cut short after its headers', () => {
   for (const method of ['GET', 'POST']) {
     it(`stream() ${method}, the session destroyed mid-body: the body errors, the request is sent once, and close() is prompt`, async () => {
@@ -123,18 +148,7 @@ describe('Http2Client: an answer cut short after its headers', () => {
     }
   });
   it('stream(), a peer that goes silent mid-body: the keep-alive timeout errors the body (was: a clean end, the body truncated)', async () => {
-    await using peer = await http2Peer({
-      handler: (stream) => {
-        stream.on('error', () => {});
-        stream.respond({ ':status': 200 });
-        stream.write('part;');
-      },
-    });
-    const c = new Http2Client({ breaker: new HostBreaker(), keepAliveInterval: 50, keepAliveTimeout: 100 });
-    cleanup.push(() => c.close());
-    const res = await c.stream(`${peer.origin}/feed`);
-    const reading = drain(res.body);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    const { peer, reading } = await heldFeed({ keepAliveInterval: 50, keepAliveTimeout: 100 });
     peer.silence();
     const { text, error } = await reading;
     expect(text).toBe('part;');
@@ -143,17 +157,7 @@ describe('Http2Client: an answer cut short after its headers', () => {
   });
 
   it('stream(), close() while its body is still being read: after closeTimeout the body errors (was: a clean end, the body truncated)', async () => {
-    await using peer = await http2Peer({
-      handler: (stream) => {
-        stream.on('error', () => {});
-        stream.respond({ ':status': 200 });
-        stream.write('part;');
-      },
-    });
-    const c = new Http2Client({ breaker: new HostBreaker(), closeTimeout: 100 });
-    const res = await c.stream(`${peer.origin}/feed`);
-    const reading = drain(res.body);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    const { peer, c, reading } = await heldFeed({ closeTimeout: 100 });
     await c.close();
     const { text, error } = await reading;
     expect(text).toBe('part;');
@@ -162,18 +166,7 @@ describe('Http2Client: an answer cut short after its headers', () => {
   });
 
   it('stream(), a peer that sends GOAWAY (a graceful drain) and then goes silent mid-body: the session is found dead all the same (was: keep-alive stopped at the GOAWAY, the body hung forever)', async () => {
-    await using peer = await http2Peer({
-      handler: (stream) => {
-        stream.on('error', () => {});
-        stream.respond({ ':status': 200 });
-        stream.write('part;');
-      },
-    });
-    const c = new Http2Client({ breaker: new HostBreaker(), keepAliveInterval: 50, keepAliveTimeout: 100 });
-    cleanup.push(() => c.close());
-    const res = await c.stream(`${peer.origin}/feed`);
-    const reading = drain(res.body);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    const { peer, reading } = await heldFeed({ keepAliveInterval: 50, keepAliveTimeout: 100 });
     peer.goaway();
     await new Promise((resolve) => setTimeout(resolve, 20));
     peer.silence();

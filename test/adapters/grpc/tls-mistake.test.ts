@@ -25,8 +25,11 @@ function strictBreaker(): HostBreaker {
   return new HostBreaker({ failureThreshold: 3, minOutage: 0, openDuration: 60_000 });
 }
 
-/** A TLS grpc-js server (the self-signed TEST_CERT) answering Echo; counts the calls it saw. */
-async function tlsEchoServer(): Promise<{ address: string; calls: () => number }> {
+/**
+ * A TLS grpc-js server (the self-signed TEST_CERT) answering Echo; counts the calls it saw. With
+ * `mtls`, it requires a client certificate TEST_CERT signs.
+ */
+async function tlsEchoServer(mtls = false): Promise<{ address: string; calls: () => number }> {
   let calls = 0;
   const server = new grpc.Server();
   const unused = (_c: unknown, cb?: grpc.sendUnaryData<Buffer>): void => cb?.({ code: grpc.status.UNIMPLEMENTED });
@@ -40,7 +43,7 @@ async function tlsEchoServer(): Promise<{ address: string; calls: () => number }
     Count: (c: grpc.ServerWritableStream<Buffer, Buffer>) => c.end(),
     Chat: (c: grpc.ServerDuplexStream<Buffer, Buffer>) => c.end(),
   });
-  const credentials = grpc.ServerCredentials.createSsl(null, [{ private_key: Buffer.from(TEST_KEY), cert_chain: Buffer.from(TEST_CERT) }]);
+  const credentials = grpc.ServerCredentials.createSsl(mtls ? Buffer.from(TEST_CERT) : null, [{ private_key: Buffer.from(TEST_KEY), cert_chain: Buffer.from(TEST_CERT) }], mtls);
   const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', credentials, (err, p) => (err ? reject(err) : resolve(p))));
   cleanup.push(() => server.forceShutdown());
   return { address: `127.0.0.1:${port}`, calls: () => calls };
@@ -170,23 +173,7 @@ const http1 = (s: net.Socket): void => {
 
 describe('grpc guard: a client without the certificate an mTLS server requires', () => {
   it('fails once with the alert as its cause (TLS 1.3 sends it after the client’s handshake), is not retried, and never gets the host refused for a client with the certificate', async () => {
-    let calls = 0;
-    const server = new grpc.Server();
-    const unused = (_c: unknown, cb?: grpc.sendUnaryData<Buffer>): void => cb?.({ code: grpc.status.UNIMPLEMENTED });
-    server.addService(echoService, {
-      Echo: (c: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
-        calls++;
-        cb(null, c.request);
-      },
-      Hold: unused,
-      Fail: unused,
-      Count: (c: grpc.ServerWritableStream<Buffer, Buffer>) => c.end(),
-      Chat: (c: grpc.ServerDuplexStream<Buffer, Buffer>) => c.end(),
-    });
-    const mtls = grpc.ServerCredentials.createSsl(Buffer.from(TEST_CERT), [{ private_key: Buffer.from(TEST_KEY), cert_chain: Buffer.from(TEST_CERT) }], true);
-    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', mtls, (err, p) => (err ? reject(err) : resolve(p))));
-    cleanup.push(() => server.forceShutdown());
-    const address = `127.0.0.1:${port}`;
+    const { address, calls } = await tlsEchoServer(true);
     const breaker = strictBreaker();
     // Two teams' guards on one breaker, retries on (the default): the wrong one's call is not retried.
     const noCert = client(address, trusted(), guarded({ breaker }));
@@ -197,7 +184,7 @@ describe('grpc guard: a client without the certificate an mTLS server requires',
       await tlsFailure(call(noCert, 'Echo'), 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED');
       expect(String(await call(withCert, 'Echo', 'hi'))).toBe('hi');
     }
-    expect(calls).toBe(3);
+    expect(calls()).toBe(3);
     expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
     expect(breaker.stats().succeeded).toBeLessThanOrEqual(3 + 3); // one dial per failed call, and the good client's
   });
