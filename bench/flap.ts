@@ -4,7 +4,8 @@
  *
  *   node dist/bench/flap.js [--quick]
  *
- * Outages: a restart (the port closed: every dial refused) of 0.3 s and of 1 s, and a blackhole
+ * Outages: a restart (the port closed: every dial refused) of 0.3 s, 1 s and 3 s (long enough to
+ * open the host, so its probes meet the closed port), and a blackhole
  * (every SYN dropped, the unprivileged accept-queue peer on the same port) of 5 s and of 120 s
  * (30 s under --quick). Lanes, each with a fresh server, client, breaker and retry budget:
  * - raw: undici's own `Agent` with its defaults (10 s connect timeout, no retries);
@@ -53,6 +54,8 @@ const LONG_MS = quick ? 30_000 : 120_000;
 const OUTAGES: readonly Outage[] = [
   { name: 'restart_0.3s', ms: 300, kind: 'refuse' },
   { name: 'restart_1s', ms: 1_000, kind: 'refuse' },
+  // Long enough to open the host (minOutage 1.5 s), so its probes meet the refusing port.
+  { name: 'restart_3s', ms: 3_000, kind: 'refuse' },
   { name: 'blackhole_5s', ms: 5_000, kind: 'blackhole' },
   { name: `blackhole_${LONG_MS / 1_000}s`, ms: LONG_MS, kind: 'blackhole' },
 ];
@@ -290,7 +293,7 @@ async function main(): Promise<void> {
   ]);
 
   const dg = (o: string): Result => results.get(o)!.get('dialguard')!;
-  const long = dg(OUTAGES[3]!.name);
+  const long = dg(OUTAGES[OUTAGES.length - 1]!.name);
   const measuredAfter = long.dials_per_minute_after;
   const policies: Record<string, Record<string, Result>> = {};
   for (const lane of LANES) {
@@ -300,7 +303,8 @@ async function main(): Promise<void> {
   printJson('flap', {
     restart_failed_calls: dg('restart_0.3s').failed + dg('restart_1s').failed,
     restart_refused_after_back: dg('restart_0.3s').refused_after_back + dg('restart_1s').refused_after_back,
-    recovery_ms: { outage_1s: dg('restart_1s').recovery_ms, outage_5s: dg('blackhole_5s').recovery_ms },
+    recovery_ms: { outage_1s: dg('restart_1s').recovery_ms, restart_3s: dg('restart_3s').recovery_ms, outage_5s: dg('blackhole_5s').recovery_ms },
+    restart_3s_refused_after_back: dg('restart_3s').refused_after_back,
     dead_dials: {
       first_minute: long.dials_first_minute,
       per_minute_after: measuredAfter ?? replayDeadMinutes(),

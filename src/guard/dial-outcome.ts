@@ -88,3 +88,12 @@ export function dialFailureOutcome(err: unknown, answered = false): DialFailureO
   if (code !== undefined && (code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_'))) return 'abandoned';
   return 'failed';
 }
+
+/**
+ * Whether a failed dial was refused by the host's kernel (`ECONNREFUSED`, here or in its cause
+ * chain): the host's machine answered at once that nothing listens on the port, as during a
+ * restart. Such a failure cost one round trip, so probing it again soon costs nearly nothing.
+ */
+export function refusedAtOnce(err: unknown): boolean {
+  return codeOf(err) === 'ECONNREFUSED';
+}

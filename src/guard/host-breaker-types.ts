@@ -31,7 +31,9 @@ export interface HostBreakerOptions {
   minOutage?: number;
   /**
    * How long an opened host is refused before one probe may run: milliseconds, or a
-   * {@link Schedule} called with the number of consecutive opens (1 for the first trip), e.g.
+   * {@link Schedule} called with the number of consecutive opens (1 for the first trip; a reopen
+   * after a probe the host refused at once, `ECONNREFUSED`, within 30 s of the open does not
+   * count, so a host restarting for a few seconds is probed at the first window's pace), e.g.
    * `proportionalJitter({ base: 1_000, max: 60_000 })` as in seed 002. Default
    * {@link adaptiveOpenWindow}: about 1 s for the first window, doubling (with up to +25 % jitter)
    * while probes keep failing, capped at exactly 30 s, reset when a probe succeeds. A host that

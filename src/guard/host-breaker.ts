@@ -5,7 +5,9 @@
  * closed    --failureThreshold failed rounds over minOutage--> open
  * open      --open window elapsed, next admit-------------> half-open (that admit is the probe)
  * half-open --probe succeeded-----------------------------> closed   (count reset)
- * half-open --probe failed--------------------------------> open     (next window)
+ * half-open --probe failed--------------------------------> open     (next window: longer, unless
+ *                                                                     the host refused it at once
+ *                                                                     early in the outage)
  * half-open --probe unreported past probeTimeout----------> half-open (a new probe may run)
  * ```
  *
@@ -31,6 +33,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { HostUnavailableError } from '../core/errors.js';
 import { EventHub, type Unsubscribe, type Listener } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
+import { refusedAtOnce } from './dial-outcome.js';
 import { hostKey, reserveHostKeys } from './host-key.js';
 import {
   adaptiveOpenWindow,
@@ -85,6 +88,11 @@ interface Entry {
   /** The last failed dial's error (cause of the refusals). */
   lastError: unknown;
   opens: number;
+  /**
+   * The schedule's `n`: as `opens`, except that a reopen after a probe the host refused at once,
+   * early in the outage, does not raise it (see {@link REFUSING_HORIZON}).
+   */
+  level: number;
   /** The last open window drawn, for schedules that depend on it (decorrelated jitter). */
   lastOpenFor: number;
   openedAt: number;
@@ -151,6 +159,14 @@ class NoopPermit implements DialPermit {
     this.settled = true;
   }
 }
+
+/**
+ * How long into an outage (from the open) a probe the host refused at once does not lengthen the
+ * next window: 30 s. A refused probe costs a round trip, and a restart (a deploy, a rescheduled
+ * pod) takes seconds; a host refusing longer than this is treated as dead, its window doubling
+ * as for any other, so it still costs at most 2 dials a minute once it has been gone a while.
+ */
+export const REFUSING_HORIZON = 30_000;
 
 /** Most idle hosts one admit forgets; the rest wait for the next admits (64: a few µs). */
 const SWEEP_BATCH = 64;
@@ -422,6 +438,7 @@ export class HostBreaker {
       streakStart: 0,
       lastError: undefined,
       opens: 0,
+      level: 0,
       lastOpenFor: 0,
       openedAt: 0,
     };
@@ -515,6 +532,7 @@ export class HostBreaker {
         // Only the probe can be current while open: older permits were cut off by the trip.
         entry.state = 'closed';
         entry.opens = 0;
+        entry.level = 0;
         entry.lastOpenFor = 0; // probing is left as is: only read while open, and #open clears it
         entry.generation++;
         this.#stats.closed++;
@@ -536,13 +554,17 @@ export class HostBreaker {
       if (entry.failures < this.#threshold || now - entry.streakStart < this.#minOutage) return;
       this.#open(entry, now, false);
     } else {
-      this.#open(entry, now, true);
+      this.#open(entry, now, true, refusedAtOnce(error));
     }
   }
 
-  #open(entry: Entry, now: number, reopened: boolean): void {
+  #open(entry: Entry, now: number, reopened: boolean, refused = false): void {
     entry.opens++;
-    const openFor = drawDelay(this.#openDuration, entry.opens, entry.lastOpenFor, this.#random); // never NaN, endless or thrown
+    // A probe the host refused cost one round trip and nothing on the host: early in an outage (a
+    // restart), the next one may run as soon as the first window allows, so the host is dialled
+    // again within about a window of its return rather than a doubled one.
+    if (!refused || now - entry.openedAt >= REFUSING_HORIZON) entry.level++;
+    const openFor = drawDelay(this.#openDuration, entry.level, entry.lastOpenFor, this.#random); // never NaN, endless or thrown
     entry.lastOpenFor = openFor;
     entry.state = 'open';
     if (!reopened) entry.openedAt = now;
