@@ -47,6 +47,17 @@ export function checkInteger(name: string, value: unknown, min: number, max = Nu
   return n;
 }
 
+/**
+ * `value` when it is an AbortSignal; undefined for undefined or null (none, as fetch takes
+ * `signal: null`); a TypeError naming `name` otherwise. An AbortController passed for its signal
+ * (a common slip) fails here, before any timer or listener is armed, not at its first use.
+ */
+export function checkSignal(name: string, value: unknown): AbortSignal | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!(value instanceof AbortSignal)) throw new TypeError(`${name} must be an AbortSignal, got ${show(value)}`);
+  return value;
+}
+
 /** A function, or a TypeError naming `name`. */
 export function checkFunction<F extends (...args: never[]) => unknown>(name: string, value: unknown): F {
   if (typeof value !== 'function') throw new TypeError(`${name} must be a function, got ${show(value)}`);

@@ -12,7 +12,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../core/connect-timeout.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
-import { checkDuration, opt, thrownText } from '../core/validate.js';
+import { checkDuration, checkSignal, opt, thrownText } from '../core/validate.js';
 import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js';
 import { dialFailureOutcome, localFailure } from './dial-outcome.js';
 import { type DialPermit, HostBreaker } from './host-breaker.js';
@@ -129,8 +129,11 @@ export function dialWith<C>(
 ): Promise<C> {
   let permit: DialPermit;
   let timeout: number;
+  let signal: AbortSignal | undefined;
   try {
     timeout = checkDuration('timeout', opt(options.timeout, DEFAULT_CONNECT_TIMEOUT), 1);
+    // Before the breaker is asked: a permit taken for a dial that cannot start is never settled.
+    signal = checkSignal('signal', options.signal);
     const breaker = options.breaker === undefined ? sharedBreaker() : (options.breaker ?? noBreaker);
     const answer = breaker.tryAdmit(host, port); // a refusal as a value: no throw on the hot path
     if (answer instanceof HostUnavailableError) return Promise.reject(answer);
@@ -138,7 +141,6 @@ export function dialWith<C>(
   } catch (err) {
     return Promise.reject(err);
   }
-  const { signal } = options;
   if (signal?.aborted) {
     permit.abandoned(); // never started: no dial to report
     return Promise.reject(signal.reason);

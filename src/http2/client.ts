@@ -19,7 +19,7 @@ import type tls from 'node:tls';
 import { type FailureKind, classify } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { RequestTimeoutError } from '../core/errors.js';
-import { checkDuration, checkInteger, opt, show } from '../core/validate.js';
+import { checkDuration, checkInteger, checkSignal, opt, show } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, sharedBreaker } from '../guard/dial.js';
 import { HostBreaker } from '../guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats, type UseOptions } from '../pool/connection-pool.js';
@@ -241,6 +241,7 @@ export class Http2Client {
     const started = this.#clock.now();
     let target: URL;
     let timeout: number;
+    let signal: AbortSignal | undefined;
     try {
       target = typeof url === 'string' ? new URL(url) : url;
       if (target.protocol !== 'http:' && target.protocol !== 'https:') {
@@ -248,6 +249,7 @@ export class Http2Client {
       }
       // The client's own default was checked once, by the constructor.
       timeout = options.timeout === undefined ? this.#requestTimeout : checkDuration('timeout', options.timeout, 1, true);
+      signal = checkSignal('signal', options.signal);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -259,7 +261,6 @@ export class Http2Client {
     // the pool and the stream both listen to it, and the caller's signal gets one listener per
     // call, as with node:http2 alone. Listened to directly, a signal shared by six calls in flight
     // passed Node's default of ten listeners and printed a MaxListenersExceededWarning.
-    let signal = options.signal;
     let stop: (() => void) | undefined;
     const finite = Number.isFinite(timeout);
     if (finite || signal !== undefined) {

@@ -7,7 +7,7 @@
 import { fullJitter, type Schedule } from '../core/backoff.js';
 import { type Classification, type ClassifyOptions, checkClassifyOptions } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
-import { checkDuration, checkFunction, checkInteger, checkNumber, opt, show } from '../core/validate.js';
+import { checkDuration, checkFunction, checkInteger, checkNumber, checkSignal, opt, show } from '../core/validate.js';
 import { RetryBudget, sharedRetryBudget } from './budget.js';
 
 /** What `fn` gets on each attempt. */
@@ -161,12 +161,6 @@ export interface Settings {
 }
 
 let defaultBackoff: Schedule | undefined;
-
-function checkSignal(name: string, value: unknown): AbortSignal | undefined {
-  if (value === undefined) return undefined;
-  if (!(value instanceof AbortSignal)) throw new TypeError(`${name} must be an AbortSignal, got ${show(value)}`);
-  return value;
-}
 
 /**
  * Applies the defaults to one call's options and checks them; the deadline becomes absolute on

@@ -149,6 +149,24 @@ describe('dial', () => {
   });
 });
 
+describe('dial: a signal that is not one', () => {
+  it('the AbortController itself, passed for its signal, rejects at once naming it: no dial, no timer, no probe taken', async () => {
+    const clock = new ManualClock();
+    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 1_000 });
+    breaker.admit(H).failed();
+    clock.advance(1_000); // the window is over: the next admit would be the probe
+    let dialled = 0;
+    const bad = dial(H, () => Promise.resolve(++dialled), { clock, breaker, signal: new AbortController() as unknown as AbortSignal });
+    await expect(bad).rejects.toThrow(/signal must be an AbortSignal, got/);
+    expect(dialled).toBe(0);
+    expect(clock.pending).toBe(0); // it crashed the process from its timer, 2.5 s later
+    expect(() => clock.advance(10_000)).not.toThrow();
+    expect(breaker.state(H)).toMatchObject({ state: 'half-open', probing: false }); // the probe is still there to take
+    // null is no signal, as fetch takes it.
+    await expect(dial(H, () => Promise.resolve('conn'), { clock, breaker, signal: null as unknown as AbortSignal })).resolves.toBe('conn');
+  });
+});
+
 describe('dial: what it reports and what it leaves behind', () => {
   const seen: Array<DialEvents['settled']> = [];
   const onSettled = (e: unknown): void => {

@@ -239,4 +239,13 @@ describe('Http2Client: lifecycle', () => {
     expect(() => new Http2Client({ requestTimeout: -1 })).toThrow(/requestTimeout/);
     return expect(c.request('ftp://x/')).rejects.toThrow(/http: or https:/);
   });
+
+  it('a signal that is not one (the controller itself) rejects naming it, never throws', async () => {
+    const { client: c } = client();
+    let call: Promise<unknown> | undefined;
+    expect(() => {
+      call = c.request('http://127.0.0.1:1/', { signal: new AbortController() as unknown as AbortSignal });
+    }).not.toThrow();
+    await expect(call).rejects.toThrow(/^signal must be an AbortSignal/);
+  });
 });

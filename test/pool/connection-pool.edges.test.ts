@@ -364,6 +364,15 @@ describe('ConnectionPool: edges of the options, the closed pool and the watcher'
     expect(connector.connects).toBe(0);
   });
 
+  it('names signal when use() is given something else (the controller itself); null is none', async () => {
+    const { connector, pool } = setup();
+    const controller = new AbortController();
+    await expect(pool.use(T, async () => 1, { signal: controller as unknown as AbortSignal })).rejects.toThrow(/^signal must be an AbortSignal/);
+    expect(connector.connects).toBe(0);
+    connector.auto = 'resolve';
+    await expect(pool.use(T, async () => 2, { signal: null as unknown as AbortSignal })).resolves.toBe(2); // "Cannot read properties of null"
+  });
+
   it('publishes its events on the dialguard:pool diagnostics channels', async () => {
     const { connector, pool } = setup();
     connector.auto = 'resolve';
