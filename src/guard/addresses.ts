@@ -34,7 +34,7 @@ import type tls from 'node:tls';
 import { type Clock, systemClock } from '../core/clock.js';
 import { ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { type DialContext, dialWith } from './dial.js';
-import { noAddressOfOwnChoice } from './dial-outcome.js';
+import { localFailure, noAddressOfOwnChoice } from './dial-outcome.js';
 import type { HostBreaker } from './host-breaker.js';
 import { hostKey } from './host-key.js';
 
@@ -240,7 +240,7 @@ function resolve(lookup: net.LookupFunction, host: string, options: AddressDialO
     // No address of the family (or kind) this caller asked for says nothing of the name: it must
     // not get the name refused for callers without that restriction.
     const noAddress = (err: Error): unknown => noAddressOfOwnChoice(err, options.family, options.hints);
-    (lookup as (h: string, o: dns.LookupAllOptions, cb: (err: Error | null, a: unknown, f?: number) => void) => void)(host, lookupOptions, (err, answer, family) => {
+    const answered = (err: Error | null, answer: unknown, family?: number): void => {
       ctx.signal.removeEventListener('abort', onAbort);
       if (err) return fail(noAddress(err));
       // A user lookup may ignore `all` and answer with one address.
@@ -252,7 +252,16 @@ function resolve(lookup: net.LookupFunction, host: string, options: AddressDialO
       const usable = list.filter((a) => typeof a?.address === 'string' && net.isIP(a.address) !== 0).slice(0, MAX_ADDRESSES);
       if (usable.length === 0) return fail(noAddress(Object.assign(new Error(`${host} resolved to no address`), { code: 'ENOTFOUND', hostname: host })));
       done(interleave(usable));
-    });
+    };
+    try {
+      (lookup as (h: string, o: dns.LookupAllOptions, cb: typeof answered) => void)(host, lookupOptions, answered);
+    } catch (err) {
+      // A lookup that throws instead of calling back is this caller's own bug (a lookup calls
+      // back, even with an error): it says nothing of the name, so it must not get the name
+      // refused for callers on the system resolver.
+      ctx.signal.removeEventListener('abort', onAbort);
+      fail(localFailure(err));
+    }
   });
 }
 

@@ -63,6 +63,9 @@ export interface ConnectOptions extends DialOptions<net.Socket> {
 export function connect(target: ConnectTarget, options: ConnectOptions = {}): Promise<net.Socket> {
   let key: string;
   try {
+    // Checked whichever way the dial goes: an IP literal, `breaker: null` and `perAddress: false`
+    // never read it, but a wrong value is still the caller's to hear of.
+    if (options.attemptDelay !== undefined) checkDuration('attemptDelay', options.attemptDelay);
     // An IP literal (bracketed IPv6 included) is one address: one entry, asked for by its
     // spelling and port, so a warm one's refusal makes no key (the breaker's own index finds it).
     if (options.perAddress === false || options.breaker === null || (typeof target.host === 'string' && isLiteral(target.host))) {

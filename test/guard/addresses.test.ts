@@ -240,8 +240,23 @@ describe('connect: per-address guarding', () => {
     expect(breaker.stats().hosts).toBe(1); // no address entry
   });
 
+  it("a lookup that throws (a caller's bug, not an answer) counts nothing against the name: a caller on the system resolver is not refused", async () => {
+    const { breaker } = breakerOnManualClock(1);
+    const bug = new TypeError("Cannot read properties of undefined (reading 'address')");
+    const lookup = (() => {
+      throw bug;
+    }) as unknown as net.LookupFunction;
+    for (let i = 0; i < 3; i++) await expect(connect({ host: 'svc.test', port: 80 }, { breaker, socket: { lookup } })).rejects.toBe(bug);
+    expect(breaker.state('svc.test:80')?.failures ?? 0).toBe(0); // it opened the name after one call
+    expect(breaker.tryAdmit('svc.test', 80)).not.toBeInstanceOf(HostUnavailableError);
+  });
+
   it('attemptDelay is checked, naming the option', async () => {
     await expect(connect({ host: 'svc.test', port: 80 }, { attemptDelay: -1 })).rejects.toThrow(/attemptDelay/);
+    // Also where it is not used: an IP literal, no breaker, perAddress off.
+    await expect(connect({ host: '127.0.0.1', port: 1 }, { attemptDelay: Number.NaN })).rejects.toThrow(/attemptDelay/);
+    await expect(connect({ host: 'svc.test', port: 80 }, { breaker: null, attemptDelay: '250' as unknown as number })).rejects.toThrow(/attemptDelay/);
+    await expect(connect({ host: 'svc.test', port: 80 }, { perAddress: false, attemptDelay: -1 })).rejects.toThrow(/attemptDelay/);
   });
 });
 
