@@ -12,7 +12,7 @@
  */
 import type { FailureKind } from './classify.js';
 import { ErrorCodes } from './errors.js';
-import { CERT_CODES, TLS_MISMATCH_ALERT } from './tls-codes.js';
+import { CERT_CODES, NOT_TLS_CODE, TLS_MISMATCH_ALERT } from './tls-codes.js';
 
 /**
  * One error's verdict. `final` means no error deeper in the chain can say more (an errno code is
@@ -180,9 +180,9 @@ function isDnsSyscall(syscall: string | undefined): boolean {
 
 /** Node's system and TLS errors, by code (and `syscall`: a connect that failed is a dial). */
 function systemVerdict(code: string, f: Facts): Verdict | undefined {
-  // A certificate verdict, or an alert saying the two ends' configurations disagree: the same
-  // handshake fails the same way again, so a retry cannot help.
-  if (CERT_CODES.has(code) || TLS_MISMATCH_ALERT.test(code)) return verdict('dial', code, { transient: false });
+  // A certificate verdict, an alert saying the two ends' configurations disagree, or a peer that
+  // does not speak TLS at all: the same handshake fails the same way again, so a retry cannot help.
+  if (CERT_CODES.has(code) || code === NOT_TLS_CODE || TLS_MISMATCH_ALERT.test(code)) return verdict('dial', code, { transient: false });
   // A broken TLS record on an established connection kills it with the request maybe sent;
   // every other SSL error arrives during the handshake, before a byte of the request.
   if (code.startsWith('ERR_SSL_')) return verdict(/BAD_RECORD_MAC|DECRYPTION_FAILED|RECORD_OVERFLOW/.test(code) ? 'connection' : 'dial', code);

@@ -42,6 +42,13 @@ export const CERT_CODES: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * The peer answered the ClientHello with something that is not TLS (a plain HTTP, Redis or
+ * memcached server on the port): the client's `https:`/`tls` is wrong for this port, and every
+ * retry gets the same answer. The host answered, so it is alive (see `dialFailureOutcome`).
+ */
+export const NOT_TLS_CODE = 'ERR_SSL_WRONG_VERSION_NUMBER';
+
+/**
  * Alerts a peer sends when the two ends' configurations cannot agree (no common ALPN protocol,
  * TLS version or cipher; our certificate refused): the same handshake fails the same way again,
  * so retrying cannot help. A peer's `internal_error` alert is not here: that one may pass.

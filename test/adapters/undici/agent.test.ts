@@ -106,6 +106,20 @@ describe('GuardedAgent: responses never reach the breaker', () => {
   });
 });
 
+describe('GuardedAgent: a scheme typo is the caller\'s', () => {
+  it('https: to a plain HTTP port fails once, unretried (the same answer every time), and never counts against the host', async () => {
+    await using server = await httpServer(answer());
+    const { agent, breaker } = guarded({ breaker: manualBreaker(1).breaker });
+    const err = await request(`https://${server.address}/`, { dispatcher: agent }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_SSL_WRONG_VERSION_NUMBER' });
+    expect(server.connections).toBe(1); // it was 3: each attempt handshook again and met the same plain answer
+    expect(breaker.stats()).toMatchObject({ failed: 0, opened: 0 });
+    const ok = await request(`${server.origin}/`, { dispatcher: agent }); // the right scheme is served
+    expect(ok.statusCode).toBe(200);
+    await ok.body.dump();
+  });
+});
+
 describe('GuardedAgent: the caller cancelling is not a failure of anything', () => {
   it('five aborted requests on a slow healthy origin leave the breaker closed and are not retried', async () => {
     await using server = await httpServer(() => {}); // headers never come
