@@ -58,6 +58,20 @@ export function checkSignal(name: string, value: unknown): AbortSignal | undefin
   return value;
 }
 
+/**
+ * Shortest keep-alive PING interval, ms, short of 0 (off): 10. A tinier one (1e-9, a fraction)
+ * became a PING every millisecond, a timer that never rests; 10 ms is already 100 PINGs a
+ * second, so nothing a user means is refused.
+ */
+export const MIN_KEEPALIVE_INTERVAL = 10;
+
+/** A keep-alive interval, ms: 0 (off) or at least {@link MIN_KEEPALIVE_INTERVAL}; a RangeError naming `name` otherwise. */
+export function checkKeepAlive(name: string, value: unknown): number {
+  const ms = checkDuration(name, value);
+  if (ms > 0 && ms < MIN_KEEPALIVE_INTERVAL) throw new RangeError(`${name} must be 0 (off) or >= ${MIN_KEEPALIVE_INTERVAL} ms, got ${show(value)}`);
+  return ms;
+}
+
 /** A function, or a TypeError naming `name`. */
 export function checkFunction<F extends (...args: never[]) => unknown>(name: string, value: unknown): F {
   if (typeof value !== 'function') throw new TypeError(`${name} must be a function, got ${show(value)}`);

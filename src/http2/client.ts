@@ -19,7 +19,7 @@ import type tls from 'node:tls';
 import { type FailureKind, classify } from '../core/classify.js';
 import { type Clock, systemClock } from '../core/clock.js';
 import { RequestTimeoutError } from '../core/errors.js';
-import { checkDuration, checkInteger, checkSignal, opt, show } from '../core/validate.js';
+import { checkDuration, checkInteger, checkKeepAlive, checkSignal, opt, show } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, sharedBreaker } from '../guard/dial.js';
 import { HostBreaker } from '../guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats, type UseOptions } from '../pool/connection-pool.js';
@@ -43,8 +43,9 @@ export interface Http2ClientOptions {
    */
   lookup?: net.LookupFunction;
   /**
-   * PING interval, ms; 0 disables. Default 10 000 (seed 003): with the timeout below, a silent
-   * peer is detected within ~20 s without capping how long a request may run.
+   * PING interval, ms; 0 disables; at least 10 otherwise (a RangeError: a fraction of a ms was a
+   * PING every millisecond). Default 10 000 (seed 003): with the timeout below, a silent peer is
+   * detected within ~20 s without capping how long a request may run.
    */
   keepAliveInterval?: number;
   /** How long a PING may go unanswered before the session is gone, ms. Default 10 000 (seed 003). */
@@ -177,7 +178,7 @@ export class Http2Client {
       lookup,
       tls: opt(options.tls, {}),
       settings: checkSettings(options.settings),
-      keepAliveInterval: checkDuration('keepAliveInterval', opt(options.keepAliveInterval, 10_000)),
+      keepAliveInterval: checkKeepAlive('keepAliveInterval', opt(options.keepAliveInterval, 10_000)),
       keepAliveTimeout: checkDuration('keepAliveTimeout', opt(options.keepAliveTimeout, 10_000), 1),
       clock: this.#clock,
     });

@@ -13,6 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { GrpcGuard } from '../../src/adapters/grpc/guard.js';
 import { GuardedCall, type CallHost } from '../../src/adapters/grpc/guarded-call.js';
 import { SpecTable, grpcHostKey, targetOfKey } from '../../src/adapters/grpc/target.js';
+import { RedisGuard } from '../../src/adapters/redis/guard.js';
 import { GuardedAgent } from '../../src/adapters/undici/index.js';
 import { constant, exponential } from '../../src/core/backoff.js';
 import { type Clock, type TimerHandle, sleep } from '../../src/core/clock.js';
@@ -131,6 +132,23 @@ describe('a 2^31 ms duration never fires early', () => {
     expect((await c.request(`${server.origin}/`)).status).toBe(200);
     await new Promise((resolve) => setTimeout(resolve, 200)); // a window for PINGs that should not come
     expect(server.pings()).toBe(0);
+  });
+
+  it('a keep-alive interval of a fraction of a ms (a PING every millisecond) is a RangeError; 0 (off) and 10 ms are taken', () => {
+    for (const tiny of [1e-9, 0.5, 9]) {
+      expect(() => new Http2Client({ breaker: null, keepAliveInterval: tiny })).toThrow(/keepAliveInterval must be 0 \(off\) or >= 10 ms/);
+      expect(() => new GrpcGuard({ breaker: null, keepAliveInterval: tiny })).toThrow(/keepAliveInterval must be 0 \(off\) or >= 10 ms/);
+    }
+    for (const fine of [0, 10]) {
+      const c = new Http2Client({ breaker: null, keepAliveInterval: fine });
+      cleanup.push(() => c.close());
+      expect(() => new GrpcGuard({ breaker: null, keepAliveInterval: fine })).not.toThrow();
+    }
+  });
+
+  it('RedisGuard maxBackoff under the first round\'s 50 ms is a RangeError (0 spaced the redials by nothing: a storm)', () => {
+    for (const tiny of [0, 1e-9, 49]) expect(() => new RedisGuard({ maxBackoff: tiny })).toThrow(/maxBackoff must be >= 50/);
+    expect(() => new RedisGuard({ maxBackoff: 50 })).not.toThrow();
   });
 
   it('ConnectionPool closeTimeout 2**31 is a RangeError (it would have released the in-flight request at once)', () => {

@@ -8,7 +8,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type net from 'node:net';
 import type { Schedule } from '../../core/backoff.js';
 import { type Clock, systemClock } from '../../core/clock.js';
-import { checkDuration, checkFunction, checkInteger, opt, show, thrownText } from '../../core/validate.js';
+import { checkDuration, checkFunction, checkInteger, checkKeepAlive, opt, show, thrownText } from '../../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../../core/connect-timeout.js';
 import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import { DEFAULT_ATTEMPT_DELAY } from '../../guard/addresses.js';
@@ -64,7 +64,8 @@ export interface GrpcGuardOptions {
    */
   breaker?: HostBreaker | null;
   /**
-   * HTTP/2 PING interval, ms (`grpc.keepalive_time_ms`); 0 turns keep-alive off. Default 10 000
+   * HTTP/2 PING interval, ms (`grpc.keepalive_time_ms`); 0 turns keep-alive off; at least 10
+   * otherwise (a RangeError: a fraction of a ms was a PING every millisecond). Default 10 000
    * (seed 003): with the timeout below a silent peer is found within ~20 s, and a call may still
    * run for as long as its deadline allows. grpc-js sends none unless asked.
    */
@@ -186,7 +187,7 @@ function checkBoolean(name: string, value: unknown): boolean {
  */
 export function grpcSettings(options: GrpcGuardOptions): GrpcSettings {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
-  const interval = checkDuration('keepAliveInterval', opt(options.keepAliveInterval, 10_000));
+  const interval = checkKeepAlive('keepAliveInterval', opt(options.keepAliveInterval, 10_000));
   const timeout = checkDuration('keepAliveTimeout', opt(options.keepAliveTimeout, 10_000), 1);
   const whileIdle = opt(options.keepAliveWhileIdle, true);
   if (typeof whileIdle !== 'boolean') throw new TypeError(`keepAliveWhileIdle must be a boolean, got ${show(whileIdle)}`);

@@ -54,7 +54,7 @@ import {
   serverReplied,
   withoutUrl,
 } from './internals.js';
-import { RedialRounds, type RoundOutcome, type RoundPolicy } from './redial.js';
+import { FIRST_ROUND_CAP, RedialRounds, type RoundOutcome, type RoundPolicy } from './redial.js';
 
 export type { EventClient, IoredisOptions, NodeRedisOptions } from './internals.js';
 
@@ -93,7 +93,8 @@ export interface RedisGuardOptions {
    * (rounds are shared by the clients of that node of every guard on the same breaker: see
    * `redial.ts`; the spacing is equal jitter from 25-50 ms doubling up to this; the guard whose
    * dial failed spaces the next round). Default 2 000, as ioredis's own cap: once the
-   * breaker opens, its window decides the wait instead.
+   * breaker opens, its window decides the wait instead. At least 50 (the first round's cap): 0
+   * spaced the rounds by nothing, hundreds of redials a second against a failing node.
    */
   maxBackoff?: number;
   /** Uniform [0, 1) source for the jitter. Default `Math.random`. */
@@ -127,7 +128,8 @@ export class RedisGuard {
     if (!(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker, got ${show(breaker)}`);
     this.breaker = breaker;
     this.#timeout = checkDuration('connectTimeout', opt(options.connectTimeout, 2_000), 1);
-    this.#maxBackoff = checkDuration('maxBackoff', opt(options.maxBackoff, 2_000));
+    // At least the first round's cap: 0 (or a fraction) spaced the rounds by nothing, a redial storm.
+    this.#maxBackoff = checkDuration('maxBackoff', opt(options.maxBackoff, 2_000), FIRST_ROUND_CAP);
     this.#random = checkFunction('random', opt(options.random, Math.random));
     this.#rounds = roundsFor(breaker);
     this.#policy = { maxBackoff: this.#maxBackoff, leadFor: this.#timeout + 1_000, random: this.#random };
@@ -289,7 +291,7 @@ export class RedisGuard {
    * its next shared round (`rounds`: the client's round key), else a backoff of the client's own.
    */
   #delayFor(key: string | undefined, attempt: number, rounds?: string): number {
-    const backoff = Math.floor(this.#random() * Math.min(this.#maxBackoff, 50 * 2 ** Math.min(attempt, 16)));
+    const backoff = Math.floor(this.#random() * Math.min(this.#maxBackoff, FIRST_ROUND_CAP * 2 ** Math.min(attempt, 16)));
     const snapshot = key === undefined ? undefined : this.breaker.state(key);
     const round = rounds === undefined ? undefined : this.#rounds.delay(rounds);
     if (snapshot === undefined || snapshot.retryAfter === 0) return round === undefined ? backoff : Math.ceil(round);

@@ -27,6 +27,9 @@
  */
 import { type Clock, type TimerHandle, systemClock, unrefTimer } from '../../core/clock.js';
 
+/** The first round's spacing cap, ms (jittered to 25-50 ms), doubling per failed round up to `maxBackoff`. */
+export const FIRST_ROUND_CAP = 50;
+
 /** The outcome a waiting client is given: undefined to dial, else the error to fail with. */
 export type RoundOutcome = Error | undefined;
 
@@ -116,7 +119,7 @@ export class RedialRounds {
     node.countedAt = this.#clock.now();
     node.failures++;
     node.lastError = asError(cause);
-    const cap = Math.min(policy.maxBackoff, 50 * 2 ** Math.min(node.failures - 1, 16));
+    const cap = Math.min(policy.maxBackoff, FIRST_ROUND_CAP * 2 ** Math.min(node.failures - 1, 16));
     node.nextAt = this.#clock.now() + cap / 2 + (cap / 2) * policy.random();
     this.#end(node, node.lastError);
   }
