@@ -143,6 +143,16 @@ class TrackedCredentials extends grpc.ChannelCredentials {
     const secure = this.#inner._isSecure();
     return {
       waitForReady: () => {
+        // No TCP connect once the attempt was given up (every failed or abandoned connect is,
+        // before its channel is closed). After a failed connect grpc-js's pick-first asks the
+        // subchannel to connect again, which in TRANSIENT_FAILURE only sets its
+        // `continueConnecting`; closing the channel neither clears that nor stops the subchannel's
+        // reconnect backoff timer, nor shuts down its connector. So about 1 s later
+        // (grpc.initial_reconnect_backoff_ms) the timer moves the orphaned subchannel to
+        // CONNECTING and it dials the host again: unasked, and unseen by the breaker. grpc-js
+        // awaits this before every connect: rejecting here fails that redial before any socket
+        // exists, and with no one asking again, the subchannel then settles IDLE.
+        if (tracker.aborted) return Promise.reject(new Error('connection attempt given up'));
         // grpc-js asks right before its TCP connect: the name has resolved.
         if (tracker.phase === 'lookup') tracker.enter('tcp');
         return inner.waitForReady();
