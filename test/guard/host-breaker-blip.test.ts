@@ -100,19 +100,32 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
     expect(openedAt).toBe(1_500);
   });
 
-  it('a 3 s refusing restart is dialled again within one first window of its return: a refused probe does not double the window', () => {
-    const { clock, breaker } = make({ random: () => 0.5 }); // windows of 1 125 ms, doubling to 2 250 ms
+  it('a 3 s refusing restart is dialled again within a quarter second of its return: a refused probe does not double the window', () => {
+    const { clock, breaker } = make({ random: () => 0.5 }); // first window 1 125 ms (doubling to 2 250 ms)
     const windows: number[] = [];
     breaker.on('opened', (e) => windows.push(e.openFor));
-    playRefusingOutage(clock, breaker, 3_000, 4, 100); // opens at 1.5 s, its probe at 2.6 s is refused
-    expect(windows).toEqual([1_125, 1_125]);
-    expect(breaker.state(H)).toMatchObject({ state: 'open', opens: 2 });
+    playRefusingOutage(clock, breaker, 3_000, 4, 100); // opens at 1.5 s, its probes from 2.6 s on are refused
+    expect(windows[0]).toBe(1_125);
+    expect(windows.slice(1)).toEqual(Array(windows.length - 1).fill(281.25)); // 250 ms + jitter after each refused probe
+    expect(breaker.state(H)?.state).not.toBe('closed');
     let backAfter = 0; // the host is back: the first admit granted, counted from its return
     while (breaker.tryAdmit(H) instanceof HostUnavailableError && backAfter < 10_000) {
       clock.advance(10);
       backAfter += 10;
     }
-    expect(backAfter).toBeLessThanOrEqual(1_125); // it was 1 875 ms with the window doubled
+    expect(backAfter).toBeLessThanOrEqual(290); // it was 1 875 ms with the window doubled
+  });
+
+  it("a schedule of the caller's own is kept after a refused probe, at its level: it does not grow", () => {
+    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, openDuration: (n) => 1_000 * n });
+    const windows: number[] = [];
+    breaker.on('opened', (e) => windows.push(e.openFor));
+    breaker.admit(H).failed(refused());
+    for (let i = 0; i < 3; i++) {
+      clock.advance(windows[windows.length - 1]!);
+      breaker.admit(H).failed(refused());
+    }
+    expect(windows).toEqual([1_000, 1_000, 1_000, 1_000]);
   });
 
   it('a probe that timed out still doubles the window: it cost a whole connect timeout', () => {
@@ -134,13 +147,13 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
     const windows: number[] = [];
     breaker.on('opened', (e) => windows.push(e.openFor));
     breaker.admit(H).failed(refused());
-    while (windows.length < 34) {
+    while (windows.length < 1 + 116 + 4) {
       clock.advance(windows[windows.length - 1]!);
       breaker.admit(H).failed(refused()); // the probe is refused at once
     }
-    // 1 s windows for the first 30 s (the horizon), then 2, 4, 8, 16 and 30 s: it does not jump.
-    expect(windows.slice(0, 30)).toEqual(Array(30).fill(1_000));
-    expect(windows.slice(30)).toEqual([2_000, 4_000, 8_000, 16_000]);
+    // 1 s, then 250 ms windows for the first 30 s (the horizon), then 2, 4, 8, 16 s: it does not jump.
+    expect(windows.slice(0, 1 + 116)).toEqual([1_000, ...Array(116).fill(250)]);
+    expect(windows.slice(-4)).toEqual([2_000, 4_000, 8_000, 16_000]);
     // The cause chain counts too: a client that wraps the refusal (undici, grpc-js) is heard.
     const { clock: c2, breaker: b2 } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     const w2: number[] = [];
@@ -148,7 +161,7 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
     b2.admit(H).failed(refused());
     c2.advance(1_000);
     b2.admit(H).failed(new Error('fetch failed', { cause: refused() }));
-    expect(w2).toEqual([1_000, 1_000]);
+    expect(w2).toEqual([1_000, 250]);
   });
 
   it('a dead host timing out opens on the third timed-out round (threshold x connect timeout)', () => {
@@ -232,9 +245,9 @@ describe('HostBreaker: adaptive open window (default)', () => {
       clock.advance(100);
     }
     const perMinute = (from: number): number => dialsAt.filter((t) => t >= from && t < from + 60_000).length;
-    // 1.5 s of refusals, then a probe about every second for the first 30 s (each refused probe
-    // cost a round trip: a restart is found within a second), then 2, 4, 8, 16, 30 s windows.
-    expect(perMinute(0)).toBeLessThanOrEqual(45);
+    // 1.5 s of refusals, then a probe about every 300 ms for the first 30 s (each refused probe
+    // cost a round trip: a restart is found within a quarter second), then 2, 4, 8, 16, 30 s windows.
+    expect(perMinute(0)).toBeLessThanOrEqual(125);
     for (let minute = 2; minute < 10; minute++) expect(perMinute(minute * 60_000)).toBeLessThanOrEqual(2);
   });
 });
