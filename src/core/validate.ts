@@ -48,14 +48,19 @@ export function checkInteger(name: string, value: unknown, min: number, max = Nu
 }
 
 /**
- * `value` when it is an AbortSignal; undefined for undefined or null (none, as fetch takes
- * `signal: null`); a TypeError naming `name` otherwise. An AbortController passed for its signal
- * (a common slip) fails here, before any timer or listener is armed, not at its first use.
+ * `value` when it is an AbortSignal (or one of another realm or polyfill: an object that can be
+ * listened to); undefined for undefined or null (none, as fetch takes `signal: null`); a
+ * TypeError naming `name` otherwise. An AbortController passed for its signal (a common slip)
+ * fails here, before any timer or listener is armed, not at its first use.
  */
 export function checkSignal(name: string, value: unknown): AbortSignal | undefined {
   if (value === undefined || value === null) return undefined;
-  if (!(value instanceof AbortSignal)) throw new TypeError(`${name} must be an AbortSignal, got ${show(value)}`);
-  return value;
+  if (value instanceof AbortSignal) return value;
+  const like = value as { addEventListener?: unknown; removeEventListener?: unknown };
+  if (typeof value !== 'object' || typeof like.addEventListener !== 'function' || typeof like.removeEventListener !== 'function') {
+    throw new TypeError(`${name} must be an AbortSignal, got ${show(value)}`);
+  }
+  return value as AbortSignal;
 }
 
 /**

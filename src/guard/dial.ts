@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { type Clock, systemClock } from '../core/clock.js';
+import { type Clock, type TimerHandle, systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../core/connect-timeout.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
@@ -162,9 +162,10 @@ export function dialWith<C>(
 
   const run = (): Promise<C> => new Promise<C>((resolve, reject) => {
     let done = false;
+    let timer: TimerHandle | undefined;
     const end = (): void => {
       done = true;
-      clock.clearTimeout(timer);
+      if (timer !== undefined) clock.clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
     };
     const onAbort = (): void => {
@@ -175,7 +176,16 @@ export function dialWith<C>(
       controller.abort(signal!.reason);
       reject(signal!.reason);
     };
-    const timer = clock.setTimeout(() => {
+    try {
+      signal?.addEventListener('abort', onAbort, { once: true });
+    } catch (err) {
+      // A signal-like that cannot be listened to: the dial never starts, and no timer is armed.
+      done = true;
+      permit.abandoned();
+      reject(err);
+      return;
+    }
+    timer = clock.setTimeout(() => {
       if (done) return;
       end();
       const err = new ConnectTimeoutError(permit.host, timeout, ctx.phase);
@@ -184,7 +194,6 @@ export function dialWith<C>(
       controller.abort(err);
       reject(err);
     }, timeout);
-    signal?.addEventListener('abort', onAbort, { once: true });
 
     let attempt: Promise<C>;
     try {

@@ -162,6 +162,12 @@ describe('dial: a signal that is not one', () => {
     expect(clock.pending).toBe(0); // it crashed the process from its timer, 2.5 s later
     expect(() => clock.advance(10_000)).not.toThrow();
     expect(breaker.state(H)).toMatchObject({ state: 'half-open', probing: false }); // the probe is still there to take
+    // A signal-like (a polyfill) that cannot be listened to: rejected with its own error, no timer, no probe taken.
+    const deaf = { aborted: false, addEventListener: () => { throw new TypeError('no listeners here'); }, removeEventListener: () => {} };
+    await expect(dial(H, () => Promise.resolve(++dialled), { clock, breaker, signal: deaf as unknown as AbortSignal })).rejects.toThrow('no listeners here');
+    expect(dialled).toBe(0);
+    expect(clock.pending).toBe(0);
+    expect(breaker.state(H)).toMatchObject({ state: 'half-open', probing: false });
     // null is no signal, as fetch takes it.
     await expect(dial(H, () => Promise.resolve('conn'), { clock, breaker, signal: null as unknown as AbortSignal })).resolves.toBe('conn');
   });

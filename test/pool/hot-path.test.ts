@@ -154,6 +154,7 @@ describe('ConnectionPool.use on a warm connection: the fast path keeps the rules
       addEventListener() {
         throw new TypeError('no listeners here');
       },
+      removeEventListener() {},
     } as unknown as AbortSignal;
     let ran = false;
     await expect(

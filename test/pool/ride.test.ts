@@ -82,7 +82,7 @@ describe('ConnectionPool.ride', () => {
     const { pool } = await warm();
     const o = outcomes();
     const bad = new TypeError('not a listener target');
-    const signal = { aborted: false, addEventListener: () => { throw bad; } } as unknown as AbortSignal;
+    const signal = { aborted: false, addEventListener: () => { throw bad; }, removeEventListener: () => {} } as unknown as AbortSignal;
     let boarded = false;
     pool.ride(T, () => void (boarded = true), { signal }, o.resolve, o.reject);
     expect(o.heard).toEqual([['rejected', bad]]);
