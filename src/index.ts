@@ -54,6 +54,7 @@ export {
   type HostBreakerOptions,
   type HostBreakerStats,
   type HostSnapshot,
+  type Transport,
 } from './guard/host-breaker.js';
 export { hostKey } from './guard/host-key.js';
 export { type DialFailureOutcome, dialFailureOutcome } from './guard/dial-outcome.js';

@@ -35,7 +35,7 @@ import { type Clock, systemClock } from '../core/clock.js';
 import { ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { type DialContext, dialWith } from './dial.js';
 import { localFailure, noAddressOfOwnChoice } from './dial-outcome.js';
-import type { HostBreaker } from './host-breaker.js';
+import type { HostBreaker, Transport } from './host-breaker.js';
 import { hostKey } from './host-key.js';
 
 /**
@@ -91,6 +91,8 @@ export interface AddressDialOptions {
   breaker: HostBreaker;
   clock: Clock | undefined;
   attemptDelay: number;
+  /** How the dials reach their addresses (see {@link Transport}); the name's lookup is any. */
+  transport?: Transport;
   lookup: net.LookupFunction | undefined;
   family: number | undefined;
   hints: number | undefined;
@@ -140,7 +142,7 @@ function refusedNow(breaker: HostBreaker, key: string): boolean {
  * are all open; otherwise undefined. A stale memo is marked fresh by the caller that goes on to
  * re-resolve, so concurrent callers keep refusing from memory meanwhile instead of all looking up.
  */
-export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Clock): HostUnavailableError | undefined {
+export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Clock, transport?: Transport): HostUnavailableError | undefined {
   const seen = memos.get(breaker)?.names.get(name);
   if (seen === undefined) return undefined;
   const now = clock.now();
@@ -160,9 +162,9 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
   }
   // Each admit counts its refusal; while they are the same objects, so is the name's.
   for (let i = 0; i < keys.length; i++) {
-    const answer = breaker.tryAdmit(keys[i]!);
+    const answer = breaker.tryAdmit(keys[i]!, undefined, transport);
     if (!(answer instanceof HostUnavailableError)) {
-      answer.abandoned(); // its window ended this instant (or it was reset): dial after all
+      answer.abandoned(); // its window ended this instant (or it was reset, or only another transport failed): dial after all
       return undefined;
     }
     if (parts === undefined && lastParts !== undefined && lastParts[i] === answer) continue;
@@ -351,7 +353,7 @@ function race<C>(
         const key = keys[i]!;
         const snapshot = breaker.state(key);
         if (snapshot !== undefined && (snapshot.state === 'open' || snapshot.probing)) {
-          const refused = breaker.tryAdmit(key);
+          const refused = breaker.tryAdmit(key, undefined, options.transport);
           if (refused instanceof HostUnavailableError) {
             refusals.push(refused);
             continue; // skipped without I/O
@@ -390,7 +392,7 @@ function race<C>(
         if (probe) probeOut = false;
         if (tracked) suspectsOut.delete(key);
       };
-      dialWith(key, (ctx) => open(address, ctx), { timeout, signal: controller.signal, breaker, clock }, dispose).then(
+      dialWith(key, (ctx) => open(address, ctx), { timeout, signal: controller.signal, breaker, clock, transport: options.transport }, dispose).then(
         (socket) => {
           ended();
           if (done) {

@@ -11,6 +11,7 @@ import { DEFAULT_ATTEMPT_DELAY, connectAddresses, refuseFromMemory, tlsForName }
 import { systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, dialWith, sharedBreaker } from './dial.js';
 import { localFailure, noAddressOfOwnChoice } from './dial-outcome.js';
+import type { Transport } from './host-breaker.js';
 import { hostKey } from './host-key.js';
 import { checkDuration, opt } from '../core/validate.js';
 
@@ -21,7 +22,7 @@ export interface ConnectTarget {
 }
 
 /** Options of {@link connect}: those of `dial` plus the socket's. */
-export interface ConnectOptions extends DialOptions<net.Socket> {
+export interface ConnectOptions extends Omit<DialOptions<net.Socket>, 'transport'> {
   /**
    * TLS: `true` for defaults, or `tls.connect` options (reuse one `secureContext` per target
    * rather than building one per dial). The handshake runs inside the timeout, phase `tls`.
@@ -69,7 +70,7 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
     // An IP literal (bracketed IPv6 included) is one address: one entry, asked for by its
     // spelling and port, so a warm one's refusal makes no key (the breaker's own index finds it).
     if (options.perAddress === false || options.breaker === null || (typeof target.host === 'string' && isLiteral(target.host))) {
-      return dialWith(target.host, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy, false, target.port);
+      return dialWith(target.host, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy, false, target.port, transportOf(options));
     }
     key = hostKey(target.host, target.port);
   } catch (err) {
@@ -90,10 +91,11 @@ function byAddress(target: ConnectTarget, key: string, options: ConnectOptions):
   }
   const breaker = options.breaker ?? sharedBreaker();
   // A disabled breaker guards nothing: Node resolves and dials the name, as without perAddress.
-  if (!breaker.enabled) return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy);
+  if (!breaker.enabled) return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy, false, undefined, transportOf(options));
   // The refusal before anything is built: it is the hot path of a dead name.
   const clock = options.clock ?? systemClock;
-  const refusal = refuseFromMemory(breaker, key, clock);
+  const transport = transportOf(options);
+  const refusal = refuseFromMemory(breaker, key, clock, transport);
   if (refusal !== undefined) return Promise.reject(refusal);
   const tlsObject = typeof options.tls === 'object' ? (options.tls as tls.ConnectionOptions & { family?: number; hints?: number }) : undefined;
   const perDial = { tls: tlsForName(options.tls, target.host), handshake: options.handshake, socket: options.socket };
@@ -103,10 +105,16 @@ function byAddress(target: ConnectTarget, key: string, options: ConnectOptions):
     breaker,
     clock,
     attemptDelay,
+    transport,
     lookup: tlsObject?.lookup ?? options.socket?.lookup,
     family: tlsObject?.family ?? options.socket?.family,
     hints: tlsObject?.hints ?? options.socket?.hints,
   });
+}
+
+/** How a connect reaches its host: over TLS when `tls` is set. */
+function transportOf(options: ConnectOptions): Transport {
+  return options.tls !== undefined && options.tls !== false ? 'tls' : 'plain';
 }
 
 /**

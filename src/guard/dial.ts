@@ -15,7 +15,7 @@ import { EventHub } from '../core/events.js';
 import { checkDuration, checkSignal, opt, thrownText } from '../core/validate.js';
 import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js';
 import { dialFailureOutcome, localFailure } from './dial-outcome.js';
-import { type DialPermit, HostBreaker } from './host-breaker.js';
+import { type DialPermit, HostBreaker, type Transport } from './host-breaker.js';
 
 export { DEFAULT_CONNECT_TIMEOUT };
 
@@ -61,6 +61,12 @@ export interface DialOptions<C = unknown> {
   breaker?: HostBreaker | null;
   /** Time source for the timeout. Default {@link systemClock}. */
   clock?: Clock;
+  /**
+   * How the dial reaches the host, `'tls'` or `'plain'`. Default none (any). Given, a host opened
+   * only by dials of the other transport (one client's plain dial to a TLS-only port) still lets
+   * this one through: see {@link Transport}.
+   */
+  transport?: Transport;
   /**
    * Closes a connection that `establish` delivers after the dial was given up. Default none (the
    * connection is dropped unclosed). One that throws is reported as a process warning: the dial
@@ -126,6 +132,7 @@ export function dialWith<C>(
   dispose: ((connection: C) => void) | undefined,
   lookup = false,
   port?: number,
+  transport: Transport | undefined = options.transport,
 ): Promise<C> {
   let permit: DialPermit;
   let timeout: number;
@@ -135,7 +142,7 @@ export function dialWith<C>(
     // Before the breaker is asked: a permit taken for a dial that cannot start is never settled.
     signal = checkSignal('signal', options.signal);
     const breaker = options.breaker === undefined ? sharedBreaker() : (options.breaker ?? noBreaker);
-    const answer = breaker.tryAdmit(host, port); // a refusal as a value: no throw on the hot path
+    const answer = breaker.tryAdmit(host, port, transport); // a refusal as a value: no throw on the hot path
     if (answer instanceof HostUnavailableError) return Promise.reject(answer);
     permit = answer;
   } catch (err) {

@@ -128,6 +128,15 @@ export interface HostBreakerStats {
 }
 
 /**
+ * How a dial reaches its host: over TLS, or in the clear. A dial that says which (every adapter's
+ * does) keeps one client's wrong transport from closing the host for the others: a plain client
+ * aimed at a TLS-only port (or a TLS client at a plain one) is hung up on without a byte, which
+ * looks like a dead host; while only dials of one transport have failed, a dial of the other is
+ * still let through, and its success closes the host (DESIGN.md rule 1).
+ */
+export type Transport = 'tls' | 'plain';
+
+/**
  * Leave to dial a host, from {@link HostBreaker.admit}. Settle it exactly once with the dial's
  * outcome; the first settlement wins and later ones are ignored.
  */

@@ -43,6 +43,7 @@ import {
   type HostBreakerOptions,
   type HostBreakerStats,
   type HostSnapshot,
+  type Transport,
 } from './host-breaker-types.js';
 
 export {
@@ -53,6 +54,7 @@ export {
   type HostBreakerOptions,
   type HostBreakerStats,
   type HostSnapshot,
+  type Transport,
 };
 
 interface Entry {
@@ -96,6 +98,20 @@ interface Entry {
   /** The last open window drawn, for schedules that depend on it (decorrelated jitter). */
   lastOpenFor: number;
   openedAt: number;
+  /**
+   * The transports whose dials failed since the last success (VIA_TLS | VIA_PLAIN; an admit that
+   * named none counts as both). While the host is open, a dial by a transport not among them is
+   * let through: the host may be alive to it (see {@link Transport}).
+   */
+  failedVia: number;
+}
+
+const VIA_TLS = 1;
+const VIA_PLAIN = 2;
+const VIA_ANY = VIA_TLS | VIA_PLAIN;
+
+function viaOf(transport: Transport | undefined): number {
+  return transport === 'tls' ? VIA_TLS : transport === 'plain' ? VIA_PLAIN : VIA_ANY;
 }
 
 type Outcome = 'succeeded' | 'failed' | 'abandoned';
@@ -106,15 +122,17 @@ class Permit implements DialPermit {
   readonly #generation: number;
   readonly #round: number;
   readonly #admittedAt: number;
+  readonly #via: number;
   readonly host: string;
   readonly probe: boolean;
 
-  constructor(breaker: HostBreaker, entry: Entry, host: string, probe: boolean, admittedAt: number) {
+  constructor(breaker: HostBreaker, entry: Entry, host: string, probe: boolean, admittedAt: number, via: number) {
     this.#breaker = breaker;
     this.#entry = entry;
     this.#generation = entry.generation;
     this.#round = entry.round;
     this.#admittedAt = admittedAt;
+    this.#via = via;
     this.host = host;
     this.probe = probe;
   }
@@ -140,7 +158,7 @@ class Permit implements DialPermit {
     const breaker = this.#breaker;
     if (breaker === undefined) return;
     this.#breaker = undefined;
-    settle(breaker, this.#entry, this.#generation, this.#round, this.#admittedAt, this.probe, outcome, error);
+    settle(breaker, this.#entry, this.#generation, this.#round, this.#admittedAt, this.probe, this.#via, outcome, error);
   }
 }
 
@@ -180,7 +198,7 @@ export const RESTART_PROBE_WINDOW = 250;
 const SWEEP_BATCH = 64;
 
 // Module-private access to a breaker's internals for Permit, without making them public API.
-let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, probe: boolean, outcome: Outcome, error: unknown) => void;
+let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, probe: boolean, via: number, outcome: Outcome, error: unknown) => void;
 
 /**
  * How many spellings `breaker`'s index holds (all ports), and in how many per-port maps.
@@ -249,7 +267,7 @@ export class HostBreaker {
 
   static {
     spellingsHeld = (b) => ({ spellings: b.#spellingCount, ports: b.#spellings.size });
-    settle = (b, e, generation, round, admittedAt, probe, outcome, error) => b.#settle(e, generation, round, admittedAt, probe, outcome, error);
+    settle = (b, e, generation, round, admittedAt, probe, via, outcome, error) => b.#settle(e, generation, round, admittedAt, probe, via, outcome, error);
   }
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
@@ -286,9 +304,12 @@ export class HostBreaker {
    * {@link HostUnavailableError} at once, without I/O, when the host is open or its probe is out.
    *
    * @param host - anything {@link hostKey} accepts; `port` is appended when given.
+   * @param transport - how the dial reaches the host, `'tls'` or `'plain'`. Given, an open host
+   *   still lets through a dial by a transport none of whose dials failed (one client's wrong
+   *   transport must not close the host for the others); left out, the dial counts as any.
    */
-  admit(host: string, port?: number): DialPermit {
-    const answer = this.tryAdmit(host, port);
+  admit(host: string, port?: number, transport?: Transport): DialPermit {
+    const answer = this.tryAdmit(host, port, transport);
     if (answer instanceof HostUnavailableError) throw answer;
     return answer;
   }
@@ -297,7 +318,7 @@ export class HostBreaker {
    * {@link admit} with the refusal returned instead of thrown: for hot paths, since throwing
    * costs several times more than everything else a refusal does.
    */
-  tryAdmit(host: string, port?: number): DialPermit | HostUnavailableError {
+  tryAdmit(host: string, port?: number, transport?: Transport): DialPermit | HostUnavailableError {
     if (this.#threshold === 0) return new NoopPermit(hostKey(host, port)); // keeps nothing, indexes nothing
     let entry = (port === this.#spellingPort ? this.#spellingHosts : this.#spellingsOf(port))?.get(host);
     let key: string;
@@ -333,7 +354,11 @@ export class HostBreaker {
       if (now < entry.isolatedUntil) return this.#refuse(entry, entry.isolatedUntil - now, 'open');
       entry.isolatedUntil = 0; // over: the entry is as isolate() made it, fresh and closed
     }
-    if (entry.state === 'closed') return new Permit(this, entry, key, false, now);
+    if (entry.state === 'closed') return new Permit(this, entry, key, false, now, viaOf(transport));
+    const via = viaOf(transport);
+    // Only another transport's dials failed (one client's plain dial to a TLS port): the host may
+    // be alive to this one, so it dials as to a closed host; its success closes the host.
+    if ((entry.failedVia & via) === 0) return new Permit(this, entry, key, false, now, via);
     if (now < entry.openUntil) return this.#refuse(entry, entry.openUntil - now, 'open');
     if (entry.probing) {
       if (now < entry.probeUntil) return this.#refuse(entry, entry.probeUntil - now, 'half-open');
@@ -345,7 +370,7 @@ export class HostBreaker {
     entry.probeUntil = now + this.#probeTimeout;
     this.#stats.probesGranted++;
     this.#events.emit('probe-granted', { host: key });
-    return new Permit(this, entry, key, true, now);
+    return new Permit(this, entry, key, true, now, via);
   }
 
   /**
@@ -453,6 +478,7 @@ export class HostBreaker {
       level: 0,
       lastOpenFor: 0,
       openedAt: 0,
+      failedVia: 0,
     };
   }
 
@@ -519,7 +545,7 @@ export class HostBreaker {
     return entry.refusal;
   }
 
-  #settle(entry: Entry, generation: number, round: number, admittedAt: number, probe: boolean, outcome: Outcome, error: unknown): void {
+  #settle(entry: Entry, generation: number, round: number, admittedAt: number, probe: boolean, via: number, outcome: Outcome, error: unknown): void {
     // The entry's own flag, not a second lookup of its key: a settlement costs no map probe.
     const current = entry.tracked && entry.generation === generation;
     if (outcome === 'abandoned') {
@@ -539,6 +565,7 @@ export class HostBreaker {
     if (outcome === 'succeeded') {
       this.#stats.succeeded++;
       entry.failures = 0;
+      entry.failedVia = 0;
       entry.lastError = undefined;
       if (entry.state === 'open') {
         // Only the probe can be current while open: older permits were cut off by the trip.
@@ -554,6 +581,7 @@ export class HostBreaker {
     }
     this.#stats.failed++;
     entry.lastError = error;
+    entry.failedVia |= via;
     if (entry.state === 'closed') {
       // Overlapping dials are one round: count this failure only if none was counted since this
       // permit was admitted.

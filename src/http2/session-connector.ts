@@ -16,7 +16,7 @@ import { type Clock, type TimerHandle, unrefTimer } from '../core/clock.js';
 import { KeepAliveTimeoutError, TransportClosedError } from '../core/errors.js';
 import { connect, openSocket } from '../guard/connect.js';
 import type { DialContext } from '../guard/dial.js';
-import type { HostBreaker } from '../guard/host-breaker.js';
+import type { HostBreaker, Transport } from '../guard/host-breaker.js';
 import type { ConnectionWatch, Connector } from '../pool/connection-pool.js';
 
 /** What the connector needs from the client's options. */
@@ -86,6 +86,11 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
 
   constructor(options: SessionConnectorOptions) {
     this.#options = options;
+  }
+
+  /** An `https:` origin is dialled over TLS; an `http:` one (h2c) in the clear. */
+  transport(origin: string): Transport {
+    return origin.startsWith('https:') ? 'tls' : 'plain';
   }
 
   /**

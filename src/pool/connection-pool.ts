@@ -27,7 +27,7 @@ import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, checkSignal, opt } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial } from '../guard/dial.js';
-import type { HostBreaker } from '../guard/host-breaker.js';
+import type { HostBreaker, Transport } from '../guard/host-breaker.js';
 import { hostKey } from '../guard/host-key.js';
 import { type Lease, PooledConnection, type RetireReason } from './pooled-connection.js';
 import { IdleSweep } from './idle-sweep.js';
@@ -335,11 +335,18 @@ export class ConnectionPool<C> {
     };
     // A connector that guards and bounds this target itself (per address) gets an unguarded dial.
     let own = false;
+    let transport: Transport | undefined;
     try {
       // Stryker disable next-line OptionalChaining: without `?.` a connector lacking the method throws a TypeError, caught below with the same outcome (guarded by the pool).
       own = this.#connector.guardsItself?.(target) === true;
     } catch {
       // a connector that cannot say is guarded by the pool, as one without the method
+    }
+    try {
+      const said = own ? undefined : this.#connector.transport?.(target);
+      if (said === 'tls' || said === 'plain') transport = said;
+    } catch {
+      // a connector that cannot say dials as any transport, as one without the method
     }
     // A connection delivered after close() gave up on it is closed as it arrives.
     const dispose = (c: C): void => this.#track(closeSafely(this.#connector, c, new PoolClosedError()));
@@ -352,6 +359,7 @@ export class ConnectionPool<C> {
             clock: this.#clock,
             signal: this.#closingSignal.signal,
             dispose,
+            transport,
           })
     ).then(
       (connection) => {

@@ -6,7 +6,7 @@
 import type { Classification } from '../core/classify.js';
 import type { Clock, systemClock } from '../core/clock.js';
 import type { DEFAULT_CONNECT_TIMEOUT, DialContext } from '../guard/dial.js';
-import type { HostBreaker } from '../guard/host-breaker.js';
+import type { HostBreaker, Transport } from '../guard/host-breaker.js';
 import type { RetireReason } from './pooled-connection.js';
 
 /** How the pool learns that a connection's transport died or that its peer wants it retired. */
@@ -36,6 +36,12 @@ export interface Connector<C> {
    * target by its `hostOf` key.
    */
   guardsItself?(target: string): boolean;
+  /**
+   * How `target`'s dial reaches its host, `'tls'` or `'plain'` (see {@link Transport}): given,
+   * one client's dials on the wrong transport never get the host refused to the right one.
+   * Default none (the dial counts as any transport).
+   */
+  transport?(target: string): Transport | undefined;
 }
 
 /** What the pool needs from an error's classification. */

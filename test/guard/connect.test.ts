@@ -85,6 +85,18 @@ describe('connect: guarded', () => {
     expect(peer.attempts).toBe(4);
   });
 
+  it('a TLS client at a plain port whose server waits in silence opens the host for TLS dials only: a plain connect is let through, and closes it', async () => {
+    await using peer = await acceptAndHold(); // a plain server that waits for its own protocol (redis, memcached)
+    const { breaker } = breakerOnManualClock(3, 30_000);
+    const target = { host: peer.host, port: peer.port };
+    for (let i = 0; i < 3; i++) expect((await elapsed(connect(target, { timeout: 100, breaker, tls: true }))).error).toBeInstanceOf(ConnectTimeoutError);
+    expect((await elapsed(connect(target, { timeout: 100, breaker, tls: true }))).error).toBeInstanceOf(HostUnavailableError);
+    const socket = await connect(target, { timeout: 1_000, breaker }); // it was refused
+    socket.destroy();
+    expect(peer.attempts).toBe(4);
+    expect(breaker.state(peer.address)).toMatchObject({ state: 'closed', failures: 0 });
+  });
+
   it('one probe resumes traffic once the host is back', async () => {
     await using peer = await blackhole();
     const { clock, breaker } = breakerOnManualClock(1, 5_000);

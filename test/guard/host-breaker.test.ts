@@ -578,3 +578,57 @@ describe('HostBreaker: what it reports, exactly', () => {
     expect(breaker.enabled).toBe(true);
   });
 });
+
+describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () => {
+  const admitted = (answer: DialPermit | HostUnavailableError): DialPermit => {
+    if (answer instanceof HostUnavailableError) throw new Error(`refused: ${answer.message}`);
+    return answer;
+  };
+
+  it('a plain client hung up on by a TLS-only port opens the host for plain dials only: a TLS dial is let through, and its success closes the host', () => {
+    const { breaker } = make();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed(new Error('closed during the handshake'));
+    expect(breaker.state(H)?.state).toBe('open');
+    expect(breaker.tryAdmit(H, undefined, 'plain')).toBeInstanceOf(HostUnavailableError);
+    expect(breaker.tryAdmit(H)).toBeInstanceOf(HostUnavailableError); // a dial that names no transport counts as any
+    const tls = admitted(breaker.tryAdmit(H, undefined, 'tls'));
+    expect(tls.probe).toBe(false);
+    const second = admitted(breaker.tryAdmit(H, undefined, 'tls')); // not one at a time: it dials as to a closed host
+    tls.succeeded();
+    second.succeeded();
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+    admitted(breaker.tryAdmit(H, undefined, 'plain')); // closed for everyone again; the wrong client fails anew
+  });
+
+  it('a TLS dial that fails too reopens the host, and from then on every transport is refused', () => {
+    const { clock, breaker } = make();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed();
+    clock.advance(1_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed(new Error('timed out'));
+    expect(breaker.state(H)).toMatchObject({ state: 'open', opens: 2 });
+    expect(breaker.tryAdmit(H, undefined, 'tls')).toBeInstanceOf(HostUnavailableError);
+    expect(breaker.tryAdmit(H, undefined, 'plain')).toBeInstanceOf(HostUnavailableError);
+  });
+
+  it('failures of dials that name no transport refuse every transport, as before', () => {
+    const { breaker } = make();
+    failDials(breaker, 3);
+    expect(breaker.tryAdmit(H, undefined, 'tls')).toBeInstanceOf(HostUnavailableError);
+    expect(breaker.tryAdmit(H, undefined, 'plain')).toBeInstanceOf(HostUnavailableError);
+  });
+
+  it('a success forgets which transports failed: a later streak starts clean', () => {
+    const { breaker } = make();
+    breaker.admit(H, undefined, 'tls').failed();
+    breaker.admit(H, undefined, 'tls').succeeded();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed();
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).abandoned(); // only plain failed since the success
+  });
+
+  it("an operator's isolation refuses every transport", () => {
+    const { breaker } = make();
+    breaker.isolate(H);
+    expect(breaker.tryAdmit(H, undefined, 'tls')).toBeInstanceOf(HostUnavailableError);
+    expect(breaker.tryAdmit(H, undefined, 'plain')).toBeInstanceOf(HostUnavailableError);
+  });
+});

@@ -157,6 +157,23 @@ describe('Http2Client: a client’s TLS mistake is not the host’s failure', ()
     expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
   });
 
+  it('an http: (h2c) client aimed at the TLS-only port opens the host for plain dials only: the https: client beside it is served, and its dial closes the host', async () => {
+    const server = await h2Server();
+    const breaker = strictBreaker();
+    const wrong = h2Client({ breaker });
+    const right = h2Client({ breaker, tls: { ca: TEST_CERT } });
+    const plainOrigin = server.origin.replace('https:', 'http:');
+    // The TLS server hangs up on the cleartext preface without a byte: as a dead host would.
+    for (let i = 0; i < 3; i++) expect(await rejection(wrong.request(`${plainOrigin}/`))).not.toBeInstanceOf(HostUnavailableError);
+    expect(await rejection(wrong.request(`${plainOrigin}/`))).toBeInstanceOf(HostUnavailableError); // opened: the wrong client fails fast
+    const host = server.origin.slice('https://'.length);
+    expect(breaker.state(host)?.state).toBe('open');
+    const res = await right.request(`${server.origin}/`); // it was refused: "3 consecutive failed dial round(s)"
+    expect(res.status).toBe(200);
+    expect(server.streams()).toBe(1);
+    expect(breaker.state(host)).toMatchObject({ state: 'closed', failures: 0 });
+  });
+
   it('while a TLS peer that hangs up before sending a byte of HTTP/2 still counts: the third such dial opens the host', async () => {
     const server = tls.createServer({ key: TEST_KEY, cert: TEST_CERT }, (s) => {
       s.on('error', () => {});

@@ -30,7 +30,7 @@ import type { Clock } from '../../core/clock.js';
 import type { DialContext } from '../../guard/dial.js';
 import { ConnectTimeoutError, HostUnavailableError, TransportClosedError } from '../../core/errors.js';
 import { addressesRetryAfter, connectAddresses, refuseFromMemory } from '../../guard/addresses.js';
-import type { HostBreaker } from '../../guard/host-breaker.js';
+import type { HostBreaker, Transport } from '../../guard/host-breaker.js';
 import type { ConnectionWatch, Connector } from '../../pool/connection-pool.js';
 import { type NamedTarget, addressOptions, addressTarget, namedTarget } from './address-target.js';
 import { ChannelConnectError } from './connect-error.js';
@@ -115,6 +115,12 @@ export class ChannelConnector implements Connector<PooledChannel> {
     this.#dialing = dialing;
   }
 
+  /** A channel with secure credentials dials over TLS; an insecure one in the clear. */
+  transport(key: string): Transport | undefined {
+    const spec = this.#specs.get(key);
+    return spec === undefined ? undefined : transportOf(spec);
+  }
+
   /**
    * Whether `key`'s target is a name this connector dials per address (each address its own
    * breaker entry, each dial bounded): the pool then leaves guarding and bounding to it.
@@ -145,7 +151,8 @@ export class ChannelConnector implements Connector<PooledChannel> {
       const name = named.key;
       // Every address open: refused from memory, with no lookup and no change of standing (as
       // the pool's own refusal of a target guarded by name never reaches the connector).
-      const refusal = refuseFromMemory(dialing.breaker, name, this.#clock);
+      const transport = transportOf(spec);
+      const refusal = refuseFromMemory(dialing.breaker, name, this.#clock, transport);
       if (refusal !== undefined) return Promise.reject(refusal);
       const options = addressOptions(spec.options, named);
       attempt = connectAddresses<PooledChannel>(
@@ -159,6 +166,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
           breaker: dialing.breaker,
           clock: this.#clock,
           attemptDelay: dialing.attemptDelay,
+          transport,
           lookup: dialing.lookup,
           family: undefined,
           hints: undefined,
@@ -358,3 +366,7 @@ function eachAddressFailed(target: string, err: unknown): unknown {
   return new ChannelConnectError(target, { code: first.code, details, metadata: first.metadata }, err);
 }
 
+/** How `spec`'s channel reaches its host: over TLS with secure credentials. */
+function transportOf(spec: ChannelSpec): Transport {
+  return spec.credentials._isSecure() ? 'tls' : 'plain';
+}

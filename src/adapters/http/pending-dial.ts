@@ -111,7 +111,7 @@ export class AgentGuard {
     const { timeout, breaker, clock } = this.settings;
     const stop = new AbortController(); // agent.destroy(): the dial is given up
     const attempt = this.#scout.run(key, () =>
-      dial(key, (ctx) => establish(open, secure, byName, options, ctx), { timeout, breaker, clock, dispose: destroySocket, signal: stop.signal }),
+      dial(key, (ctx) => establish(open, secure, byName, options, ctx), { timeout, breaker, clock, dispose: destroySocket, signal: stop.signal, transport: secure ? 'tls' : 'plain' }),
     );
     // Node arms a request's own `timeout` before its socket connects ('timeout' on the request,
     // for the caller to act on). The socket is Node's only once the dial is over: armed here.

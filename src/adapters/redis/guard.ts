@@ -344,7 +344,7 @@ export class RedisGuard {
   /** Asks the breaker for the dial about to start; a refusal is returned, a permit kept. */
   #admit(state: ClientState): HostUnavailableError | undefined {
     this.#settle(state, new Error('a new dial started before the last one was reported'));
-    const answer = this.breaker.tryAdmit(state.key);
+    const answer = this.breaker.tryAdmit(state.key, undefined, state.tls ? 'tls' : 'plain');
     if (answer instanceof HostUnavailableError) {
       if (state.rounds) this.#rounds.refused(state.roundKey, state, answer);
       return answer;

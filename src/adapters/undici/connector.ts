@@ -219,7 +219,8 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
 export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciConnector {
   const s = settings(options);
   const scout = new DialScout();
-  const dialOptions = { timeout: s.timeout, breaker: s.breaker, clock: s.clock, dispose: destroy, signal: s.closing };
+  const plainOptions = { timeout: s.timeout, breaker: s.breaker, clock: s.clock, dispose: destroy, signal: s.closing, transport: 'plain' as const };
+  const tlsDialOptions = { ...plainOptions, transport: 'tls' as const };
   return (opts, callback) => {
     let key: string;
     let open: () => Promise<net.Socket>;
@@ -254,7 +255,7 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
                 ...(socket.autoSelectFamilyAttemptTimeout === undefined ? {} : { attemptDelay: socket.autoSelectFamilyAttemptTimeout }),
               },
             )
-          : dial(key, establish, dialOptions)
+          : dial(key, establish, secure ? tlsDialOptions : plainOptions)
         ).then((sock) => {
           // As undici's own connector does: the kernel probes an idle pooled connection.
           if (s.keepAliveDelay > 0) sock.setKeepAlive(true, s.keepAliveDelay);

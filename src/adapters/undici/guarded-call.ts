@@ -386,8 +386,9 @@ export class GuardedCall implements AttemptOwner {
     if (state === undefined || state.state === 'closed' || state.retryAfter <= 0) return undefined;
     try {
       // Refuses (and counts the refusal), as the snapshot said; a permit granted because the
-      // window ended in between is given back untouched, and the dial will ask again.
-      breaker.admit(key).abandoned();
+      // window ended in between, or because only the other transport's dials failed (one
+      // client's http: to a TLS port), is given back untouched, and the dial will ask again.
+      breaker.admit(key, undefined, this.#origin.startsWith('https:') ? 'tls' : 'plain').abandoned();
       return undefined;
     } catch (err) {
       return err;

@@ -207,6 +207,20 @@ describe('grpc guard: a client pointed at a port that is not gRPC', () => {
     expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0, succeeded: 4 });
   });
 
+  it('an insecure client aimed at the TLS-only port opens the host for plaintext dials only: a TLS client beside it is served, and its dial closes the host', async () => {
+    const server = await tlsEchoServer();
+    const breaker = strictBreaker();
+    const wrong = client(server.address, grpc.credentials.createInsecure(), guarded({ breaker, retry: false }));
+    // The TLS server hangs up on the cleartext preface without a byte: as a dead host would.
+    for (let i = 0; i < 3; i++) expect(await failure(call(wrong, 'Echo'))).not.toBeInstanceOf(HostUnavailableError);
+    expect((await failure(call(wrong, 'Echo'))).cause).toBeInstanceOf(HostUnavailableError); // opened: the wrong client fails fast
+    expect(breaker.state(server.address)?.state).toBe('open');
+    const right = client(server.address, trusted(), guarded({ breaker, retry: false }));
+    expect(String(await call(right, 'Echo', 'ok'))).toBe('ok'); // it was refused: "3 consecutive failed dial round(s)"
+    expect(server.calls()).toBe(1);
+    expect(breaker.state(server.address)).toMatchObject({ state: 'closed', failures: 0 });
+  });
+
   it('while a peer that hangs up without a byte of HTTP/2 still counts: the third such dial opens the host', async () => {
     const address = await rawServer(true, (s) => {
       s.on('error', () => {});
