@@ -104,6 +104,8 @@ interface Entry {
    * let through: the host may be alive to it (see {@link Transport}).
    */
   failedVia: number;
+  /** When the current run of probes the host refused at once began (0: the last one was not refused). */
+  refusingSince: number;
 }
 
 const VIA_TLS = 1;
@@ -179,10 +181,11 @@ class NoopPermit implements DialPermit {
 }
 
 /**
- * How long into an outage (from the open) a probe the host refused at once does not lengthen the
- * next window: 30 s. A refused probe costs a round trip, and a restart (a deploy, a rescheduled
- * pod) takes seconds; a host refusing longer than this is treated as dead, its window doubling
- * as for any other, so it still costs at most 2 dials a minute once it has been gone a while.
+ * How long a host's probes may go on being refused at once before a refused probe lengthens the
+ * next window again: 30 s, counted from the first of them. A refused probe costs a round trip,
+ * and a restart (a deploy, a rescheduled pod, a host back from a blackhole whose server is still
+ * starting) takes seconds; a host refusing longer than this is treated as dead, its window
+ * doubling as for any other, so it still costs at most 2 dials a minute once gone a while.
  */
 export const REFUSING_HORIZON = 30_000;
 
@@ -479,6 +482,7 @@ export class HostBreaker {
       lastOpenFor: 0,
       openedAt: 0,
       failedVia: 0,
+      refusingSince: 0,
     };
   }
 
@@ -566,6 +570,7 @@ export class HostBreaker {
       this.#stats.succeeded++;
       entry.failures = 0;
       entry.failedVia = 0;
+      entry.refusingSince = 0;
       entry.lastError = undefined;
       if (entry.state === 'open') {
         // Only the probe can be current while open: older permits were cut off by the trip.
@@ -603,7 +608,9 @@ export class HostBreaker {
     // A probe the host refused cost one round trip and nothing on the host: early in an outage (a
     // restart), the window does not grow, and the default one is short, so the host is dialled
     // again soon after its return rather than a doubled window later.
-    const restarting = refused && now - entry.openedAt < REFUSING_HORIZON;
+    if (!refused) entry.refusingSince = 0;
+    else if (entry.refusingSince === 0) entry.refusingSince = now;
+    const restarting = refused && now - entry.refusingSince < REFUSING_HORIZON;
     if (!restarting) entry.level++;
     const openFor =
       restarting && this.#restartPace

@@ -128,6 +128,28 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
     expect(windows).toEqual([1_000, 1_000, 1_000, 1_000]);
   });
 
+  it('a host back from a long blackhole whose server is still starting: the refused probe is a restart, 250 ms, not a doubled window', () => {
+    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
+    const windows: number[] = [];
+    breaker.on('opened', (e) => windows.push(e.openFor));
+    const timedOut = (): Error => Object.assign(new Error('connect timed out'), { code: 'DIALGUARD_CONNECT_TIMEOUT' });
+    breaker.admit(H).failed(timedOut());
+    for (let i = 0; i < 4; i++) {
+      clock.advance(windows[windows.length - 1]!);
+      const probe = breaker.admit(H);
+      clock.advance(2_500);
+      probe.failed(timedOut()); // 40 s of blackhole: windows 1, 2, 4, 8, 16 s
+    }
+    clock.advance(windows[windows.length - 1]!);
+    breaker.admit(H).failed(refused()); // the port is back on a live machine, its server not yet
+    clock.advance(windows[windows.length - 1]!);
+    breaker.admit(H).failed(refused());
+    expect(windows).toEqual([1_000, 2_000, 4_000, 8_000, 16_000, 250, 250]); // it was 30 s: the return went unseen for half a minute
+    clock.advance(250);
+    breaker.admit(H).succeeded();
+    expect(breaker.state(H)?.state).toBe('closed');
+  });
+
   it('a probe that timed out still doubles the window: it cost a whole connect timeout', () => {
     const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     const windows: number[] = [];
@@ -142,17 +164,17 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
     expect(windows).toEqual([1_000, 2_000, 4_000, 8_000]);
   });
 
-  it('a host still refusing 30 s after it opened is dead: its windows double from there, as any other', () => {
+  it('a host whose probes have been refused for 30 s is dead: its windows double from there, as any other', () => {
     const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     const windows: number[] = [];
     breaker.on('opened', (e) => windows.push(e.openFor));
     breaker.admit(H).failed(refused());
-    while (windows.length < 1 + 116 + 4) {
+    while (windows.length < 1 + 120 + 4) {
       clock.advance(windows[windows.length - 1]!);
       breaker.admit(H).failed(refused()); // the probe is refused at once
     }
-    // 1 s, then 250 ms windows for the first 30 s (the horizon), then 2, 4, 8, 16 s: it does not jump.
-    expect(windows.slice(0, 1 + 116)).toEqual([1_000, ...Array(116).fill(250)]);
+    // 1 s, then 250 ms windows for 30 s from the first refused probe (the horizon), then 2, 4, 8, 16 s: it does not jump.
+    expect(windows.slice(0, 1 + 120)).toEqual([1_000, ...Array(120).fill(250)]);
     expect(windows.slice(-4)).toEqual([2_000, 4_000, 8_000, 16_000]);
     // The cause chain counts too: a client that wraps the refusal (undici, grpc-js) is heard.
     const { clock: c2, breaker: b2 } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
