@@ -132,8 +132,8 @@ function memoOf(breaker: HostBreaker): Memo {
  * Whether `key` would be refused now (open inside its window, or half-open with its probe out),
  * read without touching its recency or counters.
  */
-function refusedNow(breaker: HostBreaker, key: string): boolean {
-  const s = breaker.state(key);
+function refusedNow(breaker: HostBreaker, key: string, transport: Transport | undefined): boolean {
+  const s = breaker.state(key, undefined, transport);
   return s !== undefined && (s.state === 'open' || s.probing);
 }
 
@@ -158,7 +158,7 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
     // Not refused from memory yet: look before admitting, so that an address that may be dialled
     // is not admitted (and abandoned) here. Once refused, admit at once (the hot path): an admit
     // granted there is abandoned below, which happens once per window at most.
-    for (const key of keys) if (!refusedNow(breaker, key)) return undefined;
+    for (const key of keys) if (!refusedNow(breaker, key, transport)) return undefined;
   }
   // Each admit counts its refusal; while they are the same objects, so is the name's.
   for (let i = 0; i < keys.length; i++) {
@@ -182,12 +182,12 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
  * one of them may be dialled, or when nothing fresh is remembered (a connect would resolve). Reads
  * only: nothing is admitted, counted or touched.
  */
-export function addressesRetryAfter(breaker: HostBreaker, name: string, clock: Pick<Clock, 'now'>): number {
+export function addressesRetryAfter(breaker: HostBreaker, name: string, clock: Pick<Clock, 'now'>, transport?: Transport): number {
   const seen = memos.get(breaker)?.names.get(name);
   if (seen === undefined || clock.now() - seen.at >= ADDRESS_RECHECK) return 0;
   let wait = Infinity;
   for (const key of seen.keys) {
-    const s = breaker.state(key);
+    const s = breaker.state(key, undefined, transport);
     if (s === undefined || !(s.state === 'open' || s.probing)) return 0;
     wait = Math.min(wait, s.retryAfter);
   }
@@ -346,12 +346,12 @@ function race<C>(
         // A probe goes to one address at a time: while one is out, a half-open address waits.
         let at = 0;
         if (probeOut) {
-          at = order.findIndex((i) => breaker.state(keys[i]!)?.state !== 'half-open');
+          at = order.findIndex((i) => breaker.state(keys[i]!, undefined, options.transport)?.state !== 'half-open');
           if (at < 0) break;
         }
         const i = order.splice(at, 1)[0]!;
         const key = keys[i]!;
-        const snapshot = breaker.state(key);
+        const snapshot = breaker.state(key, undefined, options.transport);
         if (snapshot !== undefined && (snapshot.state === 'open' || snapshot.probing)) {
           const refused = breaker.tryAdmit(key, undefined, options.transport);
           if (refused instanceof HostUnavailableError) {

@@ -104,7 +104,7 @@ interface Entry {
    * let through: the host may be alive to it (see {@link Transport}).
    */
   failedVia: number;
-  /** When the current run of probes the host refused at once began (0: the last one was not refused). */
+  /** When the first probe the host refused at once since its last success failed (0: none yet). */
   refusingSince: number;
 }
 
@@ -182,7 +182,7 @@ class NoopPermit implements DialPermit {
 
 /**
  * How long a host's probes may go on being refused at once before a refused probe lengthens the
- * next window again: 30 s, counted from the first of them. A refused probe costs a round trip,
+ * next window again: 30 s, counted from the first of them since the host last answered. A refused probe costs a round trip,
  * and a restart (a deploy, a rescheduled pod, a host back from a blackhole whose server is still
  * starting) takes seconds; a host refusing longer than this is treated as dead, its window
  * doubling as for any other, so it still costs at most 2 dials a minute once gone a while.
@@ -378,9 +378,11 @@ export class HostBreaker {
 
   /**
    * Where `host` stands now, or `undefined` if the breaker is not tracking it (never seen,
-   * forgotten, or the breaker is disabled). Reading does not touch recency.
+   * forgotten, or the breaker is disabled). Reading does not touch recency. With `transport`,
+   * where it stands for a dial of that transport: `closed` while only the other's dials failed
+   * (such a dial is admitted, see {@link admit}).
    */
-  state(host: string, port?: number): HostSnapshot | undefined {
+  state(host: string, port?: number, transport?: Transport): HostSnapshot | undefined {
     const entry = this.#hosts.get(hostKey(host, port));
     if (entry === undefined) return undefined;
     const now = this.#clock.now();
@@ -391,6 +393,8 @@ export class HostBreaker {
     if (isolated) {
       state = 'open';
       retryAfter = entry.isolatedUntil - now;
+    } else if (entry.state === 'open' && (entry.failedVia & viaOf(transport)) === 0) {
+      state = 'closed'; // only another transport's dials failed: a dial of this one is admitted
     } else if (entry.state === 'open') {
       if (now < entry.openUntil) {
         retryAfter = entry.openUntil - now;
@@ -608,8 +612,10 @@ export class HostBreaker {
     // A probe the host refused cost one round trip and nothing on the host: early in an outage (a
     // restart), the window does not grow, and the default one is short, so the host is dialled
     // again soon after its return rather than a doubled window later.
-    if (!refused) entry.refusingSince = 0;
-    else if (entry.refusingSince === 0) entry.refusingSince = now;
+    // From the first refused probe until a success: a host whose probes are mostly refused but now
+    // and then time out (a load balancer before a dead pool, a reboot loop) is not a fresh restart
+    // each time, and still comes down to 2 dials a minute.
+    if (refused && entry.refusingSince === 0) entry.refusingSince = now;
     const restarting = refused && now - entry.refusingSince < REFUSING_HORIZON;
     if (!restarting) entry.level++;
     const openFor =

@@ -268,9 +268,15 @@ export class Http2Client {
       const caller = signal;
       const controller = new AbortController();
       const onCaller = (): void => controller.abort(caller!.reason);
+      // Listened to before the timer is armed: a signal-like that cannot be listened to fails the
+      // call (a rejection, as every other bad option) and leaves no timer behind.
+      try {
+        if (caller?.aborted === true) controller.abort(caller.reason);
+        else caller?.addEventListener('abort', onCaller, { once: true });
+      } catch (err) {
+        return Promise.reject(err);
+      }
       const timer = finite ? this.#clock.setTimeout(() => controller.abort(new RequestTimeoutError(timeout)), timeout) : undefined;
-      if (caller?.aborted === true) controller.abort(caller.reason);
-      else caller?.addEventListener('abort', onCaller, { once: true });
       signal = controller.signal;
       stop = () => {
         if (timer !== undefined) this.#clock.clearTimeout(timer);

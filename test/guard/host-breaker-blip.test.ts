@@ -150,6 +150,23 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
     expect(breaker.state(H)?.state).toBe('closed');
   });
 
+  it('a dead host whose probes are mostly refused but now and then time out still comes down to 2 dials a minute', () => {
+    const { clock, breaker } = make({ random: () => 0.5 });
+    const dialsAt: number[] = [];
+    let probes = 0;
+    for (let t = 0; t < 600_000; t += 50) {
+      const answer = breaker.tryAdmit(H);
+      if (!(answer instanceof HostUnavailableError)) {
+        dialsAt.push(t);
+        // A load balancer before a dead pool, a reboot loop: every 20th probe times out.
+        answer.failed(++probes % 20 === 0 ? Object.assign(new Error('connect timed out'), { code: 'DIALGUARD_CONNECT_TIMEOUT' }) : refused());
+      }
+      clock.advance(50);
+    }
+    const perMinute = (from: number): number => dialsAt.filter((t) => t >= from && t < from + 60_000).length;
+    for (let minute = 2; minute < 10; minute++) expect(perMinute(minute * 60_000)).toBeLessThanOrEqual(2); // it was 20-40: each timeout began a fresh 30 s of 250 ms windows
+  });
+
   it('a probe that timed out still doubles the window: it cost a whole connect timeout', () => {
     const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     const windows: number[] = [];

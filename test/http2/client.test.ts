@@ -10,6 +10,7 @@ import {
 } from '../../src/core/errors.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { Http2Client, type Http2ClientOptions } from '../../src/http2/client.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
 import { blackhole } from '../../src/testing/blackhole.js';
 import { http2Peer } from '../../src/testing/http2-peer.js';
 import { acceptAndHold } from '../../src/testing/tcp-peers.js';
@@ -247,5 +248,16 @@ describe('Http2Client: lifecycle', () => {
       call = c.request('http://127.0.0.1:1/', { signal: new AbortController() as unknown as AbortSignal });
     }).not.toThrow();
     await expect(call).rejects.toThrow(/^signal must be an AbortSignal/);
+    // A signal-like (a polyfill) whose addEventListener throws: a rejection too, and no timer left.
+    const deaf = { aborted: false, addEventListener: () => { throw new TypeError('no listeners here'); }, removeEventListener: () => {} } as unknown as AbortSignal;
+    const clock = new ManualClock();
+    const d = new Http2Client({ breaker: null, clock });
+    cleanup.push(() => d.close());
+    let deafCall: Promise<unknown> | undefined;
+    expect(() => {
+      deafCall = d.request('http://127.0.0.1:1/', { signal: deaf, timeout: 5_000 });
+    }).not.toThrow();
+    await expect(deafCall).rejects.toThrow('no listeners here');
+    expect(clock.pending).toBe(0);
   });
 });

@@ -118,7 +118,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
   /** A channel with secure credentials dials over TLS; an insecure one in the clear. */
   transport(key: string): Transport | undefined {
     const spec = this.#specs.get(key);
-    return spec === undefined ? undefined : transportOf(spec);
+    return spec === undefined ? undefined : channelTransport(spec);
   }
 
   /**
@@ -136,7 +136,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
    */
   addressWait(spec: ChannelSpec): number {
     const named = this.#nameOf(spec);
-    return named === undefined ? 0 : addressesRetryAfter(this.#dialing!.breaker, named.key, this.#clock);
+    return named === undefined ? 0 : addressesRetryAfter(this.#dialing!.breaker, named.key, this.#clock, channelTransport(spec));
   }
 
   connect(key: string, ctx: DialContext): Promise<PooledChannel> {
@@ -151,7 +151,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
       const name = named.key;
       // Every address open: refused from memory, with no lookup and no change of standing (as
       // the pool's own refusal of a target guarded by name never reaches the connector).
-      const transport = transportOf(spec);
+      const transport = channelTransport(spec);
       const refusal = refuseFromMemory(dialing.breaker, name, this.#clock, transport);
       if (refusal !== undefined) return Promise.reject(refusal);
       const options = addressOptions(spec.options, named);
@@ -367,6 +367,6 @@ function eachAddressFailed(target: string, err: unknown): unknown {
 }
 
 /** How `spec`'s channel reaches its host: over TLS with secure credentials. */
-function transportOf(spec: ChannelSpec): Transport {
+export function channelTransport(spec: ChannelSpec): Transport {
   return spec.credentials._isSecure() ? 'tls' : 'plain';
 }

@@ -16,7 +16,7 @@ import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../..
 import { MAX_DURATION } from '../../core/validate.js';
 import { sharedRetryBudget } from '../../retry/budget.js';
 import { sharedBreaker } from '../../guard/dial.js';
-import { ChannelConnector, type PooledChannel } from './channel-connector.js';
+import { ChannelConnector, type PooledChannel, channelTransport } from './channel-connector.js';
 import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
 import { type GrpcGuardOptions, grpcSettings } from './options.js';
 import { type ChannelSpec, SpecTable, grpcHostKey, targetOfKey } from './target.js';
@@ -66,7 +66,7 @@ export class GrpcGuard {
     this.#connector = new ChannelConnector(this.#specs, s.clock, dialing);
     this.#clock = s.clock;
     // The name's own entry (its lookups; every target guarded by name), or all its addresses open.
-    this.#retryAfter = (spec) => Math.max(breaker?.state(hostOf(spec.target))?.retryAfter ?? 0, this.#connector.addressWait(spec));
+    this.#retryAfter = (spec) => Math.max(breaker?.state(hostOf(spec.target), undefined, channelTransport(spec))?.retryAfter ?? 0, this.#connector.addressWait(spec));
     this.#pool = new ConnectionPool<PooledChannel>({
       connector: this.#connector,
       connectTimeout: s.connectTimeout,

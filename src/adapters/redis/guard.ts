@@ -37,7 +37,7 @@ import { ConnectTimeoutError, HostUnavailableError } from '../../core/errors.js'
 import { checkDuration, checkFunction, opt, show } from '../../core/validate.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import { dialFailureOutcome } from '../../guard/dial-outcome.js';
-import { type DialPermit, HostBreaker } from '../../guard/host-breaker.js';
+import { type DialPermit, HostBreaker, type Transport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { ioredisCluster, nodeRedisCluster } from './cluster.js';
 import { boundHandshake, takeConnectingSocket, watchConnectingSockets } from './handshake.js';
@@ -290,9 +290,9 @@ export class RedisGuard {
    * When to redial a node: after its open window (jittered), soon while a probe is out, else at
    * its next shared round (`rounds`: the client's round key), else a backoff of the client's own.
    */
-  #delayFor(key: string | undefined, attempt: number, rounds?: string): number {
+  #delayFor(key: string | undefined, attempt: number, rounds?: string, transport?: Transport): number {
     const backoff = Math.floor(this.#random() * Math.min(this.#maxBackoff, FIRST_ROUND_CAP * 2 ** Math.min(attempt, 16)));
-    const snapshot = key === undefined ? undefined : this.breaker.state(key);
+    const snapshot = key === undefined ? undefined : this.breaker.state(key, undefined, transport);
     const round = rounds === undefined ? undefined : this.#rounds.delay(rounds);
     if (snapshot === undefined || snapshot.retryAfter === 0) return round === undefined ? backoff : Math.ceil(round);
     // Never past OPEN_POLL: an isolation until released has no end (Infinity), and a client told
@@ -548,6 +548,6 @@ export class RedisGuard {
     // No dial of its own ended: a lost connection (or a dial failed at the gate); from now on the
     // node's redials go in rounds (a no-op if they already do).
     if (!dialled) this.#rounds.lost(state.roundKey, cause);
-    return this.#delayFor(state.key, attempt, state.roundKey);
+    return this.#delayFor(state.key, attempt, state.roundKey, state.tls ? 'tls' : 'plain');
   }
 }

@@ -223,6 +223,7 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
   const tlsDialOptions = { ...plainOptions, transport: 'tls' as const };
   return (opts, callback) => {
     let key: string;
+    let scoutKey: string;
     let open: () => Promise<net.Socket>;
     try {
       if (opts.httpSocket !== undefined) throw new TypeError('dialguard: tunnelling through a proxy (httpSocket) is not supported by the guarded connector');
@@ -232,6 +233,8 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
       const path = opts.socketPath ?? s.socketPath;
       // A unix socket is its own host: filed by its path (no host name holds a '/').
       key = path ? hostKey(path) : hostKey(host, port);
+      // One scout per transport: a TLS dial that fails its handshake says nothing of a plain one.
+      scoutKey = secure ? `tls|${key}` : key;
       const tlsOptions = secure ? tlsFor(s, opts, host) : undefined;
       const socket = { ...s.socket, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}), ...(path ? { path } : {}) };
       const establish =
@@ -269,7 +272,7 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
       queueMicrotask(() => callback(err as Error, null));
       return;
     }
-    scout.run(key, open).then(
+    scout.run(scoutKey, open).then(
       (socket) => callback(null, socket),
       (err: unknown) => callback(err instanceof Error ? err : new Error(String(err)), null),
     );

@@ -382,13 +382,14 @@ export class GuardedCall implements AttemptOwner {
     } catch {
       return undefined;
     }
-    const state = breaker.state(key);
+    const transport = this.#origin.startsWith('https:') ? 'tls' : 'plain';
+    const state = breaker.state(key, undefined, transport);
     if (state === undefined || state.state === 'closed' || state.retryAfter <= 0) return undefined;
     try {
       // Refuses (and counts the refusal), as the snapshot said; a permit granted because the
       // window ended in between, or because only the other transport's dials failed (one
       // client's http: to a TLS port), is given back untouched, and the dial will ask again.
-      breaker.admit(key, undefined, this.#origin.startsWith('https:') ? 'tls' : 'plain').abandoned();
+      breaker.admit(key, undefined, transport).abandoned();
       return undefined;
     } catch (err) {
       return err;

@@ -221,6 +221,17 @@ describe('grpc guard: a client pointed at a port that is not gRPC', () => {
     expect(breaker.state(server.address)).toMatchObject({ state: 'closed', failures: 0 });
   });
 
+  it("a TLS client's waitForReady is ready at once while only plaintext dials keep the host open", async () => {
+    const server = await tlsEchoServer();
+    const breaker = strictBreaker();
+    // What an insecure client hung up on by this TLS port leaves behind: open, for plaintext dials.
+    for (let i = 0; i < 3; i++) breaker.admit(server.address, undefined, 'plain').failed(new Error('closed during the handshake'));
+    const right = client(server.address, trusted(), guarded({ breaker, retry: false }));
+    const err = await new Promise<Error | undefined>((resolve) => right.waitForReady(Date.now() + 3_000, resolve));
+    expect(err).toBeUndefined(); // was "Failed to connect before the deadline": the guard read the host as open
+    expect(breaker.state(server.address)?.state).toBe('closed');
+  });
+
   it('while a peer that hangs up without a byte of HTTP/2 still counts: the third such dial opens the host', async () => {
     const address = await rawServer(true, (s) => {
       s.on('error', () => {});

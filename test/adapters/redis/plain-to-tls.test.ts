@@ -74,3 +74,47 @@ describe('RedisGuard: a client without tls against a TLS-only node', () => {
     });
   }
 });
+
+describe('RedisGuard: a client without tls opened the node for plain dials only', () => {
+  it('ioredis: a TLS client of the node is served at once while the plain client keeps it open', async () => {
+    const redis = await tlsOnlyRedis();
+    const breaker = new HostBreaker({ failureThreshold: 3, minOutage: 0, openDuration: 60_000 });
+    const guard = new RedisGuard({ breaker });
+    const plain = guard.ioredis(Redis, { host: '127.0.0.1', port: redis.port });
+    plain.on('error', () => {});
+    cleanups.push(() => plain.disconnect());
+    await eventually(() => breaker.state(`127.0.0.1:${redis.port}`)?.state, (s) => s === 'open', 5_000);
+    const good = guard.ioredis(Redis, { host: '127.0.0.1', port: redis.port, tls: { ca: TEST_CERT }, maxRetriesPerRequest: 0 });
+    good.on('error', () => {});
+    cleanups.push(() => good.disconnect());
+    expect(await good.ping()).toBe('PONG'); // was refused: the plain client's failures opened host:port for all
+  });
+
+  it("a TLS client's redial waits for no window that only plain dials opened", () => {
+    let options: { retryStrategy: (times: number) => number } | undefined;
+    class FakeConnector {
+      connect(): Promise<never> {
+        return Promise.reject(new Error('unused'));
+      }
+      disconnect(): void {}
+    }
+    class FakeRedis {
+      connector = new FakeConnector();
+      constructor(o: { lazyConnect?: boolean; retryStrategy: (times: number) => number }) {
+        if (o.lazyConnect !== true) options = o;
+      }
+      on(): this {
+        return this;
+      }
+      listenerCount(): number {
+        return 0;
+      }
+    }
+    const key = '127.0.0.1:6380';
+    const breaker = new HostBreaker({ failureThreshold: 3, minOutage: 0, openDuration: 60_000 });
+    for (let i = 0; i < 3; i++) breaker.admit(key, undefined, 'plain').failed(new Error('closed during the handshake'));
+    const guard = new RedisGuard({ breaker, random: () => 0.5 });
+    guard.ioredis(FakeRedis as unknown as typeof Redis, { host: '127.0.0.1', port: 6380, tls: {} });
+    expect(options!.retryStrategy(1)).toBeLessThanOrEqual(50); // was the window: about 60 000 ms
+  });
+});
