@@ -167,6 +167,33 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
     for (let minute = 2; minute < 10; minute++) expect(perMinute(minute * 60_000)).toBeLessThanOrEqual(2); // it was 20-40: each timeout began a fresh 30 s of 250 ms windows
   });
 
+  it('a fixed window is kept after a refused probe: the quarter-second pace is the default schedule\'s', () => {
+    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, openDuration: 30_000 });
+    const windows: number[] = [];
+    breaker.on('opened', (e) => windows.push(e.openFor));
+    breaker.admit(H).failed(refused());
+    clock.advance(30_000);
+    breaker.admit(H).failed(refused());
+    expect(windows).toEqual([30_000, 30_000]);
+  });
+
+  it('a second restart, long after the host answered again, gets the quarter-second pace afresh', () => {
+    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
+    const windows: number[] = [];
+    breaker.on('opened', (e) => windows.push(e.openFor));
+    const restart = (): void => {
+      breaker.admit(H).failed(refused());
+      clock.advance(windows[windows.length - 1]!);
+      breaker.admit(H).failed(refused()); // a refused probe: 250 ms
+      clock.advance(windows[windows.length - 1]!);
+      breaker.admit(H).succeeded(); // back
+    };
+    restart();
+    clock.advance(600_000); // ten minutes later, the next deploy
+    restart();
+    expect(windows).toEqual([1_000, 250, 1_000, 250]);
+  });
+
   it('a probe that timed out still doubles the window: it cost a whole connect timeout', () => {
     const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     const windows: number[] = [];

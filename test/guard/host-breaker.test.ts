@@ -625,6 +625,16 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     admitted(breaker.tryAdmit(H, undefined, 'tls')).abandoned(); // only plain failed since the success
   });
 
+  it('state() answers for a transport: closed for one none of whose dials failed, open for the one whose did', () => {
+    const { breaker } = make();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed();
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'closed', retryAfter: 0, probing: false });
+    expect(breaker.state(H, undefined, 'plain')).toMatchObject({ state: 'open', retryAfter: 30_000 });
+    expect(breaker.state(H)).toMatchObject({ state: 'open', retryAfter: 30_000 }); // no transport: any
+    breaker.isolate(H);
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', isolated: true });
+  });
+
   it("an operator's isolation refuses every transport", () => {
     const { breaker } = make();
     breaker.isolate(H);

@@ -469,3 +469,55 @@ describe('ConnectionPool: synchronous throws and errors that look like a release
     expect(connector.connects).toBe(1);
   });
 });
+
+describe('ConnectionPool: the connector says how a target is dialled (Connector.transport)', () => {
+  /** A breaker for which `T`'s plain dials have failed: open for plain, a TLS dial still let through. */
+  function openForPlain(clock: ManualClock): HostBreaker {
+    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+    breaker.admit(T, undefined, 'plain').failed(new Error('closed during the handshake'));
+    return breaker;
+  }
+
+  it("a TLS target's dial is let through a host only plain dials opened; a plain one is refused", async () => {
+    for (const [said, dials] of [['tls', 1], ['plain', 0]] as const) {
+      const clock = new ManualClock();
+      const connector = Object.assign(new FakeConnector(), { transport: (_target: string) => said });
+      connector.auto = 'resolve';
+      const pool = new ConnectionPool<FakeConnection>({ connector, clock, breaker: openForPlain(clock), classify: testClassify, connectTimeout: 1_000 });
+      await pool.use(T, async () => 1).catch(() => 0);
+      expect(connector.connects).toBe(dials);
+      await pool.close();
+    }
+  });
+
+  it('a transport the connector cannot say (it throws, or answers something else) is any: refused', async () => {
+    for (const transport of [() => 'udp', () => undefined, () => {
+      throw new Error('cannot say');
+    }]) {
+      const clock = new ManualClock();
+      const connector = Object.assign(new FakeConnector(), { transport });
+      connector.auto = 'resolve';
+      const pool = new ConnectionPool<FakeConnection>({ connector, clock, breaker: openForPlain(clock), classify: testClassify, connectTimeout: 1_000 });
+      await expect(pool.use(T, async () => 1)).rejects.toThrow(/unavailable/);
+      expect(connector.connects).toBe(0);
+      await pool.close();
+    }
+  });
+
+  it('is not asked for a target the connector guards itself', async () => {
+    const clock = new ManualClock();
+    let asked = 0;
+    const connector = Object.assign(new FakeConnector(), {
+      guardsItself: () => true,
+      transport: () => {
+        asked++;
+        return 'tls' as const;
+      },
+    });
+    connector.auto = 'resolve';
+    const pool = new ConnectionPool<FakeConnection>({ connector, clock, breaker: new HostBreaker({ clock }), classify: testClassify, connectTimeout: 1_000 });
+    await pool.use(T, async () => 1);
+    expect(asked).toBe(0);
+    await pool.close();
+  });
+});
