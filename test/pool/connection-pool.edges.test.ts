@@ -7,7 +7,7 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import { getEventListeners, setMaxListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError, ConnectionGoneError, PoolClosedError } from '../../src/core/errors.js';
-import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { HostBreaker, type Transport } from '../../src/guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolOptions } from '../../src/pool/connection-pool.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
 import { DeadError, FakeConnector, type FakeConnection, NotSentError, deferred, testClassify } from './fake-connector.js';
@@ -491,9 +491,14 @@ describe('ConnectionPool: the connector says how a target is dialled (Connector.
   });
 
   it('a transport the connector cannot say (it throws, or answers something else) is any: refused', async () => {
-    for (const transport of [() => 'udp', () => undefined, () => {
-      throw new Error('cannot say');
-    }]) {
+    const answers: Array<() => Transport | undefined> = [
+      () => 'udp' as Transport, // a connector of plain JavaScript may answer anything
+      () => undefined,
+      () => {
+        throw new Error('cannot say');
+      },
+    ];
+    for (const transport of answers) {
       const clock = new ManualClock();
       const connector = Object.assign(new FakeConnector(), { transport });
       connector.auto = 'resolve';
