@@ -20,6 +20,18 @@ function refused(_?: unknown): Error & { code: string } {
   return Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:443'), { code: 'ECONNREFUSED' });
 }
 
+function timedOut(): Error & { code: string } {
+  return Object.assign(new Error('connect timed out'), { code: 'DIALGUARD_CONNECT_TIMEOUT' });
+}
+
+/** {@link make}, and the open windows drawn, in order (from the `opened` events). */
+function withWindows(options: HostBreakerOptions = {}): { clock: ManualClock; breaker: HostBreaker; windows: number[] } {
+  const made = make(options);
+  const windows: number[] = [];
+  made.breaker.on('opened', (e) => windows.push(e.openFor));
+  return { ...made, windows };
+}
+
 function refusal(breaker: HostBreaker, host = H): HostUnavailableError {
   const answer = breaker.tryAdmit(host);
   if (!(answer instanceof HostUnavailableError)) throw new Error(`expected ${host} to be refused`);
@@ -101,9 +113,7 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
   });
 
   it('a 3 s refusing restart is dialled again within a quarter second of its return: a refused probe does not double the window', () => {
-    const { clock, breaker } = make({ random: () => 0.5 }); // first window 1 125 ms (doubling to 2 250 ms)
-    const windows: number[] = [];
-    breaker.on('opened', (e) => windows.push(e.openFor));
+    const { clock, breaker, windows } = withWindows({ random: () => 0.5 }); // first window 1 125 ms (doubling to 2 250 ms)
     playRefusingOutage(clock, breaker, 3_000, 4, 100); // opens at 1.5 s, its probes from 2.6 s on are refused
     expect(windows[0]).toBe(1_125);
     expect(windows.slice(1)).toEqual(Array(windows.length - 1).fill(281.25)); // 250 ms + jitter after each refused probe
@@ -117,9 +127,7 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
   });
 
   it("a schedule of the caller's own is kept after a refused probe, at its level: it does not grow", () => {
-    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, openDuration: (n) => 1_000 * n });
-    const windows: number[] = [];
-    breaker.on('opened', (e) => windows.push(e.openFor));
+    const { clock, breaker, windows } = withWindows({ minOutage: 0, failureThreshold: 1, openDuration: (n) => 1_000 * n });
     breaker.admit(H).failed(refused());
     for (let i = 0; i < 3; i++) {
       clock.advance(windows[windows.length - 1]!);
@@ -129,10 +137,7 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
   });
 
   it('a host back from a long blackhole whose server is still starting: the refused probe is a restart, 250 ms, not a doubled window', () => {
-    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
-    const windows: number[] = [];
-    breaker.on('opened', (e) => windows.push(e.openFor));
-    const timedOut = (): Error => Object.assign(new Error('connect timed out'), { code: 'DIALGUARD_CONNECT_TIMEOUT' });
+    const { clock, breaker, windows } = withWindows({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     breaker.admit(H).failed(timedOut());
     for (let i = 0; i < 4; i++) {
       clock.advance(windows[windows.length - 1]!);
@@ -159,7 +164,7 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
       if (!(answer instanceof HostUnavailableError)) {
         dialsAt.push(t);
         // A load balancer before a dead pool, a reboot loop: every 20th probe times out.
-        answer.failed(++probes % 20 === 0 ? Object.assign(new Error('connect timed out'), { code: 'DIALGUARD_CONNECT_TIMEOUT' }) : refused());
+        answer.failed(++probes % 20 === 0 ? timedOut() : refused());
       }
       clock.advance(50);
     }
@@ -168,9 +173,7 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
   });
 
   it('a fixed window is kept after a refused probe: the quarter-second pace is the default schedule\'s', () => {
-    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, openDuration: 30_000 });
-    const windows: number[] = [];
-    breaker.on('opened', (e) => windows.push(e.openFor));
+    const { clock, breaker, windows } = withWindows({ minOutage: 0, failureThreshold: 1, openDuration: 30_000 });
     breaker.admit(H).failed(refused());
     clock.advance(30_000);
     breaker.admit(H).failed(refused());
@@ -178,9 +181,7 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
   });
 
   it('a second restart, long after the host answered again, gets the quarter-second pace afresh', () => {
-    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
-    const windows: number[] = [];
-    breaker.on('opened', (e) => windows.push(e.openFor));
+    const { clock, breaker, windows } = withWindows({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     const restart = (): void => {
       breaker.admit(H).failed(refused());
       clock.advance(windows[windows.length - 1]!);
@@ -195,23 +196,19 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
   });
 
   it('a probe that timed out still doubles the window: it cost a whole connect timeout', () => {
-    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
-    const windows: number[] = [];
-    breaker.on('opened', (e) => windows.push(e.openFor));
+    const { clock, breaker, windows } = withWindows({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     breaker.admit(H).failed(refused());
     for (let i = 0; i < 3; i++) {
       clock.advance(windows[windows.length - 1]!);
       const probe = breaker.admit(H);
       clock.advance(2_500);
-      probe.failed(Object.assign(new Error('connect timed out'), { code: 'DIALGUARD_CONNECT_TIMEOUT' }));
+      probe.failed(timedOut());
     }
     expect(windows).toEqual([1_000, 2_000, 4_000, 8_000]);
   });
 
   it('a host whose probes have been refused for 30 s is dead: its windows double from there, as any other', () => {
-    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
-    const windows: number[] = [];
-    breaker.on('opened', (e) => windows.push(e.openFor));
+    const { clock, breaker, windows } = withWindows({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     breaker.admit(H).failed(refused());
     for (let probes = 0; windows.length < 1 + 120 + 4 && probes < 1_000; probes++) {
       clock.advance(windows[windows.length - 1]!);
@@ -221,9 +218,7 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
     expect(windows.slice(0, 1 + 120)).toEqual([1_000, ...Array(120).fill(250)]);
     expect(windows.slice(-4)).toEqual([2_000, 4_000, 8_000, 16_000]);
     // The cause chain counts too: a client that wraps the refusal (undici, grpc-js) is heard.
-    const { clock: c2, breaker: b2 } = make({ minOutage: 0, failureThreshold: 1, random: () => 0 });
-    const w2: number[] = [];
-    b2.on('opened', (e) => w2.push(e.openFor));
+    const { clock: c2, breaker: b2, windows: w2 } = withWindows({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     b2.admit(H).failed(refused());
     c2.advance(1_000);
     b2.admit(H).failed(new Error('fetch failed', { cause: refused() }));
@@ -272,9 +267,7 @@ describe('HostBreaker: the outage is timed from the first failed dial’s admiss
 describe('HostBreaker: adaptive open window (default)', () => {
   it('starts at about 1 s, doubles with jitter while probes fail, caps at 30 s, and resets when a probe succeeds', () => {
     let r = 0;
-    const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, random: () => r });
-    const windows: number[] = [];
-    breaker.on('opened', (e) => windows.push(e.openFor));
+    const { clock, breaker, windows } = withWindows({ minOutage: 0, failureThreshold: 1, random: () => r });
     breaker.admit(H).failed();
     for (let i = 0; i < 7; i++) {
       clock.advance(windows[windows.length - 1]!);
@@ -347,7 +340,7 @@ describe('HostBreaker: a refusal explains itself', () => {
     const { clock, breaker } = make({ minOutage: 0, failureThreshold: 1, openDuration: 1_000 });
     breaker.admit(H).failed(refused(undefined));
     clock.advance(1_000);
-    const timeout = Object.assign(new Error('connect timed out'), { code: 'DIALGUARD_CONNECT_TIMEOUT' });
+    const timeout = timedOut();
     breaker.admit(H).failed(timeout);
     const err = refusal(breaker);
     expect(err.cause).toBe(timeout);

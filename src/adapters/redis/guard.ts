@@ -344,7 +344,7 @@ export class RedisGuard {
   /** Asks the breaker for the dial about to start; a refusal is returned, a permit kept. */
   #admit(state: ClientState): HostUnavailableError | undefined {
     this.#settle(state, new Error('a new dial started before the last one was reported'));
-    const answer = this.breaker.tryAdmit(state.key, undefined, state.tls ? 'tls' : 'plain');
+    const answer = this.breaker.tryAdmit(state.key, undefined, state.transport);
     if (answer instanceof HostUnavailableError) {
       if (state.rounds) this.#rounds.refused(state.roundKey, state, answer);
       return answer;
@@ -548,6 +548,6 @@ export class RedisGuard {
     // No dial of its own ended: a lost connection (or a dial failed at the gate); from now on the
     // node's redials go in rounds (a no-op if they already do).
     if (!dialled) this.#rounds.lost(state.roundKey, cause);
-    return this.#delayFor(state.key, attempt, state.roundKey, state.tls ? 'tls' : 'plain');
+    return this.#delayFor(state.key, attempt, state.roundKey, state.transport);
   }
 }

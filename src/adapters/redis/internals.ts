@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { DialPermit } from '../../guard/host-breaker.js';
+import type { DialPermit, Transport } from '../../guard/host-breaker.js';
 import type { RedialRounds, RoundOutcome } from './redial.js';
 
 /**
@@ -72,6 +72,11 @@ export class ClientState {
     readonly tls = false,
   ) {
     this.key = key;
+  }
+
+  /** How the client reaches the node, as the breaker is told (see `Transport`). */
+  get transport(): Transport {
+    return this.tls ? 'tls' : 'plain';
   }
 
   /**
