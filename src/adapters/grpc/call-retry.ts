@@ -17,7 +17,7 @@ import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError
 import { dialFailureOutcome } from '../../guard/dial-outcome.js';
 import type { RetryBudget } from '../../retry/budget.js';
 import { answeredByServer } from '../../core/classify-grpc.js';
-import { ChannelConnectError } from './connect-error.js';
+import { ChannelConnectError, notHttp2 } from './connect-error.js';
 import { isStatusObject } from './status.js';
 
 /** A guarded call's retry settings, resolved. */
@@ -80,12 +80,13 @@ export function worthRetrying(err: unknown, idempotent: boolean, statuses: Reado
 /**
  * Whether `err` is a channel connect that failed on the client's own configuration: the host
  * answered (it presented a certificate, sent an alert), and the client rejected it (a wrong CA,
- * server name or ALPN protocol). Trying again fails the same way, so it is never retried: a raw
+ * server name or ALPN protocol), or it is not an HTTP/2 server at all (an HTTP/1.1 port: see
+ * `notHttp2`). Trying again fails the same way, so it is never retried: a raw
  * grpc-js call fails at once there too. grpc-js words it UNAVAILABLE, which alone reads as
  * transient; the cause (Node's TLS error, see ChannelConnectError) tells.
  */
 export function clientMistake(err: unknown): boolean {
-  return err instanceof ChannelConnectError && dialFailureOutcome(err) === 'succeeded';
+  return err instanceof ChannelConnectError && (dialFailureOutcome(err) === 'succeeded' || notHttp2(err));
 }
 
 /**

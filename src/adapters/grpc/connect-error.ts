@@ -75,6 +75,31 @@ export class ChannelConnectError extends Error {
 }
 Object.defineProperty(ChannelConnectError.prototype, kChannelConnect, { value: true });
 
+/** Causes of connects to a peer that is not an HTTP/2 server: see {@link notHttp2}. */
+const NOT_HTTP2 = new WeakSet<object>();
+
+/**
+ * Marks `cause` as the failure of a connect whose peer answered at the HTTP/2 layer (it sent
+ * bytes after TCP and any TLS) but never completed HTTP/2's handshake: an HTTP/1.1 server's reply
+ * to the preface, say, from a client aimed at the wrong port. Returns `cause`.
+ */
+export function markNotHttp2<T>(cause: T): T {
+  if (typeof cause === 'object' && cause !== null) NOT_HTTP2.add(cause);
+  return cause;
+}
+
+/**
+ * Whether `err` (a {@link ChannelConnectError}, or grpc-js's copy of one) failed because the
+ * peer is not an HTTP/2 server: trying again meets the same server and fails the same way.
+ */
+export function notHttp2(err: ChannelConnectError): boolean {
+  const cause: unknown = err.cause;
+  if (typeof cause !== 'object' || cause === null) return false;
+  if (NOT_HTTP2.has(cause)) return true;
+  // Per address: every address that failed, failed so.
+  return cause instanceof AggregateError && cause.errors.length > 0 && cause.errors.every((e) => e instanceof ChannelConnectError && notHttp2(e));
+}
+
 /** A system error grpc-js quoted as text: `connect ECONNREFUSED 127.0.0.1:1`, `getaddrinfo ENOTFOUND name`. */
 const SYSTEM_ERROR = /^(connect|getaddrinfo|read|write) (E[A-Z]{3,}|EAI_[A-Z]+)(?: (.+))?$/;
 

@@ -11,7 +11,7 @@ import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
 import type { Clock } from '../../core/clock.js';
 import type { DialContext } from '../../guard/dial.js';
-import { ChannelConnectError, lastError, quotedCause } from './connect-error.js';
+import { ChannelConnectError, lastError, markNotHttp2, quotedCause } from './connect-error.js';
 import type { ChannelSpec } from './target.js';
 import { ConnectTracker, trackCredentials } from './tracked-credentials.js';
 
@@ -85,9 +85,7 @@ export function openChannel(spec: ChannelSpec, target: string, options: grpc.Cha
           probing = true;
           // A TLS handshake that failed is given as the cause itself, with its code: a
           // certificate, hostname or ALPN verdict proves the host alive (dialFailureOutcome).
-          void lastError(channel, clock).then((status) =>
-            settle(ctx.signal.aborted ? ctx.signal.reason : new ChannelConnectError(spec.target, status, tracker.handshakeError ?? quotedCause(status.details))),
-          );
+          void lastError(channel, clock).then((status) => settle(ctx.signal.aborted ? ctx.signal.reason : new ChannelConnectError(spec.target, status, causeOf(tracker, status.details))));
           return;
         case SHUTDOWN:
           settle(new Error(`channel to ${spec.target} shut down while connecting`));
@@ -96,13 +94,8 @@ export function openChannel(spec: ChannelSpec, target: string, options: grpc.Cha
           // Before the first attempt the channel is IDLE; after it, IDLE means the connection
           // closed during establishment (grpc-js would only try again for a queued call).
           if (started) {
-            settle(
-              new ChannelConnectError(spec.target, {
-                code: grpc.status.UNAVAILABLE,
-                details: 'No connection established. Last error: Connection closed before the HTTP/2 handshake completed',
-                metadata: new grpc.Metadata(),
-              }),
-            );
+            const details = 'No connection established. Last error: Connection closed before the HTTP/2 handshake completed';
+            settle(new ChannelConnectError(spec.target, { code: grpc.status.UNAVAILABLE, details, metadata: new grpc.Metadata() }, causeOf(tracker, details)));
             return;
           }
           break;
@@ -116,6 +109,19 @@ export function openChannel(spec: ChannelSpec, target: string, options: grpc.Cha
     channel.getConnectivityState(true);
     check();
   });
+}
+
+/**
+ * The cause of a failed connect: the TLS handshake's own error when it failed; else the failure
+ * grpc-js quoted in `details`, marked {@link markNotHttp2} when the peer had sent HTTP/2-layer
+ * bytes (after TLS, if any), since a connect that failed after the peer answered failed on what
+ * it said (an HTTP/1.1 reply to the preface): the port is not HTTP/2, and a raw grpc-js call
+ * fails there at once, never after retries.
+ */
+function causeOf(tracker: ConnectTracker, details: string): unknown {
+  if (tracker.handshakeError !== undefined) return tracker.handshakeError;
+  const quoted = quotedCause(details);
+  return tracker.answered ? markNotHttp2(quoted ?? new Error(details)) : quoted;
 }
 
 /** A channel to an address that became READY after another won: its sockets destroyed, closed. */

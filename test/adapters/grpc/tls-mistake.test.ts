@@ -207,6 +207,27 @@ describe('grpc guard: a client pointed at a port that is not gRPC', () => {
     expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0, succeeded: 4 });
   });
 
+  it.each([
+    ['plaintext', false],
+    ['TLS without ALPN', true],
+  ])('with the default retry, a call to an HTTP/1.1 server (%s) fails at once, as raw grpc-js does: one connection, not three', async (_name, secure) => {
+    let connections = 0;
+    const address = await rawServer(secure, (s) => {
+      connections++;
+      http1(s);
+    });
+    const breaker = strictBreaker();
+    const c = client(address, secure ? trusted() : grpc.credentials.createInsecure(), guarded({ breaker }));
+    for (let i = 0; i < 2; i++) {
+      // Was: retried as never sent, 3 connections and about 1.5 s a call, each failing with the same "Protocol error".
+      const err = await failure(call(c, 'Echo'));
+      expect(err).toBeInstanceOf(ChannelConnectError);
+      expect(err.code).toBe(grpc.status.UNAVAILABLE);
+    }
+    expect(connections).toBe(2);
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, succeeded: 2 });
+  });
+
   it('an insecure client aimed at the TLS-only port opens the host for plaintext dials only: a TLS client beside it is served, and its dial closes the host', async () => {
     const server = await tlsEchoServer();
     const breaker = strictBreaker();
