@@ -198,7 +198,8 @@ export class Http2Client {
    * Sends one request and resolves with the whole response.
    *
    * Resolves only with a response the server sent. Rejects with the dial's error
-   * (`HostUnavailableError` at once for a blocked origin, `ConnectTimeoutError`, a socket error),
+   * (`HostUnavailableError` at once for a blocked origin, `ConnectTimeoutError`, a socket error,
+   * `TransportClosedError` when the peer hangs up before its HTTP/2 SETTINGS),
    * the stream's error (`ERR_HTTP2_STREAM_ERROR` with `rstCode` for a reset, before the response
    * or during it; `ERR_HTTP2_GOAWAY_SESSION`, not sent, when the peer's GOAWAY excluded the stream
    * and no turn was left), `RequestTimeoutError` (the whole call's deadline), `ConnectionGoneError`

@@ -9,7 +9,8 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import tls from 'node:tls';
 import { describe, expect, it } from 'vitest';
-import { HostUnavailableError } from '../../src/core/errors.js';
+import { classify } from '../../src/core/classify.js';
+import { ErrorCodes, HostUnavailableError, TransportClosedError } from '../../src/core/errors.js';
 import { sharedBreaker } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { Http2Client, type Http2ClientOptions } from '../../src/http2/client.js';
@@ -182,7 +183,14 @@ describe('Http2Client: a client’s TLS mistake is not the host’s failure', ()
     const origin = await listen(server);
     const breaker = strictBreaker();
     const c = h2Client({ breaker, tls: { ca: TEST_CERT } });
-    for (let i = 0; i < 3; i++) expect(await rejection(c.request(`${origin}/`))).not.toBeInstanceOf(HostUnavailableError);
+    for (let i = 0; i < 3; i++) {
+      const err = await rejection(c.request(`${origin}/`));
+      // Was a bare Error with no code: classify called it unknown and not transient.
+      expect(err).toBeInstanceOf(TransportClosedError);
+      expect(err.code).toBe(ErrorCodes.TRANSPORT_CLOSED);
+      expect(err.message).toMatch(/HTTP\/2 handshake/);
+      expect(classify(err)).toMatchObject({ kind: 'connection', transient: true });
+    }
     expect(await rejection(c.request(`${origin}/`))).toBeInstanceOf(HostUnavailableError);
     expect(breaker.stats()).toMatchObject({ failed: 3, opened: 1, succeeded: 0 });
   });
