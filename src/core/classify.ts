@@ -244,9 +244,25 @@ function enforce(c: Classification): Classification {
 const warnedHooks = new WeakSet<ClassifyHook>();
 
 function runHook(hook: ClassifyHook, err: unknown, c: Classification): Classification {
-  let o: unknown;
+  // The answer is read inside the same guard as the call: a getter that throws, or a Proxy whose
+  // traps do, is a hook that threw. Read outside it, it escaped classify(), which adapters call
+  // inside their own callbacks: an unhandled rejection, a call that never settled.
   try {
-    o = hook(err, Object.freeze({ ...c }));
+    const o: unknown = hook(err, Object.freeze({ ...c }));
+    if (typeof o !== 'object' || o === null) return c;
+    const over = o as Record<string, unknown>;
+    const next = { ...c } as { -readonly [K in keyof Classification]: Classification[K] };
+    const kind = over.kind;
+    if (KINDS.has(kind)) next.kind = kind as FailureKind;
+    const notSent = over.notSent;
+    if (typeof notSent === 'boolean') next.notSent = notSent;
+    const transient = over.transient;
+    if (typeof transient === 'boolean') next.transient = transient;
+    const connectionDead = over.connectionDead;
+    if (typeof connectionDead === 'boolean') next.connectionDead = connectionDead;
+    const code = over.code;
+    if (typeof code === 'string' || (code === undefined && 'code' in over)) next.code = code as string | undefined;
+    return next;
   } catch (e) {
     if (!warnedHooks.has(hook)) {
       warnedHooks.add(hook);
@@ -254,15 +270,6 @@ function runHook(hook: ClassifyHook, err: unknown, c: Classification): Classific
     }
     return c;
   }
-  if (typeof o !== 'object' || o === null) return c;
-  const over = o as Record<string, unknown>;
-  const next = { ...c } as { -readonly [K in keyof Classification]: Classification[K] };
-  if (KINDS.has(over.kind)) next.kind = over.kind as FailureKind;
-  if (typeof over.notSent === 'boolean') next.notSent = over.notSent;
-  if (typeof over.transient === 'boolean') next.transient = over.transient;
-  if (typeof over.connectionDead === 'boolean') next.connectionDead = over.connectionDead;
-  if (typeof over.code === 'string' || ('code' in over && over.code === undefined)) next.code = over.code as string | undefined;
-  return next;
 }
 
 /** The members of an AggregateError (bounded), or undefined for anything else. */

@@ -253,6 +253,26 @@ describe('classify walk: hooks', () => {
     expect(warn).toHaveBeenCalledTimes(1);
     expect(String(warn.mock.calls[0]?.[0])).toBe('dialguard: a classify hook threw and was ignored: Error: hook bug');
   });
+
+  it.each([
+    ['a getter that throws', () => ({ notSent: true, get kind(): never { throw new Error('getter bug'); } })],
+    ['a Proxy whose get trap throws', () => new Proxy({}, { get: () => { throw new Error('trap bug'); } })],
+    ['a Proxy whose has trap throws', () => new Proxy({ code: undefined }, { has: () => { throw new Error('has bug'); } })],
+  ])('a hook answering with %s is a hook that threw: ignored, reported once, classify never throws', (_name, answer) => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    const hook = answer as () => object;
+    // Was: the answer read outside the guard, so classify() threw (an adapter calling it in a
+    // callback then left an unhandled rejection, or a call that never settled).
+    for (let i = 0; i < 2; i++) expectClassified(sys('ECONNRESET', 'read'), dead('ECONNRESET'), { hook });
+    const off = registerClassifier({ hook });
+    try {
+      expectClassified(sys('ECONNRESET', 'read'), dead('ECONNRESET'));
+    } finally {
+      off();
+    }
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(String(warn.mock.calls[0]?.[0])).toMatch(/^dialguard: a classify hook threw and was ignored: Error: (getter|trap|has) bug$/);
+  });
 });
 
 describe('classify walk: registration', () => {
