@@ -77,6 +77,12 @@ export class GuardedCall implements AttemptOwner {
   readonly #ownBodyTimeout: number | undefined;
   #started = 0;
   #deadline = Infinity;
+  /**
+   * When the request's own `headersTimeout` (not 0) runs out, on the clock: the whole call's
+   * wait for headers, spent across its attempts (seed 004: a long poll retried at minute 4 of 5
+   * gets what is left, never a fresh 5). Infinity: none of its own.
+   */
+  #headersBy = Infinity;
   /** The deadline timer of the first attempt (retry() keeps its own once it takes over). */
   #timer: TimerHandle | undefined;
   /** Stops retry() with the caller's reason, once retry() has taken the call over. */
@@ -145,6 +151,8 @@ export class GuardedCall implements AttemptOwner {
   start(): boolean {
     const s = this.#s;
     this.#started = s.clock.now();
+    const own = this.#ownHeadersTimeout;
+    if (own !== undefined && own > 0) this.#headersBy = this.#started + own;
     const refusal = this.#refusal();
     if (refusal !== undefined) {
       this.connectCaller();
@@ -221,7 +229,8 @@ export class GuardedCall implements AttemptOwner {
     if (!s.retryStatuses.has(status) || !this.#idempotent || this.#body.consumed) return false;
     if (attempt.number >= s.maxAttempts || this.#reason !== undefined) return false;
     const after = retryAfterMs(rawHeader(rawHeaders, 'retry-after')) ?? 0;
-    if (after > s.maxRetryAfter || s.clock.now() + after >= attempt.deadline) return false;
+    const retryAt = s.clock.now() + after;
+    if (after > s.maxRetryAfter || retryAt >= attempt.deadline || retryAt >= this.#headersBy) return false;
     this.#retryAfter = after;
     return true;
   }
@@ -317,6 +326,8 @@ export class GuardedCall implements AttemptOwner {
     // The held response stays until this attempt fails on its own or holds another: a retry
     // undici refuses (the agent closed meanwhile) leaves the caller that response.
     this.#retryAfter = 0;
+    // The request's own wait for headers ran out during the backoff: no attempt is left to make.
+    if (this.#s.clock.now() >= this.#headersBy) return Promise.reject(this.#lastFailure ?? new errors.HeadersTimeoutError());
     const refusal = this.#refusal();
     if (refusal !== undefined) return Promise.reject(refusal);
     return new Promise<void>((resolve, reject) => this.#run(a.number, a.deadline, (err) => (err === undefined ? resolve() : reject(err))));
@@ -334,8 +345,10 @@ export class GuardedCall implements AttemptOwner {
       done(err);
     });
     this.#current = attempt;
-    const remaining = deadline === Infinity ? Infinity : Math.max(0, deadline - this.#s.clock.now());
-    const headersTimeout = cut(this.#headersTimeout, remaining);
+    const now = deadline === Infinity && this.#headersBy === Infinity ? 0 : this.#s.clock.now();
+    const remaining = deadline === Infinity ? Infinity : Math.max(0, deadline - now);
+    // The headers wait is cut to what is left of the request's own too (see #headersBy).
+    const headersTimeout = cut(this.#headersTimeout, this.#headersBy === Infinity ? remaining : Math.min(remaining, this.#headersBy - now));
     const bodyTimeout = cut(this.#bodyTimeout, remaining);
     let opts = this.#opts;
     const underneath = this.#s.dispatcherTimeouts;
@@ -366,6 +379,7 @@ export class GuardedCall implements AttemptOwner {
     // the agent underneath is closing (undici would refuse the retry).
     if (this.#current?.forwarded === true || this.#body.consumed || this.#reason !== undefined || this.#s.shutdown?.aborted === true) return false;
     if (err instanceof HeldResponse) return true; // decided when it was held
+    if (this.#headersBy !== Infinity && this.#s.clock.now() >= this.#headersBy) return false; // its own wait for headers is spent
     return this.#s.retryable?.(err, classification, attempt);
   }
 

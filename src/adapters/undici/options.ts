@@ -56,7 +56,9 @@ export interface GuardedRetryOptions {
   maxRetryAfter?: number;
   /**
    * Each attempt's wait for response headers, ms, for a request that names none; 0 for none. A
-   * request's own `headersTimeout` wins, as with undici (a long poll may ask for more, or none).
+   * request's own `headersTimeout` wins, as with undici (a long poll may ask for more, or none),
+   * and is the whole call's wait for headers: a retry gets what is left of it, and none is made
+   * once it is spent (seed 004: a long poll retried at minute 4 of 5 waits 1 more minute, not 5).
    * Either way it is cut to the call's remaining time. Default: the dispatcher's own (for a
    * GuardedAgent, 300 000: undici's, cut the same way; under `compose()`, the Agent's own, left
    * as it is, since the layer cannot read it: the deadline still ends the attempt when it

@@ -194,6 +194,28 @@ describe('the call has one deadline; each attempt gets what is left of it', () =
     expect(server.requests).toBe(4);
   });
 
+  it("a request's own headersTimeout is the whole call's wait for headers: a retry gets what is left of it, never a fresh one (seed 004)", async () => {
+    // The first connection dies 300 ms in (a GET: retried); later requests are never answered.
+    await using server = await httpServer((req, _res, n) => {
+      if (n === 1) setTimeout(() => req.socket.destroy(), 300);
+    });
+    const { agent } = guarded({ maxAttempts: 5, backoff: () => 0, budget: null, breaker: null });
+    const { error, ms } = await failure(request(`${server.origin}/`, { dispatcher: agent, headersTimeout: 1_000 }));
+    expect(error).toMatchObject({ code: 'UND_ERR_HEADERS_TIMEOUT' });
+    // Was: 5 requests and about 4.3 s, each retry given a fresh 1 000 ms, and each headers
+    // timeout retried. The retry had 700 ms left; when they ran out, no time was left to retry.
+    expect(server.requests).toBe(2);
+    expect(ms).toBeLessThan(1_000 + 1_200); // undici's headers timer ticks about every 0.5-1 s
+  });
+
+  it("a server that never sends headers within the request's own headersTimeout: one request, as with undici alone", async () => {
+    await using server = await httpServer(() => {}); // never answers
+    const { agent } = guarded({ backoff: () => 0, budget: null, breaker: null });
+    const { error } = await failure(request(`${server.origin}/`, { dispatcher: agent, headersTimeout: 500 }));
+    expect(error).toMatchObject({ code: 'UND_ERR_HEADERS_TIMEOUT' });
+    expect(server.requests).toBe(1); // was 3: each attempt a fresh 500 ms
+  });
+
   it("guardedRetry() with no timeouts of its own leaves the dispatcher's to it (was: 300 000 set on every attempt), with a deadline too (was: the remaining time set over the Agent's own)", async () => {
     const seen: Array<number | undefined | null> = [];
     const spy: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => {
