@@ -274,7 +274,7 @@ export class GuardedCall implements GrpcCall {
     let pushback: number | undefined;
     const statuses = policy.statuses;
     const backoff = policy.backoff;
-    const paced = statuses.size === 0 ? backoff : (n: number, previous: number, random: () => number): number => pushback ?? (backoff ?? restartSpanningBackoff)(n, previous, random);
+    const paced = (n: number, previous: number, random: () => number): number => pushback ?? (backoff ?? restartSpanningBackoff)(n, previous, random);
     retry(
       (attempt) => {
         if (attempt.number === 1) return Promise.reject(err);
@@ -297,13 +297,18 @@ export class GuardedCall implements GrpcCall {
         // Never once the server has answered, or more was sent than could be kept, nor after a
         // connect the client's own TLS configuration failed.
         // A status in retryableStatusCodes the server sent an idempotent method, before
-        // committing the call (resendable), is retried, paced by its pushback.
+        // committing the call (resendable), is retried. A status the server sent is paced by its
+        // pushback, whichever rule retries it (a relayed EOF's UNAVAILABLE is retried by the
+        // default rule): a veto (negative or malformed) ends the call, a wait is waited.
         retryable: (e) => {
           pushback = undefined;
           if (!this.#sent.resendable || clientMistake(e)) return false;
-          if (!retryableStatus(e, idempotent, statuses)) return undefined;
-          pushback = pushbackOf(e as grpc.StatusObject) ?? undefined;
-          return true;
+          if (isStatusObject(e) && answeredByServer(e)) {
+            const asked = pushbackOf(e);
+            if (asked === null) return false;
+            pushback = asked;
+          }
+          return retryableStatus(e, idempotent, statuses) ? true : undefined;
         },
       },
     ).then(

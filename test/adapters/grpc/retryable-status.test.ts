@@ -157,6 +157,22 @@ describe('grpc guard: retryableStatusCodes for idempotent methods (issue 16)', (
     expect(server.runs.Echo).toBe(3);
   });
 
+  it('a relayed EOF (retried by the default rule, no retryableStatusCodes) heeds the pushback too: a veto ends it after one run', async () => {
+    const server = await scriptedServer();
+    const { client } = setup(server.address, { retry: { backoff: () => 5, budget: null } });
+    const eof = (pushback: string): Script => ({ code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF', pushback });
+    server.script.push(eof('-1'));
+    // Was: 3 runs, the veto read only for a status in retryableStatusCodes.
+    expect((await failure(call(client, 'Echo'))).details).toBe('rpc error: EOF');
+    expect(server.runs.Echo).toBe(1);
+    // Without a veto the same answer is retried (the default rule), paced by the server's wait.
+    server.script.push(eof('300'));
+    const started = performance.now();
+    expect(String(await call(client, 'Echo', 'paced'))).toBe('paced');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(295); // was: the 5 ms backoff
+    expect(server.runs.Echo).toBe(3);
+  });
+
   it.each([['OK'], [0], ['NOPE'], [17], [1.5]])('retryableStatusCodes [%s] is refused at construction, naming the option', (bad) => {
     expect(() => new GrpcGuard({ retry: { retryableStatusCodes: [bad as grpc.status] } })).toThrow(/retryableStatusCodes/);
   });
