@@ -69,7 +69,11 @@ export interface RetryOptions {
    * (Infinity): only the caller knows how long its answer is worth; `maxAttempts` still bounds it.
    */
   timeout?: number;
-  /** The same as an absolute time on `clock`; with `timeout`, the earlier wins. Default none. */
+  /**
+   * The same as an absolute time on `clock`; with `timeout`, the earlier wins. Default none. On
+   * the default clock that is `performance.now()` time: a `Date.now()` time (decades ahead on it)
+   * is refused with a RangeError.
+   */
   deadline?: number;
   /**
    * When the call began, on `clock`, for a caller that made the first attempt itself before
@@ -139,6 +143,10 @@ export interface RetryOptions {
   onRetry?: (info: RetryInfo) => void | PromiseLike<void>;
 }
 
+const YEAR = 365.25 * 24 * 3_600_000;
+/** How far ahead a deadline on the default clock is taken as a Date.now() time by mistake: 10 years. */
+const WALL_CLOCK_LIKE = 10 * YEAR;
+
 /** Options resolved for one call: defaults applied, values checked, the deadline made absolute. */
 export interface Settings {
   deadline: number;
@@ -178,6 +186,12 @@ export function settings(options: RetryOptions): Settings {
   const start = options.start === undefined ? clock.now() : checkNumber('start', options.start, Number.NEGATIVE_INFINITY);
   const timeout = options.timeout === undefined ? Infinity : checkDuration('timeout', options.timeout, 0, true, Infinity); // retry() re-arms its deadline timer past 2^31-1 ms
   const absolute = options.deadline === undefined ? Infinity : checkNumber('deadline', options.deadline, Number.NEGATIVE_INFINITY);
+  // On the default clock (performance.now(): ms since this process started) a deadline decades
+  // ahead is a wall-clock time (Date.now() + ms): taken as given, it never came, and it counted
+  // as the bound an endless maxAttempts needs.
+  if (clock === systemClock && Number.isFinite(absolute) && absolute - start > WALL_CLOCK_LIKE) {
+    throw new RangeError(`deadline is on the clock, performance.now() by default, not Date.now(): got ${absolute}, ${Math.round((absolute - start) / YEAR)} years away; pass performance.now() + ms, or a timeout`);
+  }
   const deadline = Math.min(absolute, start + timeout);
   const maxAttempts = options.maxAttempts === Infinity ? Infinity : checkInteger('maxAttempts', opt(options.maxAttempts, 3), 1);
   if (maxAttempts === Infinity && deadline === Infinity) {

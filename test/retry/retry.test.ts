@@ -527,6 +527,8 @@ describe('retry: options are checked on every call', () => {
     ['NaN timeout', { timeout: Number.NaN }, /timeout must be >= 0, got NaN/],
     ['string timeout', { timeout: '5s' as unknown as number }, /timeout must be a number, got "5s"/],
     ['deadline not a number', { deadline: null as unknown as number }, /deadline must be a number, got null/],
+    // Was accepted: on performance.now() it lay 55 years ahead, so the loop below ran unbounded.
+    ['a Date.now() deadline on the default clock', { deadline: Date.now() + 100, maxAttempts: Infinity }, /deadline is on the clock, performance.now\(\) by default, not Date.now\(\): got \d+, \d+ years away/],
     ['maxAttempts 0', { maxAttempts: 0 }, /maxAttempts must be between 1 and \d+, got 0/],
     ['maxAttempts 1.5', { maxAttempts: 1.5 }, /maxAttempts must be an integer, got 1.5/],
     ['unbounded', { maxAttempts: Infinity }, /maxAttempts Infinity needs a timeout or deadline/],
@@ -543,6 +545,13 @@ describe('retry: options are checked on every call', () => {
     ['onResult not a function', { onResult: 'log' as never }, /onResult must be a function/],
   ])('rejects %s', async (_name, options, message) => {
     await expect(retry(fn, { budget: null, ...options })).rejects.toThrow(message);
+  });
+
+  it('a deadline up to ten years ahead on the default clock is taken; on a clock of the caller\'s own, any', async () => {
+    const year = 365.25 * 24 * 3_600_000;
+    await expect(retry(fn, { budget: null, deadline: performance.now() + 9.9 * year })).resolves.toBe('ok');
+    await expect(retry(fn, { budget: null, start: 0, deadline: 10.01 * year })).rejects.toThrow(/deadline is on the clock/);
+    await expect(retry(fn, { budget: null, clock: new ManualClock(0), deadline: Date.now() + 100 })).resolves.toBe('ok');
   });
 
   it('rejects a non-function fn', async () => {
