@@ -66,7 +66,11 @@ export interface Http2ClientOptions {
   idleTimeout?: number;
   /** Idle sweep at most once per this many ms. Default 60 000. */
   sweepInterval?: number;
-  /** Times a request may go back for a fresh session after a sibling retired its own. Default 3. */
+  /**
+   * Times a request may go back for a fresh session after a sibling retired its own (a sent one
+   * only if the session had served a request before: see ConnectionPoolOptions.retiredRetries).
+   * Default 3.
+   */
   retiredRetries?: number;
   /** How long `close()` lets requests finish, ms. Default 5 000. */
   closeTimeout?: number;

@@ -477,6 +477,7 @@ export class ConnectionPool<C> {
     }
     if (this.#leases === 0) this.#onDrained?.();
     if (ok) {
+      conn.proven = true;
       trip.resolve(value);
       return;
     }
@@ -503,10 +504,14 @@ export class ConnectionPool<C> {
       if (c.connectionDead) this.#gone(conn, err);
     }
     // Going back resends. Only a failure that provably carries no answer from the server may go
-    // back: certainly not sent (any request), or the transport died under it (idempotent only).
+    // back: certainly not sent (any request), or the transport died under it (idempotent only),
+    // and then only a connection that had worked: one that dies under its first requests may have
+    // died of them (a server that drops every connection a request reaches), and sending them
+    // again at once, with no backoff and no budget, is a storm: a retry layer above decides
+    // (Go's transport keeps the same rule: a request cut on a fresh connection is not retried).
     // A status, a reset, a timeout or anything unrecognised is final, and so is any failure of a
     // call whose answer has begun (committed).
-    const safe = !trip.committed && (notSent || (trip.idempotent && transportDied));
+    const safe = !trip.committed && (notSent || (trip.idempotent && transportDied && conn.proven));
     if (!(retiredUnderUs && safe && trip.turn <= this.#retiredRetries) || this.#closed !== undefined) return trip.reject(err);
     this.#counts.turns++;
     void this.#useSlow(conn.target, trip.fn, trip.ends, caller, trip.idempotent, trip.turn + 1, trip.stale, trip.resolve, trip.reject);

@@ -112,6 +112,11 @@ export class PooledConnection<C> {
    * before their release (see ConnectionPool.#gone): the death cut them.
    */
   cutAfterGone = 0;
+  /**
+   * Set once a ride on it succeeded: the connection worked. A sent request that its death cut
+   * goes back for a fresh one only then (see ConnectionPool.#land).
+   */
+  proven = false;
   /** Set once the pool has asked the connector to close it. */
   closing: Promise<void> | undefined;
 

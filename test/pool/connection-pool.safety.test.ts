@@ -93,8 +93,9 @@ describe('ConnectionPool: a server answer on a retired connection is final (defe
         },
         { idempotent },
       );
-    await expect(run(reset, true)).resolves.toBe('#2');
-    await expect(run(refused, false)).resolves.toBe('#3');
+    await expect(run(reset, true)).rejects.toBe(reset); // #1 had served nothing: it may have died of this request
+    await expect(run(refused, false)).resolves.toBe('#3'); // never sent: back to a fresh one, whatever #2 served
+    await expect(run(reset, true)).resolves.toBe('#4'); // #3 served the request above: the death was the connection's
     await expect(run(reset, false)).rejects.toBe(reset);
     expect(pool.stats().turns).toBe(2);
     await pool.close();

@@ -254,6 +254,7 @@ describe('ConnectionPool: going back for a fresh connection', () => {
   it('an idempotent request released by a sibling goes back and succeeds on the replacement', async () => {
     const { connector, pool } = setup();
     connector.auto = 'resolve';
+    await pool.use(T, async () => 'the connection works'); // proven: see below for one that is not
     const sibling = hold(pool);
     let turns = 0;
     const goesBack = pool.use(
@@ -303,19 +304,45 @@ describe('ConnectionPool: going back for a fresh connection', () => {
     const { connector, pool } = setup({ retiredRetries: 3 });
     connector.auto = 'resolve';
     let calls = 0;
-    const err = pool.use(
-      T,
-      async (lease) => {
-        calls++;
-        // every connection it rides is killed under it by the transport
-        connector.opened[connector.opened.length - 1]!.watch!.gone(new Error('killed'));
-        await new Promise((_, reject) => lease.signal.addEventListener('abort', () => reject(lease.signal.reason)));
-      },
-      { idempotent: true },
-    );
-    await expect(err).rejects.toBeInstanceOf(ConnectionGoneError);
+    const notSent = new NotSentError('new streams cannot be created after GOAWAY');
+    const err = pool.use(T, async () => {
+      calls++;
+      // every connection it rides is retired under it, and the request refused (never sent)
+      connector.opened[connector.opened.length - 1]!.watch!.retire('goaway');
+      throw notSent;
+    });
+    await expect(err).rejects.toBe(notSent);
     expect(calls).toBe(4); // the first turn plus three going back
     expect(pool.stats().turns).toBe(3);
+  });
+
+  it('a connection that dies under its first requests never sends them again: they may have killed it, and a retry layer with a backoff and a budget decides', async () => {
+    const { connector, pool } = setup({ retiredRetries: 3 });
+    connector.auto = 'resolve';
+    let calls = 0;
+    const killedUnder = (): Promise<unknown> =>
+      pool.use(
+        T,
+        async (lease) => {
+          calls++;
+          // A server that drops every connection a request reaches: the transport dies under it.
+          connector.opened[connector.opened.length - 1]!.watch!.gone(new Error('killed'));
+          await new Promise((_, reject) => lease.signal.addEventListener('abort', () => reject(lease.signal.reason)));
+        },
+        { idempotent: true },
+      );
+    // Was: 4 sends of one GET in a row, no wait between them and no budget asked (12 runs under a retry() of 3).
+    await expect(killedUnder()).rejects.toBeInstanceOf(ConnectionGoneError);
+    expect(calls).toBe(1);
+    expect(pool.stats().turns).toBe(0);
+
+    // A connection that served a request and then died: the request cut by it goes back, once;
+    // the fresh connection that dies under it in turn has served nothing, so it stops there.
+    calls = 0;
+    await pool.use(T, async () => 'served');
+    await expect(killedUnder()).rejects.toBeInstanceOf(ConnectionGoneError);
+    expect(calls).toBe(2);
+    expect(pool.stats().turns).toBe(1);
   });
 
   it('its own failure on a healthy connection is passed on, never retried by the pool', async () => {

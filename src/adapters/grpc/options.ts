@@ -91,7 +91,8 @@ export interface GrpcGuardOptions {
   sweepInterval?: number;
   /**
    * Times a call may go back for a fresh channel after a sibling retired the one under it, when
-   * it can be resent unchanged. Default 3 (seed 003: outright failures fell geometrically over three
+   * it can be resent unchanged (and, if it may have been sent, the channel had served a call
+   * before: see ConnectionPoolOptions.retiredRetries). Default 3 (seed 003: outright failures fell geometrically over three
    * turns while the extra connections stopped growing after the second).
    */
   retiredRetries?: number;

@@ -14,7 +14,7 @@ import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { eventually } from '../../helpers/eventually.js';
 import { freePort } from '../../../src/testing/local-process.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
-import { EchoClient, countingRelay, echoService } from './helpers.js';
+import { EchoClient, call, countingRelay, echoService } from './helpers.js';
 
 const cleanup = leakCheckEach();
 
@@ -22,7 +22,8 @@ describe('grpc guard: a streaming call sent again', () => {
   it('a bidi call with 3 messages out when its connection dies is replayed whole on the fresh channel: m0, m1, m2, then last', async () => {
     const streams: string[][] = [];
     const server = new grpc.Server();
-    const handlers = { Echo: () => {}, Hold: () => {}, Fail: () => {}, Count: () => {} } as Record<string, grpc.UntypedHandleCall>;
+    const echo = (c: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>): void => cb(null, c.request);
+    const handlers = { Echo: echo, Hold: () => {}, Fail: () => {}, Count: () => {} } as Record<string, grpc.UntypedHandleCall>;
     handlers.Chat = (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
       const seen: string[] = [];
       streams.push(seen);
@@ -43,6 +44,8 @@ describe('grpc guard: a streaming call sent again', () => {
     const client = new EchoClient(relay.address, grpc.credentials.createInsecure(), guard.clientOptions());
     cleanup.push(() => client.close());
 
+    // The channel works (a connection that dies under its first calls sends none of them again).
+    expect(String(await call(client, 'Echo', 'warm'))).toBe('warm');
     const chat = client.Chat(new grpc.Metadata(), { deadline: Date.now() + 10_000 });
     const answers: string[] = [];
     chat.on('data', (m: Buffer) => void answers.push(String(m)));

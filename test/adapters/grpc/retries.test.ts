@@ -216,6 +216,7 @@ describe('grpc guard: a call resent on a fresh channel', () => {
     const relay = await countingRelay(server);
     cleanup.push(() => relay.close());
     const { client, guard } = setup(relay.address, { idempotent: everything, retry: false });
+    expect(String(await call(client, 'Echo', 'warm'))).toBe('warm'); // the channel works
     const held = Promise.all(Array.from({ length: 4 }, (_, i) => call(client, 'Hold', String(i))));
     await eventually(() => server.held.size, (n) => n === 4);
     await relay.resetConnections();
@@ -226,6 +227,21 @@ describe('grpc guard: a call resent on a fresh channel', () => {
     expect((await held).map(String)).toEqual(['0', '1', '2', '3']);
     expect(relay.attempts).toBe(2);
     expect(guard.stats()).toMatchObject({ gone: 1, connections: 1 });
+  });
+
+  it('an idempotent call on a channel that had served nothing is not resent by the pool when the connection dies: it may have died of the calls (with retry off, each fails once)', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const relay = await countingRelay(server);
+    cleanup.push(() => relay.close());
+    const { client, guard } = setup(relay.address, { idempotent: everything, retry: false });
+    const held = Array.from({ length: 4 }, (_, i) => failure(call(client, 'Hold', String(i))));
+    await eventually(() => server.held.size, (n) => n === 4);
+    await relay.resetConnections();
+    for (const err of await Promise.all(held)) expect(err.code).toBe(grpc.status.UNAVAILABLE);
+    expect(server.calls.Hold).toBe(4); // was 16: each resent three times at once, no backoff, no budget
+    expect(relay.attempts).toBe(1);
+    expect(guard.stats()).toMatchObject({ gone: 1, turns: 0 });
   });
 
   it('a call that is not idempotent is released with the failure instead', async () => {
