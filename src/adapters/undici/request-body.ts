@@ -37,12 +37,23 @@ class Replayable implements RequestBody {
 
 /** A readable stream: read at most once. */
 class StreamBody implements RequestBody {
-  readonly asGiven = true;
-  constructor(readonly stream: Readable) {}
+  /**
+   * Whether it is a Node Readable, which tells when it has been read. A stream-like that is not
+   * (form-data's CombinedStream, an old-style `Stream`) tells nothing: it goes through
+   * forAttempt(), and is spent once an attempt has it. Taken as unread, it was sent again empty
+   * after a reset, and undici waited for bytes that never came: the call hung.
+   */
+  readonly asGiven: boolean;
+  #handedOut = false;
+  constructor(readonly stream: Readable) {
+    this.asGiven = typeof (stream as Partial<Readable>).readableDidRead === 'boolean';
+  }
   forAttempt(): Body {
+    this.#handedOut = true;
     return this.stream;
   }
   get consumed(): boolean {
+    if (!this.asGiven) return this.#handedOut;
     const s = this.stream;
     // readableFlowing leaves null once anything consumes it (a 'data' listener, pipe, resume).
     return s.readableDidRead === true || s.destroyed === true || s.readableEnded === true || (s.readableFlowing ?? null) !== null;

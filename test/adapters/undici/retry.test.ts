@@ -4,6 +4,7 @@
  * response or a one-shot body was read), in how much time, and what the caller gets at the end.
  */
 import { Readable, type Writable } from 'node:stream';
+import FormData from 'form-data';
 import { Agent, type Dispatcher, fetch as undiciFetch, request, stream } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { guardedRetry, retriesOf } from '../../../src/adapters/undici/index.js';
@@ -139,6 +140,33 @@ describe('maybe sent: retried only when idempotent, and never once the caller ha
     const { error } = await failure(request(`${server.origin}/`, { dispatcher: agent, method: 'PUT', body: Readable.from(['one-shot']) }));
     expect(error).toMatchObject({ code: 'UND_ERR_SOCKET' });
     expect(server.requests).toBe(1);
+  });
+
+  it("a form-data body (the npm package: a stream that is no Node Readable) is spent once an attempt has it: a PUT is not sent again empty, and the call ends as undici's alone does", async () => {
+    for (const answer503 of [false, true]) {
+      let received = 0;
+      await using server = await httpServer((req, res, n) => {
+        req.on('data', (c: Buffer) => void (received += c.length));
+        req.on('end', () => {
+          if (n > 1) res.end('sent again');
+          else if (answer503) res.writeHead(503).end('busy');
+          else req.socket.resetAndDestroy();
+        });
+      });
+      const { agent } = guarded({ timeout: 3_000 });
+      const form = new FormData();
+      form.append('field', 'hello world');
+      const call = request(`${server.origin}/`, { dispatcher: agent, method: 'PUT', body: form as unknown as Readable, headers: form.getHeaders() });
+      // Was: sent again with the drained stream, and undici waited for bytes that never came,
+      // until the deadline (without one, for good); the 503 was held back the same way.
+      if (answer503) {
+        const res = await call;
+        expect(res.statusCode).toBe(503);
+        expect(await res.body.text()).toBe('busy');
+      } else expect((await failure(call)).error).toMatchObject({ code: 'ECONNRESET' });
+      expect(server.requests).toBe(1);
+      expect(received).toBeGreaterThan(0);
+    }
   });
 
   it('a connection that dies mid-body is not retried, even for a GET: the caller already has the response', async () => {
