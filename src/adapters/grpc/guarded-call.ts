@@ -70,6 +70,23 @@ export interface CallHost {
   readonly closed: boolean;
 }
 
+/**
+ * The client channel a call was made on, as the call sees it: closed by its client
+ * (`client.close()`), and told of the calls that wait for a connection (for one, a retry, or a
+ * READY channel), so that closing it ends them as grpc-js ends its own.
+ */
+export interface CallOwner {
+  readonly closed: boolean;
+  waiting(call: GuardedCall): void;
+  done(call: GuardedCall): void;
+}
+
+/** No channel of a client's own (a call made directly, as tests and benches do): never closed. */
+const UNOWNED: CallOwner = { closed: false, waiting: () => {}, done: () => {} };
+
+/** grpc-js's words for a call its closed channel ends before it was sent. */
+export const CHANNEL_CLOSED = 'Channel closed before call started';
+
 const OK = grpc.status.OK;
 const IDEMPOTENT = Object.freeze({ idempotent: true });
 const NOT_IDEMPOTENT = Object.freeze({ idempotent: false });
@@ -80,6 +97,9 @@ let callNumbers = 0;
 export class GuardedCall implements GrpcCall {
   readonly #host: CallHost;
   readonly #spec: ChannelSpec;
+  readonly #owner: CallOwner;
+  /** Told to its owner as waiting for a connection (see CallOwner): told again when it ends. */
+  #waiting = false;
   readonly #method: string;
   /** The caller's deadline, or the parent's when that is earlier (see parent.ts). */
   readonly #deadline: grpc.Deadline;
@@ -147,9 +167,11 @@ export class GuardedCall implements GrpcCall {
     authority: string | null | undefined,
     parent: ServerSurfaceCall,
     flags: number | null | undefined,
+    owner: CallOwner = UNOWNED,
   ) {
     this.#host = host;
     this.#spec = spec;
+    this.#owner = owner;
     this.#method = method;
     // No parent (the usual case): nothing to do.
     this.#deadline = parent == null ? deadline : deadlineUnder(deadline, parent, flags);
@@ -188,7 +210,10 @@ export class GuardedCall implements GrpcCall {
     }
     // A wait for a channel ends by the deadline. With a READY channel there is no wait: grpc-js
     // enforces the deadline on its call, and a failed ride arms this if the pool goes back.
-    if (!this.#host.ready(this.#spec.key)) this.#armDeadline();
+    if (!this.#host.ready(this.#spec.key)) {
+      this.#armDeadline();
+      this.#wait();
+    }
     this.#run();
   }
 
@@ -204,7 +229,7 @@ export class GuardedCall implements GrpcCall {
 
   /** Whether the call waits for a channel rather than fail on `err` (wait-for-ready, never sent, no channel to be had). */
   #waitsFor(err: unknown): boolean {
-    if (this.#metadata?.getOptions().waitForReady !== true || !this.#sent.resendable || isStatusObject(err)) return false;
+    if (this.#metadata?.getOptions().waitForReady !== true || !this.#sent.resendable || isStatusObject(err) || this.#owner.closed) return false;
     const kind = classify(err).kind;
     return kind === 'dial' || kind === 'refused';
   }
@@ -216,6 +241,7 @@ export class GuardedCall implements GrpcCall {
    */
   #awaitReady(): void {
     this.#armDeadline();
+    this.#wait();
     const key = this.#spec.key;
     let queued = false;
     const look = (): void => {
@@ -262,11 +288,12 @@ export class GuardedCall implements GrpcCall {
     const policy = this.#host.retry;
     const idempotent = this.#host.idempotent(this.#method);
     const left = remaining(this.#deadline);
-    if (policy === undefined || policy.maxAttempts <= 1 || !this.#sent.resendable || left <= 0 || !worthRetrying(err, idempotent, policy.statuses)) {
+    if (policy === undefined || policy.maxAttempts <= 1 || !this.#sent.resendable || left <= 0 || this.#owner.closed || !worthRetrying(err, idempotent, policy.statuses)) {
       policy?.budget?.deposit();
       this.#fail(err);
       return;
     }
+    this.#wait();
     const controller = new AbortController();
     this.#retrying = controller;
     let last = err;
@@ -302,7 +329,7 @@ export class GuardedCall implements GrpcCall {
         // default rule): a veto (negative or malformed) ends the call, a wait is waited.
         retryable: (e) => {
           pushback = undefined;
-          if (!this.#sent.resendable || clientMistake(e)) return false;
+          if (!this.#sent.resendable || this.#owner.closed || clientMistake(e)) return false;
           if (isStatusObject(e) && answeredByServer(e)) {
             const asked = pushbackOf(e);
             if (asked === null) return false;
@@ -365,6 +392,24 @@ export class GuardedCall implements GrpcCall {
     this.#end(status);
   }
 
+  /**
+   * Its client closed the channel: a call not under way on a connection (waiting for one, for a
+   * retry, or for a READY channel) ends now with UNAVAILABLE, as grpc-js ends its own; one under
+   * way finishes, and is never tried again.
+   */
+  channelClosed(): void {
+    const turn = this.#turn;
+    if (this.#done || (turn?.active === true && !turn.ended)) return;
+    this.#end({ code: grpc.status.UNAVAILABLE, details: CHANNEL_CLOSED, metadata: new grpc.Metadata() });
+  }
+
+  /** Tells the owner this call waits for a connection, once. */
+  #wait(): void {
+    if (this.#waiting) return;
+    this.#waiting = true;
+    this.#owner.waiting(this);
+  }
+
   getPeer(): string {
     return this.#turn?.call.getPeer() ?? this.#spec.target;
   }
@@ -405,6 +450,13 @@ export class GuardedCall implements GrpcCall {
       }
     }
     const pooled = trip.connection;
+    if (this.#owner.closed) {
+      // Its client closed the channel while the call waited for this one: never sent.
+      this.#end({ code: grpc.status.UNAVAILABLE, details: CHANNEL_CLOSED, metadata: new grpc.Metadata() });
+      this.#rideStatus = this.#lastStatus;
+      trip.end(true);
+      return;
+    }
     if (pooled.closed || pooled.channel.getConnectivityState(false) !== READY) {
       // It left READY after the pool handed it out: retire it now, and go back as never sent.
       pooled.retireIfNotReady?.();
@@ -569,6 +621,7 @@ export class GuardedCall implements GrpcCall {
   #end(status: GuardStatus, fromRide = false): void {
     if (this.#done) return;
     this.#done = true;
+    if (this.#waiting) this.#owner.done(this);
     if (!fromRide) this.#retrying?.abort(status);
     this.#stopWaiting?.();
     this.#stopWaiting = undefined;

@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { TimerHandle } from '../../core/clock.js';
 import type { ChannelConnector } from './channel-connector.js';
 import { remaining } from './call-retry.js';
-import { type CallHost, GuardedCall } from './guarded-call.js';
+import { type CallHost, type CallOwner, GuardedCall } from './guarded-call.js';
 import type { ChannelSpec } from './target.js';
 import { MAX_DURATION } from '../../core/validate.js';
 
@@ -34,10 +34,12 @@ interface Watcher {
 const { IDLE, SHUTDOWN, TRANSIENT_FAILURE } = grpc.connectivityState;
 
 /** A grpc-js channel whose calls ride the guard's pooled channel. */
-export class GuardedChannel implements grpc.ChannelInterface {
+export class GuardedChannel implements grpc.ChannelInterface, CallOwner {
   readonly #host: ChannelHost;
   readonly #spec: ChannelSpec;
   #closed = false;
+  /** Its calls waiting for a connection (see CallOwner): a call on a READY channel is never here. */
+  readonly #waiting = new Set<GuardedCall>();
   readonly #watchers = new Set<Watcher>();
   #unsubscribe: (() => void) | undefined;
 
@@ -51,11 +53,32 @@ export class GuardedChannel implements grpc.ChannelInterface {
    * Stops this client: new calls throw, as on a closed grpc-js channel; calls in flight finish.
    * The pooled channel stays for the guard's other clients until it is idle or the guard closes.
    */
+  /**
+   * As grpc-js's: calls under way finish, and a call waiting for a connection (for one, a retry,
+   * or a READY channel) ends now with UNAVAILABLE "Channel closed before call started". Left to
+   * wait, such calls ran through their connect timeouts and retries, dialling after the close.
+   */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    for (const call of [...this.#waiting]) call.channelClosed();
     this.#host.specs.release(this.#spec);
     this.#notify();
+  }
+
+  /** Whether its client closed it. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** @internal A call of this channel waits for a connection. */
+  waiting(call: GuardedCall): void {
+    this.#waiting.add(call);
+  }
+
+  /** @internal A call that waited ended. */
+  done(call: GuardedCall): void {
+    this.#waiting.delete(call);
   }
 
   getTarget(): string {
@@ -126,7 +149,7 @@ export class GuardedChannel implements grpc.ChannelInterface {
     if (typeof method !== 'string') throw new TypeError('Channel#createCall: method must be a string');
     if (!(typeof deadline === 'number' || deadline instanceof Date)) throw new TypeError('Channel#createCall: deadline must be a number or Date');
     if (this.#closed || this.#host.closed) throw new Error('Channel has been shut down');
-    return new GuardedCall(this.#host, this.#spec, method, deadline, host, parentCall, propagateFlags);
+    return new GuardedCall(this.#host, this.#spec, method, deadline, host, parentCall, propagateFlags, this);
   }
 
   /**
