@@ -256,6 +256,7 @@ export class Http2Client {
       // The client's own default was checked once, by the constructor.
       timeout = options.timeout === undefined ? this.#requestTimeout : checkDuration('timeout', options.timeout, 1, true);
       signal = checkSignal('signal', options.signal);
+      checkBody(options.body);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -359,4 +360,16 @@ function checkSettings(settings: http2.Settings | undefined): http2.Settings | u
     throw err instanceof TypeError ? new TypeError(message, { cause: err }) : new RangeError(message, { cause: err });
   }
   return settings;
+}
+
+/**
+ * A body node:http2 can write: none, a string or bytes. Anything else (a stream, an ArrayBuffer,
+ * a Blob from a caller without the types) is a TypeError before any stream opens: node:http2
+ * threw it only after the request's headers were out, and the stream it left open held one of the
+ * shared session's concurrent streams for good (five such calls wedged every caller of a server
+ * that allows five).
+ */
+function checkBody(body: unknown): void {
+  if (body === undefined || typeof body === 'string' || body instanceof Uint8Array) return;
+  throw Object.assign(new TypeError(`body must be a string or a Uint8Array (a Buffer), got ${show(body)}`), { code: 'ERR_INVALID_ARG_TYPE' });
 }

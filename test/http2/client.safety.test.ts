@@ -6,6 +6,8 @@
  */
 import { getEventListeners } from 'node:events';
 import http2 from 'node:http2';
+import type net from 'node:net';
+import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { classify } from '../../src/core/classify.js';
 import { RequestTimeoutError } from '../../src/core/errors.js';
@@ -185,5 +187,35 @@ describe('Http2Client: a signal shared by many calls', () => {
     }
     expect(warnings.map((w) => w.name)).toEqual([]);
     expect(getEventListeners(signal, 'abort')).toHaveLength(0);
+  });
+});
+
+describe('Http2Client: a body node:http2 cannot write', () => {
+  it('is a TypeError before any stream opens, so a server allowing few streams still serves the next request', async () => {
+    // Five concurrent streams, as nginx or envoy may allow: each bad call used to leave one open.
+    const server = http2.createServer({ settings: { maxConcurrentStreams: 5 } });
+    let streams = 0;
+    server.on('stream', (stream) => {
+      streams++;
+      stream.respond({ ':status': 200 });
+      stream.end('ok');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanup.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const origin = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    const c = new Http2Client({ breaker: new HostBreaker(), requestTimeout: 3_000, closeTimeout: 100 });
+    cleanup.push(() => c.close());
+    const bad: unknown[] = [Readable.from(['x']), new ArrayBuffer(4), new Blob(['x']), 42, { data: 'x' }, null];
+    for (const body of bad) {
+      const err = await c.request(`${origin}/`, { method: 'POST', body: body as string }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(TypeError);
+      expect(err).toMatchObject({ code: 'ERR_INVALID_ARG_TYPE', message: expect.stringMatching(/^body must be a string or a Uint8Array/) });
+    }
+    expect(streams).toBe(0); // was 6 requests sent, each stream left open; the seventh call hung
+    expect((await c.request(`${origin}/`)).body.toString()).toBe('ok');
+    expect((await c.request(`${origin}/`, { method: 'POST', body: new Uint8Array([1, 2]) })).status).toBe(200);
   });
 });
