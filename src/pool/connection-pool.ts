@@ -300,6 +300,7 @@ export class ConnectionPool<C> {
     // Bounded: each pass either returns, or found the fresh connection already retired under it.
     let last: PooledConnection<C> | undefined;
     for (let pass = 0; pass < 4; pass++) {
+      // Stryker disable next-line ConditionalExpression: defence in depth; after close() the dial below is refused by the aborted closing signal, with the same PoolClosedError
       if (this.#closed !== undefined) throw new PoolClosedError(); // closing may have begun while we waited
       let slot = this.#slots.get(target);
       if (slot === undefined) {
@@ -312,6 +313,7 @@ export class ConnectionPool<C> {
       // Stryker disable next-line ConditionalExpression: a race guard (another waiter's attempt landed while ours was retired); without it the pass would dial a second connection, which no test can time.
       if (slot.current !== undefined) return slot.current;
       const conn = await untilAborted(slot.attempt ?? this.#connect(target, slot), signal);
+      // Stryker disable next-line ConditionalExpression: #useSlow checks `usable` again before boarding (a retired connection is never ridden either way), and a usable one is the slot's current, which the next pass returns
       if (conn.usable) return conn;
       last = conn;
     }
@@ -343,7 +345,9 @@ export class ConnectionPool<C> {
       // a connector that cannot say is guarded by the pool, as one without the method
     }
     try {
+      // Stryker disable next-line OptionalChaining: without `?.` a connector lacking the method throws a TypeError, caught below with the same outcome (any transport).
       const said = own ? undefined : this.#connector.transport?.(target);
+      // Stryker disable next-line ConditionalExpression: taken unchecked, another answer only reaches the breaker, which reads any value but 'tls' and 'plain' as any transport (the check keeps a junk value out of the dial's options).
       if (said === 'tls' || said === 'plain') transport = said;
     } catch {
       // a connector that cannot say dials as any transport, as one without the method
@@ -533,12 +537,14 @@ export class ConnectionPool<C> {
   #gone(conn: PooledConnection<C>, cause: unknown): void {
     // Closed by the pool itself (idle, retired, shutting down: nothing rides it): its transport
     // ending now is that close, not a death (a connector whose 'close' event calls watch.gone).
+    // Stryker disable next-line ConditionalExpression: a connection is closing with rides still on it only once #gone or close() marked it gone and released them, so going on finds it gone already and does nothing more
     if (conn.closing !== undefined && conn.leases === 0) return;
     this.#evict(conn);
     // Retired first (the peer's GOAWAY), with rides left: each ride's own failure says what the
     // peer did with it (a stream the GOAWAY excluded was never processed, and may go again
     // whatever its method). Those failures arrive in this same turn: the connection is gone now,
     // but its rides are released on the next turn, so that theirs land first.
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: already gone, markGone reports no first death, so `later` decides nothing; retired with no ride, it was closed at its retirement and returned above
     const later = conn.retired !== undefined && conn.goneReason === undefined && conn.leases > 0;
     const leases = conn.leases;
     const first = conn.markGone(cause, !later);

@@ -151,6 +151,8 @@ describe('ConnectionPool.close() called as a connection is handed over', () => {
     expect(closing).toBeDefined();
     await closing;
     expect(watched).toBe(0);
+    expect(connector.connects).toBe(1); // its waiter never dialled again after the close
+    expect(retired).toEqual(['closing']);
     expect(conn.closed).toBe(true);
     expect(connector.closed).toEqual([conn]);
     expect(pool.stats()).toMatchObject({ targets: 0, connections: 0, opened: 1, closed: 1 });

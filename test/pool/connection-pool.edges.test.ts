@@ -371,6 +371,10 @@ describe('ConnectionPool: edges of the options, the closed pool and the watcher'
     expect(connector.connects).toBe(0);
     connector.auto = 'resolve';
     await expect(pool.use(T, async () => 2, { signal: null as unknown as AbortSignal })).resolves.toBe(2); // "Cannot read properties of null"
+    // ride() (the callback form adapters use) names it the same way, through its reject.
+    const rode = await new Promise<unknown>((resolve) => pool.ride(T, (trip) => trip.end(true), { signal: controller as unknown as AbortSignal }, () => resolve('rode'), resolve));
+    expect(rode).toBeInstanceOf(TypeError);
+    expect((rode as Error).message).toMatch(/^signal must be an AbortSignal/);
   });
 
   it('publishes its events on the dialguard:pool diagnostics channels', async () => {
@@ -471,23 +475,27 @@ describe('ConnectionPool: synchronous throws and errors that look like a release
 });
 
 describe('ConnectionPool: the connector says how a target is dialled (Connector.transport)', () => {
-  /** A breaker for which `T`'s plain dials have failed: open for plain, a TLS dial still let through. */
-  function openForPlain(clock: ManualClock): HostBreaker {
+  /** A breaker for which `T`'s dials over `via` have failed: open for those, a dial of the other transport still let through. */
+  function openFor(clock: ManualClock, via: Transport = 'plain'): HostBreaker {
     const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
-    breaker.admit(T, undefined, 'plain').failed(new Error('closed during the handshake'));
+    breaker.admit(T, undefined, via).failed(new Error('closed during the handshake'));
     return breaker;
   }
+  const openForPlain = (clock: ManualClock): HostBreaker => openFor(clock, 'plain');
 
-  it("a TLS target's dial is let through a host only plain dials opened; a plain one is refused", async () => {
-    for (const [said, dials] of [['tls', 1], ['plain', 0]] as const) {
-      const clock = new ManualClock();
-      const connector = Object.assign(new FakeConnector(), { transport: (_target: string) => said });
-      connector.auto = 'resolve';
-      const pool = new ConnectionPool<FakeConnection>({ connector, clock, breaker: openForPlain(clock), classify: testClassify, connectTimeout: 1_000 });
-      await pool.use(T, async () => 1).catch(() => 0);
-      expect(connector.connects).toBe(dials);
-      await pool.close();
-    }
+  it.each([
+    ['plain', 'tls', 1],
+    ['plain', 'plain', 0],
+    ['tls', 'plain', 1],
+    ['tls', 'tls', 0],
+  ] as const)("on a host only %s dials opened, a target the connector says is %s: %i dial(s)", async (failed, said, dials) => {
+    const clock = new ManualClock();
+    const connector = Object.assign(new FakeConnector(), { transport: (_target: string) => said });
+    connector.auto = 'resolve';
+    const pool = new ConnectionPool<FakeConnection>({ connector, clock, breaker: openFor(clock, failed), classify: testClassify, connectTimeout: 1_000 });
+    await pool.use(T, async () => 1).catch(() => 0);
+    expect(connector.connects).toBe(dials);
+    await pool.close();
   });
 
   it('a transport the connector cannot say (it throws, or answers something else) is any: refused', async () => {

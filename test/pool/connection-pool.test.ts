@@ -231,6 +231,56 @@ describe('ConnectionPool: retired vs gone', () => {
     await expect(pool.use(T, async (l) => l.id)).resolves.toBe(2);
   });
 
+  it('a death heard twice (the socket and the session both report it) is one death: counted and told once', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const gone: Array<{ id: number; leases: number }> = [];
+    pool.on('gone', (e) => void gone.push({ id: e.id, leases: e.leases }));
+    const riders = Array.from({ length: 2 }, () => hold(pool));
+    await flushMicrotasks();
+    const watch = connector.opened[0]!.watch!;
+    watch.gone(new Error('socket closed'));
+    watch.gone(new Error('session closed'));
+    for (const r of riders) await expect(r.result).rejects.toBeInstanceOf(ConnectionGoneError);
+    expect(gone).toEqual([{ id: 1, leases: 2 }]);
+    expect(pool.stats().gone).toBe(1);
+  });
+
+  it('a retired connection whose transport dies, its rides failing on their own in the same turn: one death, told once', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const gone: Array<{ id: number; leases: number }> = [];
+    pool.on('gone', (e) => void gone.push({ id: e.id, leases: e.leases }));
+    const riders = Array.from({ length: 2 }, () => hold(pool));
+    await flushMicrotasks();
+    const watch = connector.opened[0]!.watch!;
+    watch.retire('goaway');
+    watch.gone(new Error('socket closed'));
+    // Each ride's own failure, a dead transport, lands before the deferred release.
+    for (const r of riders) r.fail(new DeadError('reset'));
+    for (const r of riders) await expect(r.result).rejects.toBeInstanceOf(Error);
+    await flushMicrotasks();
+    expect(gone).toHaveLength(1);
+    expect(pool.stats().gone).toBe(1);
+  });
+
+  it('a retired connection whose transport closes as its rides are refused in the same turn (never sent: the GOAWAY excluded them) cut nothing: no death told', async () => {
+    const { connector, pool } = setup();
+    connector.auto = 'resolve';
+    const gone: unknown[] = [];
+    pool.on('gone', (e) => void gone.push(e));
+    const riders = Array.from({ length: 2 }, () => hold(pool, { idempotent: false }));
+    await flushMicrotasks();
+    const watch = connector.opened[0]!.watch!;
+    watch.retire('goaway');
+    watch.gone(new Error('socket closed'));
+    for (const r of riders) r.fail(new NotSentError('excluded by the GOAWAY'));
+    await Promise.all(riders.map((r) => r.result.catch(() => undefined)));
+    await flushMicrotasks();
+    expect(gone).toEqual([]);
+    expect(pool.stats().gone).toBe(0);
+  });
+
   it('a retired connection (GOAWAY) lets its requests finish, takes no new ones, closes when drained', async () => {
     const { connector, pool } = setup();
     connector.auto = 'resolve';
