@@ -32,7 +32,7 @@ import { hostKey } from '../guard/host-key.js';
 import { type Lease, PooledConnection, type RetireReason } from './pooled-connection.js';
 import { IdleSweep } from './idle-sweep.js';
 import { Trip } from './trip.js';
-import { classifySafely, closeSafely, unwatchSafely } from './user-code.js';
+import { askSafely, classifySafely, closeSafely, unwatchSafely } from './user-code.js';
 import { unguarded } from './unguarded.js';
 import type { ConnectionPoolEvents, ConnectionPoolOptions, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 
@@ -66,6 +66,7 @@ export class ConnectionPool<C> {
   readonly #breaker: HostBreaker | null | undefined;
   readonly #hostOf: (target: string) => string;
   readonly #retiredRetries: number;
+  readonly #mayResend: (() => boolean) | undefined;
   readonly #closeTimeout: number;
   readonly #classify: (err: unknown) => PoolClassification;
   readonly #clock: Clock;
@@ -100,6 +101,7 @@ export class ConnectionPool<C> {
     const idleTimeout = checkDuration('idleTimeout', opt(options.idleTimeout, 600_000), 1, true);
     const sweepInterval = checkDuration('sweepInterval', opt(options.sweepInterval, 60_000));
     this.#retiredRetries = checkInteger('retiredRetries', opt(options.retiredRetries, 3), 0, 100);
+    this.#mayResend = options.mayResend === undefined ? undefined : checkFunction<() => boolean>('mayResend', options.mayResend);
     this.#closeTimeout = checkDuration('closeTimeout', opt(options.closeTimeout, 5_000));
     this.#classify = checkFunction('classify', opt(options.classify, defaultClassify));
     this.#clock = opt(options.clock, systemClock);
@@ -517,6 +519,8 @@ export class ConnectionPool<C> {
     // call whose answer has begun (committed).
     const safe = !trip.committed && (notSent || (trip.idempotent && transportDied && conn.proven));
     if (!(retiredUnderUs && safe && trip.turn <= this.#retiredRetries) || this.#closed !== undefined) return trip.reject(err);
+    // A request that may have been sent goes again only if the caller's budget allows a resend.
+    if (!notSent && this.#mayResend !== undefined && !askSafely(this.#mayResend)) return trip.reject(err);
     this.#counts.turns++;
     void this.#useSlow(conn.target, trip.fn, trip.ends, caller, trip.idempotent, trip.turn + 1, trip.stale, trip.resolve, trip.reject);
   };

@@ -78,6 +78,14 @@ export interface ConnectionPoolOptions<C> {
    */
   retiredRetries?: number;
   /**
+   * Asked before a request that may have been sent goes back for a fresh connection (its
+   * connection, which had served requests, died under it): false fails it instead. Never asked
+   * for a request certainly not sent. Default: always yes. An adapter with a retry budget passes
+   * the budget's withdrawal (GrpcGuard does), so that going back, a resend like any retry, stays
+   * inside the budget; one that throws is a no.
+   */
+  mayResend?: () => boolean;
+  /**
    * How long `close()` lets requests in flight finish before releasing them. Default 5 000: a
    * graceful shutdown waits for short requests but not for a long poll.
    */

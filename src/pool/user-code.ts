@@ -51,6 +51,16 @@ export function classifySafely(classify: (err: unknown) => PoolClassification, e
   }
 }
 
+/** @internal The `mayResend` option's answer: only `true` is a yes; one that throws is a no, reported once. */
+export function askSafely(mayResend: () => boolean): boolean {
+  try {
+    return mayResend() === true;
+  } catch (thrown) {
+    warnOnce('mayResend option', mayResend, thrown);
+    return false;
+  }
+}
+
 /** @internal Calls an unwatch `connector.watch` returned, whose result and throw mean nothing to the pool. */
 export function unwatchSafely(connector: object, unwatch: () => void): void {
   try {

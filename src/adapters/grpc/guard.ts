@@ -14,7 +14,7 @@ import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import type { Listener, Unsubscribe } from '../../core/events.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../../pool/connection-pool.js';
 import { MAX_DURATION } from '../../core/validate.js';
-import { sharedRetryBudget } from '../../retry/budget.js';
+import { type RetryBudget, sharedRetryBudget } from '../../retry/budget.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import { ChannelConnector, type PooledChannel, channelTransport } from './channel-connector.js';
 import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
@@ -67,6 +67,8 @@ export class GrpcGuard {
     this.#clock = s.clock;
     // The name's own entry (its lookups; every target guarded by name), or all its addresses open.
     this.#retryAfter = (spec) => Math.max(breaker?.state(hostOf(spec.target), undefined, channelTransport(spec))?.retryAfter ?? 0, this.#connector.addressWait(spec));
+    // One budget for the retry loop and the pool's resends (see mayResend below); null: none.
+    const budget = s.retry === false ? null : s.retry.budget === undefined ? sharedRetryBudget() : s.retry.budget;
     this.#pool = new ConnectionPool<PooledChannel>({
       connector: this.#connector,
       connectTimeout: s.connectTimeout,
@@ -75,6 +77,8 @@ export class GrpcGuard {
       idleTimeout: s.idleTimeout,
       sweepInterval: s.sweepInterval,
       retiredRetries: s.retiredRetries,
+      // A call its dead channel cut goes back as a resend: from the retry budget, as every retry.
+      ...(budget === null ? {} : { mayResend: budgetWithdrawal(budget) }),
       closeTimeout: s.closeTimeout,
       clock: s.clock,
     });
@@ -93,7 +97,7 @@ export class GrpcGuard {
           : {
               maxAttempts: s.retry.maxAttempts,
               backoff: s.retry.backoff,
-              budget: s.retry.budget === undefined ? sharedRetryBudget() : s.retry.budget,
+              budget,
               clock: s.clock,
               statuses: s.retry.statuses,
             },
@@ -238,4 +242,9 @@ export class GrpcGuard {
         this.#connector.notify(spec.key);
       });
   }
+}
+
+/** A retry budget's withdrawal, for the pool's `mayResend`. */
+function budgetWithdrawal(budget: RetryBudget): () => boolean {
+  return () => budget.tryWithdraw();
 }

@@ -1,0 +1,47 @@
+/**
+ * A call its dead channel cut goes back to a fresh channel as a resend, and a resend is a retry:
+ * it withdraws from the guard's retry budget. A server that killed every other call's connection
+ * cost 2 runs a call with the budget at zero (the pool's resends bypassed it). A stock grpc-js
+ * server behind a relay whose connections are reset; runs counted at the server.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { describe, expect, it } from 'vitest';
+import { GrpcGuard } from '../../../src/adapters/grpc/index.js';
+import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { RetryBudget } from '../../../src/retry/budget.js';
+import { eventually } from '../../helpers/eventually.js';
+import { leakCheckEach } from '../../helpers/leaks.js';
+import { EchoClient, call, countingRelay, echoServer } from './helpers.js';
+
+const cleanup = leakCheckEach();
+
+describe('grpc guard: the pool sends a cut call again only from the retry budget', () => {
+  it.each([
+    ['an empty budget: each cut call fails, sent once', { percentCanRetry: 0, minRetriesPerSec: 0 }, 4, 0],
+    ['a budget with room: each goes again on a fresh channel', {}, 8, 4],
+  ])('%s', async (_name, budgetOptions, runs, withdrawn) => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const relay = await countingRelay(server);
+    cleanup.push(() => relay.close());
+    const budget = new RetryBudget(budgetOptions);
+    const guard = new GrpcGuard({ breaker: new HostBreaker(), idempotent: () => true, closeTimeout: 100, retry: { maxAttempts: 1, budget } });
+    cleanup.push(() => guard.close());
+    const client = new EchoClient(relay.address, grpc.credentials.createInsecure(), guard.clientOptions());
+    cleanup.push(() => client.close());
+    expect(String(await call(client, 'Echo', 'warm'))).toBe('warm'); // the channel has served a call
+    const held = Array.from({ length: 4 }, (_, i) => call(client, 'Hold', String(i)).then(String, (err: grpc.ServiceError) => err));
+    await eventually(() => server.held.size, (n) => n === 4);
+    await relay.resetConnections();
+    if (withdrawn > 0) {
+      await eventually(() => server.calls.Hold, (n) => n === runs);
+      await eventually(() => server.held.size, (n) => n === 4);
+      server.releaseHeld();
+    }
+    const results = await Promise.all(held);
+    if (withdrawn > 0) expect(results).toEqual(['0', '1', '2', '3']);
+    else for (const r of results) expect((r as grpc.ServiceError).code).toBe(grpc.status.UNAVAILABLE);
+    expect(server.calls.Hold).toBe(runs);
+    expect(budget.stats().withdrawn).toBe(withdrawn);
+  });
+});
