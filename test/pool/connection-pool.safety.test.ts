@@ -52,28 +52,32 @@ describe('ConnectionPool: a server answer on a retired connection is final (defe
     ['an RST_STREAM INTERNAL_ERROR the server sent', rstInternal],
     ['a request timeout', new RequestTimeoutError(300)],
     ['an unrecognised error', new Error('something else')],
-  ])('%s after GOAWAY reaches an idempotent caller, not a reconnect', async (_name, answer) => {
-    const clock = new ManualClock();
-    const connector = new FakeConnector();
-    connector.auto = 'resolve';
-    // The library's own classify, as every adapter uses it.
-    const pool = new ConnectionPool<FakeConnection>({ connector, clock, breaker: null, connectTimeout: 1_000 });
-    let rides = 0;
-    const call = pool.use(
-      T,
-      async (lease) => {
-        rides++;
-        if (lease.turn > 1) return 'sent again';
-        lease.connection.watch!.retire('goaway'); // the server sends GOAWAY, then its answer
-        throw answer;
-      },
-      { idempotent: true },
-    );
-    await expect(call).rejects.toBe(answer);
-    expect(rides).toBe(1);
-    expect(connector.connects).toBe(1);
-    expect(pool.stats().turns).toBe(0);
-    await pool.close();
+  ])('%s after GOAWAY reaches an idempotent caller, not a reconnect (on a fresh connection, and on one that had served requests)', async (_name, answer) => {
+    for (const served of [false, true]) {
+      const clock = new ManualClock();
+      const connector = new FakeConnector();
+      connector.auto = 'resolve';
+      // The library's own classify, as every adapter uses it.
+      const pool = new ConnectionPool<FakeConnection>({ connector, clock, breaker: null, connectTimeout: 1_000 });
+      // A connection that worked is where a request its dead transport cut goes back: an answer never does.
+      if (served) expect(await pool.use(T, async () => 'served')).toBe('served');
+      let rides = 0;
+      const call = pool.use(
+        T,
+        async (lease) => {
+          rides++;
+          if (lease.turn > 1) return 'sent again';
+          lease.connection.watch!.retire('goaway'); // the server sends GOAWAY, then its answer
+          throw answer;
+        },
+        { idempotent: true },
+      );
+      await expect(call).rejects.toBe(answer);
+      expect(rides).toBe(1);
+      expect(connector.connects).toBe(1);
+      expect(pool.stats().turns).toBe(0);
+      await pool.close();
+    }
   });
 
   it('a transport death after GOAWAY still sends an idempotent request back, and a refused one of any method', async () => {

@@ -16,6 +16,17 @@ function setup(options: Partial<ConnectionPoolOptions<FakeConnection>> = {}) {
   return { clock, connector, breaker, pool };
 }
 
+/** Two requests riding one fresh connection, its watch, and the 'gone' events the pool tells. */
+async function twoRiders(options: { idempotent?: boolean } = {}) {
+  const { connector, pool } = setup();
+  connector.auto = 'resolve';
+  const gone: Array<{ id: number; leases: number }> = [];
+  pool.on('gone', (e) => void gone.push({ id: e.id, leases: e.leases }));
+  const riders = Array.from({ length: 2 }, () => hold(pool, options));
+  await flushMicrotasks();
+  return { pool, gone, riders, watch: connector.opened[0]!.watch! };
+}
+
 /** A request that rides until the test finishes it. */
 function hold(pool: ConnectionPool<FakeConnection>, options: { signal?: AbortSignal; idempotent?: boolean } = {}, target = T) {
   const done = deferred<string>();
@@ -232,13 +243,7 @@ describe('ConnectionPool: retired vs gone', () => {
   });
 
   it('a death heard twice (the socket and the session both report it) is one death: counted and told once', async () => {
-    const { connector, pool } = setup();
-    connector.auto = 'resolve';
-    const gone: Array<{ id: number; leases: number }> = [];
-    pool.on('gone', (e) => void gone.push({ id: e.id, leases: e.leases }));
-    const riders = Array.from({ length: 2 }, () => hold(pool));
-    await flushMicrotasks();
-    const watch = connector.opened[0]!.watch!;
+    const { pool, gone, riders, watch } = await twoRiders();
     watch.gone(new Error('socket closed'));
     watch.gone(new Error('session closed'));
     for (const r of riders) await expect(r.result).rejects.toBeInstanceOf(ConnectionGoneError);
@@ -247,13 +252,7 @@ describe('ConnectionPool: retired vs gone', () => {
   });
 
   it('a retired connection whose transport dies, its rides failing on their own in the same turn: one death, told once', async () => {
-    const { connector, pool } = setup();
-    connector.auto = 'resolve';
-    const gone: Array<{ id: number; leases: number }> = [];
-    pool.on('gone', (e) => void gone.push({ id: e.id, leases: e.leases }));
-    const riders = Array.from({ length: 2 }, () => hold(pool));
-    await flushMicrotasks();
-    const watch = connector.opened[0]!.watch!;
+    const { pool, gone, riders, watch } = await twoRiders();
     watch.retire('goaway');
     watch.gone(new Error('socket closed'));
     // Each ride's own failure, a dead transport, lands before the deferred release.
@@ -265,13 +264,7 @@ describe('ConnectionPool: retired vs gone', () => {
   });
 
   it('a retired connection whose transport closes as its rides are refused in the same turn (never sent: the GOAWAY excluded them) cut nothing: no death told', async () => {
-    const { connector, pool } = setup();
-    connector.auto = 'resolve';
-    const gone: unknown[] = [];
-    pool.on('gone', (e) => void gone.push(e));
-    const riders = Array.from({ length: 2 }, () => hold(pool, { idempotent: false }));
-    await flushMicrotasks();
-    const watch = connector.opened[0]!.watch!;
+    const { pool, gone, riders, watch } = await twoRiders({ idempotent: false });
     watch.retire('goaway');
     watch.gone(new Error('socket closed'));
     for (const r of riders) r.fail(new NotSentError('excluded by the GOAWAY'));

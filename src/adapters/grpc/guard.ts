@@ -14,7 +14,7 @@ import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import type { Listener, Unsubscribe } from '../../core/events.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../../pool/connection-pool.js';
 import { MAX_DURATION } from '../../core/validate.js';
-import { type RetryBudget, sharedRetryBudget } from '../../retry/budget.js';
+import { sharedRetryBudget } from '../../retry/budget.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import { ChannelConnector, type PooledChannel, channelTransport } from './channel-connector.js';
 import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
@@ -78,7 +78,7 @@ export class GrpcGuard {
       sweepInterval: s.sweepInterval,
       retiredRetries: s.retiredRetries,
       // A call its dead channel cut goes back as a resend: from the retry budget, as every retry.
-      ...(budget === null ? {} : { mayResend: budgetWithdrawal(budget) }),
+      ...(budget === null ? {} : { mayResend: () => budget.tryWithdraw() }),
       closeTimeout: s.closeTimeout,
       clock: s.clock,
     });
@@ -242,9 +242,4 @@ export class GrpcGuard {
         this.#connector.notify(spec.key);
       });
   }
-}
-
-/** A retry budget's withdrawal, for the pool's `mayResend`. */
-function budgetWithdrawal(budget: RetryBudget): () => boolean {
-  return () => budget.tryWithdraw();
 }
