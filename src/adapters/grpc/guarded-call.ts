@@ -84,8 +84,10 @@ export interface CallOwner {
 /** No channel of a client's own (a call made directly, as tests and benches do): never closed. */
 const UNOWNED: CallOwner = { closed: false, waiting: () => {}, done: () => {} };
 
-/** grpc-js's words for a call its closed channel ends before it was sent. */
-export const CHANNEL_CLOSED = 'Channel closed before call started';
+/** The status grpc-js ends a call with when its channel closed before the call was sent. */
+function channelClosedStatus(): grpc.StatusObject {
+  return { code: grpc.status.UNAVAILABLE, details: 'Channel closed before call started', metadata: new grpc.Metadata() };
+}
 
 const OK = grpc.status.OK;
 const IDEMPOTENT = Object.freeze({ idempotent: true });
@@ -400,7 +402,7 @@ export class GuardedCall implements GrpcCall {
   channelClosed(): void {
     const turn = this.#turn;
     if (this.#done || (turn?.active === true && !turn.ended)) return;
-    this.#end({ code: grpc.status.UNAVAILABLE, details: CHANNEL_CLOSED, metadata: new grpc.Metadata() });
+    this.#end(channelClosedStatus());
   }
 
   /** Tells the owner this call waits for a connection, once. */
@@ -452,7 +454,7 @@ export class GuardedCall implements GrpcCall {
     const pooled = trip.connection;
     if (this.#owner.closed) {
       // Its client closed the channel while the call waited for this one: never sent.
-      this.#end({ code: grpc.status.UNAVAILABLE, details: CHANNEL_CLOSED, metadata: new grpc.Metadata() });
+      this.#end(channelClosedStatus());
       this.#rideStatus = this.#lastStatus;
       trip.end(true);
       return;
@@ -460,7 +462,7 @@ export class GuardedCall implements GrpcCall {
     if (pooled.closed || pooled.channel.getConnectivityState(false) !== READY) {
       // It left READY after the pool handed it out: retire it now, and go back as never sent.
       pooled.retireIfNotReady?.();
-      trip.end(false, { code: grpc.status.UNAVAILABLE, details: 'Channel closed before call started', metadata: new grpc.Metadata() });
+      trip.end(false, channelClosedStatus());
       return;
     }
     // The parent is already honoured by this call (its deadline is in #deadline, its cancellation
