@@ -18,7 +18,7 @@ import { sharedRetryBudget } from '../../retry/budget.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import { ChannelConnector, type PooledChannel, channelTransport } from './channel-connector.js';
 import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
-import { type GrpcGuardOptions, grpcSettings } from './options.js';
+import { type GrpcGuardOptions, grpcSettings, serviceConfigRetries } from './options.js';
 import { type ChannelSpec, SpecTable, grpcHostKey, targetOfKey } from './target.js';
 
 /** grpc-js's `channelFactoryOverride` client option. */
@@ -46,6 +46,8 @@ export class GrpcGuard {
   /** Reconnects waiting for their time (the reconnect backoff or the breaker), by spec key. */
   readonly #reconnects = new Map<string, TimerHandle>();
   readonly #retryAfter: (spec: ChannelSpec) => number;
+  /** Whether the guard retries statuses the server sent (`retry.retryableStatusCodes`). */
+  readonly #statusRetries: boolean;
   #closing: Promise<void> | undefined;
 
   /**
@@ -57,6 +59,7 @@ export class GrpcGuard {
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: GrpcGuardOptions = {}) {
     const s = grpcSettings(options);
+    this.#statusRetries = s.retry !== false && s.retry.statuses.size > 0;
     this.#specs = new SpecTable(s.channelOptions);
     const hostOf = s.hostOf ?? grpcHostKey;
     const breaker = s.breaker === undefined ? sharedBreaker() : s.breaker;
@@ -134,6 +137,13 @@ export class GrpcGuard {
       // every other client on the breaker.
       try {
         new grpc.Channel(spec.target, spec.credentials, spec.options).close();
+        if (this.#statusRetries && serviceConfigRetries(spec.options)) {
+          // Both layers would retry a status, each attempt of one a whole series of the other:
+          // a grpc-js retryPolicy of 3 under `retryableStatusCodes` ran a failing handler 9 times.
+          throw new TypeError(
+            "retry.retryableStatusCodes and a 'grpc.service_config' retryPolicy (or hedgingPolicy) would both retry a status the server sent, multiplying its attempts: keep one (set 'grpc.enable_retries': 0 to keep the guard's)",
+          );
+        }
       } catch (err) {
         this.#specs.release(spec);
         throw err;

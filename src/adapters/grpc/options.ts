@@ -41,7 +41,9 @@ export interface GrpcRetryOptions {
    * number of ms: the wait before it). Never a non-idempotent method (see `idempotent`): a
    * status means the server ran the handler, or may have. Such a status never retires the
    * connection either. Default none: a status is the server's answer, and only the caller knows
-   * which answers a second try may change.
+   * which answers a second try may change. Not with grpc-js's own retry: a client whose
+   * `grpc.service_config` holds a `retryPolicy` or `hedgingPolicy` (retries not turned off with
+   * `'grpc.enable_retries': 0`) is refused with a TypeError, as the two would multiply.
    */
   retryableStatusCodes?: ReadonlyArray<grpc.status | StatusName>;
 }
@@ -258,6 +260,24 @@ function retrySettings(retry: GrpcRetryOptions | false | undefined): GrpcSetting
     maxAttempts: checkInteger('retry.maxAttempts', opt(r.maxAttempts, 3), 1),
     statuses: statusCodes(retryableStatusCodes),
   };
+}
+
+/**
+ * Whether channel options make grpc-js retry or hedge calls itself: a `grpc.service_config` with
+ * a `retryPolicy` or `hedgingPolicy` in any method config, and retries not turned off
+ * (`grpc.enable_retries: 0`). A service config that does not parse is grpc-js's to refuse.
+ */
+export function serviceConfigRetries(options: Readonly<Record<string, unknown>>): boolean {
+  const config = options['grpc.service_config'];
+  if (typeof config !== 'string' || options['grpc.enable_retries'] === 0) return false;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(config);
+  } catch {
+    return false;
+  }
+  const methods = (parsed as { methodConfig?: unknown } | null)?.methodConfig;
+  return Array.isArray(methods) && methods.some((m: unknown) => typeof m === 'object' && m !== null && ('retryPolicy' in m || 'hedgingPolicy' in m));
 }
 
 /** grpc status names by code, built from the names alone (grpc-js is only a type import here). */
