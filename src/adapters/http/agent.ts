@@ -17,7 +17,7 @@ import type net from 'node:net';
 import type stream from 'node:stream';
 import type { HostBreaker } from '../../guard/host-breaker.js';
 import { type AgentGuardOptions, splitOptions } from './options.js';
-import { AgentGuard, type ConnectionOptions, type OnCreate } from './pending-dial.js';
+import { AgentGuard, type ConnectionOptions, type OnCreate, watchQueued } from './pending-dial.js';
 
 /** Options of a {@link GuardedHttpAgent}: Node's `http.AgentOptions` and dialguard's. */
 export interface GuardedHttpAgentOptions extends http.AgentOptions, AgentGuardOptions {}
@@ -26,6 +26,7 @@ export interface GuardedHttpAgentOptions extends http.AgentOptions, AgentGuardOp
 export interface GuardedHttpsAgentOptions extends https.AgentOptions, AgentGuardOptions {}
 
 type CreateSocket = (this: http.Agent, req: http.ClientRequest, options: object, cb: OnCreate) => void;
+type AddRequest = (this: http.Agent, req: http.ClientRequest, options: object) => void;
 type Callback = (err: Error | null, stream: stream.Duplex) => void;
 
 /**
@@ -96,6 +97,12 @@ export class GuardedHttpAgent extends http.Agent {
     createSocketFor(this, this.#guard, (http.Agent.prototype as unknown as { createSocket: CreateSocket }).createSocket, req, options, cb);
   }
 
+  /** @internal Node's hook, wrapped so a request that gives up while queued fails at once (see `watchQueued`). */
+  addRequest(req: http.ClientRequest, options: object): void {
+    (http.Agent.prototype as unknown as { addRequest: AddRequest }).addRequest.call(this, req, options);
+    watchQueued(this, req);
+  }
+
   /**
    * Dials through the guard; the socket (or the error) goes to `callback`. Called by the agent
    * itself; `socketPath` connections go to Node's own, unguarded.
@@ -134,6 +141,12 @@ export class GuardedHttpsAgent extends https.Agent {
   /** @internal Node's hook, wrapped so the guard knows the request a dial is for. */
   createSocket(req: http.ClientRequest, options: object, cb: OnCreate): void {
     createSocketFor(this, this.#guard, (https.Agent.prototype as unknown as { createSocket: CreateSocket }).createSocket, req, options, cb);
+  }
+
+  /** @internal Node's hook, wrapped so a request that gives up while queued fails at once (see `watchQueued`). */
+  addRequest(req: http.ClientRequest, options: object): void {
+    (https.Agent.prototype as unknown as { addRequest: AddRequest }).addRequest.call(this, req, options);
+    watchQueued(this, req);
   }
 
   /**

@@ -20,6 +20,7 @@
 import type http from 'node:http';
 import net from 'node:net';
 import { type TimerHandle, unrefTimer } from '../../core/clock.js';
+import { MAX_DURATION } from '../../core/validate.js';
 import { presentedCertificate } from '../../guard/connect.js';
 import { dial } from '../../guard/dial.js';
 import { localFailure, noAddressOfOwnChoice } from '../../guard/dial-outcome.js';
@@ -120,7 +121,8 @@ export class AgentGuard {
       if (timer !== undefined) clock.clearTimeout(timer);
       timer = undefined;
       if (req !== undefined && typeof wait === 'number' && wait > 0 && Number.isFinite(wait)) {
-        timer = unrefTimer(clock.setTimeout(() => void req.emit('timeout'), wait));
+        // Node holds a longer timeout at 2^31-1 ms; a timer given more fires after 1 ms.
+        timer = unrefTimer(clock.setTimeout(() => void req.emit('timeout'), Math.min(wait, MAX_DURATION)));
       }
     };
     arm(options.timeout);
@@ -218,6 +220,65 @@ function watchRequest(req: http.ClientRequest, timeout: (ms: unknown) => void, g
   return stop;
 }
 
+/** How to stop watching each request waiting in an agent's queue (see {@link watchQueued}). */
+const queueWatches = new WeakMap<http.ClientRequest, () => void>();
+
+/**
+ * Called after Node's `addRequest`: if `req` waits in the agent's queue (every slot taken, dials
+ * in flight among them), a `destroy()` (an abort signal, got's timeouts) takes it out at once and
+ * Node fails it with its own error. Node's agent fails a queued request only when a slot frees
+ * and hands it a socket; its slots free at once (a destroyed request destroys its connecting
+ * socket), while a guarded dial holds its slot to its bounded end (rule 7). So without this, a
+ * request aborted at 100 ms behind a dial to a blackhole failed seconds later, with a dial's error
+ * instead of its own, and was dialled for. The watch ends when Node hands the request a socket or
+ * a queued dial takes it (see {@link next}).
+ */
+export function watchQueued(books: unknown, req: http.ClientRequest): void {
+  const requests = (books as AgentBooks).requests;
+  let queued = false;
+  // Node pushes a request it queues: it is the last of its origin's queue (no queue: not queued).
+  for (const name in requests) {
+    const list = requests[name];
+    if (list !== undefined && list[list.length - 1] === req) queued = true;
+  }
+  if (!queued || queueWatches.has(req)) return;
+  const unwatch = watchRequest(
+    req,
+    () => {}, // Node arms a queued request's timeout when it gets its socket, as it does here
+    () => {
+      stopQueueWatch(req);
+      if (leaveQueue(requests, req)) failQueued(req);
+    },
+  );
+  queueWatches.set(req, unwatch);
+  req.once('socket', () => stopQueueWatch(req));
+}
+
+function stopQueueWatch(req: http.ClientRequest): void {
+  const unwatch = queueWatches.get(req);
+  if (unwatch === undefined) return;
+  queueWatches.delete(req);
+  unwatch();
+}
+
+/** Takes `req` out of whichever queue holds it; whether one did. */
+function leaveQueue(requests: AgentBooks['requests'], req: http.ClientRequest): boolean {
+  for (const name in requests) {
+    const list = requests[name];
+    const at = list === undefined ? -1 : list.indexOf(req);
+    if (at < 0) continue;
+    list!.splice(at, 1);
+    if (list!.length === 0) delete requests[name];
+    return true;
+  }
+  return false;
+}
+
+/** Ends a request that left the queue: Node emits its own error (its destroy reason, or "socket hang up"). */
+function failQueued(req: http.ClientRequest, err: Error | null = null): void {
+  (req as unknown as { onSocket(socket: undefined, err: Error | null): void }).onSocket(undefined, err);
+}
+
 /** Node's error for a request destroyed without a reason before it had a response. */
 function socketHangUp(): Error {
   return Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
@@ -246,8 +307,16 @@ function release(books: AgentBooks, name: string, slot: PendingDial): void {
  * the breaker refuses without I/O).
  */
 function next(books: AgentBooks, name: string, options: ConnectionOptions, failed: http.ClientRequest | undefined): void {
+  // A request destroyed while queued and not yet taken out (its watch missed it) is not dialled
+  // for: it leaves now, failing with its own error, as Node fails it when handed a socket.
+  const waiting = books.requests[name];
+  if (waiting !== undefined) {
+    for (const gone of waiting.filter((r) => r.destroyed)) {
+      stopQueueWatch(gone);
+      if (leaveQueue(books.requests, gone)) failQueued(gone);
+    }
+  }
   let req = books.requests[name]?.find((r) => r !== failed);
-  let queueName = name;
   let reqOptions: object = options;
   if (req === undefined) {
     // None for this origin: as Node, the freed slot (under `maxTotalSockets`) goes to the first
@@ -258,25 +327,20 @@ function next(books: AgentBooks, name: string, options: ConnectionOptions, faile
       const own = first === undefined ? undefined : requestOptionsOf(first);
       if (own === undefined) break;
       req = first;
-      queueName = other;
       reqOptions = own;
       break;
     }
     if (req === undefined) return;
   }
   const queued = req;
+  stopQueueWatch(queued); // its dial watches it from here
   books.createSocket(queued, reqOptions, (err, socket) => {
     if (err === null && socket !== undefined) {
       socket.emit('free');
       return;
     }
-    const list = books.requests[queueName];
-    const at = list === undefined ? -1 : list.indexOf(queued);
-    if (at >= 0) {
-      list!.splice(at, 1);
-      if (list!.length === 0) delete books.requests[queueName];
-    }
-    (queued as unknown as { onSocket(socket: undefined, err: Error | null): void }).onSocket(undefined, err);
+    leaveQueue(books.requests, queued);
+    failQueued(queued, err);
   });
 }
 

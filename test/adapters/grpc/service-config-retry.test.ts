@@ -39,7 +39,7 @@ async function unavailableServer(): Promise<{ address: string; runs: () => numbe
   return { address: `127.0.0.1:${port}`, runs: () => runs };
 }
 
-const statusRetries = { idempotent: () => true, retry: { retryableStatusCodes: ['UNAVAILABLE' as const], backoff: () => 5, budget: null } };
+const statusRetries = { idempotent: () => true, retry: { retryableStatusCodes: ['UNAVAILABLE' as const], backoff: (): number => 5, budget: null } };
 
 describe('grpc guard: a service config retryPolicy beside the guard’s status retries', () => {
   it('the pair is refused at the client’s constructor, naming both and the way out; nothing is held for it', async () => {
@@ -54,7 +54,7 @@ describe('grpc guard: a service config retryPolicy beside the guard’s status r
   });
 
   it.each([
-    ['grpc-js retrying (the guard retries no status)', { idempotent: () => true, retry: { backoff: () => 5, budget: null } }, {}],
+    ['grpc-js retrying (the guard retries no status)', { idempotent: () => true, retry: { backoff: (): number => 5, budget: null } }, {}],
     ['the guard retrying (grpc-js retries off)', statusRetries, { 'grpc.enable_retries': 0 }],
   ])('%s: a handler failing with UNAVAILABLE runs 3 times, not 9', async (_name, guardOptions, extra) => {
     const server = await unavailableServer();
