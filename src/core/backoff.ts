@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { checkDuration, checkNumber, MAX_DURATION, opt, thrownText } from './validate.js';
+import { warnOnce } from './warn-once.js';
+import { checkDuration, checkNumber, MAX_DURATION, opt } from './validate.js';
 
 /**
  * Computes the delay before the `n`th wait (1-based). `previous` is the delay this schedule
@@ -103,8 +104,6 @@ export function safeDelay(delay: unknown, max = MAX_DURATION): number {
   return Math.min(delay, max);
 }
 
-const warnedSchedules = new WeakSet<Schedule>();
-
 /**
  * Calls `schedule` for a consumer that cannot fail (a breaker settling a dial from a timer): the
  * answer through {@link safeDelay}, and a schedule that throws is reported once as a process
@@ -117,10 +116,7 @@ export function drawDelay(schedule: Schedule, n: number, previous: number, rando
   try {
     return safeDelay(schedule(n, previous, random));
   } catch (err) {
-    if (!warnedSchedules.has(schedule)) {
-      warnedSchedules.add(schedule);
-      process.emitWarning(`dialguard: a backoff schedule threw; using its previous delay: ${thrownText(err)}`);
-    }
+    warnOnce('a backoff schedule threw; using its previous delay', schedule, err);
     return safeDelay(previous);
   }
 }

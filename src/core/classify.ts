@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { warnOnce } from './warn-once.js';
 import {
   type Facts,
   type Verdict,
@@ -25,7 +26,7 @@ import {
 import { answeredByServer, grpcVerdict } from './classify-grpc.js';
 import { MAX_CHAIN_DEPTH, MAX_CHAIN_MEMBERS, MAX_CHAIN_NODES } from './errors.js';
 import { type Unsubscribe, unsubscriber } from './events.js';
-import { show, thrownText } from './validate.js';
+import { show } from './validate.js';
 
 /** What a failure was. */
 export type FailureKind =
@@ -241,8 +242,6 @@ function enforce(c: Classification): Classification {
   };
 }
 
-const warnedHooks = new WeakSet<ClassifyHook>();
-
 function runHook(hook: ClassifyHook, err: unknown, c: Classification): Classification {
   // The answer is read inside the same guard as the call: a getter that throws, or a Proxy whose
   // traps do, is a hook that threw. Read outside it, it escaped classify(), which adapters call
@@ -264,10 +263,7 @@ function runHook(hook: ClassifyHook, err: unknown, c: Classification): Classific
     if (typeof code === 'string' || (code === undefined && 'code' in over)) next.code = code as string | undefined;
     return next;
   } catch (e) {
-    if (!warnedHooks.has(hook)) {
-      warnedHooks.add(hook);
-      process.emitWarning(`dialguard: a classify hook threw and was ignored: ${thrownText(e)}`);
-    }
+    warnOnce('a classify hook threw and was ignored', hook, e);
     return c;
   }
 }

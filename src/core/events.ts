@@ -6,8 +6,8 @@
  *
  * @module
  */
+import { warnOnce } from './warn-once.js';
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { thrownText } from './validate.js';
 
 /** Receives one event's payload. */
 export type Listener<T> = (payload: T) => void;
@@ -36,8 +36,8 @@ export function channelFor(name: string): diagnosticsChannel.Channel {
 }
 
 /**
- * Typed events for one component. A listener that throws is isolated: the error becomes a process
- * warning and never unwinds the state machine that emitted. (A subscriber added with
+ * Typed events for one component. A listener that throws is isolated: its first error becomes a process
+ * warning (once per listener, so a per-call event cannot flood the log) and never unwinds the state machine that emitted. (A subscriber added with
  * `node:diagnostics_channel` directly is outside our reach: Node rethrows its error as an uncaught
  * exception. `subscribe()` in observe/channels isolates it like a listener here.)
  */
@@ -94,7 +94,7 @@ export class EventHub<Events extends { [K in keyof Events]: object }> {
         try {
           (listener as Listener<Events[K]>)(payload);
         } catch (err) {
-          process.emitWarning(`dialguard: a listener of '${String(event)}' threw: ${thrownText(err)}`);
+          warnOnce(`a listener of '${String(event)}' threw (reported once)`, listener, err);
         }
       }
     }

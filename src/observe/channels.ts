@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { warnOnce } from '../core/warn-once.js';
 import diagnosticsChannel from 'node:diagnostics_channel';
 import type { ConnectionPoolEvents } from '../pool/connection-pool.js';
 import type { DialEvents, LookupEvents } from '../guard/dial.js';
@@ -17,7 +18,6 @@ import type { HostBreakerEvents } from '../guard/host-breaker.js';
 import type { Http2ClientEvents } from '../http2/client.js';
 import type { RetryEvents } from '../retry/retry.js';
 import { type Unsubscribe, unsubscriber } from '../core/events.js';
-import { thrownText } from '../core/validate.js';
 
 /** Channel name to payload type, for every channel dialguard publishes on. */
 export interface DialguardChannels {
@@ -59,8 +59,8 @@ export const CHANNELS = [
 
 /**
  * Subscribes `listener` to one of dialguard's channels (every instance in the process publishes
- * there); returns the function that unsubscribes. A listener that throws is isolated: the error
- * becomes a process warning. (A throwing subscriber of `node:diagnostics_channel` itself is
+ * there); returns the function that unsubscribes. A listener that throws is isolated: its first error
+ * becomes a process warning (once per listener: a refusal per call must not flood the log). (A throwing subscriber of `node:diagnostics_channel` itself is
  * rethrown by Node as an uncaught exception, which would crash the process from inside a dial.)
  */
 export function subscribe<K extends keyof DialguardChannels>(name: K, listener: (payload: DialguardChannels[K]) => void): Unsubscribe {
@@ -68,7 +68,7 @@ export function subscribe<K extends keyof DialguardChannels>(name: K, listener: 
     try {
       listener(message as DialguardChannels[K]);
     } catch (err) {
-      process.emitWarning(`dialguard: a subscriber of '${name}' threw: ${thrownText(err)}`);
+      warnOnce(`a subscriber of '${name}' threw (reported once)`, listener, err);
     }
   };
   diagnosticsChannel.subscribe(name, handler);

@@ -6,19 +6,9 @@
  *
  * @module
  */
-import { thrownText } from '../core/validate.js';
+import { warnOnce } from '../core/warn-once.js';
 import type { Connector, PoolClassification } from './pool-types.js';
 
-/** Per kind of user code, whose throw was already reported (by its connector or function), so a loop cannot flood the warnings. */
-const warned = new Map<string, WeakSet<object>>();
-
-function warnOnce(what: string, owner: object, err: unknown): void {
-  let seen = warned.get(what);
-  if (seen === undefined) warned.set(what, (seen = new WeakSet()));
-  if (seen.has(owner)) return;
-  seen.add(owner);
-  process.emitWarning(`dialguard: the pool's ${what} threw (contained; reported once): ${thrownText(err)}`);
-}
 
 /** What the pool assumes when a `classify` option throws: nothing proven (no going back, no eviction). */
 const UNPROVEN: PoolClassification = Object.freeze({ connectionDead: false, notSent: false });
@@ -31,7 +21,7 @@ export function closeSafely<C>(connector: Connector<C>, connection: C, reason: u
   } catch (err) {
     done = Promise.reject(err);
   }
-  return done.catch((err: unknown) => warnOnce('connector.close', connector, err));
+  return done.catch((err: unknown) => warnOnce("the pool's connector.close threw (contained; reported once)", connector, err));
 }
 
 /**
@@ -46,7 +36,7 @@ export function classifySafely(classify: (err: unknown) => PoolClassification, e
     const { connectionDead, notSent } = c as Partial<PoolClassification>;
     return connectionDead === true || notSent === true ? { connectionDead: connectionDead === true, notSent: notSent === true } : UNPROVEN;
   } catch (thrown) {
-    warnOnce('classify option', classify, thrown);
+    warnOnce("the pool's classify option threw (contained; reported once)", classify, thrown);
     return UNPROVEN;
   }
 }
@@ -56,7 +46,7 @@ export function askSafely(mayResend: () => boolean): boolean {
   try {
     return mayResend() === true;
   } catch (thrown) {
-    warnOnce('mayResend option', mayResend, thrown);
+    warnOnce("the pool's mayResend option threw (contained; reported once)", mayResend, thrown);
     return false;
   }
 }
@@ -66,6 +56,6 @@ export function unwatchSafely(connector: object, unwatch: () => void): void {
   try {
     unwatch();
   } catch (err) {
-    warnOnce('unwatch (returned by connector.watch)', connector, err); // nothing to undo: the connection is being closed either way
+    warnOnce("the pool's unwatch (returned by connector.watch) threw (contained; reported once)", connector, err); // nothing to undo: the connection is being closed either way
   }
 }
