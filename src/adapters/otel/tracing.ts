@@ -5,9 +5,15 @@
  * Refusals, backoff waits and breaker transitions are span events on the span they happened in.
  *
  * Attributes are bounded: the host dialled (`server.address`), an outcome, an error code, the
- * attempt number and whether the breaker refused. Parents come from an AsyncLocalStorage bound to
- * the channels' `start`, so the shape holds whatever context manager the application runs; a
- * call's own parent is the span active in OpenTelemetry's context when it starts.
+ * attempt number and whether the breaker refused.
+ *
+ * Parents: a call's own parent is the span active in OpenTelemetry's context when it starts (a
+ * root span when none is, or when no context manager is registered). An attempt's or a dial's
+ * parent is the innermost dialguard span of this subscription still open where it starts, found
+ * through an AsyncLocalStorage bound to the channels' `start`, so the shape holds whatever context
+ * manager the application runs; an ended one is skipped (a socket dialled under a call carries
+ * that call's async context into all its later events), and when none is open it is the span
+ * active in OpenTelemetry's context. Events go on that same innermost open span, or nowhere.
  *
  * @module
  */
@@ -42,20 +48,49 @@ function codeOf(err: unknown): string | undefined {
 }
 
 /**
+ * One span of this subscription, as the AsyncLocalStorage carries it into everything started
+ * inside it. `span` is dropped when the span ends (an ended holder keeps no span alive in the
+ * async context of a socket it dialled); `up` is the holder it started inside, within one call.
+ */
+interface Holder {
+  span: Span | undefined;
+  readonly up: Holder | undefined;
+}
+
+/** The innermost holder in `holder`'s chain whose span has not ended. */
+function open(holder: Holder | undefined): Holder | undefined {
+  let h = holder;
+  while (h !== undefined && h.span === undefined) h = h.up;
+  return h;
+}
+
+/**
  * Turns every dialguard call, attempt and dial in the process into spans on `tracer`. Returns
  * the function that stops. Nothing is traced (and nothing costs anything) until this is called.
+ *
+ * Stopping starts no new span and adds no more events, but ends none early: a span already
+ * started when `stop` is called still ends when its call, attempt or dial does, with its real
+ * outcome, so every span started is ended. Until the last of them has ended, this subscription
+ * stays on the channels' `asyncEnd` (through which they end); then it leaves them all. Spans that
+ * end after the tracer provider was shut down are dropped by it: let calls in flight settle first.
  */
 export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
   const tracer = options.tracer ?? (options.tracerProvider ?? trace.getTracerProvider()).getTracer('dialguard');
-  const current = new AsyncLocalStorage<Span>();
-  const parent = () => {
-    const span = current.getStore();
-    return span === undefined ? context.active() : trace.setSpan(context.active(), span);
-  };
-  const stops: Array<() => void> = [];
-  // This subscription's span for each traced message: its own, not a field of the message,
+  const current = new AsyncLocalStorage<Holder>();
+  // A call's parent is OpenTelemetry's active span; an attempt's or a dial's, the innermost of
+  // ours still open around it (ended ones skipped), else OpenTelemetry's active span.
+  const parentOf = (own: Span | undefined) => (own === undefined ? context.active() : trace.setSpan(context.active(), own));
+  // This subscription's holder for each traced message: its own, not a field of the message,
   // which every other traceSpans() (another tracer provider) would overwrite.
-  const spans = new WeakMap<object, Span>();
+  const holders = new WeakMap<object, Holder>();
+  // Spans started and not yet ended: stopping waits for them to end before leaving the channels.
+  let live = 0;
+  let stopped = false;
+  const leaves: Array<() => void> = []; // leaving the channels' handlers (kept until `live` is 0)
+  const stops: Array<() => void> = []; // starting no more spans or events
+  const leave = (): void => {
+    for (const off of leaves.splice(0)) off();
+  };
   // The tracer (its span processors, exporters) is user code run inside every traced call: a
   // throw there is contained and reported once per subscription. Uncontained, node's
   // diagnostics_channel rethrew it on the next tick, an uncaught exception from inside a dial.
@@ -71,19 +106,28 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
   const hook = (
     channel: diagnosticsChannel.TracingChannel<object>,
     name: string | ((message: Traced) => string),
+    call: boolean,
     begin: (message: Traced) => Attributes,
     finish: (message: Traced) => Attributes,
   ): void => {
-    const startSpan = (message: Traced): Span | undefined => {
+    const startSpan = (message: Traced): Holder | undefined => {
+      const outer = current.getStore();
+      // A call is where a chain starts: what runs inside it never looks past it. Ended holders
+      // are left out of a new chain, so chains stay as short as the spans open around them (a
+      // client that redials from its last socket's events links no history).
+      const up = call ? undefined : open(outer);
       try {
-        const span = tracer.startSpan(typeof name === 'string' ? name : name(message), { attributes: begin(message) }, parent());
-        spans.set(message, span);
-        return span;
+        const span = tracer.startSpan(typeof name === 'string' ? name : name(message), { attributes: begin(message) }, parentOf(up?.span));
+        const holder: Holder = { span, up };
+        holders.set(message, holder);
+        live++;
+        return holder;
       } catch (err) {
-        return contained(err);
+        contained(err);
+        return outer; // no span: what runs inside nests in the one around it
       }
     };
-    channel.start.bindStore(current, startSpan as (message: unknown) => Span);
+    channel.start.bindStore(current, startSpan as (message: unknown) => Holder);
     const handlers = {
       start: () => {},
       end: () => {},
@@ -91,9 +135,11 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
       error: () => {},
       asyncEnd: (message: unknown) => {
         const m = message as Traced;
-        const span = spans.get(m);
+        const holder = holders.get(m);
+        const span = holder?.span;
         if (span === undefined) return;
-        spans.delete(m);
+        holders.delete(m);
+        holder!.span = undefined; // ended: no parent, no event target from now on
         try {
           span.setAttributes(finish(m));
           if (m.error !== undefined) {
@@ -106,39 +152,44 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
           span.end();
         } catch (err) {
           contained(err);
+        } finally {
+          live--;
+          // Stopped, and that was the last span in flight: leave (after this publish is over).
+          if (stopped && live === 0) queueMicrotask(leave);
         }
       },
     };
     channel.subscribe(handlers);
-    stops.push(() => {
-      channel.unsubscribe(handlers);
-      channel.start.unbindStore(current);
-    });
+    leaves.push(() => channel.unsubscribe(handlers));
+    stops.push(() => channel.start.unbindStore(current));
   };
 
   hook(
     callTrace,
     'dialguard.call',
+    true,
     (m) => ({ 'dialguard.component': String(m.component) }),
     (m) => ({ 'dialguard.outcome': m.error === undefined ? 'ok' : 'error', 'dialguard.attempts': Number(m.attempts ?? 0) }),
   );
   hook(
     attemptTrace,
     'dialguard.attempt',
+    false,
     (m) => ({ 'dialguard.attempt': Number(m.attempt) }),
     (m) => ({ 'dialguard.outcome': m.error === undefined ? 'ok' : 'error', 'dialguard.refused': m.error instanceof HostUnavailableError }),
   );
   hook(
     dialTrace,
     (m) => (m.kind === 'lookup' ? 'dialguard.lookup' : 'dialguard.dial'), // a name's DNS lookup is not a dial
+    false,
     (m) => ({ 'server.address': String(m.host), 'dialguard.probe': m.probe === true }),
     (m) => ({ 'dialguard.outcome': String(m.outcome ?? 'failed'), 'dialguard.phase': String(m.phase ?? 'tcp') }),
   );
 
-  // Events on whatever dialguard span is current (a refusal has no dial span of its own).
+  // Events on the innermost dialguard span still open (a refusal has no dial span of its own).
   const event = (name: string, attributes: Attributes): void => {
     try {
-      current.getStore()?.addEvent(name, attributes);
+      open(current.getStore())?.span?.addEvent(name, attributes);
     } catch (err) {
       contained(err);
     }
@@ -153,6 +204,9 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
     ),
   );
   return unsubscriber(() => {
+    if (stopped) return;
+    stopped = true;
     for (const stop of stops.splice(0)) stop();
+    if (live === 0) leave();
   });
 }
