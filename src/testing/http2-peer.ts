@@ -17,7 +17,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import { TEST_CERT, TEST_KEY } from './test-cert.js';
 import { type FaultPeer, type LoopbackHost, type PeerOptions, addressOf, listenOn, loopback } from './tcp-peers.js';
-import { thrownText } from '../core/validate.js';
+import { checkDuration, thrownText } from '../core/validate.js';
 
 /** Answers one stream. Default: 200 with body `ok` (after `delay` ms if set). */
 export type Http2Handler = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
@@ -28,7 +28,10 @@ export interface Http2PeerOptions extends PeerOptions {
   tls?: boolean;
   /** Answers streams while the peer behaves. */
   handler?: Http2Handler;
-  /** Delay before the default handler answers, ms. Default 0. */
+  /**
+   * Delay before the default handler answers, ms. Default 0. `Infinity`: it never answers (the
+   * stream stays open until the client gives up or the peer closes).
+   */
   delay?: number;
 }
 
@@ -58,7 +61,9 @@ export class Http2Peer implements FaultPeer {
     this.host = loopback(options.host);
     this.#port = options.port ?? 0;
     this.tls = options.tls ?? false;
-    const delay = options.delay ?? 0;
+    // Checked: a timer given NaN or more than 2^31-1 ms fires at once, so a peer meant to be slow
+    // (or never to answer) would answer at once.
+    const delay = checkDuration('delay', options.delay ?? 0, 0, true);
     this.#handler =
       options.handler ??
       ((stream) => {
@@ -68,6 +73,7 @@ export class Http2Peer implements FaultPeer {
           stream.end('ok');
         };
         if (delay <= 0) return answer();
+        if (delay === Number.POSITIVE_INFINITY) return;
         const t = setTimeout(() => {
           this.#pending.delete(t);
           answer();
