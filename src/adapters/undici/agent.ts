@@ -67,9 +67,26 @@ export interface GuardedAgentOptions extends GuardedRetryOptions, Omit<GuardedCo
 
 const CONNECTOR_KEYS = ['connectTimeout', 'tls', 'maxCachedSessions', 'keepAliveInitialDelay', 'socketPath', 'socket', 'connector', 'allowH2', 'clock'] as const;
 
+/**
+ * undici Agent options that are not this agent's own: given at the top level (as to `new Agent()`)
+ * they were silently dropped. A `connect: { lookup }` or `connect: { ca }` moved over from an
+ * Agent went unused: real DNS, ENOTFOUND, and the name refused for every client on the breaker.
+ */
+const UNDICI_ONLY_KEYS = [
+  'connect', 'connections', 'pipelining', 'keepAliveTimeout', 'keepAliveMaxTimeout', 'keepAliveTimeoutThreshold',
+  'maxHeaderSize', 'maxResponseSize', 'autoSelectFamily', 'autoSelectFamilyAttemptTimeout', 'localAddress',
+  'strictContentLength', 'maxRedirections', 'interceptors', 'factory', 'maxConcurrentStreams', 'maxRequestsPerClient',
+  'webSocket', 'eventSource', 'maxOrigins',
+] as const;
+
 /** The undici Agent options for `super()`, checked: undici's own plus the guarded connector. */
 function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null, closing: AbortSignal): Agent.Options {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
+  for (const key of UNDICI_ONLY_KEYS) {
+    if (key in options) {
+      throw new TypeError(`${key} is an undici Agent option: pass it as undici: { ${key} } (at the top level it was ignored)`);
+    }
+  }
   const undiciOptions = opt<UndiciAgentOptions>(options.undici, {});
   if (typeof undiciOptions !== 'object' || undiciOptions === null) throw new TypeError(`undici must be an object, got ${show(undiciOptions)}`);
   for (const key of ['headersTimeout', 'bodyTimeout'] as const) {
