@@ -176,8 +176,8 @@ function clusterLookup(guard: GuardInternals, pending: Map<string, ClientState[]
       if (socket !== undefined) {
         watchNodeDial(guard, state, socket);
         // node-redis bounds the cluster node client's TCP connect only: the handshake is bounded
-        // here, from when the dial began (handshake.ts).
-        guard.boundHandshake(state, state.permit, socket);
+        // here, from when the dial began (handshake.ts); its commands go behind the handshake.
+        guard.boundHandshake(state, state.permit, socket, true);
       } else {
         const list = pending.get(target.key) ?? [];
         list.push(state);

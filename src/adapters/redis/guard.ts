@@ -33,8 +33,8 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import { type PeerCertificate, checkServerIdentity as tlsCheck } from 'node:tls';
-import { ConnectTimeoutError, HostUnavailableError } from '../../core/errors.js';
-import { checkDuration, checkFunction, opt, show } from '../../core/validate.js';
+import { ConnectTimeoutError, HostUnavailableError, TransportClosedError } from '../../core/errors.js';
+import { checkDuration, checkFunction, MAX_DURATION, opt, show } from '../../core/validate.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import { dialFailureOutcome } from '../../guard/dial-outcome.js';
 import { type DialPermit, HostBreaker, type Transport } from '../../guard/host-breaker.js';
@@ -132,7 +132,8 @@ export class RedisGuard {
     this.#maxBackoff = checkDuration('maxBackoff', opt(options.maxBackoff, 2_000), FIRST_ROUND_CAP);
     this.#random = checkFunction('random', opt(options.random, Math.random));
     this.#rounds = roundsFor(breaker);
-    this.#policy = { maxBackoff: this.#maxBackoff, leadFor: this.#timeout + 1_000, random: this.#random };
+    // Capped: a timer past 2^31-1 ms fires after 1 ms, and the round would hold no one.
+    this.#policy = { maxBackoff: this.#maxBackoff, leadFor: Math.min(this.#timeout + 1_000, MAX_DURATION), random: this.#random };
     this.#internals = {
       timeout: this.#timeout,
       rounds: this.#rounds,
@@ -141,7 +142,7 @@ export class RedisGuard {
       settle: (state, cause) => this.#settle(state, cause),
       abandon: (state) => this.#abandon(state),
       delayFor: (key, attempt, rounds) => this.#delayFor(key, attempt, rounds),
-      boundHandshake: (state, permit, stream) => this.#boundHandshake(state, permit, stream),
+      boundHandshake: (state, permit, stream, pipelined) => this.#boundHandshake(state, permit, stream, pipelined),
     };
   }
 
@@ -428,7 +429,7 @@ export class RedisGuard {
         // node-redis's handshake has no bound of its own: the guard's, from when the dial began.
         if (refusal === undefined && socket !== undefined) {
           state.socket = socket;
-          this.#boundHandshake(state, state.permit, socket);
+          this.#boundHandshake(state, state.permit, socket, true);
         }
         go(refusal);
       };
@@ -524,15 +525,24 @@ export class RedisGuard {
    * Bounds the handshake of the dial `permit` stands for on `socket` (see `handshake.ts`): if
    * nothing was received `connectTimeout` after the dial began and the dial is still unreported,
    * the socket is destroyed with a `ConnectTimeoutError` (phase 'handshake'), a failed dial.
+   *
+   * `pipelined`: the client writes its queued commands behind the handshake without waiting for
+   * its replies (node-redis does; ioredis waits for its ready check). Those commands were sent,
+   * and a busy node (a long script, `DEBUG SLEEP`) runs them once free, so they fail with a
+   * `TransportClosedError` (the timeout its cause): maybe sent, never resent as unsent. As a
+   * `ConnectTimeoutError` ("nothing sent"), `retry()` ran a non-idempotent INCR twice.
    */
-  #boundHandshake(state: ClientState, permit: DialPermit | undefined, stream: unknown): void {
+  #boundHandshake(state: ClientState, permit: DialPermit | undefined, stream: unknown, pipelined = false): void {
     if (permit === undefined || stream === undefined) return;
     const left = this.#timeout - (this.#rounds.now() - state.dialAt);
     boundHandshake(
       stream as net.Socket,
       left,
       () => state.permit === permit,
-      () => new ConnectTimeoutError(state.key, this.#timeout, 'handshake'),
+      () => {
+        const timeout = new ConnectTimeoutError(state.key, this.#timeout, 'handshake');
+        return pipelined ? new TransportClosedError(state.key, 'connection', { cause: timeout }) : timeout;
+      },
     );
   }
 

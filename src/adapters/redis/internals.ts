@@ -133,7 +133,7 @@ export interface GuardInternals {
   /** When to redial a node (`key`), after `attempt` failed dials; at the next round of `rounds` (a round key) if given. */
   delayFor(key: string | undefined, attempt: number, rounds?: string): number;
   /** Bounds the handshake of the dial `permit` stands for on `stream` (see `handshake.ts`). */
-  boundHandshake(state: ClientState, permit: DialPermit | undefined, stream: unknown): void;
+  boundHandshake(state: ClientState, permit: DialPermit | undefined, stream: unknown, pipelined?: boolean): void;
 }
 
 /**
