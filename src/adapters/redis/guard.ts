@@ -166,7 +166,10 @@ export class RedisGuard {
     const byIp = net.isIP(bare) !== 0;
     socket.host = byIp ? `${bare.replaceAll(':', '-')}.dialguard.invalid` : bare;
     socket.port = port;
-    socket.lookup = this.#gatedLookup(state, byIp ? bare : undefined, socket.lookup as net.LookupFunction | undefined);
+    let client: C | undefined;
+    // Destroyed or closed while its dial waited for a round: it takes no permit when the round ends.
+    const open = (): boolean => (client as { isOpen?: boolean } | undefined)?.isOpen !== false;
+    socket.lookup = this.#gatedLookup(state, byIp ? bare : undefined, socket.lookup as net.LookupFunction | undefined, open);
     if (byIp && tls) {
       // Node checks the certificate against `servername ?? host`: the gated name is not the
       // node's, so the check is handed the address the client asked for (Node sends no SNI for a
@@ -178,7 +181,6 @@ export class RedisGuard {
     socket.connectTimeout = this.#timeout;
     watchConnectingSockets();
     const own = socket.reconnectStrategy;
-    let client: C | undefined;
     socket.reconnectStrategy = (retries: number, cause: unknown) => {
       // destroy() or close() during a dial: the caller's own cancellation, never a failed dial (rule 2).
       if ((client as { isOpen?: boolean } | undefined)?.isOpen === false) this.#abandon(state);
@@ -404,7 +406,7 @@ export class RedisGuard {
   }
 
   /** A lookup that asks the breaker first, then resolves (an IP address: to itself). */
-  #gatedLookup(state: ClientState, ip: string | undefined, lookup: net.LookupFunction | undefined): net.LookupFunction {
+  #gatedLookup(state: ClientState, ip: string | undefined, lookup: net.LookupFunction | undefined, open: () => boolean): net.LookupFunction {
     const resolve = lookup ?? dns.lookup;
     return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
       const go = (refusal: RoundOutcome): void => {
@@ -424,7 +426,7 @@ export class RedisGuard {
       // finds the socket destroyed, and must not take a permit no dial will report.
       const askedAt = this.#rounds.now();
       const socket = takeConnectingSocket();
-      const gate = this.#gate(state, () => this.#rounds.now() - askedAt < this.#timeout);
+      const gate = this.#gate(state, () => this.#rounds.now() - askedAt < this.#timeout && open());
       const bounded = (refusal: RoundOutcome): void => {
         // node-redis's handshake has no bound of its own: the guard's, from when the dial began.
         if (refusal === undefined && socket !== undefined) {
@@ -468,6 +470,16 @@ export class RedisGuard {
         const gate = guard.#gate(state, () => this.connecting === true);
         return gate instanceof Promise ? gate.then(go) : go(gate);
       }
+
+      /**
+       * The client's `disconnect()` gives its dial in flight up: abandoned, which frees the round
+       * it leads at once. ioredis runs no retryStrategy after a manual disconnect, so unsaid, the
+       * round held every other client of the node until its lead ran out (connectTimeout + 1 s).
+       */
+      override disconnect(): void {
+        guard.#abandon(state);
+        super.disconnect();
+      }
     };
   }
 
@@ -508,6 +520,12 @@ export class RedisGuard {
           },
         );
       }
+
+      /** As the standalone connector's: the client gives its dial in flight up. */
+      override disconnect(): void {
+        guard.#abandon(state);
+        super.disconnect();
+      }
     };
   }
 
@@ -541,7 +559,7 @@ export class RedisGuard {
       () => state.permit === permit,
       () => {
         const timeout = new ConnectTimeoutError(state.key, this.#timeout, 'handshake');
-        return pipelined ? new TransportClosedError(state.key, 'connection', { cause: timeout }) : timeout;
+        return pipelined ? new TransportClosedError(state.key, `connection (its handshake unanswered after ${this.#timeout} ms; commands sent behind it may run)`, { cause: timeout }) : timeout;
       },
     );
   }

@@ -108,6 +108,8 @@ export interface IoredisConnector {
   connecting?: boolean;
   stream?: unknown;
   connect(emitter: unknown): Promise<unknown>;
+  /** Ends the connection or the connect in progress (the client's `disconnect()`). */
+  disconnect(): void;
   /** ioredis's `SentinelConnector` only: asks one sentinel for the node's address (null: none). */
   resolve?(endpoint: unknown): Promise<{ host: string; port: number } | null | undefined>;
 }
