@@ -158,16 +158,30 @@ export function nodeRedisTarget(options: NodeRedisOptions): { host: string; port
 }
 
 /**
- * The options without `url`, its credentials, database and scheme moved into options (as node-redis
- * reads them; explicit options win), so the url's host cannot override the guarded `socket.host`.
+ * The options without `url`, its credentials, database and scheme moved into options as
+ * node-redis moves them (the url's win over explicit options: node-redis assigns what it parsed
+ * over them; a `socket.tls` that contradicts the scheme, a scheme not `redis:`/`rediss:` or a
+ * database that is no number are node-redis's own TypeErrors), so the url's host cannot override
+ * the guarded `socket.host`. Before, explicit options won: `{ url: 'redis://h/3', database: 0 }`
+ * wrote to db 0 where node-redis writes to db 3, and a url's password lost to a stale `password`.
  */
 export function withoutUrl(options: NodeRedisOptions, socket: Record<string, unknown>): NodeRedisOptions {
   const { url, ...rest } = options;
   if (typeof url !== 'string') return rest;
   const u = new URL(url);
-  if (u.username !== '' && rest.username === undefined) rest.username = decodeURIComponent(u.username);
-  if (u.password !== '' && rest.password === undefined) rest.password = decodeURIComponent(u.password);
-  if (u.pathname.length > 1 && rest.database === undefined) rest.database = Number(u.pathname.slice(1));
-  if (u.protocol === 'rediss:') socket.tls = true;
+  if (u.protocol !== 'redis:' && u.protocol !== 'rediss:') throw new TypeError('Invalid protocol');
+  const tls = u.protocol === 'rediss:';
+  if (socket.tls !== undefined && socket.tls !== tls) {
+    throw new TypeError(`tls socket option is set to ${String(socket.tls)} which is mismatch with protocol or the URL ${url} passed`);
+  }
+  socket.tls = tls;
+  if (u.username !== '' || u.password !== '') delete rest.credentialsProvider; // node-redis makes one from the url's
+  if (u.username !== '') rest.username = decodeURIComponent(u.username);
+  if (u.password !== '') rest.password = decodeURIComponent(u.password);
+  if (u.pathname.length > 1) {
+    const database = Number(u.pathname.slice(1));
+    if (Number.isNaN(database)) throw new TypeError('Invalid pathname');
+    rest.database = database;
+  }
   return rest;
 }
