@@ -7,7 +7,7 @@
  * @module
  */
 import type { DialPermit, Transport } from '../../guard/host-breaker.js';
-import type { RedialRounds, RoundOutcome } from './redial.js';
+import type { RedialRounds, RoundOutcome, RoundPolicy } from './redial.js';
 
 /**
  * Longest single wait the guard hands node-redis, ms. node-redis cannot cancel a reconnect wait:
@@ -59,6 +59,12 @@ export class ClientState {
    */
   socket: { readonly bytesRead: number } | undefined;
   lastError: unknown;
+  /**
+   * The client's bound on one dial, ms: its own `connectTimeout` when it gave one, else 0 (the
+   * guard's). With it, the rounds' lead bound for this client's dials.
+   */
+  timeout = 0;
+  policy: RoundPolicy | undefined;
   /**
    * @param key - the node's breaker key.
    * @param rounds - whether the client's redials go in the breaker's shared rounds (every client
