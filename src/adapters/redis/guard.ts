@@ -186,7 +186,12 @@ export class RedisGuard {
     socket.reconnectStrategy = (retries: number, cause: unknown) => {
       // destroy() or close() during a dial: the caller's own cancellation, never a failed dial (rule 2).
       if ((client as { isOpen?: boolean } | undefined)?.isOpen === false) this.#abandon(state);
-      const delay = Math.min(this.#next(state, retries, cause), NODE_REDIS_LONGEST_WAIT);
+      // Where the breaker and the rounds say nothing (a node that answers every dial with an
+      // error, a wrong password), no sooner than node-redis's own default would redial: the
+      // guard's jitter alone redialled such a node twice as often as plain clients (10 against 5
+      // dials a second for 10 clients).
+      const floor = own === undefined ? Math.min(2 ** Math.min(retries, 16) * 50, NODE_REDIS_LONGEST_WAIT) : 0;
+      const delay = Math.min(this.#next(state, retries, cause, floor), NODE_REDIS_LONGEST_WAIT);
       // The client's own strategy still decides whether to go on, and may ask for a longer wait.
       if (own === undefined) return delay;
       const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
@@ -295,11 +300,11 @@ export class RedisGuard {
    * When to redial a node: after its open window (jittered), soon while a probe is out, else at
    * its next shared round (`rounds`: the client's round key), else a backoff of the client's own.
    */
-  #delayFor(key: string | undefined, attempt: number, rounds?: string, transport?: Transport): number {
+  #delayFor(key: string | undefined, attempt: number, rounds?: string, transport?: Transport, floor = 0): number {
     const backoff = Math.floor(this.#random() * Math.min(this.#maxBackoff, FIRST_ROUND_CAP * 2 ** Math.min(attempt, 16)));
     const snapshot = key === undefined ? undefined : this.breaker.state(key, undefined, transport);
     const round = rounds === undefined ? undefined : this.#rounds.delay(rounds);
-    if (snapshot === undefined || snapshot.retryAfter === 0) return round === undefined ? backoff : Math.ceil(round);
+    if (snapshot === undefined || snapshot.retryAfter === 0) return round === undefined ? Math.max(backoff, floor) : Math.ceil(round);
     // Never past OPEN_POLL: an isolation until released has no end (Infinity), and a client told
     // to wait that long was told 1 ms by Node's timers, so it spun on refusals; a long window of
     // the user's own is asked about again now and then, at no cost but one refusal.
@@ -592,12 +597,12 @@ export class RedisGuard {
    * a probe is out, soon (a refused dial costs no I/O, and the probe may bring the node back);
    * otherwise a short jittered backoff.
    */
-  #next(state: ClientState, attempt: number, cause: unknown): number {
+  #next(state: ClientState, attempt: number, cause: unknown, floor = 0): number {
     const dialled = state.permit !== undefined;
     this.#settle(state, cause);
     // No dial of its own ended: a lost connection (or a dial failed at the gate); from now on the
     // node's redials go in rounds (a no-op if they already do).
     if (!dialled) this.#rounds.lost(state.roundKey, cause);
-    return this.#delayFor(state.key, attempt, state.roundKey, state.transport);
+    return this.#delayFor(state.key, attempt, state.roundKey, state.transport, floor);
   }
 }

@@ -32,8 +32,9 @@ describe('RedisGuard: connectTimeout at its maximum', () => {
     await new Promise((resolve) => setTimeout(resolve, 150));
     await server.start();
     await server.freeze();
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
     const status = (s: string): number => clients.filter((c) => c.status === s).length;
+    await expect.poll(() => status('connect'), { timeout: 3_000, interval: 10 }).toBeGreaterThanOrEqual(1); // a leader in the handshake
+    await new Promise((resolve) => setTimeout(resolve, 500)); // was: the round let go after 1 ms
     expect({ inHandshake: status('connect'), waiting: status('connecting') }).toEqual({ inHandshake: 1, waiting: 7 });
     expect(warnings).not.toContain('TimeoutOverflowWarning');
     await server.thaw();

@@ -1,0 +1,45 @@
+/**
+ * A node that answers every dial with an error (a wrong password): the breaker rightly counts it
+ * alive, and the rounds say nothing, so the guard's redial spacing was its jitter alone, drawn
+ * from [0, cap): 10 node-redis clients redialled such a node 10 times a second where plain ones
+ * redial it 5 times. With no strategy of the client's own, node-redis now waits at least what
+ * its own default would (50 ms doubling to 2 s). Counted at a real `redis-server`, the guard's
+ * jitter pinned to its shortest (`random: () => 0`), against plain clients in the same run.
+ */
+import { execFileSync } from 'node:child_process';
+import { createClient } from 'redis';
+import { describe, expect, it } from 'vitest';
+import { RedisGuard } from '../../../src/adapters/redis/index.js';
+import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { leakCheckEach } from '../../helpers/leaks.js';
+import { RedisServer, freePort } from './redis-server.js';
+
+const cleanups = leakCheckEach();
+
+function connections(port: number): number {
+  const info = execFileSync('redis-cli', ['-p', String(port), '-a', 'right', '--no-auth-warning', 'info', 'stats'], { encoding: 'utf8' });
+  return Number(/total_connections_received:(\d+)/.exec(info)?.[1]);
+}
+
+describe('RedisGuard + node-redis: a node answering every dial with an error', () => {
+  it('guarded clients redial it no more often than plain ones (3 clients each, 2.5 s)', async () => {
+    const plainServer = await new RedisServer(await freePort(), ['--requirepass', 'right']).start();
+    const guardedServer = await new RedisServer(await freePort(), ['--requirepass', 'right']).start();
+    cleanups.push(() => plainServer.kill(), () => guardedServer.kill());
+    const guard = new RedisGuard({ breaker: new HostBreaker(), random: () => 0 });
+    const clients = [
+      ...[0, 1, 2].map(() => createClient({ socket: { host: '127.0.0.1', port: plainServer.port }, password: 'wrong' })),
+      ...[0, 1, 2].map(() => guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port: guardedServer.port }, password: 'wrong' })),
+    ];
+    for (const c of clients) {
+      c.on('error', () => {});
+      c.connect().catch(() => {});
+      cleanups.push(() => c.isOpen && c.destroy());
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    const plain = connections(plainServer.port) - 1; // less redis-cli's own
+    const guarded = connections(guardedServer.port) - 1;
+    expect(plain).toBeGreaterThanOrEqual(6);
+    expect(guarded).toBeLessThanOrEqual(plain + 3); // was several times plain's with the jitter at 0
+  });
+});
