@@ -237,7 +237,9 @@ export class RedisGuard {
       retryStrategy: (times: number) => {
         const cause = state.lastError;
         state.lastError = undefined;
-        const delay = this.#next(state, times, cause);
+        // As for node-redis: no sooner than ioredis's own default where nothing else says when.
+        const floor = typeof options.retryStrategy === 'function' ? 0 : Math.min(times * 50, 2_000);
+        const delay = this.#next(state, times, cause, floor);
         // The client's own strategy still decides whether to go on, and may ask for a longer wait.
         if (typeof options.retryStrategy !== 'function') return options.retryStrategy === null ? null : delay;
         const theirs: unknown = (options.retryStrategy as (t: number) => unknown)(times);
@@ -304,7 +306,7 @@ export class RedisGuard {
     const backoff = Math.floor(this.#random() * Math.min(this.#maxBackoff, FIRST_ROUND_CAP * 2 ** Math.min(attempt, 16)));
     const snapshot = key === undefined ? undefined : this.breaker.state(key, undefined, transport);
     const round = rounds === undefined ? undefined : this.#rounds.delay(rounds);
-    if (snapshot === undefined || snapshot.retryAfter === 0) return round === undefined ? Math.max(backoff, floor) : Math.ceil(round);
+    if (snapshot === undefined || snapshot.retryAfter === 0) return Math.max(round === undefined ? backoff : Math.ceil(round), floor);
     // Never past OPEN_POLL: an isolation until released has no end (Infinity), and a client told
     // to wait that long was told 1 ms by Node's timers, so it spun on refusals; a long window of
     // the user's own is asked about again now and then, at no cost but one refusal.

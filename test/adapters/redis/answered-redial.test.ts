@@ -7,6 +7,7 @@
  * jitter pinned to its shortest (`random: () => 0`), against plain clients in the same run.
  */
 import { execFileSync } from 'node:child_process';
+import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { RedisGuard } from '../../../src/adapters/redis/index.js';
@@ -41,5 +42,25 @@ describe('RedisGuard + node-redis: a node answering every dial with an error', (
     const guarded = connections(guardedServer.port) - 1;
     expect(plain).toBeGreaterThanOrEqual(6);
     expect(guarded).toBeLessThanOrEqual(plain + 3); // was several times plain's with the jitter at 0
+  });
+
+  it('ioredis likewise (3 clients each, 2.5 s)', async () => {
+    const plainServer = await new RedisServer(await freePort(), ['--requirepass', 'right']).start();
+    const guardedServer = await new RedisServer(await freePort(), ['--requirepass', 'right']).start();
+    cleanups.push(() => plainServer.kill(), () => guardedServer.kill());
+    const guard = new RedisGuard({ breaker: new HostBreaker(), random: () => 0 });
+    const clients = [
+      ...[0, 1, 2].map(() => new Redis({ host: '127.0.0.1', port: plainServer.port, password: 'wrong' })),
+      ...[0, 1, 2].map(() => guard.ioredis(Redis, { host: '127.0.0.1', port: guardedServer.port, password: 'wrong' })),
+    ];
+    for (const c of clients) {
+      c.on('error', () => {});
+      cleanups.push(() => c.disconnect());
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    const plain = connections(plainServer.port) - 1;
+    const guarded = connections(guardedServer.port) - 1;
+    expect(plain).toBeGreaterThanOrEqual(6);
+    expect(guarded).toBeLessThanOrEqual(plain + 3);
   });
 });
