@@ -126,8 +126,10 @@ export class RedisGuard {
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: RedisGuardOptions = {}) {
     if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
-    const breaker = opt(options.breaker, undefined) ?? sharedBreaker();
-    if (!(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker, got ${show(breaker)}`);
+    // null is refused, not taken as "the shared one": every other adapter reads null as "no
+    // breaker", and a guard with none has nothing to gate (use the plain client for that).
+    const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
+    if (!(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker (left out: the shared one), got ${show(breaker)}`);
     this.breaker = breaker;
     this.#timeout = checkDuration('connectTimeout', opt(options.connectTimeout, 2_000), 1);
     // At least the first round's cap: 0 (or a fraction) spaced the rounds by nothing, a redial storm.

@@ -51,4 +51,9 @@ describe("RedisGuard: the client's own connectTimeout", () => {
     expect(() => guard.ioredis(Redis, { host: '127.0.0.1', port: 6390, connectTimeout: -1, lazyConnect: true })).toThrow(/connectTimeout/);
     expect(() => guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port: 6390, connectTimeout: Number.NaN } })).toThrow(/socket.connectTimeout/);
   });
+
+  it('breaker: null is refused (every other adapter reads it as "none"; this guard has nothing to gate without one), not taken for the shared one', () => {
+    expect(() => new RedisGuard({ breaker: null as never })).toThrow(/breaker must be a HostBreaker \(left out: the shared one\), got null/);
+    expect(new RedisGuard().breaker).toBeInstanceOf(HostBreaker);
+  });
 });
