@@ -84,8 +84,9 @@ export interface RedisGuardOptions {
   breaker?: HostBreaker;
   /**
    * Bound on one connect, ms (TCP, TLS and the client's handshake), given to each client that
-   * sets no `connectTimeout` of its own (node-redis: `socket.connectTimeout`); a client's own is
-   * its bound, handshake included. Default 2 000: a cache node on the same network connects in
+   * sets no `connectTimeout` of its own (node-redis: `socket.connectTimeout`; 0, "none", counts
+   * as unset); a client's own is its bound, handshake included. A cluster's node connections
+   * all take this one. Default 2 000: a cache node on the same network connects in
    * milliseconds, and a cache is worth less than a long wait (node-redis's own default is 5 000,
    * ioredis's 10 000).
    */
@@ -378,6 +379,17 @@ export class RedisGuard {
   }
 
   /** The client gave the dial in flight up: abandoned, and the clients waiting for it dial. */
+  /**
+   * The client disconnects with a dial in flight. ioredis also disconnects itself after the node
+   * answered (a wrong password, a failed ready check: `recoverFromFatalError`): such a dial is a
+   * success, as the node replied (rule 1); only a dial nothing answered is the client's own
+   * cancellation, abandoned (rule 2).
+   */
+  #givenUp(state: ClientState): void {
+    if ((state.socket?.bytesRead ?? 0) > 0 || serverReplied(state.lastError)) this.#settle(state, state.lastError);
+    else this.#abandon(state);
+  }
+
   #abandon(state: ClientState): void {
     const permit = state.permit;
     state.permit = undefined;
@@ -488,7 +500,7 @@ export class RedisGuard {
        * round held every other client of the node until its lead ran out (connectTimeout + 1 s).
        */
       override disconnect(): void {
-        guard.#abandon(state);
+        guard.#givenUp(state);
         super.disconnect();
       }
     };
@@ -534,7 +546,7 @@ export class RedisGuard {
 
       /** As the standalone connector's: the client gives its dial in flight up. */
       override disconnect(): void {
-        guard.#abandon(state);
+        guard.#givenUp(state);
         super.disconnect();
       }
     };
@@ -556,7 +568,9 @@ export class RedisGuard {
    * patient for 5 s with a node busy 3 s failed at 2 s where the plain client was served.
    */
   #own(state: ClientState, given: unknown, name: string): number {
-    if (given === undefined) return this.#timeout;
+    // 0 is both clients' "no timeout": the guard's bound then, as before a client's own counted
+    // (rule 6: every dial is bounded).
+    if (given === undefined || given === 0) return this.#timeout;
     const timeout = checkDuration(name, given, 1);
     if (timeout !== this.#timeout) {
       state.timeout = timeout;

@@ -6,6 +6,8 @@
  * abandons the dial (it says nothing of the node) and frees the round. Real `redis-server`.
  */
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { acceptAndHold } from '../../../src/testing/tcp-peers.js';
 import { describe, expect, it } from 'vitest';
 import { RedisGuard } from '../../../src/adapters/redis/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
@@ -48,5 +50,31 @@ describe('RedisGuard + ioredis: disconnect() of the client leading a redial roun
     const rest = clients.filter((c) => c !== leader);
     await Promise.all(rest.map((c) => c.ping()));
     expect(performance.now() - thawed).toBeLessThan(1_000); // was ~3 000 ms (the lead's bound)
+  });
+
+  it("a disconnect ioredis makes itself after the node answered (a wrong password) is the node's answer: a success, never abandoned", async () => {
+    const server = await new RedisServer(await freePort(), ['--requirepass', 'right']).start();
+    cleanups.push(() => server.kill());
+    const breaker = new HostBreaker();
+    const guard = new RedisGuard({ breaker });
+    const client = guard.ioredis(Redis, { host: '127.0.0.1', port: server.port, password: 'wrong' });
+    client.on('error', () => {});
+    cleanups.push(() => client.disconnect());
+    await expect.poll(() => breaker.stats().succeeded, { timeout: 2_000, interval: 10 }).toBeGreaterThanOrEqual(2);
+    expect(breaker.stats()).toMatchObject({ failed: 0, abandoned: 0 });
+  });
+
+  it('node-redis: destroy() during a dial whose handshake is held is the client’s own cancellation: abandoned, not failed', async () => {
+    const peer = await acceptAndHold();
+    cleanups.push(() => peer.close());
+    const breaker = new HostBreaker();
+    const client = new RedisGuard({ breaker, connectTimeout: 2_000 }).nodeRedis(createClient, { socket: { host: '127.0.0.1', port: peer.port } });
+    client.on('error', () => {});
+    cleanups.push(() => client.isOpen && client.destroy());
+    client.connect().catch(() => {});
+    await expect.poll(() => peer.attempts, { timeout: 2_000, interval: 10 }).toBe(1);
+    client.destroy();
+    await expect.poll(() => breaker.stats().abandoned, { timeout: 1_000, interval: 10 }).toBe(1);
+    expect(breaker.stats().failed).toBe(0);
   });
 });

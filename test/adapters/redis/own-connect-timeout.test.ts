@@ -50,6 +50,10 @@ describe("RedisGuard: the client's own connectTimeout", () => {
     const guard = new RedisGuard({ breaker: new HostBreaker() });
     expect(() => guard.ioredis(Redis, { host: '127.0.0.1', port: 6390, connectTimeout: -1, lazyConnect: true })).toThrow(/connectTimeout/);
     expect(() => guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port: 6390, connectTimeout: Number.NaN } })).toThrow(/socket.connectTimeout/);
+    // 0, both clients' "no timeout", takes the guard's bound: every dial is bounded.
+    const io = guard.ioredis(Redis, { host: '127.0.0.1', port: 6390, connectTimeout: 0, lazyConnect: true });
+    expect((io.options as { connectTimeout?: number }).connectTimeout).toBe(2_000);
+    io.disconnect();
   });
 
   it('breaker: null is refused (every other adapter reads it as "none"; this guard has nothing to gate without one), not taken for the shared one', () => {
