@@ -17,7 +17,7 @@ import type net from 'node:net';
 import type stream from 'node:stream';
 import type { HostBreaker } from '../../guard/host-breaker.js';
 import { type AgentGuardOptions, splitOptions } from './options.js';
-import { AgentGuard, type ConnectionOptions, type OnCreate, watchQueued } from './pending-dial.js';
+import { AgentGuard, type ConnectionOptions, type OnCreate, stopQueueWatch, watchQueued } from './pending-dial.js';
 
 /** Options of a {@link GuardedHttpAgent}: Node's `http.AgentOptions` and dialguard's. */
 export interface GuardedHttpAgentOptions extends http.AgentOptions, AgentGuardOptions {}
@@ -34,6 +34,7 @@ type Callback = (err: Error | null, stream: stream.Duplex) => void;
  * synchronously from it and does not pass the request along).
  */
 function createSocketFor(agent: http.Agent, guard: AgentGuard, base: CreateSocket, req: http.ClientRequest, options: object, cb: OnCreate): void {
+  stopQueueWatch(req); // a request dialled for from the queue (Node's removeSocket): its dial watches it
   const outer = guard.current;
   guard.current = req;
   try {

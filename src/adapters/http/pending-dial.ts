@@ -109,6 +109,9 @@ export class AgentGuard {
     }
     const slot = new PendingDial();
     hold(books, name, slot);
+    // Requests already queued under this origin now wait behind a dial that holds its slot to
+    // its bound: a destroy must reach them at once (see watchQueued).
+    for (const queued of books.requests[name] ?? []) if (queued !== req) watchQueuedRequest(books.requests, queued);
     const { timeout, breaker, clock } = this.settings;
     const stop = new AbortController(); // agent.destroy(): the dial is given up
     const attempt = this.#scout.run(key, () =>
@@ -234,14 +237,21 @@ const queueWatches = new WeakMap<http.ClientRequest, () => void>();
  * a queued dial takes it (see {@link next}).
  */
 export function watchQueued(books: unknown, req: http.ClientRequest): void {
-  const requests = (books as AgentBooks).requests;
-  let queued = false;
+  const { requests, sockets } = books as AgentBooks;
   // Node pushes a request it queues: it is the last of its origin's queue (no queue: not queued).
+  // Watched only behind a dial in flight: behind sockets alone, a slot frees as with Node's agent.
   for (const name in requests) {
     const list = requests[name];
-    if (list !== undefined && list[list.length - 1] === req) queued = true;
+    if (list !== undefined && list[list.length - 1] === req) {
+      if (sockets[name]?.some((s) => s instanceof PendingDial) === true) watchQueuedRequest(requests, req);
+      return;
+    }
   }
-  if (!queued || queueWatches.has(req)) return;
+}
+
+/** Watches `req`, waiting in `requests`, for a destroy (see {@link watchQueued}); once. */
+function watchQueuedRequest(requests: AgentBooks['requests'], req: http.ClientRequest): void {
+  if (queueWatches.has(req)) return;
   const unwatch = watchRequest(
     req,
     () => {}, // Node arms a queued request's timeout when it gets its socket, as it does here
@@ -254,7 +264,8 @@ export function watchQueued(books: unknown, req: http.ClientRequest): void {
   req.once('socket', () => stopQueueWatch(req));
 }
 
-function stopQueueWatch(req: http.ClientRequest): void {
+/** Stops watching `req` in the queue: a dial is being made for it, which watches it from then on. */
+export function stopQueueWatch(req: http.ClientRequest): void {
   const unwatch = queueWatches.get(req);
   if (unwatch === undefined) return;
   queueWatches.delete(req);
@@ -307,13 +318,13 @@ function release(books: AgentBooks, name: string, slot: PendingDial): void {
  * the breaker refuses without I/O).
  */
 function next(books: AgentBooks, name: string, options: ConnectionOptions, failed: http.ClientRequest | undefined): void {
-  // A request destroyed while queued and not yet taken out (its watch missed it) is not dialled
-  // for: it leaves now, failing with its own error, as Node fails it when handed a socket.
+  // A request destroyed and still queued is not dialled for: it has failed already (Node fails a
+  // request whose dial failed, and leaves it queued), so it only leaves the queue.
   const waiting = books.requests[name];
   if (waiting !== undefined) {
     for (const gone of waiting.filter((r) => r.destroyed)) {
       stopQueueWatch(gone);
-      if (leaveQueue(books.requests, gone)) failQueued(gone);
+      leaveQueue(books.requests, gone);
     }
   }
   let req = books.requests[name]?.find((r) => r !== failed);

@@ -63,7 +63,7 @@ describe('GuardedHttpAgent: requests that give up while queued', () => {
     expect(performance.now() - t0).toBeLessThan(1_000); // was 1.5 s and 3 s for the queued two
   });
 
-  it('a queued request destroyed without a reason fails with "socket hang up"; the one queued behind it is served, and the server never sees the destroyed one', async () => {
+  it('behind a busy socket (no dial in flight) a destroyed queued request fails as with Node\'s agent, when the slot frees: "socket hang up", once; the one behind it is served, and the server never sees the destroyed one', async () => {
     let release: () => void = () => {};
     const server = await countingServer({
       handler: (req, res) => {
@@ -86,14 +86,18 @@ describe('GuardedHttpAgent: requests that give up while queued', () => {
     const slow = body('/slow');
     await new Promise((resolve) => setTimeout(resolve, 50)); // the slot is taken
     const gone = http.get(`${server.origin}/gone`, { agent });
-    const goneError = new Promise<NodeJS.ErrnoException>((resolve) => gone.on('error', resolve));
+    const goneErrors: NodeJS.ErrnoException[] = [];
+    let closes = 0;
+    gone.on('error', (e: NodeJS.ErrnoException) => goneErrors.push(e));
+    gone.on('close', () => closes++);
     const behind = body('/behind');
     gone.destroy();
-    expect(await goneError).toMatchObject({ code: 'ECONNRESET', message: 'socket hang up' });
     release();
     expect(await slow).toBe('slow');
     expect(await behind).toBe('ok');
     expect({ requests: server.requests, connections: server.connections }).toEqual({ requests: 2, connections: 1 });
+    expect(goneErrors).toMatchObject([{ code: 'ECONNRESET', message: 'socket hang up' }]);
+    expect(closes).toBe(1);
   });
 
   it("a request timeout above 2^31-1 ms is held there during the dial, as Node holds it: no 'timeout' after 1 ms", async () => {
@@ -110,5 +114,27 @@ describe('GuardedHttpAgent: requests that give up while queued', () => {
       }, 150);
     });
     expect(what).toBe('still waiting'); // was 'timeout' after 1-3 ms
+  });
+
+  it("a queued request Node dials for when a socket closes, destroyed during that dial: one error, one close, and no wrapper left on it", async () => {
+    const server = await countingServer({ handler: (req) => req.resume() }); // never answers: A holds the slot
+    cleanups.push(() => server.close());
+    const agent = guardedHttp({ maxSockets: 1, keepAlive: true, connectTimeout: 2_000 });
+    const first = http.get(`${server.origin}/a`, { agent });
+    first.on('error', () => {});
+    await new Promise((resolve) => first.once('socket', resolve));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // B queues behind A; when A's socket closes, Node's removeSocket dials for B (B stays queued).
+    const b = http.get(`${server.origin}/b`, { agent });
+    const events: string[] = [];
+    b.on('error', (e: NodeJS.ErrnoException) => events.push(`error ${e.code}`));
+    b.on('close', () => events.push('close'));
+    // A's socket closes: Node's removeSocket starts a guarded dial for B (B still queued), and B
+    // gives up while that dial runs.
+    first.socket!.once('close', () => b.destroy());
+    first.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(events).toEqual(['error ECONNRESET', 'close']); // was: error and close twice
+    expect(Object.getOwnPropertyDescriptor(b, 'destroy')).toBeUndefined(); // no wrapper left behind
   });
 });
