@@ -265,7 +265,9 @@ function retrySettings(retry: GrpcRetryOptions | false | undefined): GrpcSetting
 /**
  * Whether channel options make grpc-js retry or hedge calls itself: a `grpc.service_config` with
  * a `retryPolicy` or `hedgingPolicy` in any method config, and retries not turned off
- * (`grpc.enable_retries: 0`). A service config that does not parse is grpc-js's to refuse.
+ * (`grpc.enable_retries: 0`). A service config that does not parse is grpc-js's to refuse. One
+ * that grpc-js resolves itself (a DNS TXT record, unless `grpc.service_config_disable_resolution`)
+ * is not seen here.
  */
 export function serviceConfigRetries(options: Readonly<Record<string, unknown>>): boolean {
   const config = options['grpc.service_config'];

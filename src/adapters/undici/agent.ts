@@ -83,7 +83,7 @@ const UNDICI_ONLY_KEYS = [
 function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null, closing: AbortSignal): Agent.Options {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
   for (const key of UNDICI_ONLY_KEYS) {
-    if (key in options) {
+    if ((options as Record<string, unknown>)[key] !== undefined) {
       throw new TypeError(`${key} is an undici Agent option: pass it as undici: { ${key} } (at the top level it was ignored)`);
     }
   }
