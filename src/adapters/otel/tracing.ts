@@ -7,13 +7,14 @@
  * Attributes are bounded: the host dialled (`server.address`), an outcome, an error code, the
  * attempt number and whether the breaker refused.
  *
- * Parents: a call's own parent is the span active in OpenTelemetry's context when it starts (a
- * root span when none is, or when no context manager is registered). An attempt's or a dial's
- * parent is the innermost dialguard span of this subscription still open where it starts, found
- * through an AsyncLocalStorage bound to the channels' `start`, so the shape holds whatever context
- * manager the application runs; an ended one is skipped (a socket dialled under a call carries
- * that call's async context into all its later events), and when none is open it is the span
- * active in OpenTelemetry's context. Events go on that same innermost open span, or nowhere.
+ * Parents: a span's parent is the innermost dialguard span of this subscription still open where
+ * it starts (a call made inside another call's attempt nests under that attempt), found through
+ * an AsyncLocalStorage bound to the channels' `start`, so the shape holds whatever context manager
+ * the application runs. An ended one is skipped: a socket dialled under a call carries that
+ * call's async context into all its later events, and a call started from them belongs to the
+ * application's trace, not the ended dial's. When none is open, the parent is the span active in
+ * OpenTelemetry's context (none, or no context manager: a root span). Events go on that same
+ * innermost open span, or nowhere.
  *
  * @module
  */
@@ -48,6 +49,12 @@ function codeOf(err: unknown): string | undefined {
 }
 
 /**
+ * How long a stopped {@link traceSpans} waits for the spans still open to end on their own, ms:
+ * past it they end as 'unfinished' (an attempt whose work ignores its signal may never settle).
+ */
+export const STOP_GRACE = 10_000;
+
+/**
  * One span of this subscription, as the AsyncLocalStorage carries it into everything started
  * inside it. `span` is dropped when the span ends (an ended holder keeps no span alive in the
  * async context of a socket it dialled); `up` is the holder it started inside, within one call.
@@ -71,20 +78,21 @@ function open(holder: Holder | undefined): Holder | undefined {
  * Stopping starts no new span and adds no more events, but ends none early: a span already
  * started when `stop` is called still ends when its call, attempt or dial does, with its real
  * outcome, so every span started is ended. Until the last of them has ended, this subscription
- * stays on the channels' `asyncEnd` (through which they end); then it leaves them all. Spans that
- * end after the tracer provider was shut down are dropped by it: let calls in flight settle first.
+ * stays on the channels' `asyncEnd` (through which they end), for at most {@link STOP_GRACE} ms:
+ * then the spans still open (work that never settles) end with `dialguard.outcome: 'unfinished'`
+ * and it leaves the channels, so that no traced call pays for tracing nobody does. Spans that end
+ * after the tracer provider was shut down are dropped by it: let calls in flight settle first.
  */
 export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
   const tracer = options.tracer ?? (options.tracerProvider ?? trace.getTracerProvider()).getTracer('dialguard');
   const current = new AsyncLocalStorage<Holder>();
-  // A call's parent is OpenTelemetry's active span; an attempt's or a dial's, the innermost of
-  // ours still open around it (ended ones skipped), else OpenTelemetry's active span.
+  // The innermost of ours still open around it (ended ones skipped), else OpenTelemetry's active span.
   const parentOf = (own: Span | undefined) => (own === undefined ? context.active() : trace.setSpan(context.active(), own));
   // This subscription's holder for each traced message: its own, not a field of the message,
   // which every other traceSpans() (another tracer provider) would overwrite.
   const holders = new WeakMap<object, Holder>();
-  // Spans started and not yet ended: stopping waits for them to end before leaving the channels.
-  let live = 0;
+  // Spans started and not yet ended: stopping waits for them (a while) before leaving the channels.
+  const live = new Set<Holder>();
   let stopped = false;
   const leaves: Array<() => void> = []; // leaving the channels' handlers (kept until `live` is 0)
   const stops: Array<() => void> = []; // starting no more spans or events
@@ -106,21 +114,19 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
   const hook = (
     channel: diagnosticsChannel.TracingChannel<object>,
     name: string | ((message: Traced) => string),
-    call: boolean,
     begin: (message: Traced) => Attributes,
     finish: (message: Traced) => Attributes,
   ): void => {
     const startSpan = (message: Traced): Holder | undefined => {
       const outer = current.getStore();
-      // A call is where a chain starts: what runs inside it never looks past it. Ended holders
-      // are left out of a new chain, so chains stay as short as the spans open around them (a
-      // client that redials from its last socket's events links no history).
-      const up = call ? undefined : open(outer);
+      // Ended holders are left out of a new chain, so chains stay as short as the spans open
+      // around them (a client that redials from its last socket's events links no history).
+      const up = open(outer);
       try {
         const span = tracer.startSpan(typeof name === 'string' ? name : name(message), { attributes: begin(message) }, parentOf(up?.span));
         const holder: Holder = { span, up };
         holders.set(message, holder);
-        live++;
+        live.add(holder);
         return holder;
       } catch (err) {
         contained(err);
@@ -153,9 +159,9 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
         } catch (err) {
           contained(err);
         } finally {
-          live--;
+          live.delete(holder!);
           // Stopped, and that was the last span in flight: leave (after this publish is over).
-          if (stopped && live === 0) queueMicrotask(leave);
+          if (stopped && live.size === 0) queueMicrotask(leave);
         }
       },
     };
@@ -167,21 +173,18 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
   hook(
     callTrace,
     'dialguard.call',
-    true,
     (m) => ({ 'dialguard.component': String(m.component) }),
     (m) => ({ 'dialguard.outcome': m.error === undefined ? 'ok' : 'error', 'dialguard.attempts': Number(m.attempts ?? 0) }),
   );
   hook(
     attemptTrace,
     'dialguard.attempt',
-    false,
     (m) => ({ 'dialguard.attempt': Number(m.attempt) }),
     (m) => ({ 'dialguard.outcome': m.error === undefined ? 'ok' : 'error', 'dialguard.refused': m.error instanceof HostUnavailableError }),
   );
   hook(
     dialTrace,
     (m) => (m.kind === 'lookup' ? 'dialguard.lookup' : 'dialguard.dial'), // a name's DNS lookup is not a dial
-    false,
     (m) => ({ 'server.address': String(m.host), 'dialguard.probe': m.probe === true }),
     (m) => ({ 'dialguard.outcome': String(m.outcome ?? 'failed'), 'dialguard.phase': String(m.phase ?? 'tcp') }),
   );
@@ -207,6 +210,25 @@ export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
     if (stopped) return;
     stopped = true;
     for (const stop of stops.splice(0)) stop();
-    if (live === 0) leave();
+    if (live.size === 0) {
+      leave();
+      return;
+    }
+    const grace = setTimeout(() => {
+      for (const holder of live) {
+        const span = holder.span;
+        holder.span = undefined;
+        try {
+          span?.setAttributes({ 'dialguard.outcome': 'unfinished' });
+          span?.end();
+        } catch (err) {
+          contained(err);
+        }
+      }
+      live.clear();
+      leave();
+    }, STOP_GRACE);
+    grace.unref();
+    leaves.push(() => clearTimeout(grace)); // the last span ended first
   });
 }
