@@ -233,7 +233,9 @@ export function openSocket(
       try {
         shaking = Promise.resolve(options.handshake(socket, ctx));
       } catch (err) {
-        fail(err); // thrown at once: the dial fails with it now, never an uncaught exception
+        // Thrown at once: the dial fails with it now, never an uncaught exception; the caller's
+        // own handshake code threw, so it says nothing of the host (another client is not refused).
+        fail(localFailure(err));
         return;
       }
       shaking.then(() => {

@@ -7,6 +7,7 @@
  * @module
  */
 import { CERT_CODES } from '../core/tls-codes.js';
+import { ErrorCodes } from '../core/errors.js';
 
 /** What a failed dial tells the breaker: settle the permit with this outcome. */
 export type DialFailureOutcome = 'failed' | 'succeeded' | 'abandoned';
@@ -70,8 +71,8 @@ function codeOf(err: unknown): string | undefined {
  *   at least one byte (`answered`).
  * - `abandoned`: nobody's failure against the host: this process ran out of something (EMFILE,
  *   ENFILE, EADDRNOTAVAIL, ENOBUFS), the TLS layer refused our own configuration before the
- *   peer said anything (another `ERR_SSL_*` / `ERR_TLS_*`), or the dial's own setup threw before
- *   any I/O ({@link localFailure}).
+ *   peer said anything (another `ERR_SSL_*` / `ERR_TLS_*`), the dial's own setup threw before
+ *   any I/O ({@link localFailure}), or a breaker refused a dial made inside it (no I/O).
  * - `failed`: the host did not answer (refused, reset, unreachable, timed out...).
  *
  * @param answered - whether the peer sent anything before the failure (see `DialContext.answered`).
@@ -80,7 +81,8 @@ export function dialFailureOutcome(err: unknown, answered = false): DialFailureO
   if (typeof err === 'object' && err !== null && LOCAL_FAILURES.has(err)) return 'abandoned';
   const code = codeOf(err);
   if (code !== undefined) {
-    if (LOCAL_CODES.has(code)) return 'abandoned';
+    // A breaker's refusal (a dial made inside this one, refused): no I/O, nothing of the host.
+    if (LOCAL_CODES.has(code) || code === ErrorCodes.HOST_UNAVAILABLE) return 'abandoned';
     if (CERT_CODES.has(code)) return 'succeeded';
     if (code.startsWith('ERR_SSL_') && (/ALERT|WRONG_VERSION_NUMBER/.test(code) || answered)) return 'succeeded';
   }

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { type Clock, type TimerHandle, systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../core/connect-timeout.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
@@ -16,6 +17,7 @@ import { checkDuration, checkSignal, opt, thrownText } from '../core/validate.js
 import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js';
 import { dialFailureOutcome, localFailure } from './dial-outcome.js';
 import { type DialPermit, HostBreaker, type Transport } from './host-breaker.js';
+import { hostKey } from './host-key.js';
 
 export { DEFAULT_CONNECT_TIMEOUT };
 
@@ -77,6 +79,16 @@ export interface DialOptions<C = unknown> {
 
 const noBreaker = new HostBreaker({ failureThreshold: 0 });
 
+/**
+ * The dial whose establishment is running, seen from inside it: a dial made there to the same
+ * host on the same breaker (a pool's connector calling `connect()`, the natural way to write one)
+ * is that dial's own, not a second one. It takes no permit of its own: asked again, the breaker
+ * refused it while the outer dial held the probe, and that refusal failed the probe, so a host
+ * back from an outage was never dialled again. `open` ends with the outer dial, so sockets made
+ * inside it (whose events carry this context on) dial as anyone once it is over.
+ */
+const inside = new AsyncLocalStorage<{ readonly breaker: HostBreaker; readonly key: string; open: boolean }>();
+
 /** Payloads of dial events (on `dialguard:dial:<event>`). */
 export interface DialEvents {
   /**
@@ -135,13 +147,16 @@ export function dialWith<C>(
   transport: Transport | undefined = options.transport,
 ): Promise<C> {
   let permit: DialPermit;
+  let breaker: HostBreaker;
   let timeout: number;
   let signal: AbortSignal | undefined;
   try {
     timeout = checkDuration('timeout', opt(options.timeout, DEFAULT_CONNECT_TIMEOUT), 1);
     // Before the breaker is asked: a permit taken for a dial that cannot start is never settled.
     signal = checkSignal('signal', options.signal);
-    const breaker = options.breaker === undefined ? sharedBreaker() : (options.breaker ?? noBreaker);
+    breaker = options.breaker === undefined ? sharedBreaker() : (options.breaker ?? noBreaker);
+    const outer = inside.getStore();
+    if (outer !== undefined && outer.open && outer.breaker === breaker && outer.key === hostKey(host, port)) breaker = noBreaker; // the outer dial's own
     const answer = breaker.tryAdmit(host, port, transport); // a refusal as a value: no throw on the hot path
     if (answer instanceof HostUnavailableError) return Promise.reject(answer);
     permit = answer;
@@ -155,6 +170,7 @@ export function dialWith<C>(
   const clock = opt(options.clock, systemClock);
   const controller = new AbortController();
   const ctx: DialContext = { signal: controller.signal, permit, phase: 'tcp', answered: false };
+  const scope = { breaker, key: permit.host, open: true };
   const started = clock.now();
   // A trace only when someone listens (dialguard:dial): otherwise the dial runs as is.
   const trace: DialTraceMessage | undefined = traced(dialTrace) ? { host: permit.host, probe: permit.probe, kind: lookup ? 'lookup' : 'dial' } : undefined;
@@ -172,6 +188,7 @@ export function dialWith<C>(
     let timer: TimerHandle | undefined;
     const end = (): void => {
       done = true;
+      scope.open = false;
       if (timer !== undefined) clock.clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
     };
@@ -205,7 +222,7 @@ export function dialWith<C>(
     let attempt: Promise<C>;
     try {
       // A value that is not a promise is taken as the connection, as `await` would.
-      attempt = Promise.resolve(establish(ctx));
+      attempt = Promise.resolve(inside.run(scope, establish, ctx));
     } catch (err) {
       // Thrown before any I/O could start: this process's failure, not the host's.
       attempt = Promise.reject(localFailure(err));

@@ -27,6 +27,7 @@ import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, checkSignal, opt } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial } from '../guard/dial.js';
+import { localFailure } from '../guard/dial-outcome.js';
 import type { HostBreaker, Transport } from '../guard/host-breaker.js';
 import { hostKey } from '../guard/host-key.js';
 import { type Lease, PooledConnection, type RetireReason } from './pooled-connection.js';
@@ -330,7 +331,9 @@ export class ConnectionPool<C> {
       try {
         raw = Promise.resolve(this.#connector.connect(target, ctx));
       } catch (err) {
-        raw = Promise.reject(err);
+        // Thrown before any I/O could start: this process's failure (a connector bug), not the
+        // host's. Counted as the host's, 16 such throws opened a healthy host for every client.
+        raw = Promise.reject(localFailure(err));
       }
       // close() waits for the connector itself, not only for the dial (which rejects at once when
       // aborted): a connection that lands after the abort is disposed before close() resolves.

@@ -1,0 +1,63 @@
+/**
+ * A dial made inside another dial's establishment (a pool's connector calling `connect()`): to
+ * the same host on the same breaker it is the outer dial's own (no permit, nothing reported of
+ * its own); to another host or on another breaker, or once the outer dial is over (a socket made
+ * inside it carries its async context on), it asks the breaker as any dial. And a breaker's
+ * refusal inside a dial is never the host's failure.
+ */
+import { describe, expect, it } from 'vitest';
+import { HostUnavailableError } from '../../src/core/errors.js';
+import { dial } from '../../src/guard/dial.js';
+import { dialFailureOutcome } from '../../src/guard/dial-outcome.js';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+
+const settled = (b: HostBreaker): number => {
+  const s = b.stats();
+  return s.succeeded + s.failed + s.abandoned;
+};
+
+describe('a dial inside a dial', () => {
+  it('to the same host on the same breaker takes no permit of its own', async () => {
+    const breaker = new HostBreaker();
+    const value = await dial('a.test:1', () => dial('a.test:1', async () => 'inner', { breaker }), { breaker });
+    expect(value).toBe('inner');
+    expect(breaker.stats()).toMatchObject({ succeeded: 1, failed: 0, abandoned: 0 });
+  });
+
+  it('to another host, or on another breaker, asks its breaker as any dial', async () => {
+    const breaker = new HostBreaker();
+    const other = new HostBreaker();
+    await dial(
+      'a.test:1',
+      async () => {
+        await dial('b.test:1', async () => 'b', { breaker });
+        await dial('a.test:1', async () => 'a', { breaker: other });
+        return 'outer';
+      },
+      { breaker },
+    );
+    expect(settled(breaker)).toBe(2);
+    expect(settled(other)).toBe(1);
+  });
+
+  it('once the outer dial is over, a dial started from its context asks the breaker again', async () => {
+    const breaker = new HostBreaker();
+    let later: Promise<string> | undefined;
+    await dial(
+      'a.test:1',
+      async () => {
+        later = new Promise((resolve) => setTimeout(resolve, 20)).then(() => dial('a.test:1', async () => 'later', { breaker }));
+        return 'outer';
+      },
+      { breaker },
+    );
+    expect(await later).toBe('later');
+    expect(breaker.stats().succeeded).toBe(2);
+  });
+
+  it("a breaker's refusal, bare or as a cause, is abandoned: no I/O, nothing of the host", () => {
+    const refusal = new HostUnavailableError('a.test:1', 1_000, 'open');
+    expect(dialFailureOutcome(refusal)).toBe('abandoned');
+    expect(dialFailureOutcome(new Error('wrapped', { cause: refusal }))).toBe('abandoned');
+  });
+});
