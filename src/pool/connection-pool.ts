@@ -205,6 +205,10 @@ export class ConnectionPool<C> {
         const acquired = this.#acquire(target, signal);
         const conn = acquired instanceof PooledConnection ? acquired : await acquired;
         if (conn.usable) {
+          // Aborted after the attempt settled but before this ride boards (a caller sharing the
+          // attempt aborted it, in a microtask between): it leaves, never rides. Listening to an
+          // aborted signal hears nothing, so boarding would have ridden and resolved.
+          if (signal?.aborted === true) throw signal.reason;
           this.#embark(conn, fn, ends, signal, idempotent, turn, stale, resolve, reject);
           return;
         }
