@@ -70,7 +70,7 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
     // An IP literal (bracketed IPv6 included) is one address: one entry, asked for by its
     // spelling and port, so a warm one's refusal makes no key (the breaker's own index finds it).
     if (options.perAddress === false || options.breaker === null || (typeof target.host === 'string' && isLiteral(target.host))) {
-      return dialWith(target.host, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy, false, target.port, transportOf(options));
+      return dialWith(target.host, (ctx) => openSocket(checkedHost(target), options, ctx), options, options.dispose ?? destroy, false, target.port, transportOf(options));
     }
     key = hostKey(target.host, target.port);
   } catch (err) {
@@ -110,6 +110,21 @@ function byAddress(target: ConnectTarget, key: string, options: ConnectOptions):
     family: tlsObject?.family ?? options.socket?.family,
     hints: tlsObject?.hints ?? options.socket?.hints,
   });
+}
+
+/**
+ * `target`, once its host is known to be something Node can dial: a host with a colon is taken for
+ * an IPv6 literal, so a `host:port` or a URL (`127.0.0.1:8080`, `http://127.0.0.1`) reached Node,
+ * failed ENOTFOUND, and was filed under the key it normalises to, the healthy host's own: one
+ * client's typo got that host refused for every client. Checked when a dial starts (a throw there
+ * is this process's failure, never the host's), not on the refusal path.
+ */
+function checkedHost(target: ConnectTarget): ConnectTarget {
+  const host = target.host;
+  if (typeof host === 'string' && host.includes(':') && net.isIP(host.startsWith('[') ? host.slice(1, -1) : host) === 0) {
+    throw new TypeError(`host must be a name or an IP address (the port goes in port), got ${JSON.stringify(host)}`);
+  }
+  return target;
 }
 
 /** How a connect reaches its host: over TLS when `tls` is set. */

@@ -3,8 +3,9 @@
  *
  * `dial()` is protocol-agnostic. The `establish` callback does the whole job (TCP, TLS, any
  * protocol handshake such as HTTP/2 SETTINGS) and watches `ctx.signal`; `dial()` bounds it end to
- * end, settles the breaker permit exactly once, and closes a connection that arrives after the
- * dial was given up, so a late success never leaks a socket.
+ * end, settles the breaker permit exactly once, and hands a connection that arrives after the
+ * dial was given up to `dispose` (give one, or an `establish` that ignores its signal leaks it;
+ * `connect()` passes its own, which destroys the socket).
  *
  * @module
  */

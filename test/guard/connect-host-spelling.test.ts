@@ -1,0 +1,38 @@
+/**
+ * `connect({ host })` with a spelling Node cannot dial that normalises to a healthy host's key: a
+ * host with a colon is taken for an IPv6 literal, so `127.0.0.1:PORT` or `http://127.0.0.1`
+ * reached Node, failed ENOTFOUND, and was filed under `127.0.0.1:PORT`: 17 such calls (1.7 s)
+ * opened the healthy host for every client. Now a TypeError when the dial starts, which never
+ * counts against the host.
+ */
+import { describe, expect, it } from 'vitest';
+import { connect } from '../../src/guard/connect.js';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { echoPeer } from '../../src/testing/tcp-peers.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+
+const cleanups = leakCheckEach();
+
+describe('connect(): a host Node cannot dial', () => {
+  it.each(['127.0.0.1:PORT', 'http://127.0.0.1', 'localhost:PORT'])('%s is a TypeError naming host; the healthy host stays closed for everyone', async (spelling) => {
+    const peer = await echoPeer();
+    cleanups.push(() => peer.close());
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0 });
+    const host = spelling.replace('PORT', String(peer.port));
+    for (let i = 0; i < 3; i++) {
+      await expect(connect({ host, port: peer.port }, { breaker })).rejects.toThrow(/host must be a name or an IP address/);
+    }
+    expect(breaker.stats()).toMatchObject({ failed: 0, opened: 0 });
+    const socket = await connect({ host: '127.0.0.1', port: peer.port }, { breaker });
+    socket.destroy();
+  });
+
+  it('IPv6 literals, bare or bracketed, still dial', async () => {
+    const peer = await echoPeer({ host: '::1' });
+    cleanups.push(() => peer.close());
+    for (const host of ['::1', '[::1]']) {
+      const socket = await connect({ host, port: peer.port }, { breaker: new HostBreaker() });
+      socket.destroy();
+    }
+  });
+});
