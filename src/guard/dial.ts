@@ -9,7 +9,6 @@
  *
  * @module
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { type Clock, type TimerHandle, systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../core/connect-timeout.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
@@ -81,14 +80,23 @@ export interface DialOptions<C = unknown> {
 const noBreaker = new HostBreaker({ failureThreshold: 0 });
 
 /**
- * The dial whose establishment is running, seen from inside it: a dial made there to the same
- * host on the same breaker (a pool's connector calling `connect()`, the natural way to write one)
- * is that dial's own, not a second one. It takes no permit of its own: asked again, the breaker
- * refused it while the outer dial held the probe, and that refusal failed the probe, so a host
- * back from an outage was never dialled again. `open` ends with the outer dial, so sockets made
- * inside it (whose events carry this context on) dial as anyone once it is over.
+ * A dial in progress, as a dial made inside it sees it: one made there to the same host on the
+ * same breaker (a pool's connector calling `connect()`, the natural way to write one) is that
+ * dial's own, not a second one. It takes no permit of its own: asked again, the breaker refused
+ * it while the outer dial held the probe, and that refusal failed the probe, so a host back from
+ * an outage was never dialled again. Found by the outer dial's signal (`ctx.signal`, which a
+ * connector passes on to be cancelled with it), or as the establishment running synchronously
+ * (an inner call made before the connector's first await). No AsyncLocalStorage: in Node 20 one
+ * turns on promise hooks for the whole process, a cost on every call of every client.
  */
-const inside = new AsyncLocalStorage<{ readonly breaker: HostBreaker; readonly key: string; open: boolean }>();
+interface OuterDial {
+  readonly breaker: HostBreaker;
+  readonly key: string;
+  open: boolean;
+}
+const dialsBySignal = new WeakMap<AbortSignal, OuterDial>();
+/** The dial whose `establish` is being called (synchronously), if any. */
+let establishing: OuterDial | undefined;
 
 /** Payloads of dial events (on `dialguard:dial:<event>`). */
 export interface DialEvents {
@@ -156,7 +164,7 @@ export function dialWith<C>(
     // Before the breaker is asked: a permit taken for a dial that cannot start is never settled.
     signal = checkSignal('signal', options.signal);
     breaker = options.breaker === undefined ? sharedBreaker() : (options.breaker ?? noBreaker);
-    const outer = inside.getStore();
+    const outer = (signal === undefined ? undefined : dialsBySignal.get(signal)) ?? establishing;
     if (outer !== undefined && outer.open && outer.breaker === breaker && outer.key === hostKey(host, port)) breaker = noBreaker; // the outer dial's own
     const answer = breaker.tryAdmit(host, port, transport); // a refusal as a value: no throw on the hot path
     if (answer instanceof HostUnavailableError) return Promise.reject(answer);
@@ -171,7 +179,8 @@ export function dialWith<C>(
   const clock = opt(options.clock, systemClock);
   const controller = new AbortController();
   const ctx: DialContext = { signal: controller.signal, permit, phase: 'tcp', answered: false };
-  const scope = { breaker, key: permit.host, open: true };
+  const scope: OuterDial = { breaker, key: permit.host, open: true };
+  dialsBySignal.set(controller.signal, scope);
   const started = clock.now();
   // A trace only when someone listens (dialguard:dial): otherwise the dial runs as is.
   const trace: DialTraceMessage | undefined = traced(dialTrace) ? { host: permit.host, probe: permit.probe, kind: lookup ? 'lookup' : 'dial' } : undefined;
@@ -223,7 +232,13 @@ export function dialWith<C>(
     let attempt: Promise<C>;
     try {
       // A value that is not a promise is taken as the connection, as `await` would.
-      attempt = Promise.resolve(inside.run(scope, establish, ctx));
+      const previous = establishing;
+      establishing = scope;
+      try {
+        attempt = Promise.resolve(establish(ctx));
+      } finally {
+        establishing = previous;
+      }
     } catch (err) {
       // Thrown before any I/O could start: this process's failure, not the host's.
       attempt = Promise.reject(localFailure(err));

@@ -1,8 +1,8 @@
 /**
  * A dial made inside another dial's establishment (a pool's connector calling `connect()`): to
- * the same host on the same breaker it is the outer dial's own (no permit, nothing reported of
- * its own); to another host or on another breaker, or once the outer dial is over (a socket made
- * inside it carries its async context on), it asks the breaker as any dial. And a breaker's
+ * the same host on the same breaker, made synchronously or given the outer dial's signal, it is
+ * the outer dial's own (no permit, nothing reported of its own); to another host or on another
+ * breaker, or once the outer dial is over, it asks the breaker as any dial. And a breaker's
  * refusal inside a dial is never the host's failure.
  */
 import { describe, expect, it } from 'vitest';
@@ -22,6 +22,36 @@ describe('a dial inside a dial', () => {
     const value = await dial('a.test:1', () => dial('a.test:1', async () => 'inner', { breaker }), { breaker });
     expect(value).toBe('inner');
     expect(breaker.stats()).toMatchObject({ succeeded: 1, failed: 0, abandoned: 0 });
+  });
+
+  it("made after an await, it is found by the outer dial's signal passed on; after the outer dial, that signal is anyone's", async () => {
+    const breaker = new HostBreaker();
+    let kept: AbortSignal | undefined;
+    await dial(
+      'a.test:1',
+      async (ctx) => {
+        kept = ctx.signal;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return dial('a.test:1', async () => 'inner', { breaker, signal: ctx.signal });
+      },
+      { breaker },
+    );
+    expect(breaker.stats()).toMatchObject({ succeeded: 1 });
+    await dial('a.test:1', async () => 'later', { breaker, signal: kept });
+    expect(breaker.stats()).toMatchObject({ succeeded: 2 });
+  });
+
+  it('made after an await without the signal, it asks the breaker (nothing ties it to the outer dial)', async () => {
+    const breaker = new HostBreaker();
+    await dial(
+      'a.test:1',
+      async () => {
+        await Promise.resolve();
+        return dial('a.test:1', async () => 'inner', { breaker });
+      },
+      { breaker },
+    );
+    expect(breaker.stats().succeeded).toBe(2);
   });
 
   it('to another host, or on another breaker, asks its breaker as any dial', async () => {
