@@ -60,8 +60,8 @@ describe('a dial inside a dial', () => {
     await dial(
       'a.test:1',
       async () => {
-        await dial('b.test:1', async () => 'b', { breaker });
-        await dial('a.test:1', async () => 'a', { breaker: other });
+        // Both made synchronously inside the establishment, where a same-host dial would be its own.
+        await Promise.all([dial('b.test:1', async () => 'b', { breaker }), dial('a.test:1', async () => 'a', { breaker: other })]);
         return 'outer';
       },
       { breaker },
