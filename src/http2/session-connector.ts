@@ -135,7 +135,15 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
 
   /** The HTTP/2 preface and SETTINGS exchange on a connected socket, watching `ctx.signal`. */
   #handshake(origin: string, socket: net.Socket, ctx: DialContext): Promise<http2.ClientHttp2Session> {
-    const session = http2.connect(origin, { createConnection: () => socket, settings: this.#options.settings });
+    // `servername` names the request's authority, as node:http2 does when it dials itself: a
+    // client that reaches a host by address and names the virtual host by SNI must reach that
+    // host (was: `:authority` said the address, and the server's default host answered).
+    const { servername } = this.#options.tls;
+    const session = http2.connect(origin, {
+      createConnection: () => socket,
+      settings: this.#options.settings,
+      ...(servername !== undefined && servername !== '' && origin.startsWith('https:') ? { servername } : {}),
+    });
     sockets.set(session, socket);
     // Errors reach the pool through watch(); this keeps one arriving after unwatch from crashing.
     session.on('error', noop);
