@@ -80,7 +80,10 @@ export interface Http2ClientOptions {
 
 /** Options of one request. */
 export interface Http2RequestOptions {
-  /** Default `GET`. */
+  /**
+   * Default `GET`. Sent as given (methods are case-sensitive), except that `delete`, `get`,
+   * `head`, `options`, `post` and `put` in any case are sent upper-cased, as `fetch` does.
+   */
   method?: string;
   /** Extra request headers (pseudo-headers are set from the URL and method). */
   headers?: http2.OutgoingHttpHeaders;
@@ -145,6 +148,18 @@ export interface Http2StreamOptions extends Http2RequestOptions {
 }
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
+
+/** The methods `fetch` upper-cases (its "normalize"); any other is a name of its own, sent as given. */
+const NORMALIZED = new Set(['DELETE', 'GET', 'HEAD', 'OPTIONS', 'POST', 'PUT']);
+
+/** An HTTP token (RFC 9110 §5.6.2): what a method name may be. */
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** `method` as it goes on the wire: HTTP methods are case-sensitive (`patch` is not `PATCH`). */
+function normalizedMethod(method: string): string {
+  const upper = method.toUpperCase();
+  return NORMALIZED.has(upper) ? upper : method;
+}
 
 /** The pool's options of a call without a signal: shared, not built per call. */
 const IDEMPOTENT_USE: UseOptions = Object.freeze({ idempotent: true });
@@ -257,10 +272,13 @@ export class Http2Client {
       timeout = options.timeout === undefined ? this.#requestTimeout : checkDuration('timeout', options.timeout, 1, true);
       signal = checkSignal('signal', options.signal);
       checkBody(options.body);
+      if (options.method !== undefined && (typeof options.method !== 'string' || !TOKEN.test(options.method))) {
+        throw new TypeError(`method must be an HTTP method name (a token), got ${show(options.method)}`);
+      }
     } catch (err) {
       return Promise.reject(err);
     }
-    const method = options.method === undefined ? 'GET' : options.method.toUpperCase();
+    const method = options.method === undefined ? 'GET' : normalizedMethod(options.method);
     const idempotent = options.idempotent ?? IDEMPOTENT.has(method);
     // One deadline for the whole call (DESIGN rule 10): the wait for a session and every turn the
     // pool takes spend what is left of it, never a fresh one.

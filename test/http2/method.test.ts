@@ -1,0 +1,58 @@
+/**
+ * Http2Client sends a method as node:http2 and fetch do: HTTP methods are case-sensitive, so a
+ * method of its own goes out as given (`patch` stayed `patch` with node:http2 and fetch, and went
+ * out as `PATCH` here); the six fetch normalises are upper-cased. A method that is not a token is
+ * a TypeError from the returned promise, before anything is sent.
+ */
+import http2 from 'node:http2';
+import type net from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { Http2Client } from '../../src/http2/client.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+
+const cleanup = leakCheckEach();
+
+async function server(): Promise<{ origin: string; seen: string[] }> {
+  const seen: string[] = [];
+  const srv = http2.createServer((req, res) => {
+    seen.push(req.method);
+    res.end();
+  });
+  const sessions = new Set<http2.ServerHttp2Session>();
+  srv.on('session', (s) => {
+    sessions.add(s);
+    s.on('close', () => sessions.delete(s));
+  });
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  cleanup.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const s of sessions) s.destroy();
+        srv.close(() => resolve());
+      }),
+  );
+  return { origin: `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}`, seen };
+}
+
+describe('Http2Client: the method on the wire', () => {
+  it('own methods as given, the six fetch normalises upper-cased', async () => {
+    const { origin, seen } = await server();
+    const client = new Http2Client({ breaker: new HostBreaker() });
+    cleanup.push(() => client.close());
+    for (const method of ['patch', 'PATCH', 'get', 'Delete', 'put', 'propfind', 'M-SEARCH']) await client.request(`${origin}/`, { method });
+    expect(seen).toEqual(['patch', 'PATCH', 'GET', 'DELETE', 'PUT', 'propfind', 'M-SEARCH']);
+  });
+
+  it('a method that is not a token is refused before anything is sent', async () => {
+    const { origin, seen } = await server();
+    const client = new Http2Client({ breaker: new HostBreaker() });
+    cleanup.push(() => client.close());
+    for (const method of ['', 'GET /', 'G\nET', 5]) {
+      const call = client.request(`${origin}/`, { method: method as string });
+      await expect(call).rejects.toThrow(TypeError);
+    }
+    expect(seen).toEqual([]);
+    expect(client.stats().targets).toBe(0);
+  });
+});
