@@ -356,6 +356,10 @@ export class GuardedCall implements GrpcCall {
     }
     const sent = this.#sent.record(context, message);
     const turn = this.#turn;
+    // Past the replay buffer on a call under way: it can never be sent again, so its ride never
+    // goes back for a fresh channel (boarding one only to fail there would blame that channel,
+    // and release every call riding it).
+    if (turn !== undefined && !this.#sent.resendable) turn.trip?.commit();
     if (turn?.active === true && !turn.ended && !turn.replaying) turn.call.sendMessageWithContext(sent.context, message);
     else this.#sent.queue(sent); // no call yet, or behind a resend's replay
   }
@@ -475,6 +479,8 @@ export class GuardedCall implements GrpcCall {
     // The caller's own metadata, as a raw grpc-js channel would get it. grpc-js only sets and
     // removes its own headers on it (encodings), so a resend may reuse it as it is.
     call.start(this.#metadata!, turn);
+    this.#sent.started();
+    if (!this.#sent.resendable) trip.commit(); // already past the replay buffer: see sendMessageWithContext
     const queued = this.#sent.take();
     if (queued !== undefined && queued.length > 1) {
       // A resend of several messages: grpc-js takes one write at a time (the next after the

@@ -23,15 +23,26 @@ export class SendLog {
   #all: Sent[] | undefined;
   #bytes = 0;
   #resendable = true;
+  /** Whether a grpc-js call was started with it: from then on what is sent may reach the server. */
+  #started = false;
 
-  /** @param limit - bytes kept for a resend; past it the call is never resent. */
+  /** @param limit - bytes kept for a resend; past it the call is never sent again once a grpc-js call has started. */
   constructor(limit: number) {
     this.#limit = limit;
   }
 
-  /** Whether the call may still be sent again unchanged. */
+  /**
+   * Whether the call may still be sent (again) unchanged: nothing was ever handed to a grpc-js
+   * call (every message still waits in the queue, however many bytes: a call over the limit that
+   * found no channel is still a first send), or everything sent is kept.
+   */
   get resendable(): boolean {
-    return this.#resendable;
+    return this.#resendable || !this.#started;
+  }
+
+  /** A grpc-js call is started with it: from now on a message may reach the server. */
+  started(): void {
+    this.#started = true;
   }
 
   /** Records a message the caller sent; returns it as it is to be handed on. */
@@ -39,7 +50,7 @@ export class SendLog {
     const sent: Sent = { context: once(context), message };
     if (this.#resendable) {
       this.#bytes += message.length;
-      if (this.#bytes > this.#limit) this.commit();
+      if (this.#bytes > this.#limit) this.#drop();
       else if (this.#all === undefined) this.#all = [sent]; // sized for the one message of a unary call
       else this.#all.push(sent);
     }
@@ -68,6 +79,12 @@ export class SendLog {
 
   /** The call is committed (the server answered, or the caller gave up): never resent. */
   commit(): void {
+    this.#started = true; // whether or not a call started: never sent again
+    this.#drop();
+  }
+
+  /** Keeps no more: once a grpc-js call has taken what was sent, it is never sent again. */
+  #drop(): void {
     this.#resendable = false;
     this.#all = undefined;
   }
