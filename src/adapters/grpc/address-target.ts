@@ -11,7 +11,11 @@
  * - grpc-js's alternative resolver (`GRPC_NODE_USE_ALTERNATIVE_RESOLVER=true`);
  * - an HTTP CONNECT proxy from the environment (`grpc_proxy`, `https_proxy`, `http_proxy`) unless
  *   `grpc.enable_http_proxy` is 0: the proxy, not this process, reaches the name;
- * - any other scheme (`ipv4:`, `ipv6:`, `unix:`, `xds:`, a resolver the user registered).
+ * - any other scheme (`ipv4:`, `ipv6:`, `unix:`, `xds:`, a resolver the user registered);
+ * - a load-balancing policy other than `pick_first` in `grpc.service_config` (`round_robin`, ...):
+ *   per address, each address is a channel of its own and the first READY one carries every
+ *   call, so grpc-js's balancer would see one address and the policy would silently do nothing
+ *   (with `round_robin` over two addresses: 41 calls and 0, where grpc-js alone splits 21 and 20).
  *
  * What dialguard's lookup does not do: read a service config from DNS TXT records, as grpc-js's DNS
  * resolver does (rarely used; `grpc.service_config` or `perAddress: false` keeps it). A resolver
@@ -44,6 +48,7 @@ const NAME_AND_PORT = /^([A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_.])?)(?::(\d{1
  */
 export function namedTarget(target: string, options: grpc.ChannelOptions, env: NodeJS.ProcessEnv = process.env): NamedTarget | undefined {
   if (env.GRPC_NODE_USE_ALTERNATIVE_RESOLVER === 'true') return undefined;
+  if (!picksFirst(options['grpc.service_config'])) return undefined;
   if (options['grpc.enable_http_proxy'] !== 0 && Boolean(env.grpc_proxy || env.https_proxy || env.http_proxy)) return undefined;
   let path = target;
   if (/^dns:/i.test(target)) {
@@ -61,6 +66,30 @@ export function namedTarget(target: string, options: grpc.ChannelOptions, env: N
   const port = m[2] === undefined ? GRPC_DEFAULT_PORT : Number(m[2]);
   if (port < 1 || port > 65_535) return undefined;
   return { host, port, authority: path };
+}
+
+/**
+ * Whether the service config given as a channel option leaves grpc-js on `pick_first` (its
+ * default): no config, no `loadBalancingConfig` (or an empty one) and no other
+ * `loadBalancingPolicy`, or `pick_first` first in the list. grpc-js takes the first policy of the
+ * list it knows; any other first entry may be one, so it is read as not `pick_first`. A config
+ * that is not JSON is grpc-js's to refuse: left to it.
+ */
+function picksFirst(config: unknown): boolean {
+  if (config === undefined) return true;
+  let parsed: unknown;
+  try {
+    parsed = typeof config === 'string' ? JSON.parse(config) : undefined;
+  } catch {
+    return false;
+  }
+  if (typeof parsed !== 'object' || parsed === null) return false;
+  const { loadBalancingConfig: list, loadBalancingPolicy: policy } = parsed as { loadBalancingConfig?: unknown; loadBalancingPolicy?: unknown };
+  if (Array.isArray(list) && list.length > 0) {
+    const first: unknown = list[0];
+    return typeof first === 'object' && first !== null && Object.keys(first).length === 1 && 'pick_first' in first;
+  }
+  return policy === undefined || (typeof policy === 'string' && policy.toLowerCase() === 'pick_first');
 }
 
 /** The grpc-js target for one address (`ipv4:a:p`, `ipv6:[a]:p`). */

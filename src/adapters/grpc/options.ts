@@ -136,7 +136,9 @@ export interface GrpcGuardOptions {
    * refusal's `addresses` holds each one's). Why: one dead pod or record must neither cost every
    * connect a timeout nor open the name for its live siblings. Targets grpc-js must resolve itself
    * (another scheme, a DNS server named, a proxy from the environment) stay guarded by name, as
-   * with `false`. Calls still carry the name as `:authority`, and TLS checks it. A service config
+   * with `false`, and so do targets whose `grpc.service_config` picks a load-balancing policy
+   * other than `pick_first` (`round_robin` spreads calls over the name's addresses in one channel,
+   * which per-address channels would defeat). Calls still carry the name as `:authority`, and TLS checks it. A service config
    * published in DNS TXT records (grpc-js's resolver reads them) is not read per address: give it
    * as `grpc.service_config`, or set `false`.
    */

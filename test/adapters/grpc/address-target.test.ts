@@ -2,6 +2,7 @@
  * Which grpc targets the adapter dials per address (a DNS name dialguard resolves with the same
  * lookup grpc-js would), and which it leaves to grpc-js's own resolution, guarded by name.
  */
+import type * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { addressOptions, addressTarget, namedTarget } from '../../../src/adapters/grpc/address-target.js';
 
@@ -33,6 +34,19 @@ describe('namedTarget: the targets dialled per address', () => {
     expect(namedTarget('svc.test:1', {}, { https_proxy: 'http://127.0.0.1:3128' })).toBeUndefined();
     expect(namedTarget('svc.test:1', {}, { grpc_proxy: 'http://127.0.0.1:3128' })).toBeUndefined();
     expect(namedTarget('svc.test:1', { 'grpc.enable_http_proxy': 0 }, { https_proxy: 'http://127.0.0.1:3128' })?.host).toBe('svc.test');
+  });
+
+  it('a balancer other than pick_first in grpc.service_config leaves the name to grpc-js (it must see every address)', () => {
+    const config = (c: unknown): grpc.ChannelOptions => ({ 'grpc.service_config': JSON.stringify(c) });
+    expect(namedTarget('svc.test:1', config({ loadBalancingConfig: [{ round_robin: {} }] }), {})).toBeUndefined();
+    expect(namedTarget('svc.test:1', config({ loadBalancingConfig: [{ mine: {} }, { pick_first: {} }] }), {})).toBeUndefined();
+    expect(namedTarget('svc.test:1', config({ loadBalancingPolicy: 'round_robin' }), {})).toBeUndefined();
+    expect(namedTarget('svc.test:1', { 'grpc.service_config': '{not json' }, {})).toBeUndefined();
+    // pick_first, said or implied: per address as before.
+    expect(namedTarget('svc.test:1', config({ loadBalancingConfig: [{ pick_first: {} }, { round_robin: {} }] }), {})?.host).toBe('svc.test');
+    expect(namedTarget('svc.test:1', config({ loadBalancingConfig: [] }), {})?.host).toBe('svc.test');
+    expect(namedTarget('svc.test:1', config({ loadBalancingPolicy: 'PICK_FIRST' }), {})?.host).toBe('svc.test');
+    expect(namedTarget('svc.test:1', config({ methodConfig: [{ name: [{}], timeout: '1s' }] }), {})?.host).toBe('svc.test');
   });
 
   it("grpc-js's alternative resolver leaves the name to grpc-js", () => {
