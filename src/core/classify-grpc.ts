@@ -92,6 +92,21 @@ export const DIALGUARD_DETAILS_PREFIX = 'dialguard: ';
 export const SERVER_ANSWERED: unique symbol = Symbol.for('dialguard.grpc.serverAnswered');
 
 /**
+ * Set (true) on a grpc status that provably did not come from the server: a guarded call sets it
+ * on a status grpc-js made while no byte of the server's response had arrived (no headers, no
+ * message), and on its own failed connects. Only then may the status's details say that the call
+ * was never sent: a server relays its upstream's details verbatim (a gateway passing on "No
+ * connection established" after it had sent its headers or a message), and without this mark
+ * grpc-js's words and a relay of them cannot be told apart.
+ */
+export const CLIENT_MADE: unique symbol = Symbol.for('dialguard.grpc.clientMade');
+
+/** Whether the grpc status (or `ServiceError`) `node` carries {@link CLIENT_MADE}. Never throws. */
+export function madeByClient(node: unknown): boolean {
+  return safeGet(node, CLIENT_MADE) === true;
+}
+
+/**
  * Whether the grpc status (or `ServiceError`) `node` provably came from the server: it carries
  * {@link SERVER_ANSWERED}, or its metadata holds a `content-type`. Only an HTTP response carries
  * one (a trailers-only reply's headers); grpc-js makes every status of its own with empty
@@ -112,10 +127,21 @@ export function answeredByServer(node: unknown): boolean {
  * server (see {@link answeredByServer}); it is then the server's answer whatever its details say:
  * never "not sent", never a dead connection, never a failed dial. (Text a server relayed about
  * its own upstream, `rpc error: EOF`, may still make it transient: see `patternVerdict`.)
+ * `clientMade`: grpc-js made it with no response begun (see {@link CLIENT_MADE}); only then do
+ * details that say the call never left (no connection, a refused stream) make it "not sent".
  */
-export function grpcVerdict(code: number, details: string, answered = false): Verdict {
+export function grpcVerdict(code: number, details: string, answered = false, clientMade = false): Verdict {
   const name = grpcStatusName(code);
   if (answered) return verdict(code === 0 ? 'unknown' : 'application', name);
+  const base = detailsVerdict(code, details, name);
+  // Of unknown origin (plain grpc-js), details alone never prove a call unsent: the server may
+  // have relayed them after answering (see CLIENT_MADE). The kind, and with it a retry of an
+  // idempotent method, stands.
+  return base.notSent && !clientMade ? { ...base, notSent: false } : base;
+}
+
+/** {@link grpcVerdict} from the details alone, as if grpc-js made the status. */
+function detailsVerdict(code: number, details: string, name: string): Verdict {
   // Not final: the cause decides (and without one, nothing is known).
   if (details.startsWith(DIALGUARD_DETAILS_PREFIX)) return verdict('unknown', name, { final: false });
   if (code === 1 || code === 2 || code === 14) {

@@ -7,10 +7,14 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
-import { SERVER_ANSWERED, answeredByServer } from '../../src/core/classify-grpc.js';
+import { CLIENT_MADE, SERVER_ANSWERED, answeredByServer } from '../../src/core/classify-grpc.js';
+import { classify } from '../../src/core/classify.js';
 import { type Row, type Want, expectClassified, grpcErr } from './classify-table.js';
 
-const dial = (code: string): Want => ['dial', true, false, true, code];
+// Of unknown origin (plain grpc-js, no CLIENT_MADE mark), details never prove a call unsent: a
+// server may relay them after answering. See the CLIENT_MADE rows below for the guard's statuses.
+const dial = (code: string): Want => ['dial', false, false, true, code];
+const dialHere = (code: string): Want => ['dial', true, false, true, code];
 const dead = (code: string): Want => ['connection', false, true, true, code];
 const app = (code: string): Want => ['application', false, false, false, code];
 const cancelled = (code: string, notSent = false): Want => ['cancelled', notSent, false, false, code];
@@ -22,7 +26,7 @@ describe('classify grpc: statuses grpc-js made up about the transport', () => {
     ['CANCELLED: the caller cancelled', grpcErr(1, 'Cancelled on client'), cancelled('CANCELLED')],
     ['CANCELLED by a parent call', grpcErr(1, 'Cancelled by parent call'), cancelled('CANCELLED')],
     ['CANCELLED: a hedged attempt that lost', grpcErr(1, 'Discarded in favor of other hedged attempt'), cancelled('CANCELLED')],
-    ['UNAVAILABLE: the channel closed before the call started (never sent)', grpcErr(14, 'Channel closed before call started'), cancelled('UNAVAILABLE', true)],
+    ['UNAVAILABLE: the channel closed before the call started (never sent)', grpcErr(14, 'Channel closed before call started'), cancelled('UNAVAILABLE')],
     // grpc-js's own cancellation texts mean a cancellation whatever status carries them.
     ['UNKNOWN carrying "Cancelled on client"', grpcErr(2, 'Cancelled on client'), cancelled('UNKNOWN')],
     ['UNAVAILABLE carrying "Cancelled by parent call"', grpcErr(14, 'Cancelled by parent call'), cancelled('UNAVAILABLE')],
@@ -39,7 +43,7 @@ describe('classify grpc: statuses grpc-js made up about the transport', () => {
     ['name resolution failed', grpcErr(14, 'Name resolution failed for target dns:nope:50051'), dial('UNAVAILABLE')],
     ['an unparsable DNS target', grpcErr(14, 'Failed to parse DNS address dns:///[::1'), dial('UNAVAILABLE')],
     ['"failed to connect" in any case (grpc-go, C-core)', grpcErr(14, 'Failed to connect to all addresses'), dial('UNAVAILABLE')],
-    ['REFUSED_STREAM: never sent', grpcErr(14, 'Stream refused by server'), stream('REFUSED_STREAM', true, true)],
+    ['REFUSED_STREAM: never sent', grpcErr(14, 'Stream refused by server'), stream('REFUSED_STREAM', false, true)],
     ['a socket timeout', grpcErr(14, 'read ETIMEDOUT'), ['timeout', false, false, true, 'ETIMEDOUT']],
     ['the connection dropped under the call', grpcErr(14, 'Connection dropped'), dead('UNAVAILABLE')],
     ['a CANCELLED that is really a dropped connection (seed 003)', grpcErr(1, 'Connection dropped'), dead('CANCELLED')],
@@ -53,15 +57,43 @@ describe('classify grpc: statuses grpc-js made up about the transport', () => {
   ])('%s', (_name, err, want) => expectClassified(err, want));
 });
 
+/** A status the guard marks as grpc-js's own, made with no response begun. */
+const here = (code: number, details: string): Error => Object.assign(grpcErr(code, details), { [CLIENT_MADE]: true });
+
+describe('classify grpc: a status marked CLIENT_MADE (the guard saw no response begin) is as its details say', () => {
+  it.each<Row>([
+    ['no connection', here(14, 'No connection established. Last error: connect ECONNREFUSED 127.0.0.1:1'), dialHere('ECONNREFUSED')],
+    ['"failed to connect"', here(14, 'Failed to connect to all addresses'), dialHere('UNAVAILABLE')],
+    ['name resolution failed', here(14, 'Name resolution failed for target dns:nope:50051'), dialHere('UNAVAILABLE')],
+    ['a refused stream', here(14, 'Stream refused by server'), stream('REFUSED_STREAM', true, true)],
+    ['the channel closed before the call started', here(14, 'Channel closed before call started'), cancelled('UNAVAILABLE', true)],
+    ['a deadline while waiting for name resolution', here(4, 'Deadline exceeded after 1.001s,waiting for name resolution'), deadline(true)],
+    // The mark lets details say what grpc-js's words say, and no more: a server's own words stay its answer.
+    ['a server\'s words under the mark', here(14, 'upstream: No connection established'), app('UNAVAILABLE')],
+    ['a dropped connection', here(14, 'Connection dropped'), dead('UNAVAILABLE')],
+  ])('%s', (_name, err, want) => expectClassified(err, want));
+
+  it('the same details relayed by a server after its headers (no mark) never say "not sent": a retry of a call the server ran would run it again', () => {
+    for (const [code, details] of [
+      [14, 'No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1. Resolution note: '],
+      [14, 'Stream refused by server'],
+      [13, 'Received RST_STREAM with code 7'],
+    ] as const) {
+      expect(classify(grpcErr(code, details)).notSent).toBe(false);
+      expect(classify(here(code, details)).notSent).toBe(true);
+    }
+  });
+});
+
 describe("classify grpc: grpc-js's fixed texts are prefixes, whatever follows them", () => {
   it.each<Row>([
     ['Cancelled on client', grpcErr(14, 'Cancelled on client (deadline propagation)'), cancelled('UNAVAILABLE')],
     ['Cancelled by parent call', grpcErr(2, 'Cancelled by parent call: parent done'), cancelled('UNKNOWN')],
     ['Discarded in favor of other hedged attempt', grpcErr(2, 'Discarded in favor of other hedged attempt #2'), cancelled('UNKNOWN')],
-    ['Channel closed before call started', grpcErr(14, 'Channel closed before call started (shutdown)'), cancelled('UNAVAILABLE', true)],
+    ['Channel closed before call started', grpcErr(14, 'Channel closed before call started (shutdown)'), cancelled('UNAVAILABLE')],
     ['No connection established', grpcErr(14, 'No connection established yet'), dial('UNAVAILABLE')],
     ['Failed to parse DNS address', grpcErr(14, 'Failed to parse DNS address x: bad port'), dial('UNAVAILABLE')],
-    ['Stream refused by server', grpcErr(14, 'Stream refused by server (code 7)'), stream('REFUSED_STREAM', true, true)],
+    ['Stream refused by server', grpcErr(14, 'Stream refused by server (code 7)'), stream('REFUSED_STREAM', false, true)],
     ['Connection dropped', grpcErr(14, 'Connection dropped by peer'), dead('UNAVAILABLE')],
     ['Protocol not secure enough', grpcErr(7, 'Protocol not secure enough (TLS 1.2 required)'), stream('INADEQUATE_SECURITY', false, false)],
     ['Bandwidth exhausted or memory limit exceeded', grpcErr(8, 'Bandwidth exhausted or memory limit exceeded (stream 3)'), stream('ENHANCE_YOUR_CALM', false, true)],
@@ -81,8 +113,8 @@ describe('classify grpc: statuses by code', () => {
     ['CANCELLED sent by a server', grpcErr(1, 'context canceled'), cancelled('CANCELLED')],
     ['UNKNOWN: the stream ended without a status', grpcErr(2, 'No status information received'), stream('UNKNOWN', false, false)],
     ['UNKNOWN sent by a server', grpcErr(2, 'boom'), app('UNKNOWN')],
-    ['DEADLINE_EXCEEDED waiting for name resolution: never sent', grpcErr(4, 'Deadline exceeded after 1.001s,waiting for name resolution'), deadline(true)],
-    ['DEADLINE_EXCEEDED waiting for an LB pick: never sent', grpcErr(4, 'Deadline exceeded after 1.001s,name resolution: 0.001s,Waiting for LB pick'), deadline(true)],
+    ['DEADLINE_EXCEEDED waiting for name resolution: never sent', grpcErr(4, 'Deadline exceeded after 1.001s,waiting for name resolution'), deadline(false)],
+    ['DEADLINE_EXCEEDED waiting for an LB pick: never sent', grpcErr(4, 'Deadline exceeded after 1.001s,name resolution: 0.001s,Waiting for LB pick'), deadline(false)],
     [
       'DEADLINE_EXCEEDED on a stream with a remote address: maybe sent',
       grpcErr(4, 'Deadline exceeded after 1.001s,name resolution: 0.001s,LB pick: 0.000s,remote_addr=127.0.0.1:50051'),

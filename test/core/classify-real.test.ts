@@ -440,21 +440,23 @@ function rawGrpcPeer(s: Scope, onStream: Parameters<typeof h2Server>[1]): Promis
   return h2Server(s, onStream);
 }
 
+// Plain grpc-js (no GrpcGuard): a status's details cannot prove it unsent, since a server relays
+// them verbatim after answering (see CLIENT_MADE in classify-grpc.ts); the kind still says what failed.
 const grpcCases: Case[] = [
   {
     name: 'UNAVAILABLE: connect refused (No connection established)',
     produce: async (s) => grpcCall(s, (await refusing()).port),
-    kind: 'dial', notSent: true, connectionDead: false, code: 'ECONNREFUSED',
+    kind: 'dial', notSent: false, connectionDead: false, code: 'ECONNREFUSED',
   },
   {
     name: 'UNAVAILABLE: peer resets every connection',
     produce: async (s) => grpcCall(s, (await peer(s, resetOnAccept())).port),
-    kind: 'dial', notSent: true, connectionDead: false,
+    kind: 'dial', notSent: false, connectionDead: false,
   },
   {
-    name: 'DEADLINE_EXCEEDED while waiting for a connection (never sent)',
+    name: 'DEADLINE_EXCEEDED while waiting for a connection (plain grpc-js: not provably unsent)',
     produce: async (s) => grpcCall(s, (await peer(s, acceptAndHold())).port, { deadlineMs: 200 }),
-    kind: 'timeout', notSent: true, connectionDead: false, code: 'DEADLINE_EXCEEDED',
+    kind: 'timeout', notSent: false, connectionDead: false, code: 'DEADLINE_EXCEEDED',
   },
   {
     name: 'DEADLINE_EXCEEDED with the call on the wire',
@@ -479,7 +481,7 @@ const grpcCases: Case[] = [
   {
     name: 'UNAVAILABLE: stream refused (RST_STREAM REFUSED_STREAM)',
     produce: async (s) => grpcCall(s, await rawGrpcPeer(s, (st) => st.close(C.NGHTTP2_REFUSED_STREAM))),
-    kind: 'stream', notSent: true, connectionDead: false, code: 'REFUSED_STREAM',
+    kind: 'stream', notSent: false, connectionDead: false, code: 'REFUSED_STREAM',
   },
   {
     name: 'RESOURCE_EXHAUSTED from RST_STREAM ENHANCE_YOUR_CALM (not a dead connection)',

@@ -10,6 +10,7 @@
  */
 import os from 'node:os';
 import * as grpc from '@grpc/grpc-js';
+import { CLIENT_MADE } from '../../core/classify-grpc.js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 
 /** The brand {@link ChannelConnectError} checks: it survives two copies of dialguard and grpc-js's copying. */
@@ -62,7 +63,7 @@ export class ChannelConnectError extends Error {
    * The status a call that failed this way ends with: grpc-js's own words, the brand (grpc-js
    * copies it onto the `ServiceError`, with `target` and `cause`).
    */
-  toStatus(): grpc.StatusObject & { target: string; cause?: unknown; [kChannelConnect]: true } {
+  toStatus(): grpc.StatusObject & { target: string; cause?: unknown; [kChannelConnect]: true; [CLIENT_MADE]: true } {
     return {
       code: this.code,
       details: this.details,
@@ -70,10 +71,12 @@ export class ChannelConnectError extends Error {
       target: this.target,
       ...(this.cause === undefined ? {} : { cause: this.cause }),
       [kChannelConnect]: true,
+      [CLIENT_MADE]: true, // the guard's own connect failed: nothing was sent
     };
   }
 }
 Object.defineProperty(ChannelConnectError.prototype, kChannelConnect, { value: true });
+Object.defineProperty(ChannelConnectError.prototype, CLIENT_MADE, { value: true }); // see toStatus
 
 /** Causes of connects to a peer that is not an HTTP/2 server: see {@link notHttp2}. */
 const NOT_HTTP2 = new WeakSet<object>();

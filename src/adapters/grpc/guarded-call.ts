@@ -28,7 +28,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
 import { classify } from '../../core/classify.js';
-import { SERVER_ANSWERED, answeredByServer } from '../../core/classify-grpc.js';
+import { CLIENT_MADE, SERVER_ANSWERED, answeredByServer } from '../../core/classify-grpc.js';
 import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js';
 import { MAX_DURATION } from '../../core/validate.js';
 import type { ConnectionPool } from '../../pool/connection-pool.js';
@@ -86,7 +86,8 @@ const UNOWNED: CallOwner = { closed: false, waiting: () => {}, done: () => {} };
 
 /** The status grpc-js ends a call with when its channel closed before the call was sent. */
 function channelClosedStatus(): grpc.StatusObject {
-  return { code: grpc.status.UNAVAILABLE, details: 'Channel closed before call started', metadata: new grpc.Metadata() };
+  // The guard's own: never sent (CLIENT_MADE lets classify say so).
+  return { code: grpc.status.UNAVAILABLE, details: 'Channel closed before call started', metadata: new grpc.Metadata(), [CLIENT_MADE]: true } as grpc.StatusObject;
 }
 
 const OK = grpc.status.OK;
@@ -553,7 +554,8 @@ export class GuardedCall implements GrpcCall {
     const trailersOnly = received.code !== OK && answeredByServer(received);
     if (trailersOnly) turn.answered = true;
     const fromServer = trailersOnly || (turn.answered && received.code !== OK && !turn.pooled.tracker.transportClosed);
-    const status = fromServer ? { ...received, [SERVER_ANSWERED]: true } : received;
+    // Made by grpc-js with nothing of a response seen: its details may say it never left.
+    const status = fromServer ? { ...received, [SERVER_ANSWERED]: true } : turn.answered ? received : { ...received, [CLIENT_MADE]: true };
     if (turn.active) this.#lastStatus = status;
     if (status.code === OK) {
       // Nothing left to decide: the caller hears now, the pool's bookkeeping follows (and
