@@ -30,21 +30,38 @@ export class HeldResponse extends Error {
    * Hands the whole response to `caller`, as undici would have. What the caller's callbacks throw
    * before the end goes to its onError, as undici does with a handler that throws (a `stream()`
    * factory refusing the status): delivered from a timer or a promise, outside undici, the throw
-   * was an unhandled rejection that ended the process. A throw from onComplete is dropped, as
-   * undici drops it: the caller already had the whole response.
+   * was an unhandled rejection that ended the process. A throw from onComplete goes to onError
+   * too (see {@link completeOrFail}).
    */
   deliver(caller: LegacyHandler): void {
-    let ended = false;
     try {
       caller.onResponseStarted?.();
       caller.onHeaders?.(this.statusCode, this.rawHeaders, noop, this.statusText);
       for (const chunk of this.chunks) caller.onData?.(chunk);
-      ended = true;
-      caller.onComplete?.(this.trailers);
     } catch (err) {
-      if (!ended) caller.onError?.(err instanceof Error ? err : new Error(thrownText(err)));
+      caller.onError?.(asError(err));
+      return;
     }
+    completeOrFail(caller, this.trailers);
   }
+}
+
+/**
+ * Ends `caller`'s response with onComplete; what onComplete throws goes to the caller's onError,
+ * as undici's request does with a handler whose onComplete throws. undici's own retry
+ * interceptor gives up that way (its onResponseEnd throws the final error): dropped, its request
+ * never settled.
+ */
+export function completeOrFail(caller: LegacyHandler, trailers: RawHeaders | null): void {
+  try {
+    caller.onComplete?.(trailers);
+  } catch (err) {
+    caller.onError?.(asError(err));
+  }
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(thrownText(err));
 }
 
 /** What an attempt asks of, and reports to, the call it belongs to. */

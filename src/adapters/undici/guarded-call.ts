@@ -33,7 +33,7 @@ import { type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { hostKey } from '../../guard/host-key.js';
 import { type RetryAttempt, type RetryPredicate, type RetryResult, reportSettled, retry, settledHeard } from '../../retry/retry.js';
-import { Attempt, type AttemptOwner, HeldResponse } from './attempt.js';
+import { Attempt, type AttemptOwner, HeldResponse, completeOrFail } from './attempt.js';
 import { type LegacyHandler, type RawHeaders, rawHeader } from './handlers.js';
 import type { RetrySettings } from './options.js';
 import { type RequestBody, requestBody } from './request-body.js';
@@ -252,7 +252,7 @@ export class GuardedCall implements AttemptOwner {
     if (this.#retrying) this.#s.shutdown?.removeEventListener('abort', this);
     const suspects = this.#s.suspects;
     if (suspects.size > 0) suspects.delete(this.#origin); // it answered: no longer suspect
-    this.caller.onComplete?.(trailers);
+    completeOrFail(this.caller, trailers);
   }
 
   // --- the first attempt, outside retry() ---
