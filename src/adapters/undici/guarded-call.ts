@@ -75,6 +75,8 @@ export class GuardedCall implements AttemptOwner {
   /** The request's own timeouts, when it gives valid ones (read once: see the constructor). */
   readonly #ownHeadersTimeout: number | undefined;
   readonly #ownBodyTimeout: number | undefined;
+  /** A timeout the caller gave is not one undici takes: the attempts leave both as given. */
+  readonly #keepGivenTimeouts: boolean;
   #started = 0;
   #deadline = Infinity;
   /**
@@ -118,8 +120,13 @@ export class GuardedCall implements AttemptOwner {
     this.#body = requestBody('body' in opts ? opts.body : undefined);
     // A request's own timeouts win (0: none), as undici's own: a long poll that asks for 10
     // minutes is not cut to the agent's 5 and sent again (seed 004). Only the deadline cuts them.
-    this.#ownHeadersTimeout = own('headersTimeout' in opts ? opts.headersTimeout : undefined);
-    this.#ownBodyTimeout = own('bodyTimeout' in opts ? opts.bodyTimeout : undefined);
+    const givenHeaders = 'headersTimeout' in opts ? opts.headersTimeout : undefined;
+    const givenBody = 'bodyTimeout' in opts ? opts.bodyTimeout : undefined;
+    this.#ownHeadersTimeout = own(givenHeaders);
+    this.#ownBodyTimeout = own(givenBody);
+    // One undici refuses ('5000' from an env var, -1, NaN) goes down as given, for undici to
+    // refuse as it does for its own Agent (was: the agent's cut value replaced it silently).
+    this.#keepGivenTimeouts = (givenHeaders != null && this.#ownHeadersTimeout === undefined) || (givenBody != null && this.#ownBodyTimeout === undefined);
     this.#headersTimeout = this.#ownHeadersTimeout ?? s.headersTimeout;
     this.#bodyTimeout = this.#ownBodyTimeout ?? s.bodyTimeout;
   }
@@ -356,15 +363,16 @@ export class GuardedCall implements AttemptOwner {
     // case: no deadline, default timeouts, a body sent as given); else a copy with this
     // attempt's. Copied then set, not spread with extra keys: V8 builds `{ ...o, k: v }` on a
     // slow path (several µs per request, measured), a copy and three stores in well under one.
+    const keep = this.#keepGivenTimeouts;
     if (
-      (headersTimeout !== undefined && headersTimeout !== (this.#ownHeadersTimeout ?? underneath?.headers)) ||
-      (bodyTimeout !== undefined && bodyTimeout !== (this.#ownBodyTimeout ?? underneath?.body)) ||
+      (!keep && headersTimeout !== undefined && headersTimeout !== (this.#ownHeadersTimeout ?? underneath?.headers)) ||
+      (!keep && bodyTimeout !== undefined && bodyTimeout !== (this.#ownBodyTimeout ?? underneath?.body)) ||
       !this.#body.asGiven
     ) {
       opts = Object.assign({}, opts);
       opts.body = this.#body.forAttempt() as Dispatcher.DispatchOptions['body'];
-      if (headersTimeout !== undefined) opts.headersTimeout = headersTimeout;
-      if (bodyTimeout !== undefined) opts.bodyTimeout = bodyTimeout;
+      if (!keep && headersTimeout !== undefined) opts.headersTimeout = headersTimeout;
+      if (!keep && bodyTimeout !== undefined) opts.bodyTimeout = bodyTimeout;
     }
     try {
       return this.#dispatch(opts, attempt as Dispatcher.DispatchHandler);
