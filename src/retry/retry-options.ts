@@ -22,8 +22,9 @@ export interface RetryAttempt {
   /** The overall deadline, absolute, on the clock `retry` uses; Infinity when there is none. */
   readonly deadline: number;
   /**
-   * Milliseconds left of the overall deadline, read now (Infinity when there is none). Pass it on
-   * as this attempt's own timeout, e.g. a long poll's wait time.
+   * Whole milliseconds left of the overall deadline, read now and rounded down (Infinity when
+   * there is none). Pass it on as this attempt's own timeout, e.g. a long poll's wait time or
+   * `AbortSignal.timeout(attempt.remaining)` (with a deadline: Infinity is no timeout).
    */
   readonly remaining: number;
 }
@@ -51,7 +52,7 @@ export interface RetryInfo {
   readonly classification: Classification;
   /** The wait chosen before the next attempt, ms (jitter applied). */
   readonly delay: number;
-  /** Milliseconds left of the overall deadline now, before the wait; Infinity when there is none. */
+  /** Whole milliseconds left of the overall deadline now (rounded down), before the wait; Infinity when there is none. */
   readonly remaining: number;
 }
 

@@ -248,7 +248,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
       }
       if (s.onRetry !== undefined) {
         // A hook that throws (or rejects) ends the call with its error, through the caller of loop().
-        const hooked = s.onRetry({ attempt: attempts, error, classification: c, delay, remaining: s.deadline === Infinity ? Infinity : Math.max(0, s.deadline - now) });
+        const hooked = s.onRetry({ attempt: attempts, error, classification: c, delay, remaining: s.deadline === Infinity ? Infinity : wholeMsLeft(s.deadline - now) });
         if (isThenable(hooked)) {
           let hookError: { error: unknown } | undefined;
           try {
@@ -290,8 +290,17 @@ class Attempt implements RetryAttempt {
   }
 
   get remaining(): number {
-    return this.deadline === Infinity ? Infinity : Math.max(0, this.deadline - this.#clock.now());
+    return this.deadline === Infinity ? Infinity : wholeMsLeft(this.deadline - this.#clock.now());
   }
+}
+
+/**
+ * Time left as whole milliseconds, rounded down: what `AbortSignal.timeout`, `setTimeout` and most
+ * clients' timeouts take (AbortSignal.timeout throws a RangeError for 299999.85), and never more
+ * than is left.
+ */
+function wholeMsLeft(ms: number): number {
+  return ms > 0 ? Math.floor(ms) : 0;
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

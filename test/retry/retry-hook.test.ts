@@ -48,7 +48,9 @@ describe('retry: onRetry hook', () => {
     expect(infos[1]!.classification.notSent).toBe(false);
     expect(infos.map((i) => i.delay)).toEqual(delays);
     expect(infos[0]!.remaining).toBe(10_000 - 50);
-    expect(infos[1]!.remaining).toBe(10_000 - 50 - infos[0]!.delay - 50);
+    // Whole ms, rounded down (the jittered delay is fractional): AbortSignal.timeout takes it as it is.
+    expect(infos[1]!.remaining).toBe(Math.floor(10_000 - 50 - infos[0]!.delay - 50));
+    expect(Number.isInteger(infos[1]!.remaining)).toBe(true);
   });
 
   it('a hook that throws ends the call with its error: no further attempt, no wait, no retry announced', async () => {
