@@ -92,9 +92,15 @@ export function factsOf(value: unknown): Facts | undefined {
       break;
     }
   }
+  const code = safeGet(value, 'code');
+  if (status === undefined && code === 'ERR_NON_2XX_3XX_RESPONSE') {
+    // got's HTTPError keeps the status on its response only.
+    const s = safeGet(safeGet(value, 'response'), 'statusCode');
+    if (intIn(s, 100, 599)) status = s;
+  }
   return {
     name: str(safeGet(value, 'name')),
-    code: safeGet(value, 'code'),
+    code,
     message: boundText(str(safeGet(value, 'message')) ?? ''),
     syscall: str(safeGet(value, 'syscall')),
     details: details === undefined ? undefined : boundText(details),
@@ -191,6 +197,8 @@ function systemVerdict(code: string, f: Facts): Verdict | undefined {
   // tls.connect: the peer hung up after TCP connected but before the handshake finished.
   if (code === 'ECONNRESET' && f.message.includes('before secure TLS connection was established')) return verdict('dial', code);
   if (DIAL_CODES.has(code)) return verdict('dial', code);
+  // axios reports its own `timeout` as ECONNABORTED (no syscall: no socket call failed).
+  if (code === 'ECONNABORTED' && f.syscall === undefined && f.name === 'AxiosError') return verdict('timeout', code);
   if (CONNECTION_CODES.has(code)) return verdict('connection', code);
   // A timeout on an established socket (TCP retransmission or keepalive gave up) is a timeout,
   // never by itself proof that the connection must be dropped (seed 003).
@@ -299,7 +307,11 @@ function dialguardVerdict(code: string): Verdict | undefined {
  */
 export function structuralVerdict(f: Facts): Verdict | undefined {
   const { code, name } = f;
-  if (name === 'AbortError' || code === 'ABORT_ERR') return verdict('cancelled', typeof code === 'string' ? code : 'ABORT_ERR');
+  // Not final: the abort's reason, when it says more, speaks (Node's http, http2 and net wrap an
+  // `AbortSignal.timeout` reason, a TimeoutError, in an AbortError; a timeout, as fetch says).
+  if (name === 'AbortError' || code === 'ABORT_ERR') return verdict('cancelled', typeof code === 'string' ? code : 'ABORT_ERR', { final: false });
+  // axios's cancellation (a signal, a CancelToken).
+  if (code === 'ERR_CANCELED' && name === 'CanceledError') return verdict('cancelled', code, { final: false });
   if (name === 'TimeoutError') return verdict('timeout', typeof code === 'string' ? code : 'TIMEOUT_ERR');
   if (typeof code === 'string') {
     if (code.startsWith('DIALGUARD_')) {
@@ -316,7 +328,13 @@ export function structuralVerdict(f: Facts): Verdict | undefined {
       if (v !== undefined) return v;
     }
   }
-  if (f.status !== undefined) return verdict('application', `HTTP_${f.status}`);
+  if (f.status !== undefined) {
+    // An error carrying a 1xx or 2xx status: the status line was fine and the response failed
+    // after it (axios's "stream has been aborted" when the body is cut): the connection, not the
+    // server's answer. Not final: a cause that says more speaks.
+    if (f.status < 300) return verdict('connection', typeof code === 'string' ? code : `HTTP_${f.status}`, { final: false });
+    return verdict('application', `HTTP_${f.status}`);
+  }
   return undefined;
 }
 
