@@ -44,6 +44,8 @@ export interface Facts {
   readonly details: string | undefined;
   /** An HTTP status carried as `statusCode` or `status` (100-599). */
   readonly status: number | undefined;
+  /** An AbortError's: the `name` of its `cause` (a TimeoutError reason). Undefined for any other error. */
+  readonly causeName: string | undefined;
 }
 
 /** Longest text the rules look at: the first and last part of a longer message. */
@@ -77,10 +79,15 @@ function str(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
+/** The `name` of an object (an error), if it has a string one. */
+function nameOf(value: unknown): string | undefined {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null ? str(safeGet(value, 'name')) : undefined;
+}
+
 /** Reads the facts of one thrown value; never throws. Primitives other than strings have none. */
 export function factsOf(value: unknown): Facts | undefined {
   if (typeof value === 'string') {
-    return { name: undefined, code: undefined, message: boundText(value), syscall: undefined, details: undefined, status: undefined };
+    return { name: undefined, code: undefined, message: boundText(value), syscall: undefined, details: undefined, status: undefined, causeName: undefined };
   }
   if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return undefined;
   const details = str(safeGet(value, 'details'));
@@ -93,18 +100,21 @@ export function factsOf(value: unknown): Facts | undefined {
     }
   }
   const code = safeGet(value, 'code');
+  const name = str(safeGet(value, 'name'));
   if (status === undefined && code === 'ERR_NON_2XX_3XX_RESPONSE') {
     // got's HTTPError keeps the status on its response only.
     const s = safeGet(safeGet(value, 'response'), 'statusCode');
     if (intIn(s, 100, 599)) status = s;
   }
   return {
-    name: str(safeGet(value, 'name')),
+    name,
     code,
     message: boundText(str(safeGet(value, 'message')) ?? ''),
     syscall: str(safeGet(value, 'syscall')),
     details: details === undefined ? undefined : boundText(details),
     status,
+    // Read for an AbortError only (the one rule that asks): a cause is otherwise read once, by the walk.
+    causeName: name === 'AbortError' || code === 'ABORT_ERR' ? nameOf(safeGet(value, 'cause')) : undefined,
   };
 }
 
@@ -307,11 +317,15 @@ function dialguardVerdict(code: string): Verdict | undefined {
  */
 export function structuralVerdict(f: Facts): Verdict | undefined {
   const { code, name } = f;
-  // Not final: the abort's reason, when it says more, speaks (Node's http, http2 and net wrap an
-  // `AbortSignal.timeout` reason, a TimeoutError, in an AbortError; a timeout, as fetch says).
-  if (name === 'AbortError' || code === 'ABORT_ERR') return verdict('cancelled', typeof code === 'string' ? code : 'ABORT_ERR', { final: false });
+  if (name === 'AbortError' || code === 'ABORT_ERR') {
+    // Node's http, http2 and net wrap an `AbortSignal.timeout` reason (a TimeoutError) in an
+    // AbortError: a timeout, as fetch says. Any other reason stays the caller's cancellation,
+    // whatever it is (an app aborting with a sibling's ECONNREFUSED did not make its POST unsent).
+    if (f.causeName === 'TimeoutError') return verdict('timeout', 'TIMEOUT_ERR');
+    return verdict('cancelled', typeof code === 'string' ? code : 'ABORT_ERR');
+  }
   // axios's cancellation (a signal, a CancelToken).
-  if (code === 'ERR_CANCELED' && name === 'CanceledError') return verdict('cancelled', code, { final: false });
+  if (code === 'ERR_CANCELED' && name === 'CanceledError') return verdict('cancelled', code);
   if (name === 'TimeoutError') return verdict('timeout', typeof code === 'string' ? code : 'TIMEOUT_ERR');
   if (typeof code === 'string') {
     if (code.startsWith('DIALGUARD_')) {
@@ -329,10 +343,13 @@ export function structuralVerdict(f: Facts): Verdict | undefined {
     }
   }
   if (f.status !== undefined) {
-    // An error carrying a 1xx or 2xx status: the status line was fine and the response failed
-    // after it (axios's "stream has been aborted" when the body is cut): the connection, not the
-    // server's answer. Not final: a cause that says more speaks.
-    if (f.status < 300) return verdict('connection', typeof code === 'string' ? code : `HTTP_${f.status}`, { final: false });
+    // axios's error for a response body cut off after its status line: the connection died
+    // under the response, which was no answer (its status was 200).
+    if (code === 'ERR_BAD_RESPONSE' && name === 'AxiosError' && f.message === 'stream has been aborted') return verdict('connection', code);
+    // Any other error carrying a 1xx or 2xx status failed after a status line that was fine (a
+    // client's own check refused it, a body failed to decode): not the server's failure. Unknown,
+    // unless a cause says more.
+    if (f.status < 300) return verdict('unknown', `HTTP_${f.status}`, { final: false });
     return verdict('application', `HTTP_${f.status}`);
   }
   return undefined;
