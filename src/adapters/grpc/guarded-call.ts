@@ -451,8 +451,13 @@ export class GuardedCall implements GrpcCall {
       previous.active = false;
       if (!previous.ended) previous.call.cancelWithStatus(grpc.status.CANCELLED, 'dialguard: resent on another channel');
       if (!this.#sent.rewind()) {
-        // Committed to the old channel (the server answered, or too much was sent to keep).
-        trip.end(false, this.#lastStatus ?? statusFor(new ConnectionGoneError(this.#spec.target, previous.connectionId)));
+        // Committed to the old channel (the server answered, or too much was sent to keep, the
+        // last of it during this wait). The call ends with the old channel's status; this one,
+        // fresh, did nothing wrong: ended as done (a failure here would read as its own death,
+        // and release every call riding it).
+        this.#rideStatus = this.#lastStatus ?? statusFor(new ConnectionGoneError(this.#spec.target, previous.connectionId));
+        trip.commit();
+        trip.end(true);
         return;
       }
     }

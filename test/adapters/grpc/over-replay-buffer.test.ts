@@ -82,4 +82,63 @@ describe('grpc guard: a call over the replay buffer', () => {
     expect(String(await small)).toBe('small');
     expect(guard.stats()).toMatchObject({ gone: 1, connections: 1 });
   });
+
+  it('a stream that goes past the buffer while its call waits for the fresh channel ends with the old channel\'s status; the fresh channel and the call riding it are untouched', async () => {
+    const id = (b: Buffer): Buffer => b;
+    const bytes = { requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id };
+    const service = {
+      Sink: { path: '/t.S/Sink', requestStream: true, responseStream: false, ...bytes },
+      Hold: { path: '/t.S/Hold', requestStream: false, responseStream: false, ...bytes },
+    } as const;
+    const seen = { Sink: 0, Hold: 0 };
+    const held: Array<() => void> = [];
+    const server = new grpc.Server();
+    server.addService(service, {
+      Sink: (c: grpc.ServerReadableStream<Buffer, Buffer>) => {
+        seen.Sink++;
+        c.on('data', () => {});
+        c.on('error', () => {});
+      },
+      Hold: (c: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+        seen.Hold++;
+        held.push(() => cb(null, c.request));
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+    cleanup.push(() => server.forceShutdown());
+    const relay = await countingRelay({ host: '127.0.0.1', port });
+    cleanup.push(() => relay.close());
+    const guard = new GrpcGuard({ connectTimeout: 1_000, closeTimeout: 100, replayBufferSize: LIMIT, idempotent: () => true, retry: false, breaker: new HostBreaker({ failureThreshold: 100 }) });
+    const Client = grpc.makeGenericClientConstructor(service, 'S');
+    const client = new Client(relay.address, grpc.credentials.createInsecure(), guard.clientOptions());
+    cleanup.push(() => guard.close());
+    cleanup.push(() => client.close());
+    const hold = (body: string): Promise<string> =>
+      new Promise((resolve, reject) => client.makeUnaryRequest(service.Hold.path, id, id, Buffer.from(body), (e, r) => (e ? reject(e) : resolve(String(r)))));
+    const warm = hold('warm'); // a channel that served: its calls may go back when it dies
+    await eventually(() => held.length, (n) => n === 1);
+    held.splice(0)[0]!();
+    expect(await warm).toBe('warm');
+    let sink!: grpc.ClientWritableStream<Buffer>;
+    const sunk = new Promise<grpc.ServiceError | undefined>((resolve) => {
+      sink = client.makeClientStreamRequest(service.Sink.path, id, id, new grpc.Metadata(), {}, (err) => resolve(err ?? undefined));
+    });
+    sink.write(Buffer.alloc(600)); // within the buffer: resendable
+    const small = hold('small');
+    await eventually(() => seen.Sink + seen.Hold, (n) => n === 3);
+    const gone: number[] = [];
+    guard.on('gone', (e) => {
+      gone.push(e.id);
+      if (gone.length === 1) sink.write(Buffer.alloc(600)); // past the buffer, while both wait for a fresh channel
+    });
+    await relay.resetConnections();
+    const err = await sunk;
+    expect(err?.code).toBe(grpc.status.UNAVAILABLE);
+    await eventually(() => seen.Hold, (n) => n === 3); // the small call, resent on the fresh channel
+    for (const answer of held.splice(0)) answer();
+    expect(await small).toBe('small');
+    expect(seen.Sink).toBe(1);
+    expect(gone).toHaveLength(1); // was 2: the fresh channel dropped too, the small call with it
+  });
 });
+
