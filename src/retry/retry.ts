@@ -295,12 +295,13 @@ class Attempt implements RetryAttempt {
 }
 
 /**
- * Time left as whole milliseconds, rounded down: what `AbortSignal.timeout`, `setTimeout` and most
- * clients' timeouts take (AbortSignal.timeout throws a RangeError for 299999.85), and never more
- * than is left.
+ * Time left as whole milliseconds: what `AbortSignal.timeout`, `setTimeout` and most clients'
+ * timeouts take (AbortSignal.timeout throws a RangeError for 299999.85). Rounded down, never more
+ * than is left, except that a fraction of a millisecond left is 1, not 0: passed on as a
+ * timeout, 0 means none to axios, undici and `req.setTimeout`.
  */
 function wholeMsLeft(ms: number): number {
-  return ms > 0 ? Math.floor(ms) : 0;
+  return ms > 0 ? Math.max(1, Math.floor(ms)) : 0;
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
