@@ -70,10 +70,10 @@ export function namedTarget(target: string, options: grpc.ChannelOptions, env: N
 
 /**
  * Whether the service config given as a channel option leaves grpc-js on `pick_first` (its
- * default): no config, no `loadBalancingConfig` (or an empty one) and no other
- * `loadBalancingPolicy`, or `pick_first` first in the list. grpc-js takes the first policy of the
- * list it knows; any other first entry may be one, so it is read as not `pick_first`. A config
- * that is not JSON is grpc-js's to refuse: left to it.
+ * default): no config, no `loadBalancingConfig` (or an empty one), or `pick_first` first in the
+ * list (grpc-js 1.14 parses the older `loadBalancingPolicy` but never acts on it). grpc-js
+ * takes the first policy of the list it knows; any other first entry may be one, so it is read
+ * as not `pick_first`. A config that is not JSON is grpc-js's to refuse: left to it.
  */
 function picksFirst(config: unknown): boolean {
   if (config === undefined) return true;
@@ -84,12 +84,10 @@ function picksFirst(config: unknown): boolean {
     return false;
   }
   if (typeof parsed !== 'object' || parsed === null) return false;
-  const { loadBalancingConfig: list, loadBalancingPolicy: policy } = parsed as { loadBalancingConfig?: unknown; loadBalancingPolicy?: unknown };
-  if (Array.isArray(list) && list.length > 0) {
-    const first: unknown = list[0];
-    return typeof first === 'object' && first !== null && Object.keys(first).length === 1 && 'pick_first' in first;
-  }
-  return policy === undefined || (typeof policy === 'string' && policy.toLowerCase() === 'pick_first');
+  const list = (parsed as { loadBalancingConfig?: unknown }).loadBalancingConfig;
+  if (!Array.isArray(list) || list.length === 0) return true;
+  const first: unknown = list[0];
+  return typeof first === 'object' && first !== null && Object.keys(first).length === 1 && 'pick_first' in first;
 }
 
 /** The grpc-js target for one address (`ipv4:a:p`, `ipv6:[a]:p`). */

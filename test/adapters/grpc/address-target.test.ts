@@ -40,12 +40,12 @@ describe('namedTarget: the targets dialled per address', () => {
     const config = (c: unknown): grpc.ChannelOptions => ({ 'grpc.service_config': JSON.stringify(c) });
     expect(namedTarget('svc.test:1', config({ loadBalancingConfig: [{ round_robin: {} }] }), {})).toBeUndefined();
     expect(namedTarget('svc.test:1', config({ loadBalancingConfig: [{ mine: {} }, { pick_first: {} }] }), {})).toBeUndefined();
-    expect(namedTarget('svc.test:1', config({ loadBalancingPolicy: 'round_robin' }), {})).toBeUndefined();
     expect(namedTarget('svc.test:1', { 'grpc.service_config': '{not json' }, {})).toBeUndefined();
     // pick_first, said or implied: per address as before.
     expect(namedTarget('svc.test:1', config({ loadBalancingConfig: [{ pick_first: {} }, { round_robin: {} }] }), {})?.host).toBe('svc.test');
     expect(namedTarget('svc.test:1', config({ loadBalancingConfig: [] }), {})?.host).toBe('svc.test');
-    expect(namedTarget('svc.test:1', config({ loadBalancingPolicy: 'PICK_FIRST' }), {})?.host).toBe('svc.test');
+    // grpc-js 1.14 parses the older loadBalancingPolicy but never acts on it: still pick_first.
+    expect(namedTarget('svc.test:1', config({ loadBalancingPolicy: 'round_robin' }), {})?.host).toBe('svc.test');
     expect(namedTarget('svc.test:1', config({ methodConfig: [{ name: [{}], timeout: '1s' }] }), {})?.host).toBe('svc.test');
   });
 
