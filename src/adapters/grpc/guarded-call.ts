@@ -144,6 +144,8 @@ export class GuardedCall implements GrpcCall {
    * The pool's handles on this call, made once per call: `ride()` takes the work and its
    * settlers as functions, and a ride costs no promise (see ConnectionPool.ride).
    */
+  /** Set while #fail waits for grpc-js's own status of a call whose connection died under it. */
+  #ownStatus: NodeJS.Immediate | undefined;
   readonly #board = (trip: Trip<PooledChannel>): void => this.#ride(trip);
   /** The first attempt's ride ended: read here in one step (see #run). */
   readonly #ridden = (): void => {
@@ -553,6 +555,14 @@ export class GuardedCall implements GrpcCall {
   /** `turn`'s grpc-js call delivered `received`: settles the ride with it (see #ride). */
   #settle(turn: Turn, received: grpc.StatusObject): void {
     turn.ended = true;
+    if (this.#ownStatus !== undefined && turn.active) {
+      // Awaited by #fail: grpc-js's own status for the connection that died under the call.
+      clearImmediate(this.#ownStatus);
+      this.#ownStatus = undefined;
+      turn.settle(true);
+      this.#fail(received);
+      return;
+    }
     // A trailers-only reply, or a status after the server's headers on a transport still
     // open, is the server's answer, whatever its details say: final, never resent, and no
     // proof the connection died (only the transport says that: see ChannelConnector.watch).
@@ -594,6 +604,23 @@ export class GuardedCall implements GrpcCall {
   /** The call failed for good (a dial failed, the breaker refused, the channel died, retries ran out). */
   #fail(err: unknown): void {
     const turn = this.#turn;
+    if (err instanceof ConnectionGoneError && turn !== undefined && turn.answered && err.connectionId === turn.connectionId) {
+      // The call the server answered lost its connection. The caller gets grpc-js's own status
+      // for it, in its words ("read ECONNRESET"), as with grpc-js alone, not the pool's release
+      // ("connection #1 ... is gone"): already in (#settle kept it), or awaited until the next
+      // turn of the event loop (grpc-js ends a call on a dead transport within this one).
+      if (turn.ended && this.#lastStatus !== undefined) {
+        this.#fail(this.#lastStatus);
+        return;
+      }
+      if (turn.active && !turn.ended) {
+        this.#ownStatus ??= setImmediate(() => {
+          this.#ownStatus = undefined;
+          if (!this.#done) this.#fail(statusFor(err));
+        });
+        return;
+      }
+    }
     if (turn !== undefined) turn.active = false;
     this.#end(isStatusObject(err) ? err : statusFor(err, err instanceof DeadlineExceededError ? grpc.status.DEADLINE_EXCEEDED : grpc.status.UNAVAILABLE));
     // The caller has its answer. A grpc-js call on a dead transport ends on its own within the same
