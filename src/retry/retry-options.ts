@@ -207,7 +207,9 @@ export function settings(options: RetryOptions): Settings {
   return {
     start,
     deadline,
-    budgetMs: deadline - start,
+    // The timeout as given when it set the deadline: `(start + timeout) - start` on a fractional
+    // clock read 299.9999999999999 in the DeadlineExceededError of a 300 ms timeout.
+    budgetMs: deadline === start + timeout ? timeout : deadline - start,
     maxAttempts,
     idempotent,
     retryWindow: checkDuration('retryWindow', opt(options.retryWindow, Infinity), 0, true),

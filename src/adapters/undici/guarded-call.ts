@@ -450,7 +450,11 @@ export class GuardedCall implements AttemptOwner {
     }
     // undici refused a retry (the agent was closed meanwhile): the call failed as its last
     // attempt did, not because a retry could not be dispatched.
-    const own = ownError(err);
+    // A retry that could not fit before the deadline (its backoff would end past it) ends the
+    // call with the last attempt's own error, as undici alone would have failed: the deadline has
+    // not passed (a refused port with timeout 300 said "deadline exceeded" after 5 ms).
+    const early = err instanceof DeadlineExceededError && err.cause instanceof Error && this.#s.clock.now() < this.#deadline;
+    const own = early ? err.cause : ownError(err);
     this.caller.onError?.(asError(isRefusal(own) && this.#lastFailure !== undefined ? this.#lastFailure : own));
   }
 

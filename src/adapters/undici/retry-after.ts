@@ -13,7 +13,9 @@ export function retryAfterMs(value: string | string[] | undefined, wallNow: () =
   const v = Array.isArray(value) ? value[0] : value;
   if (v === undefined) return undefined;
   const text = v.trim();
-  if (/^\d{1,10}$/.test(text)) return Number(text) * 1_000;
+  // Any number of digits: a longer wait than any limit is still a wait the server asked for (it
+  // ends the call by maxRetryAfter), never an absent header retried at once.
+  if (/^\d+$/.test(text)) return Number(text) * 1_000;
   // Every HTTP-date form starts with the weekday; anything else Date.parse might accept is not one.
   if (!/^[A-Za-z]{3,9},? /.test(text)) return undefined;
   const at = Date.parse(text);

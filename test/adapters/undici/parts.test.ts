@@ -25,7 +25,7 @@ describe('retryAfterMs', () => {
   ])('%s -> %d ms', (value, ms) => {
     expect(retryAfterMs(value, wall)).toBe(ms);
   });
-  it.each([[undefined], [''], ['-1'], ['1.5'], ['soon'], ['12345678901'], ['2026-01-01']])('%s -> undefined', (value) => {
+  it.each([[undefined], [''], ['-1'], ['1.5'], ['soon'], ['2026-01-01']])('%s -> undefined', (value) => {
     expect(retryAfterMs(value, wall)).toBeUndefined();
   });
   it('takes the first of repeated headers', () => {

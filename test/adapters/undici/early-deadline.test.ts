@@ -1,0 +1,54 @@
+/**
+ * The deadline a GuardedAgent's retries run under, as a user reads it: a retry that cannot fit
+ * before the deadline ends the call with the last attempt's own error (a refused port with
+ * `timeout: 300` said "deadline of 300 ms exceeded" after 5 ms, its ECONNREFUSED hidden in
+ * `cause`); a DeadlineExceededError says the timeout as given (299.9999999999999 before); and a
+ * Retry-After of any length is a wait the server asked for (11 digits read as none: retried at once).
+ */
+import { request } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { DeadlineExceededError } from '../../../src/core/errors.js';
+import { retryAfterMs } from '../../../src/adapters/undici/retry-after.js';
+import { refusing } from '../../../src/testing/tcp-peers.js';
+import { answer, guarded, httpServer, leakChecked } from './helpers.js';
+
+leakChecked();
+
+describe('GuardedAgent: a deadline shorter than a retry', () => {
+  it('a refused port with timeout 300 fails with ECONNREFUSED, as undici alone', async () => {
+    const peer = await refusing();
+    const { agent } = guarded({ timeout: 300, backoff: () => 400 });
+    const t0 = performance.now();
+    const err = await request(`http://${peer.address}/`, { dispatcher: agent }).catch((e: unknown) => e);
+    expect(performance.now() - t0).toBeLessThan(300); // no retry fitted: it did not wait for the deadline
+    expect(err).toMatchObject({ code: 'ECONNREFUSED' });
+    expect(err).not.toBeInstanceOf(DeadlineExceededError);
+    await peer.close();
+  });
+
+  it('a deadline that does pass is still a DeadlineExceededError, carrying the timeout as given', async () => {
+    await using server = await httpServer(() => {}); // never answers
+    const { agent } = guarded({ timeout: 300 });
+    const err = await request(`${server.origin}/`, { dispatcher: agent }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    expect((err as DeadlineExceededError).timeout).toBe(300);
+    expect((err as Error).message).toMatch(/^deadline of 300 ms exceeded/);
+  });
+});
+
+describe('Retry-After of any length', () => {
+  it('is read, however many digits (a wait past maxRetryAfter ends the call with the response)', () => {
+    expect(retryAfterMs('10000000000')).toBe(10_000_000_000_000);
+    expect(retryAfterMs('86400000000000')).toBe(86_400_000_000_000_000);
+    expect(retryAfterMs('9'.repeat(400))).toBe(Infinity);
+  });
+
+  it('a 503 asking for 10 000 000 000 s is handed over, not retried', async () => {
+    await using server = await httpServer(answer(503, 'later', { 'retry-after': '10000000000' }));
+    const { agent } = guarded({ maxAttempts: 3 });
+    const res = await request(`${server.origin}/`, { dispatcher: agent });
+    await res.body.dump();
+    expect(res.statusCode).toBe(503);
+    expect(server.requests).toBe(1);
+  });
+});
