@@ -130,7 +130,7 @@ export function answeredByServer(node: unknown): boolean {
  * `clientMade`: grpc-js made it with no response begun (see {@link CLIENT_MADE}); only then do
  * details that say the call never left (no connection, a refused stream) make it "not sent".
  */
-export function grpcVerdict(code: number, details: string, answered = false, clientMade = false): Verdict {
+export function grpcVerdict(code: number, details: string, answered: boolean, clientMade: boolean): Verdict {
   const name = grpcStatusName(code);
   if (answered) return verdict(code === 0 ? 'unknown' : 'application', name);
   const base = detailsVerdict(code, details, name);

@@ -81,6 +81,7 @@ function str(value: unknown): string | undefined {
 
 /** The `name` of an object (an error), if it has a string one. */
 function nameOf(value: unknown): string | undefined {
+  // Stryker disable next-line ConditionalExpression,LogicalOperator,EqualityOperator,StringLiteral: the check only spares safeGet a throw on null; a primitive or null has no name either way
   return (typeof value === 'object' || typeof value === 'function') && value !== null ? str(safeGet(value, 'name')) : undefined;
 }
 
