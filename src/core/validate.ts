@@ -111,3 +111,8 @@ export function thrownText(thrown: unknown): string {
     return '[a value that cannot be printed]';
   }
 }
+
+/** `thrown` as an Error: itself when it is one, else an Error carrying its text (see {@link thrownText}). */
+export function asError(thrown: unknown): Error {
+  return thrown instanceof Error ? thrown : new Error(thrownText(thrown));
+}

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { thrownText } from '../../core/validate.js';
+import { asError } from '../../core/validate.js';
 import type { LegacyHandler, RawHeaders } from './handlers.js';
 
 /** Most body bytes of a held response buffered; past it the response goes to the caller. */
@@ -60,9 +60,6 @@ export function completeOrFail(caller: LegacyHandler, trailers: RawHeaders | nul
   }
 }
 
-function asError(err: unknown): Error {
-  return err instanceof Error ? err : new Error(thrownText(err));
-}
 
 /** What an attempt asks of, and reports to, the call it belongs to. */
 export interface AttemptOwner {

@@ -14,7 +14,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { buildConnector } from 'undici';
 import { type Clock, systemClock } from '../../core/clock.js';
-import { checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
+import { asError, checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../../core/connect-timeout.js';
 import { type DialContext, dial, sharedBreaker } from '../../guard/dial.js';
 import { connect, openSocket } from '../../guard/connect.js';
@@ -274,7 +274,7 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
     }
     scout.run(scoutKey, open).then(
       (socket) => callback(null, socket),
-      (err: unknown) => callback(err instanceof Error ? err : new Error(String(err)), null),
+      (err: unknown) => callback(asError(err), null),
     );
   };
 }

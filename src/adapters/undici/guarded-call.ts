@@ -31,6 +31,7 @@ import { type Dispatcher, errors } from 'undici';
 import { classify } from '../../core/classify.js';
 import { type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
+import { asError } from '../../core/validate.js';
 import { hostKey } from '../../guard/host-key.js';
 import { type RetryAttempt, type RetryPredicate, type RetryResult, reportSettled, retry, settledHeard } from '../../retry/retry.js';
 import { Attempt, type AttemptOwner, HeldResponse, completeOrFail } from './attempt.js';
@@ -509,9 +510,6 @@ export function retriesOf(err: unknown): RetriesExhaustedError | RetryBudgetExha
   return story instanceof RetriesExhaustedError || story instanceof RetryBudgetExhaustedError ? story : undefined;
 }
 
-function asError(err: unknown): Error {
-  return err instanceof Error ? err : new Error(String(err));
-}
 
 /**
  * A request's own timeout when it is one undici takes (a finite number >= 0; 0 = none), else
