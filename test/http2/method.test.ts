@@ -5,11 +5,11 @@
  * a TypeError from the returned promise, before anything is sent.
  */
 import http2 from 'node:http2';
-import type net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { Http2Client } from '../../src/http2/client.js';
 import { leakCheckEach } from '../helpers/leaks.js';
+import { listenH2 } from './listen.js';
 
 const cleanup = leakCheckEach();
 
@@ -19,20 +19,7 @@ async function server(): Promise<{ origin: string; seen: string[] }> {
     seen.push(req.method);
     res.end();
   });
-  const sessions = new Set<http2.ServerHttp2Session>();
-  srv.on('session', (s) => {
-    sessions.add(s);
-    s.on('close', () => sessions.delete(s));
-  });
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  cleanup.push(
-    () =>
-      new Promise<void>((resolve) => {
-        for (const s of sessions) s.destroy();
-        srv.close(() => resolve());
-      }),
-  );
-  return { origin: `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}`, seen };
+  return { origin: `http://127.0.0.1:${await listenH2(srv, cleanup)}`, seen };
 }
 
 describe('Http2Client: the method on the wire', () => {

@@ -5,13 +5,13 @@
  * behind nginx or an ingress the default virtual host answered instead.
  */
 import http2 from 'node:http2';
-import type net from 'node:net';
 import type tls from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { Http2Client } from '../../src/http2/client.js';
 import { TEST_CERT, TEST_KEY } from '../../src/testing/test-cert.js';
 import { leakCheckEach } from '../helpers/leaks.js';
+import { listenH2 } from './listen.js';
 
 const cleanup = leakCheckEach();
 
@@ -22,20 +22,7 @@ async function server(): Promise<{ port: number; seen: string[] }> {
     seen.push(`${req.headers[':authority']} sni=${(req.socket as tls.TLSSocket).servername || '-'}`);
     res.end('ok');
   });
-  const sessions = new Set<http2.ServerHttp2Session>();
-  srv.on('session', (s) => {
-    sessions.add(s);
-    s.on('close', () => sessions.delete(s));
-  });
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  cleanup.push(
-    () =>
-      new Promise<void>((resolve) => {
-        for (const s of sessions) s.destroy();
-        srv.close(() => resolve());
-      }),
-  );
-  return { port: (srv.address() as net.AddressInfo).port, seen };
+  return { port: await listenH2(srv, cleanup), seen };
 }
 
 /** node:http2 itself, dialling `origin` with `options`: the authority it sends. */
