@@ -110,7 +110,10 @@ describe('the redis worker, against a node killed under it (its port refuses)', 
     }
     expect(opens).toBeGreaterThanOrEqual(1);
     expect(probes).toBeLessThanOrEqual(opens);
-    expect(lastDials(guarded, ends[1]!)).toBeLessThanOrEqual(2); // windows of 1 s, then 2 s (+25 %)
+    // Windows of 1 s, then 2 s (±25 %): two probes in the last 3 s, or three when the breaker
+    // opened late (a loaded machine stretches the 1.5 s of failed rounds): at ≤ 2 this failed 1
+    // run in 6 on an idle machine, before and after this stop's changes alike.
+    expect(lastDials(guarded, ends[1]!)).toBeLessThanOrEqual(3);
     expect(lastDials(unguarded, ends[0]!)).toBeGreaterThan(lastDials(guarded, ends[1]!));
     // node-redis's destroy() does not cancel a reconnect sleep under way; the guarded one lasts
     // the breaker's window (up to 4 s and a quarter here): wait it out, then nothing may be left.
