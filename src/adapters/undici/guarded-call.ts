@@ -174,11 +174,7 @@ export class GuardedCall implements AttemptOwner {
     this.#dispatching = true;
     let ready: boolean;
     try {
-      ready = this.#run(1, this.#deadline, (err) => {
-        if (err === undefined) this.#firstSucceeded();
-        else if (this.#dispatching && !this.#connected && isRefusal(err)) this.#refused(err);
-        else this.#firstFailed(err);
-      });
+      ready = this.#run(new Attempt(this, 1, this.#deadline));
     } finally {
       this.#dispatching = false;
     }
@@ -338,20 +334,33 @@ export class GuardedCall implements AttemptOwner {
     if (this.#s.clock.now() >= this.#headersBy) return Promise.reject(this.#lastFailure ?? new errors.HeadersTimeoutError());
     const refusal = this.#refusal();
     if (refusal !== undefined) return Promise.reject(refusal);
-    return new Promise<void>((resolve, reject) => this.#run(a.number, a.deadline, (err) => (err === undefined ? resolve() : reject(err))));
+    return new Promise<void>((resolve, reject) => {
+      const attempt = new Attempt(this, a.number, a.deadline);
+      attempt.settled = (err) => (err === undefined ? resolve() : reject(err));
+      this.#run(attempt);
+    });
   }
 
-  /** Dispatches attempt `number` to undici; `done` hears how it ended. Returns dispatch()'s answer. */
-  #run(number: number, deadline: number, done: (err: unknown) => void): boolean {
-    const attempt = new Attempt(this, number, deadline, (err) => {
-      withTlsAlert(err); // a TLS alert undici lost becomes the cause: a refused handshake, not a dead connection
-      if (err instanceof HeldResponse) this.#held = err;
-      else if (err !== undefined && !isRefusal(err)) {
-        this.#held = undefined;
-        this.#lastFailure = err;
-      }
-      done(err);
-    });
+  /**
+   * How an attempt ended (AttemptOwner): the first, run outside retry(), decides here; a retry
+   * settles its promise.
+   */
+  ended(attempt: Attempt, err: unknown): void {
+    withTlsAlert(err); // a TLS alert undici lost becomes the cause: a refused handshake, not a dead connection
+    if (err instanceof HeldResponse) this.#held = err;
+    else if (err !== undefined && !isRefusal(err)) {
+      this.#held = undefined;
+      this.#lastFailure = err;
+    }
+    if (attempt.settled !== undefined) attempt.settled(err);
+    else if (err === undefined) this.#firstSucceeded();
+    else if (this.#dispatching && !this.#connected && isRefusal(err)) this.#refused(err);
+    else this.#firstFailed(err);
+  }
+
+  /** Dispatches `attempt` to undici; `ended()` hears how it ended. Returns dispatch()'s answer. */
+  #run(attempt: Attempt): boolean {
+    const deadline = attempt.deadline;
     this.#current = attempt;
     const now = deadline === Infinity && this.#headersBy === Infinity ? 0 : this.#s.clock.now();
     const remaining = deadline === Infinity ? Infinity : Math.max(0, deadline - now);
