@@ -20,7 +20,10 @@ export function requireNginx(): void {
   if (r.status !== 0) throw new Error(`nginx not found (${r.error?.message ?? r.stderr}): install it with \`${INSTALL}\` (as root, npm test does)`);
 }
 
-/** An nginx serving `ok` over plain HTTP/1.1 (`h1`) and HTTP/2 over TLS (`h2`, the test certificate). */
+/**
+ * An nginx serving `ok` over plain HTTP/1.1 (`h1`) and HTTP/2 over TLS (`h2`, the test
+ * certificate), and, given an upstream, proxying gRPC (h2c on `grpc`) to it with `grpc_pass`.
+ */
 export class Nginx {
   #child: ChildProcess | undefined;
   readonly #dir = mkdtempSync(join(tmpdir(), 'dialguard-nginx-'));
@@ -30,6 +33,10 @@ export class Nginx {
     readonly h2: number,
     /** Extra directives in the `http` block (`keepalive_requests 50;`...). */
     readonly extra: string,
+    /** The port nginx proxies gRPC from (0: none). */
+    readonly grpc: number,
+    /** The plain-text gRPC server it proxies to (127.0.0.1). */
+    readonly grpcUpstream: number,
   ) {
     for (const d of ['logs', 'tmp']) mkdirSync(join(this.#dir, d));
     writeFileSync(join(this.#dir, 'cert.pem'), TEST_CERT);
@@ -45,15 +52,16 @@ http {
   ${extra}
   server { listen 127.0.0.1:${h1}; location / { return 200 "ok"; } }
   server { listen 127.0.0.1:${h2} ssl http2; ssl_certificate ${d}/cert.pem; ssl_certificate_key ${d}/key.pem; location / { return 200 "ok"; } }
+  ${grpc === 0 ? '' : `server { listen 127.0.0.1:${grpc} http2; location / { grpc_pass grpc://127.0.0.1:${grpcUpstream}; } }`}
 }
 `,
     );
   }
 
-  /** Starts one on two free loopback ports. */
-  static async start(extra = ''): Promise<Nginx> {
+  /** Starts one on free loopback ports; with `grpcUpstream`, a gRPC proxy to 127.0.0.1:grpcUpstream too. */
+  static async start(extra = '', grpcUpstream = 0): Promise<Nginx> {
     requireNginx();
-    return new Nginx(await freePort(), await freePort(), extra).start();
+    return new Nginx(await freePort(), await freePort(), extra, grpcUpstream === 0 ? 0 : await freePort(), grpcUpstream).start();
   }
 
   get h1Url(): string {
@@ -74,7 +82,7 @@ http {
     process.once('exit', reap);
     child.once('exit', () => process.off('exit', reap));
     for (let i = 0; i < 200; i++) {
-      if ((await accepts(this.h1)) && (await accepts(this.h2))) return this;
+      if ((await accepts(this.h1)) && (await accepts(this.h2)) && (this.grpc === 0 || (await accepts(this.grpc)))) return this;
       if (child.exitCode !== null) throw new Error(`nginx exited with ${child.exitCode}`);
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
