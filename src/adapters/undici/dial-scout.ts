@@ -55,8 +55,25 @@ export class DialScout {
         },
       );
     }
-    const attempt = this.#watch(key, dial());
-    const outcome = attempt.then(
+    const settled = this.#watch(key, dial());
+    // The scout leaves before its own caller hears how it ended (that reaction is registered
+    // first): a caller that dials again at once (a node:http agent dialling for the request queued
+    // behind) starts a dial of its own, as without a scout, instead of joining this finished one
+    // and failing with its error, undialled.
+    const done = (): void => {
+      if (this.#scouting.get(key) === outcome) this.#scouting.delete(key);
+    };
+    const attempt = settled.then(
+      (value) => {
+        done();
+        return value;
+      },
+      (err: unknown) => {
+        done();
+        throw err;
+      },
+    );
+    const outcome = settled.then(
       () => undefined,
       (err: unknown) => {
         throw err;
@@ -64,10 +81,6 @@ export class DialScout {
     );
     outcome.catch(() => {}); // the waiters handle it; the scout's own caller gets `attempt`
     this.#scouting.set(key, outcome);
-    const done = (): void => {
-      if (this.#scouting.get(key) === outcome) this.#scouting.delete(key);
-    };
-    outcome.then(done, done);
     return attempt;
   }
 
