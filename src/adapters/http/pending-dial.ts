@@ -328,7 +328,9 @@ function next(books: AgentBooks, name: string, options: ConnectionOptions, faile
     }
   }
   let req = books.requests[name]?.find((r) => r !== failed);
-  let reqOptions: object = options;
+  // Its own options, as Node's removeSocket dials it: the failed request's would give it their
+  // `timeout` (armed on its dial), `lookup`, `localPort` and `checkServerIdentity`.
+  let reqOptions: object = (req === undefined ? undefined : requestOptionsOf(req)) ?? options;
   if (req === undefined) {
     // None for this origin: as Node, the freed slot (under `maxTotalSockets`) goes to the first
     // other origin with requests queued and no socket of its own, dialled with its own options.
