@@ -14,6 +14,7 @@ import { localFailure, noAddressOfOwnChoice } from './dial-outcome.js';
 import type { Transport } from './host-breaker.js';
 import { hostKey } from './host-key.js';
 import { checkDuration, opt } from '../core/validate.js';
+import { caughtIdentityCheck } from './identity-check.js';
 
 /** Where to connect. */
 export interface ConnectTarget {
@@ -188,6 +189,7 @@ export function openSocket(
   const byName = net.isIP(host) === 0;
   const tlsOptions = options.tls === true ? {} : options.tls || undefined;
   const opts: tls.ConnectionOptions = { noDelay: true, ...options.socket, ...tlsOptions, host, port: target.port };
+  if (typeof opts.checkServerIdentity === 'function') opts.checkServerIdentity = caughtIdentityCheck(opts.checkServerIdentity);
   if (byName) {
     // The phase leaves 'lookup' when the resolver answers. Seen through the lookup itself, not
     // the socket's 'lookup' event: a resolver that answers synchronously (a cache) does so inside

@@ -16,6 +16,7 @@ import https from 'node:https';
 import type net from 'node:net';
 import type stream from 'node:stream';
 import type { HostBreaker } from '../../guard/host-breaker.js';
+import { caughtIdentityCheck } from '../../guard/identity-check.js';
 import { type AgentGuardOptions, splitOptions } from './options.js';
 import { AgentGuard, type ConnectionOptions, type OnCreate, stopQueueWatch, watchQueued } from './pending-dial.js';
 
@@ -156,6 +157,9 @@ export class GuardedHttpsAgent extends https.Agent {
    */
   override createConnection(options: https.RequestOptions, callback?: Callback): stream.Duplex | null | undefined {
     if (options.socketPath !== undefined) return super.createConnection(options, callback);
-    return guardedConnection(this, this.#guard, options as ConnectionOptions, callback, () => super.createConnection(options) as net.Socket, true, 443);
+    // A check that throws fails its own dial, not the host (see caughtIdentityCheck).
+    const check = options.checkServerIdentity;
+    const opts = typeof check === 'function' ? { ...options, checkServerIdentity: caughtIdentityCheck(check) } : options;
+    return guardedConnection(this, this.#guard, opts as ConnectionOptions, callback, () => super.createConnection(opts) as net.Socket, true, 443);
   }
 }
