@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { MAX_DURATION } from './validate.js';
+import { MAX_DURATION, checkFunction, show } from './validate.js';
 
 /** An opaque handle for a timer started by a {@link Clock}. */
 export interface TimerHandle {
@@ -31,6 +31,30 @@ export const systemClock: Clock = {
   setTimeout: (callback, ms) => setTimeout(callback, ms) as unknown as TimerHandle,
   clearTimeout: (handle) => clearTimeout(handle as unknown as NodeJS.Timeout),
 };
+
+/**
+ * A `clock` option checked: the system clock when left out, else an object with `now`,
+ * `setTimeout` and `clearTimeout`. Checked where the option is taken, before anything is started:
+ * a clock of `{}` or `null` was taken as is by dial() (which had already been admitted by the
+ * breaker, a permit then never settled), the pool, the budget and the HTTP/2 client, and failed
+ * later with "clock.now is not a function".
+ *
+ * @param timers - whether the taker arms timers (`setTimeout`, `clearTimeout` required); a breaker
+ *   and a budget only read the time.
+ * @throws TypeError naming the option (`clock`, `clock.now`...) and the value.
+ * @internal
+ */
+export function checkedClock(value: unknown, timers = true): Clock {
+  if (value === undefined) return systemClock;
+  if (typeof value !== 'object' || value === null) throw new TypeError(`clock must be a Clock, got ${show(value)}`);
+  const clock = value as Partial<Clock>;
+  checkFunction('clock.now', clock.now);
+  if (timers) {
+    checkFunction('clock.setTimeout', clock.setTimeout);
+    checkFunction('clock.clearTimeout', clock.clearTimeout);
+  }
+  return value as Clock;
+}
 
 /**
  * Lets a timer stop keeping the process alive, when the clock's handles support it (Node timers

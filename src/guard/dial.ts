@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { type Clock, type TimerHandle, systemClock } from '../core/clock.js';
+import { type Clock, type TimerHandle, checkedClock, systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../core/connect-timeout.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
@@ -159,10 +159,12 @@ export function dialWith<C>(
   let breaker: HostBreaker;
   let timeout: number;
   let signal: AbortSignal | undefined;
+  let clock: Clock;
   try {
     timeout = checkDuration('timeout', opt(options.timeout, DEFAULT_CONNECT_TIMEOUT), 1);
     // Before the breaker is asked: a permit taken for a dial that cannot start is never settled.
     signal = checkSignal('signal', options.signal);
+    clock = checkedClock(options.clock);
     breaker = options.breaker === undefined ? sharedBreaker() : (options.breaker ?? noBreaker);
     const outer = (signal === undefined ? undefined : dialsBySignal.get(signal)) ?? establishing;
     if (outer !== undefined && outer.open && outer.breaker === breaker && outer.key === hostKey(host, port)) breaker = noBreaker; // the outer dial's own
@@ -176,7 +178,6 @@ export function dialWith<C>(
     permit.abandoned(); // never started: no dial to report
     return Promise.reject(signal.reason);
   }
-  const clock = opt(options.clock, systemClock);
   const controller = new AbortController();
   const ctx: DialContext = { signal: controller.signal, permit, phase: 'tcp', answered: false };
   const scope: OuterDial = { breaker, key: permit.host, open: true };

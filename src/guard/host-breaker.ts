@@ -29,7 +29,7 @@
  * @module
  */
 import { type Schedule, drawDelay } from '../core/backoff.js';
-import { type Clock, systemClock } from '../core/clock.js';
+import { type Clock, checkedClock } from '../core/clock.js';
 import { HostUnavailableError } from '../core/errors.js';
 import { EventHub, type Unsubscribe, type Listener } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
@@ -291,8 +291,7 @@ export class HostBreaker {
     this.#capacity = checkInteger('capacity', opt(options.capacity, 4096), 1);
     reserveHostKeys(this.#capacity); // every host it tracks keeps its spelling memoised
     this.#sweepInterval = checkDuration('sweepInterval', opt(options.sweepInterval, 60_000), 0);
-    this.#clock = opt(options.clock, systemClock);
-    checkFunction('clock.now', this.#clock.now);
+    this.#clock = checkedClock(options.clock, false);
     this.#random = checkFunction('random', opt(options.random, Math.random));
     this.#lastSweep = this.#clock.now();
   }

@@ -17,7 +17,7 @@ import http2 from 'node:http2';
 import type net from 'node:net';
 import type tls from 'node:tls';
 import { type FailureKind, classify } from '../core/classify.js';
-import { type Clock, systemClock } from '../core/clock.js';
+import { type Clock, checkedClock, systemClock } from '../core/clock.js';
 import { RequestTimeoutError } from '../core/errors.js';
 import { checkDuration, checkInteger, checkKeepAlive, checkSignal, opt, show } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, sharedBreaker } from '../guard/dial.js';
@@ -184,7 +184,7 @@ export class Http2Client {
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: Http2ClientOptions = {}) {
-    this.#clock = opt(options.clock, systemClock);
+    this.#clock = checkedClock(options.clock);
     this.#requestTimeout = checkDuration('requestTimeout', opt(options.requestTimeout, Number.POSITIVE_INFINITY), 1, true);
     const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
     if (breaker !== null && !(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker or null, got ${show(breaker)}`);

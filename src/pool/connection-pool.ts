@@ -22,7 +22,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { classify as defaultClassify } from '../core/classify.js';
-import { type Clock, systemClock } from '../core/clock.js';
+import { type Clock, checkedClock } from '../core/clock.js';
 import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, checkSignal, opt } from '../core/validate.js';
@@ -105,7 +105,7 @@ export class ConnectionPool<C> {
     this.#mayResend = options.mayResend === undefined ? undefined : checkFunction<() => boolean>('mayResend', options.mayResend);
     this.#closeTimeout = checkDuration('closeTimeout', opt(options.closeTimeout, 5_000));
     this.#classify = checkFunction('classify', opt(options.classify, defaultClassify));
-    this.#clock = opt(options.clock, systemClock);
+    this.#clock = checkedClock(options.clock);
     this.#sweep = new IdleSweep<C>(idleTimeout, sweepInterval, this.#clock.now(), this.#slots, (conn) => this.#retire(conn, 'idle'));
     setMaxListeners(0, this.#closingSignal.signal); // one listener per connect attempt in flight
   }

@@ -19,7 +19,7 @@
  *
  * @module
  */
-import { type Clock, systemClock } from '../core/clock.js';
+import { type Clock, checkedClock, systemClock } from '../core/clock.js';
 import { checkDuration, checkFunction, checkInteger, checkNumber, opt } from '../core/validate.js';
 
 /** Options of a {@link RetryBudget}; every one has a default. */
@@ -87,7 +87,7 @@ export class RetryBudget {
     this.#percent = checkNumber('percentCanRetry', opt(options.percentCanRetry, 0.2), 0, 1_000);
     const perSec = checkNumber('minRetriesPerSec', opt(options.minRetriesPerSec, 10), 0, 1e9);
     const slots = checkInteger('slots', opt(options.slots, 10), 1, 1_000);
-    this.#clock = opt(options.clock, systemClock);
+    this.#clock = checkedClock(options.clock, false);
     checkFunction('clock.now', this.#clock.now);
     this.#floor = (perSec * this.#ttl) / 1_000;
     this.#slotWidth = this.#ttl / slots;

@@ -6,7 +6,7 @@
  */
 import { fullJitter, type Schedule } from '../core/backoff.js';
 import { type Classification, type ClassifyOptions, checkClassifyOptions } from '../core/classify.js';
-import { type Clock, systemClock } from '../core/clock.js';
+import { type Clock, checkedClock, systemClock } from '../core/clock.js';
 import { checkDuration, checkFunction, checkInteger, checkNumber, checkSignal, opt, show } from '../core/validate.js';
 import { RetryBudget, sharedRetryBudget } from './budget.js';
 
@@ -179,11 +179,7 @@ let defaultBackoff: Schedule | undefined;
  */
 export function settings(options: RetryOptions): Settings {
   if (typeof options !== 'object' || options === null) throw new TypeError(`retry options must be an object, got ${show(options)}`);
-  const clock = opt(options.clock, systemClock);
-  if (typeof clock !== 'object' || clock === null) throw new TypeError(`clock must be a Clock, got ${show(clock)}`);
-  checkFunction('clock.now', clock.now);
-  checkFunction('clock.setTimeout', clock.setTimeout);
-  checkFunction('clock.clearTimeout', clock.clearTimeout);
+  const clock = checkedClock(options.clock);
   const start = options.start === undefined ? clock.now() : checkNumber('start', options.start, Number.NEGATIVE_INFINITY);
   const timeout = options.timeout === undefined ? Infinity : checkDuration('timeout', options.timeout, 0, true, Infinity); // retry() re-arms its deadline timer past 2^31-1 ms
   const absolute = options.deadline === undefined ? Infinity : checkNumber('deadline', options.deadline, Number.NEGATIVE_INFINITY);

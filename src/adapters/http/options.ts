@@ -3,8 +3,8 @@
  *
  * @module
  */
-import { type Clock, systemClock } from '../../core/clock.js';
-import { checkDuration, checkFunction, opt, show } from '../../core/validate.js';
+import { type Clock, checkedClock } from '../../core/clock.js';
+import { checkDuration, opt, show } from '../../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, sharedBreaker } from '../../guard/dial.js';
 import { HostBreaker } from '../../guard/host-breaker.js';
 
@@ -44,11 +44,7 @@ export const GUARD_KEYS = ['connectTimeout', 'breaker', 'clock'] as const;
 export function guardSettings(options: AgentGuardOptions): AgentGuardSettings {
   const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
   if (breaker !== null && !(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker or null, got ${show(breaker)}`);
-  const clock = opt(options.clock, systemClock);
-  if (typeof clock !== 'object' || clock === null) throw new TypeError(`clock must be a Clock, got ${show(clock)}`);
-  checkFunction('clock.now', clock.now);
-  checkFunction('clock.setTimeout', clock.setTimeout);
-  checkFunction('clock.clearTimeout', clock.clearTimeout);
+  const clock = checkedClock(options.clock);
   return { timeout: checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1), breaker, clock };
 }
 
