@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { GrpcGuard } from '../../src/adapters/grpc/index.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { EchoClient, type EchoServer, echoServer } from '../adapters/grpc/helpers.js';
+import { load } from './load.js';
 import { Nginx } from './nginx-server.js';
 
 const open: Array<() => unknown> = [];
@@ -36,46 +37,48 @@ function twice(server: EchoServer): string[] {
   return again;
 }
 
-async function calls(client: EchoClient, n: number, done: () => boolean): Promise<Record<string, number>> {
-  const seen: Record<string, number> = {};
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      for (let i = 0; i < 100_000 && !done(); i++) {
-        let k: string;
-        try {
-          await echo(client);
-          k = 'OK';
-        } catch (err) {
-          k = grpc.status[(err as grpc.ServiceError).code] ?? String(err);
-        }
-        seen[k] = (seen[k] ?? 0) + 1;
-      }
-    }),
-  );
-  return seen;
+/** Echo calls through `client` in `callers` loops until `done()`, by grpc status. */
+const calls = (client: EchoClient, callers: number, done: () => boolean): Promise<Record<string, number>> =>
+  load(callers, () => echo(client).then(() => 'OK'), (err) => grpc.status[(err as grpc.ServiceError).code] ?? String(err), done);
+
+/**
+ * A grpc-js echo server behind nginx, a guarded and a raw client of it, and 8 callers on each
+ * until `stop()`.
+ */
+async function setUp(): Promise<{ server: EchoServer; nginx: Nginx; breaker: HostBreaker; guarded: EchoClient; stop: () => Promise<[Record<string, number>, Record<string, number>]> }> {
+  const server = await echoServer();
+  open.push(() => server.close());
+  const nginx = await Nginx.start('', server.port);
+  open.push(() => nginx.close());
+  const breaker = new HostBreaker();
+  const guard = new GrpcGuard({ breaker });
+  open.push(() => guard.close());
+  const guarded = new EchoClient(`127.0.0.1:${nginx.grpc}`, grpc.credentials.createInsecure(), guard.clientOptions());
+  const raw = new EchoClient(`127.0.0.1:${nginx.grpc}`, grpc.credentials.createInsecure());
+  open.push(() => guarded.close(), () => raw.close());
+  let stopped = false;
+  const runs = Promise.all([calls(guarded, 8, () => stopped), calls(raw, 8, () => stopped)]);
+  return {
+    server,
+    nginx,
+    breaker,
+    guarded,
+    stop: () => {
+      stopped = true;
+      return runs;
+    },
+  };
 }
 
 describe('gRPC through a real nginx', () => {
   it('five reloads under load: every guarded call answered, each executed once', async () => {
-    const server: EchoServer = await echoServer();
-    open.push(() => server.close());
-    const nginx = await Nginx.start('', server.port);
-    open.push(() => nginx.close());
-    const breaker = new HostBreaker();
-    const guard = new GrpcGuard({ breaker });
-    open.push(() => guard.close());
-    const guarded = new EchoClient(`127.0.0.1:${nginx.grpc}`, grpc.credentials.createInsecure(), guard.clientOptions());
-    const raw = new EchoClient(`127.0.0.1:${nginx.grpc}`, grpc.credentials.createInsecure());
-    open.push(() => guarded.close(), () => raw.close());
-    let stop = false;
-    const runs = Promise.all([calls(guarded, 8, () => stop), calls(raw, 8, () => stop)]);
+    const { server, nginx, breaker, stop } = await setUp();
     for (let i = 0; i < 5; i++) {
       await new Promise((resolve) => setTimeout(resolve, 300));
       nginx.reload();
     }
     await new Promise((resolve) => setTimeout(resolve, 300));
-    stop = true;
-    const [g, r] = await runs;
+    const [g, r] = await stop();
     expect(twice(server)).toEqual([]);
     expect(server.calls.Echo).toBe((g.OK ?? 0) + (r.OK ?? 0));
     expect(g).toEqual({ OK: expect.any(Number) });
@@ -83,25 +86,13 @@ describe('gRPC through a real nginx', () => {
   });
 
   it('a 300 ms restart of nginx under load: no call executed twice, at most the calls in flight fail, the breaker never opens, the next 50 calls answered', async () => {
-    const server: EchoServer = await echoServer();
-    open.push(() => server.close());
-    const nginx = await Nginx.start('', server.port);
-    open.push(() => nginx.close());
-    const breaker = new HostBreaker();
-    const guard = new GrpcGuard({ breaker });
-    open.push(() => guard.close());
-    const guarded = new EchoClient(`127.0.0.1:${nginx.grpc}`, grpc.credentials.createInsecure(), guard.clientOptions());
-    const raw = new EchoClient(`127.0.0.1:${nginx.grpc}`, grpc.credentials.createInsecure());
-    open.push(() => guarded.close(), () => raw.close());
-    let stop = false;
-    const runs = Promise.all([calls(guarded, 8, () => stop), calls(raw, 8, () => stop)]);
+    const { server, nginx, breaker, guarded, stop } = await setUp();
     await new Promise((resolve) => setTimeout(resolve, 300));
     await nginx.stop();
     await new Promise((resolve) => setTimeout(resolve, 300));
     await nginx.start();
     await new Promise((resolve) => setTimeout(resolve, 300));
-    stop = true;
-    const [g] = await runs;
+    const [g] = await stop();
     expect(twice(server)).toEqual([]);
     // Only a call in flight when nginx went down may fail (it may have run: not sent again), one
     // per caller; a call made while it was down waits for the dial that gets through.

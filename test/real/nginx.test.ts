@@ -13,6 +13,7 @@ import { HostUnavailableError } from '../../src/core/errors.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { Http2Client } from '../../src/http2/client.js';
 import { TEST_CERT } from '../../src/testing/test-cert.js';
+import { load } from './load.js';
 import { Nginx } from './nginx-server.js';
 
 const open: Array<{ close(): Promise<void> }> = [];
@@ -30,24 +31,12 @@ async function setUp(extra = ''): Promise<{ nginx: Nginx; breaker: HostBreaker; 
   return { nginx, breaker, agent, h2 };
 }
 
-/** Outcomes by status or error code, of requests made in `callers` loops until `done()`. */
-async function load(callers: number, one: () => Promise<number>, done: () => boolean): Promise<Record<string, number>> {
-  const seen: Record<string, number> = {};
-  await Promise.all(
-    Array.from({ length: callers }, async () => {
-      for (let i = 0; i < 100_000 && !done(); i++) {
-        let k: string;
-        try {
-          k = String(await one());
-        } catch (err) {
-          k = err instanceof HostUnavailableError ? 'refused' : String((err as { code?: string }).code ?? (err as Error).name);
-        }
-        seen[k] = (seen[k] ?? 0) + 1;
-      }
-    }),
-  );
-  return seen;
-}
+/** A failed request's outcome: `refused` (the breaker), else its code or name. */
+const failedAs = (err: unknown): string => (err instanceof HostUnavailableError ? 'refused' : String((err as { code?: string }).code ?? (err as Error).name));
+
+/** Requests in `callers` loops until `done()`, by status or failure. */
+const requests = (callers: number, one: () => Promise<number>, done: () => boolean): Promise<Record<string, number>> =>
+  load(callers, async () => String(await one()), failedAs, done);
 
 const viaUndici = (agent: GuardedAgent, url: string) => async (): Promise<number> => {
   const res = await request(url, { dispatcher: agent });
@@ -60,7 +49,7 @@ describe('against a real nginx', () => {
   it('five reloads under load (8 undici and 8 HTTP/2 callers): every request served, no connection counted gone, no dial failed', async () => {
     const { nginx, breaker, agent, h2 } = await setUp();
     let stop = false;
-    const runs = Promise.all([load(8, viaUndici(agent, nginx.h1Url), () => stop), load(8, viaH2(h2, nginx.h2Url), () => stop)]);
+    const runs = Promise.all([requests(8, viaUndici(agent, nginx.h1Url), () => stop), requests(8, viaH2(h2, nginx.h2Url), () => stop)]);
     for (let i = 0; i < 5; i++) {
       await new Promise((resolve) => setTimeout(resolve, 300));
       nginx.reload();
@@ -102,7 +91,7 @@ describe('against a real nginx', () => {
   it('a 300 ms restart under load: the breaker never opens, nothing is refused, and the next 100 requests of each client are served at once', async () => {
     const { nginx, breaker, agent, h2 } = await setUp();
     let stop = false;
-    const runs = Promise.all([load(4, viaUndici(agent, nginx.h1Url), () => stop), load(4, viaH2(h2, nginx.h2Url), () => stop)]);
+    const runs = Promise.all([requests(4, viaUndici(agent, nginx.h1Url), () => stop), requests(4, viaH2(h2, nginx.h2Url), () => stop)]);
     await new Promise((resolve) => setTimeout(resolve, 200));
     await nginx.stop();
     await new Promise((resolve) => setTimeout(resolve, 300));

@@ -63,22 +63,8 @@ export class DialScout {
     const done = (): void => {
       if (this.#scouting.get(key) === outcome) this.#scouting.delete(key);
     };
-    const attempt = settled.then(
-      (value) => {
-        done();
-        return value;
-      },
-      (err: unknown) => {
-        done();
-        throw err;
-      },
-    );
-    const outcome = settled.then(
-      () => undefined,
-      (err: unknown) => {
-        throw err;
-      },
-    );
+    const attempt = settled.finally(done);
+    const outcome = settled.then(() => undefined);
     outcome.catch(() => {}); // the waiters handle it; the scout's own caller gets `attempt`
     this.#scouting.set(key, outcome);
     return attempt;
