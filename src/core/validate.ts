@@ -77,6 +77,13 @@ export function checkKeepAlive(name: string, value: unknown): number {
   return ms;
 }
 
+/** `value` when a boolean, `fallback` when undefined; a TypeError naming `name` otherwise (`'yes'` is not `true`). */
+export function checkBoolean(name: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${show(value)}`);
+  return value;
+}
+
 /** A function, or a TypeError naming `name`. */
 export function checkFunction<F extends (...args: never[]) => unknown>(name: string, value: unknown): F {
   if (typeof value !== 'function') throw new TypeError(`${name} must be a function, got ${show(value)}`);

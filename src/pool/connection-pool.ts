@@ -25,7 +25,7 @@ import { classify as defaultClassify } from '../core/classify.js';
 import { type Clock, checkedClock } from '../core/clock.js';
 import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
-import { checkDuration, checkFunction, checkInteger, checkSignal, opt } from '../core/validate.js';
+import { checkBoolean, checkDuration, checkFunction, checkInteger, checkSignal, opt } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial } from '../guard/dial.js';
 import { localFailure } from '../guard/dial-outcome.js';
 import type { HostBreaker, Transport } from '../guard/host-breaker.js';
@@ -123,7 +123,7 @@ export class ConnectionPool<C> {
     let idempotent: boolean;
     try {
       checkFunction('fn', fn); // before anything is allocated: no connection opened for a call that cannot run
-      ({ idempotent = false } = options);
+      idempotent = checkBoolean('idempotent', options.idempotent, false);
       signal = checkSignal('signal', options.signal);
     } catch (err) {
       return Promise.reject(err);
@@ -145,7 +145,7 @@ export class ConnectionPool<C> {
    */
   ride(target: string, board: (trip: Trip<C>) => void, options: UseOptions, resolve: (value: unknown) => void, reject: (reason: unknown) => void): void {
     try {
-      this.#board(target, board as (lease: Lease<C>) => unknown, true, checkSignal('signal', options.signal), options.idempotent ?? false, resolve, reject);
+      this.#board(target, board as (lease: Lease<C>) => unknown, true, checkSignal('signal', options.signal), checkBoolean('idempotent', options.idempotent, false), resolve, reject);
     } catch (err) {
       reject(err); // a signal that cannot be listened to, as use() rejects with it
     }

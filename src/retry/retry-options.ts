@@ -7,7 +7,7 @@
 import { fullJitter, type Schedule } from '../core/backoff.js';
 import { type Classification, type ClassifyOptions, checkClassifyOptions } from '../core/classify.js';
 import { type Clock, checkedClock, systemClock } from '../core/clock.js';
-import { checkDuration, checkFunction, checkInteger, checkNumber, checkSignal, opt, show } from '../core/validate.js';
+import { checkBoolean, checkDuration, checkFunction, checkInteger, checkNumber, checkSignal, opt, show } from '../core/validate.js';
 import { RetryBudget, sharedRetryBudget } from './budget.js';
 
 /** What `fn` gets on each attempt. */
@@ -58,7 +58,9 @@ export interface RetryInfo {
 
 /**
  * Decides whether a failure may be retried, overriding the default (`transient && (notSent ||
- * idempotent)`); return undefined to keep the default. Not asked about refusals by the breaker,
+ * idempotent)`); return undefined to keep the default. Any other answer is ignored (the default
+ * kept, a process warning once per predicate); a predicate that throws ends the call with its
+ * error. Not asked about refusals by the breaker,
  * the caller's abort, shutdown or the deadline: those always end the call.
  */
 export type RetryPredicate = (err: unknown, classification: Classification, attempt: RetryAttempt) => boolean | undefined;
@@ -194,8 +196,7 @@ export function settings(options: RetryOptions): Settings {
   if (maxAttempts === Infinity && deadline === Infinity) {
     throw new RangeError('maxAttempts Infinity needs a timeout or deadline: a retry loop must be bounded');
   }
-  const idempotent = opt(options.idempotent, false);
-  if (typeof idempotent !== 'boolean') throw new TypeError(`idempotent must be a boolean, got ${show(idempotent)}`);
+  const idempotent = checkBoolean('idempotent', options.idempotent, false);
   const budget = options.budget === undefined ? sharedRetryBudget() : options.budget;
   if (budget !== null && !(budget instanceof RetryBudget)) throw new TypeError(`budget must be a RetryBudget or null, got ${show(budget)}`);
   checkClassifyOptions('classify', options.classify);

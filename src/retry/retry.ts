@@ -20,8 +20,9 @@ import { type Clock, type TimerHandle, sleep, unrefTimer } from '../core/clock.j
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { type CallTraceMessage, attemptTrace, callTrace, traced } from '../observe/tracing.js';
-import { checkFunction, MAX_DURATION, thrownText } from '../core/validate.js';
-import { type RetryAttempt, type RetryOptions, type RetryResult, settings } from './retry-options.js';
+import { checkFunction, MAX_DURATION, show, thrownText } from '../core/validate.js';
+import { warnOnce } from '../core/warn-once.js';
+import { type RetryAttempt, type RetryOptions, type RetryPredicate, type RetryResult, settings } from './retry-options.js';
 
 export type { RetryAttempt, RetryInfo, RetryOptions, RetryPredicate, RetryResult } from './retry-options.js';
 
@@ -228,7 +229,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
 
       // Refused by a breaker: every attempt would be refused the same way (rule 5).
       if (c.kind === 'refused' || isPermanent(error)) return fail(error);
-      const wanted = s.retryable?.(error, c, attempt) ?? (c.transient && (c.notSent || s.idempotent));
+      const wanted = (s.retryable === undefined ? undefined : answerOf(s.retryable, error, c, attempt)) ?? (c.transient && (c.notSent || s.idempotent));
       if (!wanted) return fail(error);
       if (attempts >= s.maxAttempts) return fail(new RetriesExhaustedError(errors, `${s.maxAttempts} attempt(s) allowed`));
 
@@ -327,4 +328,16 @@ function causeOf(errors: readonly unknown[], skip: unknown, reason: string): { c
   if (own.length === 0) return {};
   if (own.length === 1) return { cause: own[0] };
   return { cause: new RetriesExhaustedError(own, reason) };
+}
+
+/**
+ * A `retryable` predicate's answer: true, false, or undefined for the default decision. Anything
+ * else (`'no'`, `0`, a promise) keeps the default and warns once per predicate, as a classify
+ * hook's junk is ignored: read as truthy, `'no'` retried an application error three times.
+ */
+function answerOf(predicate: RetryPredicate, err: unknown, c: Classification, attempt: RetryAttempt): boolean | undefined {
+  const answer: unknown = predicate(err, c, attempt);
+  if (answer === undefined || typeof answer === 'boolean') return answer;
+  warnOnce("a retryable predicate's answer was ignored (not true, false or undefined)", predicate, show(answer));
+  return undefined;
 }

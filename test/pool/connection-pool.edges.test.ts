@@ -377,6 +377,14 @@ describe('ConnectionPool: edges of the options, the closed pool and the watcher'
     expect((rode as Error).message).toMatch(/^signal must be an AbortSignal/);
   });
 
+  it("names idempotent when use() is given something other than a boolean ('yes' would have been read as false)", async () => {
+    const { connector, pool } = setup();
+    await expect(pool.use(T, async () => 1, { idempotent: 'yes' as unknown as boolean })).rejects.toThrow(/^idempotent must be a boolean, got "yes"/);
+    expect(connector.connects).toBe(0);
+    connector.auto = 'resolve';
+    await expect(pool.use(T, async () => 2, { idempotent: undefined })).resolves.toBe(2); // undefined: the default, false
+  });
+
   it('publishes its events on the dialguard:pool diagnostics channels', async () => {
     const { connector, pool } = setup();
     connector.auto = 'resolve';

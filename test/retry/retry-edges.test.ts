@@ -192,3 +192,36 @@ describe('retry: how a call is reported', () => {
     }
   });
 });
+
+describe('retry: a retryable predicate that answers junk', () => {
+  it('keeps the default decision for each attempt and warns once per predicate', async () => {
+    const clock = new ManualClock(T0);
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => {
+      warnings.push(w.message);
+    };
+    process.on('warning', onWarning);
+    try {
+      let appCalls = 0;
+      const junk = (() => 'no') as unknown as RetryOptions['retryable']; // a string is truthy: it was read as "retry"
+      const app = run(clock, () => {
+        appCalls += 1;
+        return Promise.reject(new Error('application error'));
+      }, { retryable: junk, maxAttempts: 4 });
+      const { starts, fail } = refusedEachTime(clock);
+      const refusedConnects = run(clock, fail, { retryable: (() => 1) as unknown as RetryOptions['retryable'], maxAttempts: 3 });
+      await clock.tick(1_000);
+      await flushMicrotasks();
+      expect(appCalls).toBe(1); // default: an application error is not retried
+      expect((app.error as Error).message).toBe('application error');
+      expect(starts).toHaveLength(3); // default: a refused connect was never sent, so it is retried
+      expect(refusedConnects.error).toBeInstanceOf(RetriesExhaustedError);
+      expect(warnings).toEqual([
+        `dialguard: a retryable predicate's answer was ignored (not true, false or undefined): "no"`,
+        `dialguard: a retryable predicate's answer was ignored (not true, false or undefined): 1`,
+      ]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
