@@ -16,14 +16,20 @@
 import http2 from 'node:http2';
 import type net from 'node:net';
 import type tls from 'node:tls';
+import type { Schedule } from '../core/backoff.js';
 import { type FailureKind, classify } from '../core/classify.js';
 import { type Clock, checkedClock, systemClock } from '../core/clock.js';
-import { RequestTimeoutError } from '../core/errors.js';
-import { checkDuration, checkInteger, checkKeepAlive, checkSignal, opt, show } from '../core/validate.js';
+import { DeadlineExceededError, ErrorCodes, PoolClosedError, RequestTimeoutError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../core/errors.js';
+import { restartSpanningBackoff } from '../core/restart-backoff.js';
+import { checkBoolean, checkDuration, checkFunction, checkInteger, checkKeepAlive, checkSignal, opt, show } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, sharedBreaker } from '../guard/dial.js';
 import { HostBreaker } from '../guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats, type UseOptions } from '../pool/connection-pool.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
+import { RetryBudget, sharedRetryBudget } from '../retry/budget.js';
+import { retry } from '../retry/retry.js';
+import type { Lease } from '../pool/pooled-connection.js';
+import type { Trip } from '../pool/trip.js';
 import { type Streaming, exchange } from './exchange.js';
 import { SessionConnector } from './session-connector.js';
 
@@ -74,8 +80,68 @@ export interface Http2ClientOptions {
   retiredRetries?: number;
   /** How long `close()` lets requests finish, ms. Default 5 000. */
   closeTimeout?: number;
+  /**
+   * How a request whose session could not be established is tried again; `false`: never. Only
+   * such a request, of any method: its dial was refused, or reset or closed before the session
+   * was up, so nothing of it was sent. Inside the request's own `timeout`; never a refusal by the
+   * breaker, a certificate or protocol the client rejects (a wrong CA fails at once, as before),
+   * or a dial that timed out (one connect timeout is what a silent host costs a call). Default
+   * `{ maxAttempts: 3 }` with `restartSpanningBackoff` and the shared budget: a 0.3-1 s server
+   * restart (every dial refused) failed every request sent during it.
+   */
+  retry?: Http2RetryOptions | false;
   /** Time source. Default {@link systemClock}. */
   clock?: Clock;
+}
+
+/** How an {@link Http2Client} tries again a request whose session could not be established. */
+export interface Http2RetryOptions {
+  /**
+   * Most attempts of one request, the first included; 1: none. Default 3, as every adapter's:
+   * with the default backoff, the three dials span a 0.3-1 s restart.
+   */
+  maxAttempts?: number;
+  /**
+   * Wait before each retry, ms. Default `restartSpanningBackoff`: 400-600 ms, then 800-1 200 ms
+   * (jittered), so callers that failed together do not return together.
+   */
+  backoff?: Schedule;
+  /**
+   * The budget every request deposits into and every retry withdraws from. Default the
+   * process-wide one (`sharedRetryBudget()`: retries at most 20 % of calls); `null`: none.
+   */
+  budget?: RetryBudget | null;
+}
+
+/** An {@link Http2RetryOptions}, resolved. */
+interface RedialPolicy {
+  readonly maxAttempts: number;
+  readonly backoff: Schedule;
+  readonly budget: RetryBudget | null;
+}
+
+/** `options.retry`, checked (a TypeError/RangeError naming it); undefined when retries are off. */
+function redialPolicy(options: Http2RetryOptions | false | undefined): RedialPolicy | undefined {
+  if (options === false) return undefined;
+  const r = opt<Http2RetryOptions>(options, {});
+  if (typeof r !== 'object' || r === null) throw new TypeError(`retry must be an object or false, got ${show(r)}`);
+  const maxAttempts = checkInteger('retry.maxAttempts', opt(r.maxAttempts, 3), 1, 100);
+  const backoff = r.backoff === undefined ? restartSpanningBackoff : checkFunction<Schedule>('retry.backoff', r.backoff);
+  const budget = r.budget === undefined ? sharedRetryBudget() : r.budget;
+  if (budget !== null && !(budget instanceof RetryBudget)) throw new TypeError(`retry.budget must be a RetryBudget or null, got ${show(budget)}`);
+  return maxAttempts > 1 ? { maxAttempts, backoff, budget } : undefined;
+}
+
+/**
+ * Whether a request that failed with `err` never reached a session, and a dial a moment later may
+ * get one: the port was closed, or the connection was reset or closed before the session was
+ * up (a server restarting). The exchange never ran, so any method may go again. Not the
+ * breaker's refusal, not a certificate or protocol the client rejects, and not a dial that timed
+ * out: a host silent for a whole connect timeout would cost the caller another (seed 001).
+ */
+function dialFailed(err: unknown): boolean {
+  const c = classify(err);
+  return c.kind === 'dial' && c.notSent && c.transient && c.code !== ErrorCodes.CONNECT_TIMEOUT;
 }
 
 /** Options of one request. */
@@ -181,6 +247,9 @@ export class Http2Client {
   readonly #pool: ConnectionPool<http2.ClientHttp2Session>;
   readonly #requestTimeout: number;
   readonly #clock: Clock;
+  readonly #redial: RedialPolicy | undefined;
+  /** Aborted by close(): a request waiting to dial again ends at once, with PoolClosedError. */
+  readonly #closing = new AbortController();
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: Http2ClientOptions = {}) {
@@ -191,6 +260,7 @@ export class Http2Client {
     const connectTimeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1);
     const lookup = options.lookup;
     if (lookup !== undefined && typeof lookup !== 'function') throw new TypeError(`lookup must be a function, got ${show(lookup)}`);
+    this.#redial = redialPolicy(options.retry);
     const connector = new SessionConnector({
       connectTimeout,
       breaker,
@@ -279,7 +349,12 @@ export class Http2Client {
       return Promise.reject(err);
     }
     const method = options.method === undefined ? 'GET' : normalizedMethod(options.method);
-    const idempotent = options.idempotent ?? IDEMPOTENT.has(method);
+    let idempotent: boolean;
+    try {
+      idempotent = checkBoolean('idempotent', options.idempotent, IDEMPOTENT.has(method));
+    } catch (err) {
+      return Promise.reject(err);
+    }
     // One deadline for the whole call (DESIGN rule 10): the wait for a session and every turn the
     // pool takes spend what is left of it, never a fresh one.
     // The call's own signal (the deadline's, and the caller's passed on) whenever there is either:
@@ -309,21 +384,36 @@ export class Http2Client {
     }
     // exchange() resolves with the response itself: no async wrapper, no second object per call.
     const use = signal === undefined ? (idempotent ? IDEMPOTENT_USE : NOT_IDEMPOTENT_USE) : { signal, idempotent };
-    let call = this.#pool.use(target.origin, (lease) => exchange(lease, target, method, options, signal, started, this.#clock, streaming), use);
-    // One reaction, not `finally` (which chains three promises to pass the outcome on).
-    if (stop !== undefined) {
-      const clear = stop;
-      call = call.then(
-        (r) => {
-          clear();
-          return r;
-        },
-        (err: unknown) => {
-          clear();
-          throw err;
-        },
+    const origin = target.origin;
+    const work = (lease: Lease<http2.ClientHttp2Session>): Promise<Http2Response> => exchange(lease, target, method, options, signal, started, this.#clock, streaming);
+    const redial = this.#redial;
+    // Through ride(), the pool's callback form: the call's own settlers hear the outcome, so the
+    // timer's clearing and the budget's deposit cost no promise of their own, and a failure can go
+    // to #again before the caller hears of it.
+    const call = new Promise<Http2Response>((resolve, reject) => {
+      const done = (r: Http2Response): void => {
+        stop?.();
+        resolve(r);
+      };
+      const failed = (err: unknown): void => {
+        stop?.();
+        reject(err);
+      };
+      this.#pool.ride(
+        origin,
+        (trip: Trip<http2.ClientHttp2Session>) => void work(trip).then((r) => trip.end(true, r), (err: unknown) => trip.end(false, err)),
+        use,
+        redial === undefined
+          ? (done as (value: unknown) => void)
+          : (r) => {
+              // A call that ends without entering retry() deposits here; retry() deposits for
+              // those it takes, so each call counts once in the budget.
+              redial.budget?.deposit();
+              done(r as Http2Response);
+            },
+        redial === undefined ? failed : (err) => void this.#again(err, redial, origin, work, use, timeout, started, signal).then(done, failed),
       );
-    }
+    });
     if (!events.active('settled')) return call;
     return call.then(
       (r) => {
@@ -335,6 +425,56 @@ export class Http2Client {
         throw err;
       },
     );
+  }
+
+  /**
+   * The request's first attempt failed with `err`: when no session could be had for it, tries
+   * again as `retry()` would (backoff, budget, the same deadline), handing it that failure as its
+   * own first attempt. Out of attempts, budget or time before the next wait, it fails as its last
+   * dial did (ECONNREFUSED, as raw node:http2 says); the deadline passing, with RequestTimeoutError.
+   */
+  #again(
+    err: unknown,
+    redial: RedialPolicy,
+    origin: string,
+    fn: (lease: Lease<http2.ClientHttp2Session>) => Promise<Http2Response>,
+    use: UseOptions,
+    timeout: number,
+    started: number,
+    signal: AbortSignal | undefined,
+  ): Promise<Http2Response> {
+    const deadline = started + timeout; // Infinity: none
+    if (!dialFailed(err) || signal?.aborted === true || this.#closing.signal.aborted) {
+      redial.budget?.deposit();
+      return Promise.reject(err);
+    }
+    let last = err;
+    return retry(
+      (attempt) => {
+        if (attempt.number === 1) return Promise.reject(err);
+        return this.#pool.use(origin, fn, use).catch((e: unknown) => {
+          last = e;
+          throw e;
+        });
+      },
+      {
+        deadline: Number.isFinite(deadline) ? deadline : undefined,
+        start: started,
+        maxAttempts: redial.maxAttempts,
+        backoff: redial.backoff,
+        budget: redial.budget,
+        clock: this.#clock,
+        signal,
+        shutdown: this.#closing.signal,
+        retryable: (e) => dialFailed(e),
+      },
+    ).catch((e: unknown) => {
+      if (e instanceof RetriesExhaustedError || e instanceof RetryBudgetExhaustedError) throw last;
+      // Stopped because the next wait would outlast the deadline: the call failed as its dial did;
+      // the deadline itself passing is this client's RequestTimeoutError, as on any other path.
+      if (e instanceof DeadlineExceededError) throw this.#clock.now() < deadline ? last : new RequestTimeoutError(timeout);
+      throw e;
+    });
   }
 
   /** Sessions, attempts and requests in flight; counters. */
@@ -353,6 +493,7 @@ export class Http2Client {
    * nothing is left open, or `SETTLE_TIMEOUT` (1 s) after that at the latest (ConnectionPool.close).
    */
   close(): Promise<void> {
+    if (!this.#closing.signal.aborted) this.#closing.abort(new PoolClosedError());
     return this.#pool.close();
   }
 

@@ -11,7 +11,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { GuardedAgent } from '../../src/adapters/undici/index.js';
 import { HostUnavailableError } from '../../src/core/errors.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
-import { Http2Client } from '../../src/http2/client.js';
+import { Http2Client, type Http2ClientOptions } from '../../src/http2/client.js';
+import { accepts } from '../../src/testing/local-process.js';
 import { TEST_CERT } from '../../src/testing/test-cert.js';
 import { load } from './load.js';
 import { Nginx } from './nginx-server.js';
@@ -21,12 +22,12 @@ afterEach(async () => {
   for (const c of open.splice(0).reverse()) await c.close();
 });
 
-async function setUp(extra = ''): Promise<{ nginx: Nginx; breaker: HostBreaker; agent: GuardedAgent; h2: Http2Client }> {
+async function setUp(extra = '', h2Options: Http2ClientOptions = {}): Promise<{ nginx: Nginx; breaker: HostBreaker; agent: GuardedAgent; h2: Http2Client }> {
   const nginx = await Nginx.start(extra);
   open.push(nginx);
   const breaker = new HostBreaker();
   const agent = new GuardedAgent({ breaker });
-  const h2 = new Http2Client({ breaker, tls: { ca: TEST_CERT } });
+  const h2 = new Http2Client({ breaker, tls: { ca: TEST_CERT }, ...h2Options });
   open.push(agent, h2);
   return { nginx, breaker, agent, h2 };
 }
@@ -88,19 +89,30 @@ describe('against a real nginx', () => {
     expect(breaker.stats()).toMatchObject({ failed: 0, opened: 0 });
   });
 
-  it('a 300 ms restart under load: the breaker never opens, nothing is refused, and the next 100 requests of each client are served at once', async () => {
-    const { nginx, breaker, agent, h2 } = await setUp();
+  it('a 300 ms restart under load: every request sent while it was down is served, the breaker never opens, and the next 100 requests of each client are served at once', async () => {
+    // Node's http2 over TLS sometimes never hears that nginx reset the connection (the write that
+    // meets the reset fails, and the session is told nothing: nodejs/node#61304); raw node:http2
+    // stalls the same way. The keep-alive PING is what ends such a session: 1 s + 1 s here.
+    const { nginx, breaker, agent, h2 } = await setUp('', { keepAliveInterval: 1_000, keepAliveTimeout: 1_000 });
+    const gone: unknown[] = [];
+    h2.on('gone', (e) => void gone.push(e));
     let stop = false;
     const runs = Promise.all([requests(4, viaUndici(agent, nginx.h1Url), () => stop), requests(4, viaH2(h2, nginx.h2Url), () => stop)]);
     await new Promise((resolve) => setTimeout(resolve, 200));
     await nginx.stop();
+    const down = await Promise.all([accepts(nginx.h1), accepts(nginx.h2)]);
     await new Promise((resolve) => setTimeout(resolve, 300));
     await nginx.start();
     await new Promise((resolve) => setTimeout(resolve, 200));
     stop = true;
-    const during = await runs;
-    expect(breaker.stats().failed).toBeGreaterThan(0); // the restart was seen: dials were refused while it was down
-    for (const seen of during) expect(seen.refused).toBeUndefined();
+    const [h1, h2s] = await runs;
+    expect(down).toEqual([false, false]); // both ports refused while it was down
+    // Every request sent while it was down was dialled again and served: none failed with the
+    // refusal (Http2Client's retry; GuardedAgent's). The ones in flight on the session nginx
+    // closed went back as idempotent GETs once it was gone, at once or by the keep-alive.
+    expect(Object.keys(h1)).toEqual(['200']);
+    expect(Object.keys(h2s)).toEqual(['200']);
+    expect(gone).toHaveLength(1);
     const after = { h1: 0, h2: 0 };
     for (let i = 0; i < 100; i++) {
       if ((await viaUndici(agent, nginx.h1Url)()) === 200) after.h1++;

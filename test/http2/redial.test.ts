@@ -1,0 +1,172 @@
+/**
+ * Http2Client tries again a request whose session could not be established (its `retry`
+ * option): a dial refused while a server restarts is dialled again after a jittered wait, inside
+ * the request's own timeout, for any method (nothing of it was sent). Never a breaker refusal, a
+ * certificate the client rejects, or a dial that timed out. Dials are counted per breaker key
+ * (`dialguard:dial:settled`), requests and connections at the peer.
+ */
+import http2 from 'node:http2';
+import { describe, expect, it } from 'vitest';
+import { constant } from '../../src/core/backoff.js';
+import { HostUnavailableError, PoolClosedError, RequestTimeoutError } from '../../src/core/errors.js';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { Http2Client, type Http2ClientOptions } from '../../src/http2/client.js';
+import { RetryBudget } from '../../src/retry/budget.js';
+import { http2Peer } from '../../src/testing/http2-peer.js';
+import { acceptAndHold } from '../../src/testing/tcp-peers.js';
+import { TEST_CERT } from '../../src/testing/test-cert.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+import { dialsPerKey } from '../helpers/per-address.js';
+
+const cleanup = leakCheckEach();
+const dials = dialsPerKey();
+
+function client(options: Http2ClientOptions = {}): Http2Client {
+  const c = new Http2Client({ breaker: new HostBreaker(), connectTimeout: 1_000, ...options });
+  cleanup.push(() => c.close());
+  return c;
+}
+
+const code = (r: PromiseSettledResult<unknown>): unknown => (r.status === 'rejected' ? ((r.reason as { code?: unknown }).code ?? r.reason) : 'ok');
+
+describe('Http2Client: a request whose dial was refused is tried again', () => {
+  it('a 300 ms restart: every request sent while the port was closed is served once, POSTs too; with retry: false every one fails', async () => {
+    await using peer = await http2Peer();
+    const key = `127.0.0.1:${peer.port}`;
+    for (const retry of [undefined, false] as const) {
+      const c = client({ retry });
+      await c.request(`${peer.origin}/warm`);
+      await peer.kill(); // the session goes, the port is closed: every dial is refused
+      await c.close(); // a fresh session is needed either way; the next client dials
+      const d = client({ retry, breaker: new HostBreaker({ minOutage: 1_000 }) });
+      dials.clear();
+      const streams = peer.streams;
+      const calls = Array.from({ length: 20 }, (_, i) => d.request(`${peer.origin}/${i}`, { method: i % 2 === 0 ? 'GET' : 'POST', body: i % 2 === 0 ? undefined : 'x' }));
+      const back = new Promise((resolve) => setTimeout(resolve, 300)).then(() => peer.listen());
+      const results = await Promise.allSettled(calls);
+      await back;
+      if (retry === undefined) {
+        expect(results.map(code)).toEqual(Array(20).fill('ok'));
+        expect(peer.streams - streams).toBe(20); // each served once: none sent twice
+        // The 20 shared each dial: the refused one, then the one that found the server back.
+        expect(dials.get(key)).toBe(2);
+      } else {
+        expect(results.map(code)).toEqual(Array(20).fill('ECONNREFUSED'));
+        expect(peer.streams - streams).toBe(0);
+        expect(dials.get(key)).toBe(1);
+      }
+    }
+  });
+
+  it('a server down for good: maxAttempts dials, then the last dial\'s own error', async () => {
+    await using peer = await http2Peer();
+    await peer.kill();
+    const c = client({ retry: { maxAttempts: 3, backoff: constant(5), budget: null } });
+    await expect(c.request(`${peer.origin}/`)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    expect(dials.get(`127.0.0.1:${peer.port}`)).toBe(3);
+    const once = client({ retry: { maxAttempts: 1 } });
+    dials.clear();
+    await expect(once.request(`${peer.origin}/`)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    expect(dials.get(`127.0.0.1:${peer.port}`)).toBe(1);
+  });
+
+  it('a wait that would outlast the request timeout is not waited: it fails at once as its dial did', async () => {
+    await using peer = await http2Peer();
+    await peer.kill();
+    const c = client({ retry: { backoff: constant(5_000), budget: null } });
+    const t0 = performance.now();
+    await expect(c.request(`${peer.origin}/`, { timeout: 1_000 })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    expect(performance.now() - t0).toBeLessThan(900);
+    expect(dials.get(`127.0.0.1:${peer.port}`)).toBe(1);
+  });
+
+  it('retries fill the request timeout and stop short of it: dials at about 0, 200 and 400 ms, none after', async () => {
+    await using peer = await http2Peer();
+    await peer.kill();
+    const c = client({ retry: { backoff: constant(200), budget: null, maxAttempts: 100 } });
+    const t0 = performance.now();
+    const err = await c.request(`${peer.origin}/`, { timeout: 500 }).catch((e: unknown) => e);
+    const ms = performance.now() - t0;
+    expect(err).toMatchObject({ code: 'ECONNREFUSED' }); // the next dial would start at 600 ms
+    expect(err).not.toBeInstanceOf(RequestTimeoutError);
+    expect(ms).toBeLessThan(500);
+    expect(dials.get(`127.0.0.1:${peer.port}`)).toBe(3);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(dials.get(`127.0.0.1:${peer.port}`)).toBe(3);
+  });
+
+  it('the request timeout passing during a later dial rejects with RequestTimeoutError, as on any other path', async () => {
+    await using peer = await http2Peer();
+    await peer.kill();
+    const c = client({ connectTimeout: 5_000, retry: { backoff: constant(150), budget: null } });
+    const call = c.request(`${peer.origin}/`, { timeout: 600 }).catch((e: unknown) => e);
+    // Refused at once; by the retry, the port accepts and never speaks HTTP/2: that dial outlasts the timeout.
+    await using hold = await acceptAndHold({ port: peer.port });
+    const err = await call;
+    expect(err).toBeInstanceOf(RequestTimeoutError);
+    expect((err as RequestTimeoutError).timeout).toBe(600);
+    expect(hold.attempts).toBe(1);
+  });
+
+  it('the caller\'s abort and close() end a request waiting to dial again, at once', async () => {
+    await using peer = await http2Peer();
+    await peer.kill();
+    const c = client({ retry: { backoff: constant(10_000), budget: null } });
+    const controller = new AbortController();
+    const aborted = c.request(`${peer.origin}/`, { signal: controller.signal }).catch((e: unknown) => e);
+    const closed = c.request(`${peer.origin}/`).catch((e: unknown) => e);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // both refused, both waiting 10 s
+    const t0 = performance.now();
+    controller.abort(new Error('caller gave up'));
+    expect(((await aborted) as Error).message).toBe('caller gave up');
+    await c.close();
+    expect(await closed).toBeInstanceOf(PoolClosedError);
+    expect(performance.now() - t0).toBeLessThan(1_000);
+    expect(dials.get(`127.0.0.1:${peer.port}`)).toBe(1); // one shared dial, never another
+  });
+
+  it('the budget bounds the retries: with none left, the refusal is the answer', async () => {
+    await using peer = await http2Peer();
+    await peer.kill();
+    const budget = new RetryBudget({ percentCanRetry: 0, minRetriesPerSec: 1, ttl: 60_000 }); // 60 retries a minute, whatever the traffic
+    for (let i = 0; i < 59; i++) budget.tryWithdraw(); // all but one spent
+    const c = client({ retry: { backoff: constant(5), budget, maxAttempts: 5 } });
+    await expect(c.request(`${peer.origin}/`)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    expect(dials.get(`127.0.0.1:${peer.port}`)).toBe(2); // the first, and the one retry the budget had
+    expect(budget.stats()).toMatchObject({ deposited: 1, withdrawn: 60, refused: 1 });
+  });
+});
+
+describe('Http2Client: what is not tried again', () => {
+  it('a refusal by the breaker: at once, no dial', async () => {
+    const breaker = new HostBreaker();
+    const c = client({ breaker });
+    breaker.isolate('127.0.0.1:1');
+    await expect(c.request('http://127.0.0.1:1/')).rejects.toBeInstanceOf(HostUnavailableError);
+    expect(dials.size).toBe(0);
+  });
+
+  it('a certificate the client rejects: one handshake, at once', async () => {
+    await using peer = await http2Peer({ tls: true });
+    const c = client({ tls: {} }); // the test CA not trusted
+    await expect(c.request(`${peer.origin}/`)).rejects.toMatchObject({ code: 'DEPTH_ZERO_SELF_SIGNED_CERT' });
+    expect(peer.attempts).toBe(1);
+    // The same client trusting it is served, on the same breaker: nothing counted against the host.
+    const good = client({ tls: { ca: TEST_CERT } });
+    expect((await good.request(`${peer.origin}/`)).status).toBe(200);
+  });
+
+  it('a stream the server reset: the request ran, so it is the answer (raw node:http2 says the same)', async () => {
+    await using peer = await http2Peer({ handler: (stream) => stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) });
+    const c = client({ retry: { backoff: constant(5), budget: null } });
+    await expect(c.request(`${peer.origin}/`)).rejects.toMatchObject({ code: 'ERR_HTTP2_STREAM_ERROR' });
+    expect(peer.streams).toBe(1);
+  });
+
+  it('names a bad retry option', () => {
+    expect(() => new Http2Client({ retry: 'yes' as never })).toThrow(/^retry must be an object or false, got "yes"/);
+    expect(() => new Http2Client({ retry: { maxAttempts: 0 } })).toThrow(/^retry.maxAttempts must be between 1 and 100, got 0/);
+    expect(() => new Http2Client({ retry: { backoff: 5 as never } })).toThrow(/^retry.backoff must be a function, got 5/);
+    expect(() => new Http2Client({ retry: { budget: {} as never } })).toThrow(/^retry.budget must be a RetryBudget or null/);
+  });
+});
