@@ -107,6 +107,11 @@ export class AgentGuard {
       oncreate(err as Error);
       return;
     }
+    // A dial for a request that waits in the queue (Node's removeSocket, or next() here) ends
+    // with the request maybe served already: Node's 'free' handler hands a queued request any
+    // socket that frees meanwhile. Raw Node never has that moment (its socket is handed over at
+    // once); here its dial's failure must not reach a request that a socket took from the queue.
+    const queuedAtStart = req !== undefined && isQueued(books.requests, name, req);
     const slot = new PendingDial();
     hold(books, name, slot);
     // Requests already queued under this origin now wait behind a dial that holds its slot to
@@ -178,6 +183,13 @@ export class AgentGuard {
           return;
         }
         const error = slot.destroyed ? agentDestroyed() : err instanceof Error ? err : new Error(String(err));
+        if (queuedAtStart && !isQueued(books.requests, name, req!)) {
+          // Taken from the queue by a socket that freed while this dial ran (or by its own
+          // destroy): it is that socket's now. Failing it here reported a request the server
+          // had answered as failed, and got then sent the POST again.
+          next(books, name, options, req);
+          return;
+        }
         oncreate(error);
         // In Node a failed connect frees its slot through removeSocket, which dials for the next
         // queued request. The stand-in never reaches removeSocket, so do the same here.
@@ -352,9 +364,14 @@ function next(books: AgentBooks, name: string, options: ConnectionOptions, faile
       socket.emit('free');
       return;
     }
-    leaveQueue(books.requests, queued);
-    failQueued(queued, err);
+    // Only a request still queued: one a freed socket took meanwhile is that socket's (see connect).
+    if (leaveQueue(books.requests, queued)) failQueued(queued, err);
   });
+}
+
+/** Whether `req` waits in the agent's queue for `name`. */
+function isQueued(requests: AgentBooks['requests'], name: string, req: http.ClientRequest): boolean {
+  return requests[name]?.includes(req) === true;
 }
 
 /** The options Node's agent keeps on a queued request (its `kRequestOptions` symbol), if found. */
