@@ -77,10 +77,54 @@ export class PendingDial {
   }
 }
 
+/**
+ * Per dial key, whether a dial in flight has its TCP connection up, for the requests whose dials
+ * wait (behind a scout, or before their own connect): a `req.setTimeout()` runs from then, as on
+ * Node's socket, which would be connected by then too.
+ */
+class ConnectedHosts {
+  /** Dials in flight past their TCP connect, per key. */
+  readonly #up = new Map<string, number>();
+  /** Who hears of the next one, per key. */
+  readonly #waiting = new Map<string, Set<() => void>>();
+
+  /** `hear` runs once a dial of `key` is past TCP (at once if one is); returns the unlisten. */
+  listen(key: string, hear: () => void): () => void {
+    if ((this.#up.get(key) ?? 0) > 0) {
+      hear();
+      return () => {};
+    }
+    let set = this.#waiting.get(key);
+    if (set === undefined) this.#waiting.set(key, (set = new Set()));
+    set.add(hear);
+    return () => {
+      set.delete(hear);
+      if (set.size === 0 && this.#waiting.get(key) === set) this.#waiting.delete(key);
+    };
+  }
+
+  /** A dial of `key` connected TCP: everyone waiting hears; returns what to call when that dial ends. */
+  up(key: string): () => void {
+    this.#up.set(key, (this.#up.get(key) ?? 0) + 1);
+    const set = this.#waiting.get(key);
+    this.#waiting.delete(key);
+    if (set !== undefined) for (const hear of set) hear();
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const n = (this.#up.get(key) ?? 1) - 1;
+      if (n > 0) this.#up.set(key, n);
+      else this.#up.delete(key);
+    };
+  }
+}
+
 /** Per-agent state of the guard. */
 export class AgentGuard {
   readonly settings: AgentGuardSettings;
   readonly #scout = new DialScout();
+  readonly #connected = new ConnectedHosts();
   /** The request whose `createSocket` is on the stack (set around Node's synchronous call). */
   current: http.ClientRequest | undefined;
 
@@ -119,9 +163,38 @@ export class AgentGuard {
     for (const queued of books.requests[name] ?? []) if (queued !== req) watchQueuedRequest(books.requests, queued);
     const { timeout, breaker, clock } = this.settings;
     const stop = new AbortController(); // agent.destroy(): the dial is given up
-    const attempt = this.#scout.run(key, () =>
-      dial(key, (ctx) => establish(open, secure, byName, options, ctx), { timeout, breaker, clock, dispose: destroySocket, signal: stop.signal, transport: secure ? 'tls' : 'plain' }),
+    // `req.setTimeout(ms)` during the dial runs as Node runs it on a connecting socket: from its
+    // TCP connect (the TLS handshake counts), never before. Armed at the call, a 300 ms one fired
+    // during a 600 ms dial that raw Node's would not, and again once the socket came; got's
+    // `timeout.socket` then failed requests raw Node served.
+    // A dial held behind a scout has no connection of its own yet: the scout's counts, as a
+    // socket of its own would have connected by then. (Over TLS, dials of one host:port with
+    // different TLS options are scouted apart: a handshake one name's options fail, an unknown
+    // SNI the server hangs up on, says nothing of another's. Was: it failed them all.)
+    const scoutKey = secure ? `${key} ${name}` : key;
+    let tcpUp = false;
+    let asked: unknown;
+    const onTcp = (): void => {
+      if (tcpUp) return;
+      tcpUp = true;
+      if (asked !== undefined) arm(asked);
+    };
+    const unlisten = this.#connected.listen(scoutKey, onTcp);
+    let down: (() => void) | undefined;
+    const attempt = this.#scout.run(scoutKey, () =>
+      dial(key, (ctx) => establish(open, secure, byName, options, ctx, () => (down = this.#connected.up(scoutKey))), {
+        timeout,
+        breaker,
+        clock,
+        dispose: destroySocket,
+        signal: stop.signal,
+        transport: secure ? 'tls' : 'plain',
+      }),
     );
+    const settle = (): void => {
+      unlisten();
+      down?.();
+    };
     // Node arms a request's own `timeout` before its socket connects ('timeout' on the request,
     // for the caller to act on). The socket is Node's only once the dial is over: armed here.
     let timer: TimerHandle | undefined;
@@ -137,8 +210,7 @@ export class AgentGuard {
     // A request destroyed while its dial is in flight fails now, with its own error (Node's
     // agent hands a request its connecting socket at once, so destroying the request destroys
     // the socket and fails it there). Was: it waited for the dial, up to the whole connect
-    // timeout, and then failed with the dial's error instead of its own. Likewise a
-    // `req.setTimeout()` (axios's `timeout`) now runs during the dial, as on a connecting socket.
+    // timeout, and then failed with the dial's error instead of its own.
     let gaveUp = false;
     const giveUp = (reason: Error): void => {
       if (gaveUp) return;
@@ -147,7 +219,11 @@ export class AgentGuard {
       arm(undefined);
       oncreate(reason);
     };
-    const unwatch = req === undefined ? undefined : watchRequest(req, arm, (reason) => giveUp(reason ?? socketHangUp()));
+    const setTimeoutCalled = (ms: unknown): void => {
+      if (tcpUp) arm(ms);
+      else asked = ms;
+    };
+    const unwatch = req === undefined ? undefined : watchRequest(req, setTimeoutCalled, (reason) => giveUp(reason ?? socketHangUp()));
     slot.onDestroy = () => {
       giveUp(agentDestroyed());
       // This agent's own doing: abandoned, so a request dialled next (one queued behind) is
@@ -156,6 +232,7 @@ export class AgentGuard {
     };
     attempt.then(
       (socket) => {
+        settle();
         slot.onDestroy = undefined;
         unwatch?.();
         if (timer !== undefined) clock.clearTimeout(timer);
@@ -174,6 +251,7 @@ export class AgentGuard {
         oncreate(null, socket);
       },
       (err: unknown) => {
+        settle();
         slot.onDestroy = undefined;
         unwatch?.();
         if (timer !== undefined) clock.clearTimeout(timer);
@@ -399,6 +477,7 @@ function establish(
   byName: boolean,
   options: Pick<ConnectionOptions, 'family' | 'hints'>,
   ctx: { signal: AbortSignal; phase: string; answered?: boolean },
+  onTcp: () => void,
 ): Promise<net.Socket> {
   ctx.phase = byName ? 'lookup' : 'tcp';
   const socket = open();
@@ -424,6 +503,7 @@ function establish(
     const onConnect = (): void => {
       if (secure) {
         ctx.phase = 'tls';
+        onTcp();
         return;
       }
       cleanup();

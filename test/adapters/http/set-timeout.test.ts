@@ -1,0 +1,67 @@
+/**
+ * `req.setTimeout(ms)` called while the guarded agent dials runs as on Node's agent: from the
+ * socket's TCP connect, never during the wait before it (here a 300 ms lookup, the agent's own
+ * `lookup`). Was: armed at the call, it fired at 150 ms, during the lookup, where Node's does not,
+ * and again after the socket came; got's `timeout.socket` failed a request Node's agent served.
+ * Raw `http.Agent` in the same test, the same server and lookup.
+ */
+import http from 'node:http';
+import type net from 'node:net';
+import got from 'got';
+import { describe, expect, it } from 'vitest';
+import { GuardedHttpAgent } from '../../../src/adapters/http/index.js';
+import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { countingServer, leakChecked } from './helpers.js';
+
+const cleanups = leakChecked();
+
+/** Resolves any name to 127.0.0.1 after 300 ms. */
+const slowLookup = ((_host: string, opts: { all?: boolean }, cb: (...a: unknown[]) => void) =>
+  void setTimeout(() => (opts.all === true ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4)), 300)) as unknown as net.LookupFunction;
+
+/** One GET with `setTimeout(150)` called at once; the 'timeout' events it saw and how it ended. */
+function get(agent: http.Agent, port: number): Promise<{ timeouts: number; outcome: string }> {
+  return new Promise((resolve) => {
+    let timeouts = 0;
+    const req = http.get({ host: 'slow.test', port, path: '/', agent, lookup: slowLookup }, (res) => {
+      res.resume();
+      res.on('end', () => setTimeout(() => resolve({ timeouts, outcome: String(res.statusCode) }), 300)); // a late 'timeout' would show
+    });
+    req.on('timeout', () => void timeouts++);
+    req.on('error', (e: NodeJS.ErrnoException) => resolve({ timeouts, outcome: String(e.code) }));
+    req.setTimeout(150);
+  });
+}
+
+function agents(): Array<[string, http.Agent]> {
+  const raw = new http.Agent({ keepAlive: false });
+  const guarded = new GuardedHttpAgent({ keepAlive: false, breaker: new HostBreaker(), connectTimeout: 2_000 });
+  cleanups.push(() => raw.destroy(), () => guarded.destroy());
+  return [
+    ['raw', raw],
+    ['guarded', guarded],
+  ];
+}
+
+describe('node:http agents: req.setTimeout() during the dial', () => {
+  it('an answer 50 ms after the socket: no timeout, either agent; 400 ms after it: one, either agent', async () => {
+    for (const [answerAfter, expected] of [
+      [50, { timeouts: 0, outcome: '200' }],
+      [400, { timeouts: 1, outcome: '200' }],
+    ] as const) {
+      const server = await countingServer({ handler: (req, res) => void setTimeout(() => res.end('ok'), answerAfter).unref() });
+      cleanups.push(() => server.close());
+      for (const [kind, agent] of agents()) expect({ kind, answerAfter, ...(await get(agent, server.port)) }).toEqual({ kind, answerAfter, ...expected });
+    }
+  });
+
+  it("got's timeout.socket (150 ms) does not fail a request whose lookup takes 300 ms, either agent", async () => {
+    const server = await countingServer();
+    cleanups.push(() => server.close());
+    for (const [kind, agent] of agents()) {
+      const res = await got(`http://slow.test:${server.port}/`, { agent: { http: agent }, dnsLookup: slowLookup as never, timeout: { socket: 150 }, retry: { limit: 0 } }).catch((e: { code?: string }) => ({ statusCode: e.code }));
+      expect({ kind, status: res.statusCode }).toEqual({ kind, status: 200 });
+    }
+    expect(server.requests).toBe(2);
+  });
+});
