@@ -49,7 +49,7 @@ describe('node:http agents: req.setTimeout() during the dial', () => {
       [50, { timeouts: 0, outcome: '200' }],
       [400, { timeouts: 1, outcome: '200' }],
     ] as const) {
-      const server = await countingServer({ handler: (req, res) => void setTimeout(() => res.end('ok'), answerAfter).unref() });
+      const server = await countingServer({ handler: (_req, res) => void setTimeout(() => res.end('ok'), answerAfter).unref() });
       cleanups.push(() => server.close());
       for (const [kind, agent] of agents()) expect({ kind, answerAfter, ...(await get(agent, server.port)) }).toEqual({ kind, answerAfter, ...expected });
     }
