@@ -78,7 +78,12 @@ export class GuardedCall implements AttemptOwner {
   readonly #ownBodyTimeout: number | undefined;
   /** A timeout the caller gave is not one undici takes: the attempts leave both as given. */
   readonly #keepGivenTimeouts: boolean;
-  #started = 0;
+  /**
+   * When the call started, on the clock; NaN until something needs it. A call with no deadline
+   * whose end nobody hears never reads it (one clock read a healthy call did not need); its
+   * first failure reads it then (see #elapsed).
+   */
+  #started = Number.NaN;
   #deadline = Infinity;
   /**
    * When the request's own `headersTimeout` (not 0) runs out, on the clock: the whole call's
@@ -158,8 +163,8 @@ export class GuardedCall implements AttemptOwner {
    */
   start(): boolean {
     const s = this.#s;
-    this.#started = s.clock.now();
     const own = this.#ownHeadersTimeout;
+    if (s.timeout !== Infinity || (own !== undefined && own > 0) || settledHeard(s.onResult)) this.#started = s.clock.now();
     if (own !== undefined && own > 0) this.#headersBy = this.#started + own;
     const refusal = this.#refusal();
     if (refusal !== undefined) {
@@ -174,7 +179,7 @@ export class GuardedCall implements AttemptOwner {
     this.#dispatching = true;
     let ready: boolean;
     try {
-      ready = this.#run(new Attempt(this, 1, this.#deadline));
+      ready = this.#run(new Attempt(this, 1, this.#deadline), this.#started);
     } finally {
       this.#dispatching = false;
     }
@@ -203,7 +208,7 @@ export class GuardedCall implements AttemptOwner {
    * Pool, Client) would otherwise catch it on its way out.
    */
   #refused(err: unknown): void {
-    this.#end({ ok: false, attempts: 1, elapsed: this.#s.clock.now() - this.#started, error: err });
+    this.#end({ ok: false, attempts: 1, elapsed: this.#elapsed(), error: err });
     try {
       this.caller.onError?.(asError(err));
     } catch (thrown) {
@@ -222,7 +227,7 @@ export class GuardedCall implements AttemptOwner {
       return;
     }
     this.#current?.abandon(r);
-    this.#end({ ok: false, attempts: 1, elapsed: this.#s.clock.now() - this.#started, error: r });
+    this.#end({ ok: false, attempts: 1, elapsed: this.#elapsed(), error: r });
     this.caller.onError?.(r);
   }
 
@@ -259,6 +264,16 @@ export class GuardedCall implements AttemptOwner {
     completeOrFail(this.caller, trailers);
   }
 
+  /**
+   * Milliseconds since the call started, reading the clock; a start that was never read (see
+   * #started) is taken as now (a `settled` listener that subscribed during the call hears 0).
+   */
+  #elapsed(): number {
+    const now = this.#s.clock.now();
+    if (Number.isNaN(this.#started)) this.#started = now;
+    return now - this.#started;
+  }
+
   // --- the first attempt, outside retry() ---
 
   #firstSucceeded(): void {
@@ -266,7 +281,7 @@ export class GuardedCall implements AttemptOwner {
     const s = this.#s;
     // Nobody hears how a call ended (no onResult, no `settled` listener): no result is built and
     // the clock is not read for its elapsed time (one read of two per healthy call).
-    this.#end(settledHeard(s.onResult) ? { ok: true, attempts: 1, elapsed: s.clock.now() - this.#started } : undefined);
+    this.#end(settledHeard(s.onResult) ? { ok: true, attempts: 1, elapsed: this.#elapsed() } : undefined);
   }
 
   #firstTimedOut(): void {
@@ -275,7 +290,7 @@ export class GuardedCall implements AttemptOwner {
     const err = new DeadlineExceededError(this.#s.timeout, 1);
     this.#current?.abandon(err);
     this.#finished = true;
-    this.#end({ ok: false, attempts: 1, elapsed: this.#s.clock.now() - this.#started, error: err });
+    this.#end({ ok: false, attempts: 1, elapsed: this.#elapsed(), error: err });
     this.caller.onError?.(err);
   }
 
@@ -291,6 +306,7 @@ export class GuardedCall implements AttemptOwner {
       if (shutdown.aborted) this.#shutDown();
       else shutdown.addEventListener('abort', this, { once: true });
     }
+    if (Number.isNaN(this.#started)) this.#started = s.clock.now(); // retry() counts from the call's start
     retry((a) => (a.number === 1 ? Promise.reject(first) : this.#attempt(a)), {
       start: this.#started,
       cancel: (cancel) => {
@@ -358,11 +374,15 @@ export class GuardedCall implements AttemptOwner {
     else this.#firstFailed(err);
   }
 
-  /** Dispatches `attempt` to undici; `ended()` hears how it ended. Returns dispatch()'s answer. */
-  #run(attempt: Attempt): boolean {
+  /**
+   * Dispatches `attempt` to undici; `ended()` hears how it ended. Returns dispatch()'s answer.
+   * `started`: the clock's reading when the first attempt is made right at the call's start (its
+   * deadlines are counted from it: not read twice); NaN to read it.
+   */
+  #run(attempt: Attempt, started = Number.NaN): boolean {
     const deadline = attempt.deadline;
     this.#current = attempt;
-    const now = deadline === Infinity && this.#headersBy === Infinity ? 0 : this.#s.clock.now();
+    const now = deadline === Infinity && this.#headersBy === Infinity ? 0 : Number.isNaN(started) ? this.#s.clock.now() : started;
     const remaining = deadline === Infinity ? Infinity : Math.max(0, deadline - now);
     // The headers wait is cut to what is left of the request's own too (see #headersBy).
     const headersTimeout = cut(this.#headersTimeout, this.#headersBy === Infinity ? remaining : Math.min(remaining, this.#headersBy - now));
