@@ -107,8 +107,9 @@ export interface Http2RetryOptions {
    */
   backoff?: Schedule;
   /**
-   * The budget every request deposits into and every retry withdraws from. Default the
-   * process-wide one (`sharedRetryBudget()`: retries at most 20 % of calls); `null`: none.
+   * The budget every request deposits into and every retry withdraws from, a request resent on a
+   * fresh session after its own died under it included. Default the process-wide one
+   * (`sharedRetryBudget()`: retries at most 20 % of calls); `null`: none.
    */
   budget?: RetryBudget | null;
 }
@@ -118,6 +119,11 @@ interface RedialPolicy {
   readonly maxAttempts: number;
   readonly backoff: Schedule;
   readonly budget: RetryBudget | null;
+}
+
+/** The pool's `mayResend`: a withdrawal from `budget`. */
+function budgetOf(budget: RetryBudget): () => boolean {
+  return () => budget.tryWithdraw();
 }
 
 /** `options.retry`, checked (a TypeError/RangeError naming it); undefined when retries are off. */
@@ -280,6 +286,10 @@ export class Http2Client {
       retiredRetries: options.retiredRetries,
       closeTimeout: options.closeTimeout,
       clock: this.#clock,
+      // A request that may have been sent goes back (its session died under it) only as a retry
+      // the budget allows, as GrpcGuard's: was budget-free, so a server killing sessions over
+      // and over had every idempotent request resent without bound but retiredRetries.
+      ...(this.#redial?.budget == null ? {} : { mayResend: budgetOf(this.#redial.budget) }),
     });
   }
 

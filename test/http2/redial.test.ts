@@ -137,6 +137,36 @@ describe('Http2Client: a request whose dial was refused is tried again', () => {
   });
 });
 
+describe('Http2Client: a request whose session died under it goes back only as the budget allows', () => {
+  it('three GETs in flight when the peer dies: resent and served with budget, failed without (was: resent either way)', async () => {
+    for (const budget of [null, new RetryBudget({ percentCanRetry: 0, minRetriesPerSec: 0 })]) {
+      let holds = 0;
+      await using peer = await http2Peer({
+        handler: (stream, headers) => {
+          if (headers[':path'] === '/hold' && ++holds <= 3) return; // the first three are never answered
+          stream.respond({ ':status': 200 });
+          stream.end('ok');
+        },
+      });
+      const c = client({ retry: { backoff: constant(20), budget, maxAttempts: 10 } });
+      await c.request(`${peer.origin}/warm`); // the session has served a request: a resend may follow
+      const calls = Array.from({ length: 3 }, () => c.request(`${peer.origin}/hold`));
+      while (holds < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+      await peer.kill();
+      await peer.listen();
+      const results = await Promise.allSettled(calls);
+      if (budget === null) {
+        expect(results.map(code)).toEqual(['ok', 'ok', 'ok']);
+        expect(holds).toBe(6);
+      } else {
+        expect(results.map(code)).toEqual(Array(3).fill('DIALGUARD_CONNECTION_GONE'));
+        expect(holds).toBe(3);
+        expect(budget.stats()).toMatchObject({ refused: 3, withdrawn: 0 });
+      }
+    }
+  });
+});
+
 describe('Http2Client: what is not tried again', () => {
   it('a refusal by the breaker: at once, no dial', async () => {
     const breaker = new HostBreaker();
