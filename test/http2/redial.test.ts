@@ -150,11 +150,11 @@ describe('Http2Client: a request whose session died under it goes back only as t
       });
       const c = client({ retry: { backoff: constant(20), budget, maxAttempts: 10 } });
       await c.request(`${peer.origin}/warm`); // the session has served a request: a resend may follow
-      const calls = Array.from({ length: 3 }, () => c.request(`${peer.origin}/hold`));
+      const calls = Promise.allSettled(Array.from({ length: 3 }, () => c.request(`${peer.origin}/hold`)));
       while (holds < 3) await new Promise((resolve) => setTimeout(resolve, 5));
       await peer.kill();
       await peer.listen();
-      const results = await Promise.allSettled(calls);
+      const results = await calls;
       if (budget === null) {
         expect(results.map(code)).toEqual(['ok', 'ok', 'ok']);
         expect(holds).toBe(6);
