@@ -153,7 +153,9 @@ const tlsCases: Case[] = [
       const p = await peer(s, echoPeer());
       return socketFailure(s, () => tls.connect({ host: L, port: p.port, rejectUnauthorized: false }));
     },
-    kind: 'dial', notSent: true, connectionDead: false,
+    // ERR_SSL_UNEXPECTED_MESSAGE: a handshake's here, but the same codes end sessions mid-request
+    // (test/http2/redial), so the code alone never proves the request unsent.
+    kind: 'dial', notSent: false, connectionDead: false,
   },
   {
     name: 'TLS to a peer that hangs up during the handshake',

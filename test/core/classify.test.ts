@@ -203,7 +203,7 @@ describe('classify: shapes read from the clients, for paths a loopback peer cann
     ['a TLS record broken mid-connection is not a dial (maybe sent)', sys('ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC'), k('connection', false, true)],
     ['a TLS alert that the two ends disagree (no common ALPN) is a dial no retry can fix', sys('ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL'), k('dial', true, false, { transient: false })],
     ['a TLS version mismatch alert is a dial no retry can fix', sys('ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION'), k('dial', true, false, { transient: false })],
-    ['a peer’s internal_error alert is a dial that may pass', sys('ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR'), k('dial', true, false, { transient: true })],
+    ['a peer’s internal_error alert is a dial that may pass, maybe after the handshake (maybe sent)', sys('ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR'), k('dial', false, false, { transient: true })],
     ['ERR_STREAM_PREMATURE_CLOSE', sys('ERR_STREAM_PREMATURE_CLOSE'), k('connection', false, true)],
     ['ERR_HTTP2_GOAWAY_SESSION: not sent, connection going away (retire, not dead)', sys('ERR_HTTP2_GOAWAY_SESSION'), k('connection', true, false, { transient: true })],
     ['ERR_HTTP2_STREAM_CANCEL with an opaque cause', Object.assign(new Error('The pending stream has been canceled (caused by: x)', { cause: new Error('x') }), { code: 'ERR_HTTP2_STREAM_CANCEL' }), k('connection', true, true)],

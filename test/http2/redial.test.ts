@@ -6,6 +6,7 @@
  * (`dialguard:dial:settled`), requests and connections at the peer.
  */
 import http2 from 'node:http2';
+import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { constant } from '../../src/core/backoff.js';
 import { HostUnavailableError, PoolClosedError, RequestTimeoutError } from '../../src/core/errors.js';
@@ -191,6 +192,42 @@ describe('Http2Client: what is not tried again', () => {
     const c = client({ retry: { backoff: constant(5), budget: null } });
     await expect(c.request(`${peer.origin}/`)).rejects.toMatchObject({ code: 'ERR_HTTP2_STREAM_ERROR' });
     expect(peer.streams).toBe(1);
+  });
+
+  it('a TLS record error after the request reached the session: the POST is not sent again (was: classed as a handshake\'s error and resent, 3 POSTs)', async () => {
+    // A proxy between client and server that, once the POST reached the server, writes a
+    // plaintext TLS alert record into the encrypted stream: the client fails with
+    // ERR_SSL_BAD_RECORD_TYPE, a code a handshake also fails with.
+    const links: net.Socket[] = [];
+    let posts = 0;
+    await using peer = await http2Peer({
+      tls: true,
+      handler: (stream, headers) => {
+        stream.on('error', () => {}); // the session dies under it
+        if (headers[':method'] !== 'POST') {
+          stream.respond({ ':status': 200 });
+          stream.end('ok');
+          return;
+        }
+        posts++;
+        for (const link of links) link.write(Buffer.from('15030300020250', 'hex'));
+      },
+    });
+    const proxy = net.createServer((down) => {
+      const up = net.connect(peer.port, '127.0.0.1');
+      links.push(down);
+      down.pipe(up).pipe(down);
+      for (const s of [down, up]) s.on('error', () => {}).on('close', () => (s === down ? up : down).destroy());
+    });
+    cleanup.push(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
+    cleanup.push(() => links.forEach((l) => l.destroy()));
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const origin = `https://localhost:${(proxy.address() as net.AddressInfo).port}`;
+    const c = client({ tls: { ca: TEST_CERT }, retry: { backoff: constant(5), budget: null } });
+    expect((await c.request(`${origin}/warm`)).status).toBe(200);
+    await expect(c.request(`${origin}/p`, { method: 'POST', body: 'x' })).rejects.toMatchObject({ code: 'ERR_SSL_BAD_RECORD_TYPE' });
+    expect(posts).toBe(1);
+    expect(links.length).toBe(1); // no dial after it
   });
 
   it('names a bad retry option', () => {
