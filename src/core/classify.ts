@@ -24,7 +24,7 @@ import {
   verdict,
 } from './classify-rules.js';
 import { answeredByServer, grpcVerdict, madeByClient } from './classify-grpc.js';
-import { MAX_CHAIN_DEPTH, MAX_CHAIN_MEMBERS, MAX_CHAIN_NODES } from './errors.js';
+import { ErrorCodes, MAX_CHAIN_DEPTH, MAX_CHAIN_MEMBERS, MAX_CHAIN_NODES, TransportClosedError } from './errors.js';
 import { type Unsubscribe, unsubscriber } from './events.js';
 import { show } from './validate.js';
 
@@ -329,6 +329,8 @@ function verdictOf(node: unknown, f: Facts, w: Walk): Verdict | undefined {
   if (node === w.reason) return verdict('cancelled', typeof f.code === 'string' ? f.code : 'ABORT_ERR');
   const { code, details } = f;
   let base = intIn(code, 0, 16) && details !== undefined ? grpcVerdict(code, details, answeredByServer(node), madeByClient(node)) : structuralVerdict(f);
+  // A transport that closed in its handshake carried nothing: a dial's failure, not a connection's.
+  if (base?.code === ErrorCodes.TRANSPORT_CLOSED && node instanceof TransportClosedError && node.handshake) base = verdict('dial', base.code);
   if (base === undefined || (base.kind === 'application' && !intIn(f.status, 400, 499))) {
     const text = patternVerdict(f);
     // Text can upgrade what a server answered (a 500 carrying `rpc error: EOF`), never override

@@ -213,9 +213,15 @@ export class TransportClosedError extends DialguardError {
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.TRANSPORT_CLOSED}`);
   /** The connection's target. */
   readonly target: string;
-  constructor(target: string, what = 'connection', options?: { cause?: unknown }) {
+  /**
+   * Closed before its protocol's handshake finished (an HTTP/2 peer hanging up before its
+   * SETTINGS): no request was ever sent on it, so `classify` calls it a dial that may pass.
+   */
+  readonly handshake: boolean;
+  constructor(target: string, what = 'connection', options?: { cause?: unknown; handshake?: boolean }) {
     super(ErrorCodes.TRANSPORT_CLOSED, `the ${what} to ${target} closed`, options);
     this.target = target;
+    this.handshake = options?.handshake === true;
   }
 }
 brand(TransportClosedError);

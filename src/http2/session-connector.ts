@@ -175,7 +175,7 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
         resolve(session);
       };
       const onError = (err: Error): void => fail(err);
-      const onClose = (): void => fail(new TransportClosedError(origin, 'connection (in its HTTP/2 handshake)'));
+      const onClose = (): void => fail(new TransportClosedError(origin, 'connection (in its HTTP/2 handshake)', { handshake: true }));
       const onAbort = (): void => fail(ctx.signal.reason);
       session.once('remoteSettings', onSettings);
       session.once('error', onError);

@@ -179,6 +179,7 @@ describe('classify: dialguard errors by class', () => {
     ['ConnectionGoneError', new ConnectionGoneError('a:1', 7), k('connection', false, true, { transient: true })],
     ['KeepAliveTimeoutError (a silent peer)', new KeepAliveTimeoutError(10_000, 10_000), k('connection', false, true, { transient: true })],
     ['TransportClosedError (a connector saw its transport close)', new TransportClosedError('svc:1', 'HTTP/2 session'), k('connection', false, true, { transient: true })],
+    ['TransportClosedError in its handshake (nothing sent on it): a dial that may pass', new TransportClosedError('svc:1', 'connection', { handshake: true }), k('dial', true, false, { transient: true })],
     ['RequestTimeoutError (seed 003: never dead)', new RequestTimeoutError(100), k('timeout', false, false, { transient: true })],
     ['DeadlineExceededError (budget spent)', new DeadlineExceededError(100, 2, { cause: sys('ECONNRESET', 'read') }), k('timeout', false, false, { transient: false })],
     [

@@ -59,6 +59,29 @@ describe('Http2Client: a request whose dial was refused is tried again', () => {
     }
   });
 
+  it('a peer that accepts and hangs up before its SETTINGS (a proxy whose backend restarts): dialled again, POSTs too (was: TransportClosedError at once)', async () => {
+    await using peer = await http2Peer();
+    const port = peer.port;
+    await peer.kill();
+    let hungUp = 0;
+    const fin = net.createServer((socket) => {
+      hungUp++;
+      socket.on('error', () => {});
+      socket.end(); // a FIN before any byte of HTTP/2
+      socket.resume().on('end', () => socket.destroy());
+    });
+    cleanup.push(() => new Promise<void>((resolve) => (fin.listening ? fin.close(() => resolve()) : resolve())));
+    await new Promise<void>((resolve) => fin.listen(port, '127.0.0.1', resolve));
+    const c = client({ retry: { backoff: constant(150), budget: null } });
+    const calls = Promise.allSettled([c.request(`${peer.origin}/a`), c.request(`${peer.origin}/b`, { method: 'POST', body: 'x' })]);
+    while (hungUp === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    fin.close();
+    await peer.listen();
+    expect((await calls).map(code)).toEqual(['ok', 'ok']);
+    expect(peer.streams).toBe(2);
+    expect(hungUp).toBe(1);
+  });
+
   it('a server down for good: maxAttempts dials, then the last dial\'s own error', async () => {
     await using peer = await http2Peer();
     await peer.kill();
