@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { setMaxListeners } from 'node:events';
 import http2 from 'node:http2';
 import type net from 'node:net';
 import type tls from 'node:tls';
@@ -267,6 +268,7 @@ export class Http2Client {
     const lookup = options.lookup;
     if (lookup !== undefined && typeof lookup !== 'function') throw new TypeError(`lookup must be a function, got ${show(lookup)}`);
     this.#redial = redialPolicy(options.retry);
+    setMaxListeners(0, this.#closing.signal); // one listener per request waiting to dial again
     const connector = new SessionConnector({
       connectTimeout,
       breaker,

@@ -149,6 +149,22 @@ describe('Http2Client: a request whose dial was refused is tried again', () => {
     expect(dials.get(`127.0.0.1:${peer.port}`)).toBe(1); // one shared dial, never another
   });
 
+  it('twenty requests waiting to dial again print no MaxListenersExceededWarning (close() is heard by each)', async () => {
+    await using peer = await http2Peer();
+    await peer.kill();
+    const warnings: Error[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w);
+    process.on('warning', onWarning);
+    cleanup.push(() => process.off('warning', onWarning));
+    const c = client({ retry: { backoff: constant(10_000), budget: null } });
+    const calls = Promise.allSettled(Array.from({ length: 20 }, (_, i) => c.request(`${peer.origin}/${i}`)));
+    await new Promise((resolve) => setTimeout(resolve, 100)); // all refused, all waiting
+    await c.close();
+    expect((await calls).map(code)).toEqual(Array(20).fill('DIALGUARD_POOL_CLOSED'));
+    await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+    expect(warnings.map((w) => w.name)).toEqual([]);
+  });
+
   it('the budget bounds the retries: with none left, the refusal is the answer', async () => {
     await using peer = await http2Peer();
     await peer.kill();
