@@ -334,8 +334,12 @@ function causeOf(errors: readonly unknown[], skip: unknown, reason: string): { c
  * A `retryable` predicate's answer: true, false, or undefined for the default decision. Anything
  * else (`'no'`, `0`, a promise) keeps the default and warns once per predicate, as a classify
  * hook's junk is ignored: read as truthy, `'no'` retried an application error three times.
+ * Adapters that wrap the user's predicate call it through here, so the warning is the user's
+ * predicate's, not a wrapper's made per call.
+ *
+ * @internal
  */
-function answerOf(predicate: RetryPredicate, err: unknown, c: Classification, attempt: RetryAttempt): boolean | undefined {
+export function answerOf(predicate: RetryPredicate, err: unknown, c: Classification, attempt: RetryAttempt): boolean | undefined {
   const answer: unknown = predicate(err, c, attempt);
   if (answer === undefined || typeof answer === 'boolean') return answer;
   warnOnce("a retryable predicate's answer was ignored (not true, false or undefined)", predicate, show(answer));

@@ -33,7 +33,7 @@ import { type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { asError } from '../../core/validate.js';
 import { hostKey } from '../../guard/host-key.js';
-import { type RetryAttempt, type RetryPredicate, type RetryResult, reportSettled, retry, settledHeard } from '../../retry/retry.js';
+import { type RetryAttempt, type RetryPredicate, type RetryResult, answerOf, reportSettled, retry, settledHeard } from '../../retry/retry.js';
 import { Attempt, type AttemptOwner, HeldResponse, completeOrFail } from './attempt.js';
 import { type LegacyHandler, type RawHeaders, rawHeader } from './handlers.js';
 import type { RetrySettings } from './options.js';
@@ -418,7 +418,8 @@ export class GuardedCall implements AttemptOwner {
     if (this.#current?.forwarded === true || this.#body.consumed || this.#reason !== undefined || this.#s.shutdown?.aborted === true) return false;
     if (err instanceof HeldResponse) return true; // decided when it was held
     if (this.#headersBy !== Infinity && this.#s.clock.now() >= this.#headersBy) return false; // its own wait for headers is spent
-    return this.#s.retryable?.(err, classification, attempt);
+    const own = this.#s.retryable;
+    return own === undefined ? undefined : answerOf(own, err, classification, attempt);
   }
 
   /**

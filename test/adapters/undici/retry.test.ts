@@ -391,3 +391,27 @@ describe('the retry budget is shared', () => {
     expect(budget.stats()).toMatchObject({ withdrawn: 0, refused: 2 });
   });
 });
+
+describe('a retryable predicate that answers junk', () => {
+  it('keeps the default decision and warns once for the predicate, however many calls it judges (was: one warning per call)', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w.message);
+    process.on('warning', onWarning);
+    try {
+      const peer = await refusing();
+      let judged = 0;
+      const junk = (() => (judged++, 'no')) as unknown as NonNullable<Parameters<typeof guarded>[0]>['retryable'];
+      const { agent } = guarded({ retryable: junk, maxAttempts: 2, breaker: manualBreaker(100).breaker });
+      for (let i = 0; i < 5; i++) {
+        // Default: a refused dial was never sent, so it is retried once (maxAttempts 2), and fails.
+        await expect(request(`http://${peer.address}/`, { dispatcher: agent })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+      }
+      expect(judged).toBeGreaterThanOrEqual(5); // judged for every call, heard once
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+      expect(warnings).toEqual([`dialguard: a retryable predicate's answer was ignored (not true, false or undefined): "no"`]);
+      await peer.close();
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
