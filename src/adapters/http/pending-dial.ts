@@ -176,10 +176,8 @@ export class AgentGuard {
     // during a 600 ms dial that raw Node's would not, and again once the socket came; got's
     // `timeout.socket` then failed requests raw Node served.
     // A dial held behind a scout has no connection of its own yet: the scout's counts, as a
-    // socket of its own would have connected by then. (Over TLS, dials of one host:port with
-    // different TLS options are scouted apart: a handshake one name's options fail, an unknown
-    // SNI the server hangs up on, says nothing of another's. Was: it failed them all.)
-    const scoutKey = secure ? `${key} ${name}` : key;
+    // socket of its own would have connected by then. Its own dial, once it runs, counts alone:
+    // heard from every dial of the origin, another request's connect armed it during its own.
     let tcpUp = false;
     let asked: unknown;
     const onTcp = (): void => {
@@ -187,20 +185,36 @@ export class AgentGuard {
       tcpUp = true;
       if (asked !== undefined) arm(asked);
     };
-    const unlisten = this.#connected.listen(scoutKey, onTcp);
+    let unlisten: (() => void) | undefined;
+    let own = false;
+    let ownTcp = false;
     let down: (() => void) | undefined;
-    const attempt = this.#scout.run(scoutKey, () =>
-      dial(key, (ctx) => establish(open, secure, byName, options, ctx, () => (down = this.#connected.up(scoutKey))), {
-        timeout,
-        breaker,
-        clock,
-        dispose: destroySocket,
-        signal: stop.signal,
-        transport: secure ? 'tls' : 'plain',
-      }),
+    const attempt = this.#scout.run(
+      key,
+      () => {
+        own = true;
+        unlisten?.();
+        const dialling = dial(
+          key,
+          (ctx) =>
+            establish(open, secure, byName, options, ctx, () => {
+              ownTcp = true;
+              onTcp();
+              down = this.#connected.up(key);
+            }),
+          { timeout, breaker, clock, dispose: destroySocket, signal: stop.signal, transport: secure ? 'tls' : 'plain' },
+        );
+        // A handshake these TLS options failed (an SNI name the server hangs up on) says nothing
+        // of another request's: the dials held behind it with other options dial.
+        return secure ? dialling.catch((err: unknown) => ownTls(err, name, ownTcp)) : dialling;
+      },
+      // One scout per host:port, so a half-open breaker's one probe speaks for every request (was
+      // one per TLS options: a second name asked a breaker whose probe was out, and was refused).
+      secure ? (err) => sharedTls(err, name) : undefined,
     );
+    if (!own) unlisten = this.#connected.listen(key, onTcp);
     const settle = (): void => {
-      unlisten();
+      unlisten?.();
       down?.();
     };
     // Node arms a request's own `timeout` before its socket connects ('timeout' on the request,
@@ -411,6 +425,21 @@ function leaveQueue(requests: AgentBooks['requests'], req: http.ClientRequest): 
 /** Ends a request that left the queue: Node emits its own error (its destroy reason, or "socket hang up"). */
 function failQueued(req: http.ClientRequest, err: Error | null = null): void {
   (req as unknown as { onSocket(socket: undefined, err: Error | null): void }).onSocket(undefined, err);
+}
+
+/** The `_agentKey` (TLS options) of the dial whose TLS handshake failed with each error. */
+const tlsFailures = new WeakMap<object, string>();
+
+/** Rethrows `err`, remembered as a TLS failure of `name`'s options if the dial got past TCP. */
+function ownTls(err: unknown, name: string, pastTcp: boolean): never {
+  if (pastTcp && typeof err === 'object' && err !== null) tlsFailures.set(err, name);
+  throw err;
+}
+
+/** Whether a dial with TLS options `name` takes a scout's failure `err` as its own. */
+function sharedTls(err: unknown, name: string): boolean {
+  const failed = typeof err === 'object' && err !== null ? tlsFailures.get(err) : undefined;
+  return failed === undefined || failed === name;
 }
 
 /** Node's error for a request destroyed without a reason before it had a response. */

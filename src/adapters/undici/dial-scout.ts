@@ -38,9 +38,10 @@ export class DialScout {
   /**
    * Runs `dial` for `key`: at once if the host is proven or no scout is out (then it is the
    * scout), else after the scout connected. Rejects with the scout's error, without calling
-   * `dial`, when the scout failed.
+   * `dial`, when the scout failed, unless `shares` (default: yes) says that failure is not this
+   * dial's to take (the scout's own TLS options failed it): then it dials.
    */
-  run<T>(key: string, dial: () => Promise<T>): Promise<T> {
+  run<T>(key: string, dial: () => Promise<T>, shares?: (err: unknown) => boolean): Promise<T> {
     if (this.#proven.has(key)) return this.#watch(key, dial());
     const scout = this.#scouting.get(key);
     if (scout !== undefined) {
@@ -50,7 +51,7 @@ export class DialScout {
           // Only the host's own failure is shared. A certificate it presented proves it alive, and
           // a failure of the scout's own (its TLS options, which may not be this dial's) says
           // nothing of it: this dial goes on its own.
-          if (dialFailureOutcome(err) === 'failed') throw err;
+          if (dialFailureOutcome(err) === 'failed' && shares?.(err) !== false) throw err;
           return this.#watch(key, dial());
         },
       );

@@ -6,11 +6,13 @@
  * Raw `http.Agent` in the same test, the same server and lookup.
  */
 import http from 'node:http';
+import https from 'node:https';
 import type net from 'node:net';
 import got from 'got';
 import { describe, expect, it } from 'vitest';
-import { GuardedHttpAgent } from '../../../src/adapters/http/index.js';
+import { GuardedHttpAgent, GuardedHttpsAgent } from '../../../src/adapters/http/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
 import { countingServer, leakChecked } from './helpers.js';
 
 const cleanups = leakChecked();
@@ -63,5 +65,35 @@ describe('node:http agents: req.setTimeout() during the dial', () => {
       expect({ kind, status: res.statusCode }).toEqual({ kind, status: 200 });
     }
     expect(server.requests).toBe(2);
+  });
+});
+
+describe('node:https agents: req.setTimeout() and another request\'s dial', () => {
+  it("another request's dial connecting during this one's own slow lookup does not start its timeout (was: it fired at 150 ms, where raw Node's does not)", async () => {
+    const server = https.createServer({ cert: TEST_CERT, key: TEST_KEY }, (_req, res) => res.end('ok'));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const port = (server.address() as net.AddressInfo).port;
+    const fastLookup = ((_host: string, opts: { all?: boolean }, cb: (...a: unknown[]) => void) =>
+      void (opts.all === true ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4))) as unknown as net.LookupFunction;
+    const one = (agent: http.Agent, lookup: net.LookupFunction, timeout?: number): Promise<{ timeouts: number; outcome: string }> =>
+      new Promise((resolve) => {
+        let timeouts = 0;
+        const req = https.get({ host: 'slow.test', port, path: '/', agent: agent as https.Agent, lookup, servername: 'localhost', ca: TEST_CERT }, (res) => {
+          res.resume();
+          res.on('end', () => setTimeout(() => resolve({ timeouts, outcome: String(res.statusCode) }), 200));
+        });
+        req.on('timeout', () => void timeouts++);
+        req.on('error', (e: NodeJS.ErrnoException) => resolve({ timeouts, outcome: String(e.code) }));
+        if (timeout !== undefined) req.setTimeout(timeout);
+      });
+    const raw = new https.Agent({ keepAlive: false });
+    const guarded = new GuardedHttpsAgent({ keepAlive: false, breaker: new HostBreaker(), connectTimeout: 2_000 });
+    cleanups.push(() => raw.destroy(), () => guarded.destroy());
+    for (const [kind, agent] of [['raw', raw], ['guarded', guarded]] as const) {
+      expect((await one(agent, fastLookup)).outcome).toBe('200'); // the host is proven: no dial waits behind another
+      const [a, b] = await Promise.all([one(agent, fastLookup), one(agent, slowLookup, 150)]);
+      expect({ kind, a, b }).toEqual({ kind, a: { timeouts: 0, outcome: '200' }, b: { timeouts: 0, outcome: '200' } });
+    }
   });
 });
