@@ -216,6 +216,7 @@ export class AgentGuard {
     const settle = (): void => {
       unlisten?.();
       down?.();
+      req?.off('socket', servedElsewhere);
     };
     // Node arms a request's own `timeout` before its socket connects ('timeout' on the request,
     // for the caller to act on). The socket is Node's only once the dial is over: armed here.
@@ -246,6 +247,14 @@ export class AgentGuard {
       else asked = ms;
     };
     const unwatch = req === undefined ? undefined : watchRequest(req, setTimeoutCalled, (reason) => giveUp(reason ?? socketHangUp()));
+    // Served meanwhile by a socket that freed (a request dialled for from the queue): its
+    // timeout is that socket's now, as Node arms it there. Was: this dial's timer still fired
+    // 'timeout' on it, after its response.
+    const servedElsewhere = (): void => {
+      unwatch?.();
+      arm(undefined);
+    };
+    req?.once('socket', servedElsewhere);
     slot.onDestroy = () => {
       giveUp(agentDestroyed());
       // This agent's own doing: abandoned, so a request dialled next (one queued behind) is

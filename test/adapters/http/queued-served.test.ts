@@ -12,10 +12,13 @@
  * closed (Node's removeSocket). Raw `http.Agent` in the same test for each.
  */
 import http from 'node:http';
+import https from 'node:https';
 import type net from 'node:net';
+import tls from 'node:tls';
 import { describe, expect, it } from 'vitest';
-import { GuardedHttpAgent } from '../../../src/adapters/http/index.js';
+import { GuardedHttpAgent, GuardedHttpsAgent } from '../../../src/adapters/http/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
 import { leakChecked } from './helpers.js';
 
 const cleanups = leakChecked();
@@ -52,21 +55,23 @@ function darkening(ms: number): { lookup: net.LookupFunction; goDark: () => void
 }
 
 /** One request; what it saw: 'ok', or its error's code (and 'ok+CODE' for a response and an error both). */
-function call(agent: http.Agent, port: number, path: string, method: string): Promise<string> {
+function call(agent: http.Agent, port: number, path: string, method: string, timeout?: number): Promise<string> {
   return new Promise((resolve) => {
     let answered = false;
-    const req = http.request({ host: 'localhost', port, path, method, agent }, (res) => {
+    let timeouts = 0;
+    const req = http.request({ host: 'localhost', port, path, method, agent, ...(timeout === undefined ? {} : { timeout }) }, (res) => {
       answered = true;
       res.resume();
-      // Waits past the dial's end, so a late error shows.
-      res.on('end', () => setTimeout(() => resolve('ok'), 600));
+      // Waits past the dial's end, so a late error (or 'timeout') shows.
+      res.on('end', () => setTimeout(() => resolve(timeouts === 0 ? 'ok' : `ok+${timeouts} timeout`), 600));
     });
+    req.on('timeout', () => void timeouts++);
     req.on('error', (e: NodeJS.ErrnoException) => resolve(answered ? `ok+${e.code}` : String(e.code)));
     req.end(method === 'POST' ? 'body' : undefined);
   });
 }
 
-async function scene(kind: 'raw' | 'guarded', closeR2: boolean, method: string): Promise<{ q: string; paths: string[] }> {
+async function scene(kind: 'raw' | 'guarded', closeR2: boolean, method: string, timeout?: number): Promise<{ q: string; paths: string[] }> {
   const seen = await server(closeR2);
   // Q's dial must fail after R1's socket frees (~600 ms): it starts at ~350 ms after R2's failed
   // dial (300 ms), at ~70 ms after R2's closed connection (800 ms).
@@ -86,7 +91,7 @@ async function scene(kind: 'raw' | 'guarded', closeR2: boolean, method: string):
     r2 = call(agent, seen.port, '/r2', 'GET'); // its dial fails at ~350 ms: the agent dials for Q
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  const q = call(agent, seen.port, '/q', method); // queued; R1's socket frees at ~600 ms
+  const q = call(agent, seen.port, '/q', method, timeout); // queued; R1's socket frees at ~600 ms
   const [, , qSaw] = await Promise.all([r1, r2, q]);
   return { q: qSaw, paths: seen.paths.filter((p) => p.endsWith('/q')) };
 }
@@ -107,4 +112,46 @@ describe('node:http agents: a queued request served while a dial was made for it
       expect(raw).toEqual({ q: 'EAI_AGAIN', paths: [] });
     });
   }
+});
+
+describe('node:https agents: req.setTimeout() of a queued request served meanwhile', () => {
+  it("its dial's timer is stopped once another socket serves it (was: 'timeout' fired on it ~200 ms after its response)", async () => {
+    // Connections after the first two wait 800 ms in their TLS handshake (the server's SNI
+    // callback). R1 holds a keep-alive socket ~600 ms; R2's connection closes at ~50 ms, so Node
+    // dials for Q, queued; Q calls setTimeout(700) once that dial is past TCP. R1's socket,
+    // freed at ~600 ms, serves Q; the timer armed for Q's dial would fire at ~820 ms.
+    const context = tls.createSecureContext({ cert: TEST_CERT, key: TEST_KEY });
+    let handshakes = 0;
+    const srv = https.createServer(
+      { cert: TEST_CERT, key: TEST_KEY, keepAliveTimeout: 10_000, SNICallback: (_name, cb) => (++handshakes <= 2 ? cb(null, context) : void setTimeout(() => cb(null, context), 800)) },
+      (req, res) => {
+        req.resume();
+        if (req.url === '/r2') res.setHeader('connection', 'close');
+        setTimeout(() => res.end('ok'), req.url === '/slow' ? 600 : req.url === '/r2' ? 50 : 0);
+      },
+    );
+    await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => srv.close(() => resolve())));
+    cleanups.push(() => srv.closeAllConnections());
+    const port = (srv.address() as net.AddressInfo).port;
+    const agent = new GuardedHttpsAgent({ keepAlive: true, maxSockets: 2, maxCachedSessions: 0, connectTimeout: 2_000, breaker: new HostBreaker() }); // no resumed sessions: each handshake asks SNI
+    cleanups.push(() => agent.destroy());
+    const call = (path: string, setTimeoutAt?: number): Promise<string> =>
+      new Promise((resolve) => {
+        let timeouts = 0;
+        const req = https.request({ host: 'localhost', port, path, agent, ca: TEST_CERT }, (res) => {
+          res.resume();
+          res.on('end', () => setTimeout(() => resolve(timeouts === 0 ? 'ok' : `ok+${timeouts} timeout`), 600));
+        });
+        req.on('timeout', () => void timeouts++);
+        req.on('error', (e: NodeJS.ErrnoException) => resolve(String(e.code)));
+        if (setTimeoutAt !== undefined) setTimeout(() => req.setTimeout(700), setTimeoutAt);
+        req.end();
+      });
+    const r1 = call('/slow');
+    const r2 = call('/r2');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const q = call('/q', 100);
+    expect(await Promise.all([r1, r2, q])).toEqual(['ok', 'ok', 'ok']);
+  });
 });
