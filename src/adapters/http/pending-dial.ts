@@ -322,14 +322,17 @@ export class AgentGuard {
     if (queued === undefined || own === undefined || socket.destroyed) return false;
     stopQueueWatch(queued);
     this.#handing = socket;
+    let taken = false;
     try {
       books.createSocket(queued, own, (err, s) => {
         if (err === null && s !== undefined) s.emit('free');
       });
     } finally {
+      // Not taken (Node's createSocket did not reach createConnection): the caller closes it.
+      taken = this.#handing === undefined;
       this.#handing = undefined;
     }
-    return true;
+    return taken;
   }
 }
 
