@@ -109,7 +109,8 @@ export interface Http2RetryOptions {
   backoff?: Schedule;
   /**
    * The budget every request deposits into and every retry withdraws from, a request resent on a
-   * fresh session after its own died under it included. Default the process-wide one
+   * fresh session after its own died under it included (with `maxAttempts: 1` too: no dial is
+   * tried again, but resends still draw on it). Default the process-wide one
    * (`sharedRetryBudget()`: retries at most 20 % of calls); `null`: none.
    */
   budget?: RetryBudget | null;
@@ -127,7 +128,7 @@ function budgetOf(budget: RetryBudget): () => boolean {
   return () => budget.tryWithdraw();
 }
 
-/** `options.retry`, checked (a TypeError/RangeError naming it); undefined when retries are off. */
+/** `options.retry`, checked (a TypeError/RangeError naming it); undefined for `false`. */
 function redialPolicy(options: Http2RetryOptions | false | undefined): RedialPolicy | undefined {
   if (options === false) return undefined;
   const r = opt<Http2RetryOptions>(options, {});
@@ -136,7 +137,7 @@ function redialPolicy(options: Http2RetryOptions | false | undefined): RedialPol
   const backoff = r.backoff === undefined ? restartSpanningBackoff : checkFunction<Schedule>('retry.backoff', r.backoff);
   const budget = r.budget === undefined ? sharedRetryBudget() : r.budget;
   if (budget !== null && !(budget instanceof RetryBudget)) throw new TypeError(`retry.budget must be a RetryBudget or null, got ${show(budget)}`);
-  return maxAttempts > 1 ? { maxAttempts, backoff, budget } : undefined;
+  return { maxAttempts, backoff, budget };
 }
 
 /**
@@ -267,7 +268,9 @@ export class Http2Client {
     const connectTimeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1);
     const lookup = options.lookup;
     if (lookup !== undefined && typeof lookup !== 'function') throw new TypeError(`lookup must be a function, got ${show(lookup)}`);
-    this.#redial = redialPolicy(options.retry);
+    const policy = redialPolicy(options.retry);
+    // maxAttempts 1: no dial again, but the budget still bounds resends (was: ignored with it).
+    this.#redial = policy !== undefined && policy.maxAttempts > 1 ? policy : undefined;
     setMaxListeners(0, this.#closing.signal); // one listener per request waiting to dial again
     const connector = new SessionConnector({
       connectTimeout,
@@ -291,7 +294,7 @@ export class Http2Client {
       // A request that may have been sent goes back (its session died under it) only as a retry
       // the budget allows, as GrpcGuard's: was budget-free, so a server killing sessions over
       // and over had every idempotent request resent without bound but retiredRetries.
-      ...(this.#redial?.budget == null ? {} : { mayResend: budgetOf(this.#redial.budget) }),
+      ...(policy?.budget == null ? {} : { mayResend: budgetOf(policy.budget) }),
     });
   }
 

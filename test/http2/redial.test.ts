@@ -179,7 +179,11 @@ describe('Http2Client: a request whose dial was refused is tried again', () => {
 
 describe('Http2Client: a request whose session died under it goes back only as the budget allows', () => {
   it('three GETs in flight when the peer dies: resent and served with budget, failed without (was: resent either way)', async () => {
-    for (const budget of [null, new RetryBudget({ percentCanRetry: 0, minRetriesPerSec: 0 })]) {
+    for (const [budget, maxAttempts] of [
+      [null, 10],
+      [new RetryBudget({ percentCanRetry: 0, minRetriesPerSec: 0 }), 10],
+      [new RetryBudget({ percentCanRetry: 0, minRetriesPerSec: 0 }), 1], // no dial again, but the budget holds (was: ignored)
+    ] as const) {
       let holds = 0;
       await using peer = await http2Peer({
         handler: (stream, headers) => {
@@ -188,7 +192,7 @@ describe('Http2Client: a request whose session died under it goes back only as t
           stream.end('ok');
         },
       });
-      const c = client({ retry: { backoff: constant(20), budget, maxAttempts: 10 } });
+      const c = client({ retry: { backoff: constant(20), budget, maxAttempts } });
       await c.request(`${peer.origin}/warm`); // the session has served a request: a resend may follow
       const calls = Promise.allSettled(Array.from({ length: 3 }, () => c.request(`${peer.origin}/hold`)));
       while (holds < 3) await new Promise((resolve) => setTimeout(resolve, 5));

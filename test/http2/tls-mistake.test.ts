@@ -161,7 +161,7 @@ describe('Http2Client: a client’s TLS mistake is not the host’s failure', ()
   it('an http: (h2c) client aimed at the TLS-only port opens the host for plain dials only: the https: client beside it is served, and its dial closes the host', async () => {
     const server = await h2Server();
     const breaker = strictBreaker();
-    const wrong = h2Client({ breaker });
+    const wrong = h2Client({ breaker, retry: false }); // one dial a request: counted here one by one
     const right = h2Client({ breaker, tls: { ca: TEST_CERT } });
     const plainOrigin = server.origin.replace('https:', 'http:');
     // The TLS server hangs up on the cleartext preface without a byte: as a dead host would.
@@ -182,14 +182,15 @@ describe('Http2Client: a client’s TLS mistake is not the host’s failure', ()
     });
     const origin = await listen(server);
     const breaker = strictBreaker();
-    const c = h2Client({ breaker, tls: { ca: TEST_CERT } });
+    const c = h2Client({ breaker, tls: { ca: TEST_CERT }, retry: false }); // one dial a request
     for (let i = 0; i < 3; i++) {
       const err = await rejection(c.request(`${origin}/`));
-      // Was a bare Error with no code: classify called it unknown and not transient.
+      // Was a bare Error with no code: classify called it unknown and not transient. Nothing
+      // was sent on it: a dial's failure (which the client's retry dials again).
       expect(err).toBeInstanceOf(TransportClosedError);
       expect(err.code).toBe(ErrorCodes.TRANSPORT_CLOSED);
       expect(err.message).toMatch(/HTTP\/2 handshake/);
-      expect(classify(err)).toMatchObject({ kind: 'connection', transient: true });
+      expect(classify(err)).toMatchObject({ kind: 'dial', notSent: true, transient: true });
     }
     expect(await rejection(c.request(`${origin}/`))).toBeInstanceOf(HostUnavailableError);
     expect(breaker.stats()).toMatchObject({ failed: 3, opened: 1, succeeded: 0 });
