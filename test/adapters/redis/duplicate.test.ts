@@ -1,0 +1,101 @@
+/**
+ * `client.duplicate()` of a guarded client is a guarded client of its own. node-redis and ioredis
+ * build the copy from the parent's options, which carry the guard's gate and strategy closures
+ * bound to the parent's state: the copies then reported their dials as the parent's, so one
+ * restart saw "a new dial started before the last one was reported" failures, the breaker opened
+ * on a 300 ms restart, and subscribers came back in 2.5-3.7 s (unguarded: ~0.3 s). Real
+ * `redis-server`, killed and restarted on its port; the breaker's opens counted.
+ */
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { describe, expect, it } from 'vitest';
+import { RedisGuard } from '../../../src/adapters/redis/index.js';
+import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { leakCheckEach } from '../../helpers/leaks.js';
+import { RedisServer, freePort } from './redis-server.js';
+
+const cleanups = leakCheckEach();
+const DUPLICATES = 4;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Resolves once every client answers PING, or after `ms` with those that did not. */
+async function allBack(clients: Array<{ ping(): Promise<unknown> }>, ms: number): Promise<number> {
+  const until = Date.now() + ms;
+  let missing = clients;
+  while (missing.length > 0 && Date.now() < until) {
+    const answers = await Promise.all(missing.map((c) => Promise.race([c.ping().then(() => true, () => false), sleep(100).then(() => false)])));
+    missing = missing.filter((_, i) => !answers[i]);
+    if (missing.length > 0) await sleep(50);
+  }
+  return missing.length;
+}
+
+describe('RedisGuard: duplicate() of a guarded client', () => {
+  it('node-redis: 4 duplicates and their parent ride a 300 ms restart, each its own client: the breaker never opens, none reports a sibling\'s dial', async () => {
+    const server = await new RedisServer(await freePort()).start();
+    cleanups.push(() => server.kill());
+    const breaker = new HostBreaker();
+    const guard = new RedisGuard({ breaker });
+    const parent = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port: server.port } });
+    const clients = [parent, ...Array.from({ length: DUPLICATES }, () => parent.duplicate())];
+    const errors: string[] = [];
+    for (const c of clients) c.on('error', (e: Error) => void errors.push(e.message));
+    cleanups.push(() => clients.forEach((c) => c.isOpen && c.destroy()));
+    await Promise.all(clients.map((c) => c.connect()));
+    await server.kill();
+    await sleep(300);
+    await server.start();
+    expect(await allBack(clients, 1_500)).toBe(0);
+    expect(breaker.stats().opened).toBe(0);
+    expect(errors.filter((m) => m.includes('before the last one was reported'))).toEqual([]);
+  });
+
+  it('ioredis: 4 duplicates and their parent ride a 300 ms restart, each its own client: the breaker never opens', async () => {
+    const server = await new RedisServer(await freePort()).start();
+    cleanups.push(() => server.kill());
+    const breaker = new HostBreaker();
+    const guard = new RedisGuard({ breaker });
+    const parent = guard.ioredis(Redis, { host: '127.0.0.1', port: server.port, lazyConnect: true });
+    const clients = [parent, ...Array.from({ length: DUPLICATES }, () => parent.duplicate())];
+    const errors: string[] = [];
+    for (const c of clients) c.on('error', (e: Error) => void errors.push(e.message));
+    cleanups.push(() => clients.forEach((c) => c.disconnect()));
+    await Promise.all(clients.map((c) => c.connect()));
+    await server.kill();
+    await sleep(300);
+    await server.start();
+    expect(await allBack(clients, 1_500)).toBe(0);
+    expect(breaker.stats().opened).toBe(0);
+    expect(errors.filter((m) => m.includes('before the last one was reported'))).toEqual([]);
+  });
+});
+
+describe('RedisGuard: ioredis retryStrategy that is not a function', () => {
+  it('false, 0 or null: the client never reconnects, as ioredis alone (was: the guard reconnected it for false and 0)', async () => {
+    const server = await new RedisServer(await freePort()).start();
+    cleanups.push(() => server.kill());
+    const guard = new RedisGuard({ breaker: new HostBreaker() });
+    const seen: Record<string, string> = {};
+    const clients: Redis[] = [];
+    for (const strategy of [false, 0, null] as const) {
+      for (const kind of ['raw', 'guarded'] as const) {
+        const options = { host: '127.0.0.1', port: server.port, lazyConnect: true, retryStrategy: strategy as never };
+        const c = kind === 'raw' ? new Redis(options) : guard.ioredis(Redis, options);
+        c.on('error', () => {});
+        let reconnecting = 0;
+        c.on('reconnecting', () => void reconnecting++);
+        clients.push(c);
+        await c.connect();
+        seen[`${kind} ${String(strategy)}`] = '';
+        c.once('end', () => void (seen[`${kind} ${String(strategy)}`] = `end, ${reconnecting} reconnecting`));
+      }
+    }
+    cleanups.push(() => clients.forEach((c) => c.disconnect()));
+    await server.kill();
+    await sleep(500);
+    expect(seen).toEqual(Object.fromEntries(Object.keys(seen).map((k) => [k, 'end, 0 reconnecting'])));
+  });
+});
