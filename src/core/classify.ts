@@ -24,7 +24,7 @@ import {
   verdict,
 } from './classify-rules.js';
 import { answeredByServer, grpcVerdict, madeByClient } from './classify-grpc.js';
-import { ErrorCodes, MAX_CHAIN_DEPTH, MAX_CHAIN_MEMBERS, MAX_CHAIN_NODES, TransportClosedError } from './errors.js';
+import { ErrorCodes, MAX_CHAIN_DEPTH, MAX_CHAIN_MEMBERS, MAX_CHAIN_NODES } from './errors.js';
 import { type Unsubscribe, unsubscriber } from './events.js';
 import { show } from './validate.js';
 
@@ -330,7 +330,8 @@ function verdictOf(node: unknown, f: Facts, w: Walk): Verdict | undefined {
   const { code, details } = f;
   let base = intIn(code, 0, 16) && details !== undefined ? grpcVerdict(code, details, answeredByServer(node), madeByClient(node)) : structuralVerdict(f);
   // A transport that closed in its handshake carried nothing: a dial's failure, not a connection's.
-  if (base?.code === ErrorCodes.TRANSPORT_CLOSED && node instanceof TransportClosedError && node.handshake) base = verdict('dial', base.code);
+  // (Read safely: `instanceof` on a hostile Proxy throws.)
+  if (base?.code === ErrorCodes.TRANSPORT_CLOSED && safeGet(node, 'handshake') === true) base = verdict('dial', base.code);
   if (base === undefined || (base.kind === 'application' && !intIn(f.status, 400, 499))) {
     const text = patternVerdict(f);
     // Text can upgrade what a server answered (a 500 carrying `rpc error: EOF`), never override

@@ -180,6 +180,7 @@ describe('classify: dialguard errors by class', () => {
     ['KeepAliveTimeoutError (a silent peer)', new KeepAliveTimeoutError(10_000, 10_000), k('connection', false, true, { transient: true })],
     ['TransportClosedError (a connector saw its transport close)', new TransportClosedError('svc:1', 'HTTP/2 session'), k('connection', false, true, { transient: true })],
     ['TransportClosedError in its handshake (nothing sent on it): a dial that may pass', new TransportClosedError('svc:1', 'connection', { handshake: true }), k('dial', true, false, { transient: true })],
+    ['another error with a `handshake: true` of its own is not thereby a dial', Object.assign(sys('ECONNRESET'), { handshake: true }), k('connection', false, true, { transient: true })],
     ['RequestTimeoutError (seed 003: never dead)', new RequestTimeoutError(100), k('timeout', false, false, { transient: true })],
     ['DeadlineExceededError (budget spent)', new DeadlineExceededError(100, 2, { cause: sys('ECONNRESET', 'read') }), k('timeout', false, false, { transient: false })],
     [
