@@ -1,4 +1,5 @@
 import { getEventListeners } from 'node:events';
+import { classify } from '../../src/core/classify.js';
 import { describe, expect, it } from 'vitest';
 import { constant, decorrelatedJitter, exponential, fullJitter, proportionalJitter } from '../../src/core/backoff.js';
 import { sleep } from '../../src/core/clock.js';
@@ -125,6 +126,15 @@ describe('errors', () => {
     expect(err.message).toBe(message);
     expect(err.name).toBe(err.constructor.name);
     expect(err.permanent).toBe(err instanceof HostUnavailableError); // only a refusal is permanent
+  });
+
+  it('TransportClosedError says whether it closed in its handshake (only when told so), and classify reads it', () => {
+    expect(new TransportClosedError('a:1').handshake).toBe(false);
+    expect(new TransportClosedError('a:1', 'session', { handshake: 1 as never }).handshake).toBe(false);
+    const early = new TransportClosedError('a:1', 'session', { handshake: true });
+    expect(early.handshake).toBe(true);
+    expect(classify(early)).toMatchObject({ kind: 'dial', notSent: true });
+    expect(classify(new TransportClosedError('a:1'))).toMatchObject({ kind: 'connection', notSent: false });
   });
 
   it('keeps the cause it was given', () => {
