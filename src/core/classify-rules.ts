@@ -200,12 +200,9 @@ function systemVerdict(code: string, f: Facts): Verdict | undefined {
   // A certificate verdict, an alert saying the two ends' configurations disagree, or a peer that
   // does not speak TLS at all: the same handshake fails the same way again, so a retry cannot help.
   if (CERT_CODES.has(code) || code === NOT_TLS_CODE || TLS_MISMATCH_ALERT.test(code)) return verdict('dial', code, { transient: false });
-  // A broken TLS record on an established connection kills it with the request maybe sent. Any
-  // other SSL error is a dial's by kind (most come from a handshake), but its code cannot say the
-  // handshake was over: a record of the wrong type mid-session fails with ERR_SSL_BAD_RECORD_TYPE
-  // exactly as during one. So never proof that nothing was sent (a POST that reached the server
-  // was resent on it); an idempotent call may still go again, as `transient` says.
-  if (code.startsWith('ERR_SSL_')) return /BAD_RECORD_MAC|DECRYPTION_FAILED|RECORD_OVERFLOW/.test(code) ? verdict('connection', code) : verdict('dial', code, { notSent: false });
+  // A broken TLS record on an established connection kills it with the request maybe sent;
+  // every other SSL error arrives during the handshake, before a byte of the request.
+  if (code.startsWith('ERR_SSL_')) return verdict(/BAD_RECORD_MAC|DECRYPTION_FAILED|RECORD_OVERFLOW/.test(code) ? 'connection' : 'dial', code);
   if (code === 'ERR_TLS_HANDSHAKE_TIMEOUT') return verdict('dial', code);
   if (f.syscall === 'connect' || isDnsSyscall(f.syscall)) return verdict('dial', code);
   // tls.connect: the peer hung up after TCP connected but before the handshake finished.

@@ -196,6 +196,21 @@ interface Walk {
   code: string | undefined;
 }
 
+/** Errors a connection emitted once it was up (see {@link heardOnLiveConnection}). */
+const heardLive = new WeakSet<object>();
+
+/**
+ * @internal Records that `err` came from a connection after its dial was over (a socket handed to
+ * a client, a stream on a session that was up). Its code may be one a dial also fails with: an
+ * SSL error (`ERR_SSL_BAD_RECORD_TYPE`) ends a live TLS session exactly as it ends a handshake.
+ * `classify` then never calls it a dial's: the connection died with the request maybe sent. The
+ * error itself is left as it is (the caller sees what the raw client would have). Only objects
+ * are recorded; anything else is ignored.
+ */
+export function heardOnLiveConnection(err: unknown): void {
+  if ((typeof err === 'object' && err !== null) || typeof err === 'function') heardLive.add(err);
+}
+
 /**
  * Classifies `err`: what kind of failure, whether it was certainly not sent, whether its
  * connection is dead, whether it may pass if tried again, the most specific code, and which
@@ -332,6 +347,8 @@ function verdictOf(node: unknown, f: Facts, w: Walk): Verdict | undefined {
   // A transport that closed in its handshake carried nothing: a dial's failure, not a connection's.
   // (Read safely: `instanceof` on a hostile Proxy throws.)
   if (base?.code === ErrorCodes.TRANSPORT_CLOSED && safeGet(node, 'handshake') === true) base = verdict('dial', base.code);
+  // A dial's code on an error a live connection emitted: the connection died under the request.
+  if (base?.kind === 'dial' && heardLive.has(node as object)) base = verdict('connection', base.code, { transient: base.transient });
   if (base === undefined || (base.kind === 'application' && !intIn(f.status, 400, 499))) {
     const text = patternVerdict(f);
     // Text can upgrade what a server answered (a 500 carrying `rpc error: EOF`), never override

@@ -7,6 +7,7 @@
  */
 import http2 from 'node:http2';
 import type { Clock } from '../core/clock.js';
+import { heardOnLiveConnection } from '../core/classify.js';
 import { h2Name } from '../core/classify-rules.js';
 import { TransportClosedError } from '../core/errors.js';
 import type { Lease } from '../pool/pooled-connection.js';
@@ -180,7 +181,13 @@ export function exchange(
       if (trailers !== undefined) whole.trailers = trailers; // the key only when there are some
       finish(undefined, whole);
     });
-    stream.on('error', failed);
+    // The session was up when the stream opened: whatever its code, this error is never a dial's
+    // (an SSL record error ends a live session with the same code a handshake fails with, and
+    // read as a dial it let a POST the server had received be sent again).
+    stream.on('error', (err: unknown) => {
+      heardOnLiveConnection(err);
+      failed(err);
+    });
     stream.on('close', () => {
       if (!settled) failed(closedError(stream.rstCode, responded));
     });

@@ -153,9 +153,7 @@ const tlsCases: Case[] = [
       const p = await peer(s, echoPeer());
       return socketFailure(s, () => tls.connect({ host: L, port: p.port, rejectUnauthorized: false }));
     },
-    // ERR_SSL_UNEXPECTED_MESSAGE: a handshake's here, but the same codes end sessions mid-request
-    // (test/http2/redial), so the code alone never proves the request unsent.
-    kind: 'dial', notSent: false, connectionDead: false,
+    kind: 'dial', notSent: true, connectionDead: false,
   },
   {
     name: 'TLS to a peer that hangs up during the handshake',

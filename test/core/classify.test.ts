@@ -4,7 +4,7 @@
  * hostile inputs it must survive. Real captured failures are in classify-real.test.ts.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type Classification, type FailureKind, classify, registerClassifier } from '../../src/core/classify.js';
+import { type Classification, type FailureKind, classify, heardOnLiveConnection, registerClassifier } from '../../src/core/classify.js';
 import {
   ConnectTimeoutError,
   ConnectionGoneError,
@@ -205,7 +205,7 @@ describe('classify: shapes read from the clients, for paths a loopback peer cann
     ['a TLS record broken mid-connection is not a dial (maybe sent)', sys('ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC'), k('connection', false, true)],
     ['a TLS alert that the two ends disagree (no common ALPN) is a dial no retry can fix', sys('ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL'), k('dial', true, false, { transient: false })],
     ['a TLS version mismatch alert is a dial no retry can fix', sys('ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION'), k('dial', true, false, { transient: false })],
-    ['a peer’s internal_error alert is a dial that may pass, maybe after the handshake (maybe sent)', sys('ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR'), k('dial', false, false, { transient: true })],
+    ['a peer’s internal_error alert is a dial that may pass', sys('ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR'), k('dial', true, false, { transient: true })],
     ['ERR_STREAM_PREMATURE_CLOSE', sys('ERR_STREAM_PREMATURE_CLOSE'), k('connection', false, true)],
     ['ERR_HTTP2_GOAWAY_SESSION: not sent, connection going away (retire, not dead)', sys('ERR_HTTP2_GOAWAY_SESSION'), k('connection', true, false, { transient: true })],
     ['ERR_HTTP2_STREAM_CANCEL with an opaque cause', Object.assign(new Error('The pending stream has been canceled (caused by: x)', { cause: new Error('x') }), { code: 'ERR_HTTP2_STREAM_CANCEL' }), k('connection', true, true)],
@@ -243,6 +243,37 @@ describe('classify: a grpc status dialguard made up defers to its cause', () => 
     ['the same details without a cause: nothing known', status(14, 'dialguard: gone'), k('unknown', false, false, { transient: false })],
     ['without the prefix the code speaks (a server sent it)', status(14, 'gone', new ConnectionGoneError('a:1', 3)), k('application', false, false)],
   ])('%s', (_name, err, want) => check(err, want));
+});
+
+describe('classify: an error heard on a live connection is never a dial\'s', () => {
+  it('a dial code a live connection emitted is that connection dying, maybe sent; its code and transience stay', () => {
+    const record = sys('ERR_SSL_BAD_RECORD_TYPE');
+    const alert = sys('ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED');
+    const unreachable = sys('EHOSTUNREACH', 'read');
+    for (const e of [record, alert, unreachable]) expect(classify(e)).toMatchObject({ kind: 'dial', notSent: true });
+    for (const e of [record, alert, unreachable]) heardOnLiveConnection(e);
+    check(record, k('connection', false, true, { transient: true, code: 'ERR_SSL_BAD_RECORD_TYPE' }));
+    check(alert, k('connection', false, true, { transient: false, code: 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED' }));
+    check(unreachable, k('connection', false, true, { transient: true, code: 'EHOSTUNREACH' }));
+    // Deep in a wrapper's chain too; another error with the same code is not touched.
+    check(new Error('request failed', { cause: record }), k('connection', false, true, { code: 'ERR_SSL_BAD_RECORD_TYPE' }));
+    check(sys('ERR_SSL_BAD_RECORD_TYPE'), k('dial', true, false));
+  });
+
+  it('what is not a dial keeps its verdict; anything but an object is ignored', () => {
+    const reset = sys('ECONNRESET', 'read');
+    const refused = new HostUnavailableError('h:1', 100, 'open');
+    const refusedStream = Object.assign(new Error('Stream closed with error code NGHTTP2_REFUSED_STREAM'), { code: 'ERR_HTTP2_STREAM_ERROR' });
+    const before = [reset, refused, refusedStream].map((e) => classify(e));
+    for (const e of [reset, refused, refusedStream]) heardOnLiveConnection(e);
+    expect([reset, refused, refusedStream].map((e) => classify(e))).toEqual(before);
+    for (const v of [undefined, null, 'ERR_SSL_BAD_RECORD_TYPE', 7, Symbol('s')]) expect(() => heardOnLiveConnection(v)).not.toThrow();
+    // A function thrown as an error is read like an object, and recorded like one.
+    const fn = Object.assign(() => {}, { code: 'ECONNREFUSED' });
+    expect(classify(fn).kind).toBe('dial');
+    heardOnLiveConnection(fn);
+    expect(classify(fn).kind).toBe('connection');
+  });
 });
 
 describe('classify: walking the chain', () => {

@@ -17,6 +17,7 @@ import { http2Peer } from '../../src/testing/http2-peer.js';
 import { acceptAndHold } from '../../src/testing/tcp-peers.js';
 import { TEST_CERT } from '../../src/testing/test-cert.js';
 import { leakCheckEach } from '../helpers/leaks.js';
+import { type AlertProxy, alertProxy } from '../helpers/tls-alert-proxy.js';
 import { dialsPerKey } from '../helpers/per-address.js';
 
 const cleanup = leakCheckEach();
@@ -57,6 +58,29 @@ describe('Http2Client: a request whose dial was refused is tried again', () => {
         expect(dials.get(key)).toBe(1);
       }
     }
+  });
+
+  it('a TLS handshake the peer ends with a transient alert (internal_error): dialled again, POSTs too, and served once each', async () => {
+    let posts = 0;
+    await using peer = await http2Peer({
+      tls: true,
+      handler: (stream, headers) => {
+        if (headers[':method'] === 'POST') posts++;
+        stream.respond({ ':status': 200 });
+        stream.end('ok');
+      },
+    });
+    // Every other connection's ClientHello answered with the alert (a terminator whose backend restarts).
+    const proxy = await alertProxy(peer.port, (i) => i % 2 === 0);
+    cleanup.push(() => proxy.close());
+    for (const method of ['GET', 'POST']) {
+      const c = client({ tls: { ca: TEST_CERT }, retry: { backoff: constant(5), budget: null } });
+      const r = await c.request(`https://localhost:${proxy.port}/x`, { method, body: method === 'POST' ? 'x' : undefined });
+      expect(r.status).toBe(200);
+      await c.close();
+    }
+    expect(proxy.accepted).toBe(4); // each: the refused handshake, then the one that was served
+    expect(posts).toBe(1);
   });
 
   it('a peer that accepts and hangs up before its SETTINGS (a proxy whose backend restarts): dialled again, POSTs too (was: TransportClosedError at once)', async () => {
@@ -238,11 +262,10 @@ describe('Http2Client: what is not tried again', () => {
   });
 
   it('a TLS record error after the request reached the session: the POST is not sent again (was: classed as a handshake\'s error and resent, 3 POSTs)', async () => {
-    // A proxy between client and server that, once the POST reached the server, writes a
-    // plaintext TLS alert record into the encrypted stream: the client fails with
-    // ERR_SSL_BAD_RECORD_TYPE, a code a handshake also fails with.
-    const links: net.Socket[] = [];
+    // Once the POST reached the server, a plaintext alert record goes into the encrypted stream:
+    // the client fails with ERR_SSL_BAD_RECORD_TYPE, a code a handshake also fails with.
     let posts = 0;
+    let proxy: AlertProxy | undefined;
     await using peer = await http2Peer({
       tls: true,
       handler: (stream, headers) => {
@@ -253,24 +276,17 @@ describe('Http2Client: what is not tried again', () => {
           return;
         }
         posts++;
-        for (const link of links) link.write(Buffer.from('15030300020250', 'hex'));
+        proxy?.inject();
       },
     });
-    const proxy = net.createServer((down) => {
-      const up = net.connect(peer.port, '127.0.0.1');
-      links.push(down);
-      down.pipe(up).pipe(down);
-      for (const s of [down, up]) s.on('error', () => {}).on('close', () => (s === down ? up : down).destroy());
-    });
-    cleanup.push(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
-    cleanup.push(() => links.forEach((l) => l.destroy()));
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-    const origin = `https://localhost:${(proxy.address() as net.AddressInfo).port}`;
+    proxy = await alertProxy(peer.port);
+    cleanup.push(() => proxy.close());
+    const origin = `https://localhost:${proxy.port}`;
     const c = client({ tls: { ca: TEST_CERT }, retry: { backoff: constant(5), budget: null } });
     expect((await c.request(`${origin}/warm`)).status).toBe(200);
     await expect(c.request(`${origin}/p`, { method: 'POST', body: 'x' })).rejects.toMatchObject({ code: 'ERR_SSL_BAD_RECORD_TYPE' });
     expect(posts).toBe(1);
-    expect(links.length).toBe(1); // no dial after it
+    expect(proxy.accepted).toBe(1); // no dial after it
   });
 
   it('names a bad retry option', () => {

@@ -19,6 +19,7 @@
  */
 import type http from 'node:http';
 import net from 'node:net';
+import { heardOnLiveConnection } from '../../core/classify.js';
 import { type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { MAX_DURATION } from '../../core/validate.js';
 import { presentedCertificate } from '../../guard/connect.js';
@@ -574,19 +575,19 @@ function establish(
     const onLookup = (): void => {
       if (ctx.phase === 'lookup') ctx.phase = 'tcp';
     };
+    const up = (): void => {
+      cleanup();
+      // From here its errors are a live connection's, whatever their code (an SSL record error
+      // ends a session with a code a handshake also fails with): never "not sent" to classify.
+      socket.once('error', heardOnLiveConnection);
+      resolve(socket);
+    };
     const onConnect = (): void => {
-      if (secure) {
-        ctx.phase = 'tls';
-        onTcp();
-        return;
-      }
-      cleanup();
-      resolve(socket);
+      if (!secure) return up();
+      ctx.phase = 'tls';
+      onTcp();
     };
-    const onSecure = (): void => {
-      cleanup();
-      resolve(socket);
-    };
+    const onSecure = up;
     const onError = (err: Error): void => fail(err);
     const onClose = (): void => fail(Object.assign(new Error('the socket closed before it connected'), { code: 'ECONNRESET' }));
     const onAbort = (): void => fail(ctx.signal.reason);

@@ -21,7 +21,7 @@ import { connect, openSocket } from '../../guard/connect.js';
 import { HostBreaker } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { DialScout } from './dial-scout.js';
-import { watchTlsAlert } from './tls-alert.js';
+import { watchErrors } from './tls-alert.js';
 
 /** An undici connector: what the `connect` option of an Agent, Pool or Client accepts. */
 export type UndiciConnector = buildConnector.connector;
@@ -262,10 +262,8 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
         ).then((sock) => {
           // As undici's own connector does: the kernel probes an idle pooled connection.
           if (s.keepAliveDelay > 0) sock.setKeepAlive(true, s.keepAliveDelay);
-          if (tlsOptions !== undefined && s.connector === undefined) {
-            remember(s.sessions, tlsOptions.servername ?? host, sock as tls.TLSSocket);
-            watchTlsAlert(sock as tls.TLSSocket);
-          }
+          if (tlsOptions !== undefined && s.connector === undefined) remember(s.sessions, tlsOptions.servername ?? host, sock as tls.TLSSocket);
+          watchErrors(sock);
           return sock;
         });
     } catch (err) {

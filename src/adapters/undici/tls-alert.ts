@@ -11,7 +11,9 @@
  *
  * @module
  */
-import type tls from 'node:tls';
+import type net from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { heardOnLiveConnection } from '../../core/classify.js';
 import { TLS_MISMATCH_ALERT } from '../../core/tls-codes.js';
 
 /** Where a connection runs: both ends, as undici's `SocketError.socket` reports them. */
@@ -33,16 +35,23 @@ function endsKey(e: Ends): string {
 }
 
 /**
- * Watches `socket`, a connected TLS socket handed to undici, for an alert from its peer saying
+ * Watches `socket`, a connected socket handed to undici. Its error came from a live connection
+ * (`heardOnLiveConnection`): whatever its code, never a dial's "not sent" (an SSL record error
+ * ends a live TLS connection with a code a handshake also fails with, and read as a dial's, a POST
+ * the server had received was sent again). One exception, on TLS: an alert from its peer saying
  * the two ends' configurations disagree (`TLS_MISMATCH_ALERT`: a certificate required or
- * refused...), before the peer sent a byte of HTTP. Only that one is kept: an alert on a
- * connection that has answered (an `internal_error` from a failing terminator) may follow a
- * request the server read, so it must stay a dead connection, never a request "not sent".
+ * refused...) before the peer sent a byte of HTTP is the handshake's own verdict, kept for
+ * {@link withTlsAlert}. An alert on a connection that has answered (an `internal_error` from a
+ * failing terminator) may follow a request the server read: a dead connection, maybe sent.
  */
-export function watchTlsAlert(socket: tls.TLSSocket): void {
-  const key = endsKey(socket);
+export function watchErrors(socket: net.Socket): void {
+  const secure = (socket as Partial<TLSSocket>).encrypted === true;
   socket.once('error', (err: Error & { code?: unknown }) => {
-    if (typeof err.code !== 'string' || !err.code.startsWith('ERR_SSL_') || !TLS_MISMATCH_ALERT.test(err.code) || socket.bytesRead > 0) return;
+    if (!secure || typeof err.code !== 'string' || !err.code.startsWith('ERR_SSL_') || !TLS_MISMATCH_ALERT.test(err.code) || socket.bytesRead > 0) {
+      heardOnLiveConnection(err);
+      return;
+    }
+    const key = endsKey(socket);
     alerts.set(key, err);
     socket.once('close', () => setImmediate(() => alerts.delete(key)));
   });

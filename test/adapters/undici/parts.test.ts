@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { DialScout } from '../../../src/adapters/undici/dial-scout.js';
 import { requestBody } from '../../../src/adapters/undici/request-body.js';
 import { retryAfterMs } from '../../../src/adapters/undici/retry-after.js';
-import { watchTlsAlert, withTlsAlert } from '../../../src/adapters/undici/tls-alert.js';
+import { watchErrors, withTlsAlert } from '../../../src/adapters/undici/tls-alert.js';
 import { classify } from '../../../src/core/classify.js';
 
 describe('retryAfterMs', () => {
@@ -159,8 +159,8 @@ describe('tls-alert: which alerts become a bare SocketError\'s cause', () => {
   /** A connected TLS socket's stand-in, with its ends and the bytes it read; emits the alert, then closes. */
   function alerted(code: string, bytesRead: number): errors.SocketError {
     const ends = { localAddress: '127.0.0.1', localPort: ++port, remoteAddress: '127.0.0.1', remotePort: 443 };
-    const socket = Object.assign(new EventEmitter(), ends, { bytesRead });
-    watchTlsAlert(socket as unknown as tls.TLSSocket);
+    const socket = Object.assign(new EventEmitter(), ends, { bytesRead, encrypted: true });
+    watchErrors(socket as unknown as tls.TLSSocket);
     socket.emit('error', Object.assign(new Error(code), { code }));
     const err = new errors.SocketError('other side closed', ends as never);
     withTlsAlert(err);
@@ -178,6 +178,17 @@ describe('tls-alert: which alerts become a bare SocketError\'s cause', () => {
     for (const err of [alerted('ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED', 512), alerted('ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR', 0)]) {
       expect((err as { cause?: unknown }).cause).toBeUndefined();
       expect(classify(err)).toMatchObject({ kind: 'connection', notSent: false, connectionDead: true });
+    }
+  });
+
+  it("a watched socket's own error is a live connection's, whatever its code: a handshake's SSL code, an unreachable host, on TLS or not (maybe sent)", () => {
+    for (const [code, encrypted] of [['ERR_SSL_BAD_RECORD_TYPE', true], ['ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR', true], ['EHOSTUNREACH', false], ['ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED', false]] as const) {
+      const socket = Object.assign(new EventEmitter(), { bytesRead: 0, encrypted });
+      watchErrors(socket as unknown as tls.TLSSocket);
+      const err = Object.assign(new Error(code), { code });
+      expect(classify(err).kind).toBe('dial'); // before the socket emits it
+      socket.emit('error', err);
+      expect(classify(err)).toMatchObject({ kind: 'connection', notSent: false, connectionDead: true, code });
     }
   });
 });

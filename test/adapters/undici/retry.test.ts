@@ -3,6 +3,8 @@
  * retried (never sent: any method; maybe sent: idempotent only; never once the caller has the
  * response or a one-shot body was read), in how much time, and what the caller gets at the end.
  */
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { Readable, type Writable } from 'node:stream';
 import FormData from 'form-data';
 import { Agent, type Dispatcher, fetch as undiciFetch, request, stream } from 'undici';
@@ -13,6 +15,8 @@ import { DeadlineExceededError, RetryBudgetExhaustedError } from '../../../src/c
 import { type RetryResult, onRetryEvent } from '../../../src/retry/retry.js';
 import { RetryBudget } from '../../../src/retry/budget.js';
 import { refusing } from '../../../src/testing/tcp-peers.js';
+import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
+import { type AlertProxy, alertProxy } from '../../helpers/tls-alert-proxy.js';
 import { type TestServer, answer, failure, guarded, httpServer, leakChecked, manualBreaker, unwrapFetch } from './helpers.js';
 
 leakChecked();
@@ -412,6 +416,64 @@ describe('a retryable predicate that answers junk', () => {
       await peer.close();
     } finally {
       process.off('warning', onWarning);
+    }
+  });
+});
+
+describe('TLS alerts: a handshake the peer ended was never sent; a live connection the same code ends may have been', () => {
+  /** An https server behind an alert proxy, counting requests by method; `onRequest` runs first. */
+  async function behindAlerts(refuse: (i: number) => boolean, onRequest: (method: string, proxy: AlertProxy) => boolean = () => true) {
+    const seen: string[] = [];
+    let proxy: AlertProxy | undefined;
+    const server = https.createServer({ cert: TEST_CERT, key: TEST_KEY }, (req, res) => {
+      seen.push(req.method!);
+      req.resume();
+      if (onRequest(req.method!, proxy!)) res.end('ok');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    proxy = await alertProxy((server.address() as AddressInfo).port, refuse);
+    const close = async (): Promise<void> => {
+      await proxy!.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    };
+    return { seen, proxy, url: `https://localhost:${proxy.port}/`, close };
+  }
+
+  it('a POST whose handshake got internal_error is sent again on a fresh dial, and served once (was: failed with the alert)', async () => {
+    const s = await behindAlerts((i) => i === 0);
+    try {
+      const { agent } = guarded({ tls: { ca: TEST_CERT } });
+      const res = await request(s.url, { dispatcher: agent, method: 'POST', body: 'x' });
+      expect(await res.body.text()).toBe('ok');
+      expect(s.seen).toEqual(['POST']);
+      expect(s.proxy.accepted).toBe(2);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('the record error that ends a live connection under a request: a POST is not sent again, a GET is (each reached the server once per attempt)', async () => {
+    let first = true;
+    const s = await behindAlerts(() => false, (_method, proxy) => {
+      if (!first) return true;
+      first = false;
+      proxy.inject();
+      return false;
+    });
+    try {
+      const { agent } = guarded({ tls: { ca: TEST_CERT } });
+      // undici reports it as the connection closing under the request (its socket's own error,
+      // ERR_SSL_BAD_RECORD_TYPE, is heard as a live connection's: see parts.test.ts).
+      await expect(request(s.url, { dispatcher: agent, method: 'POST', body: 'x' })).rejects.toMatchObject({ code: 'UND_ERR_SOCKET' });
+      expect(s.seen).toEqual(['POST']);
+      first = true;
+      const res = await request(s.url, { dispatcher: agent });
+      expect(await res.body.text()).toBe('ok');
+      expect(s.seen).toEqual(['POST', 'GET', 'GET']);
+      expect(s.proxy.accepted).toBe(3);
+    } finally {
+      await s.close();
     }
   });
 });
