@@ -269,8 +269,9 @@ export class Http2Client {
     const lookup = options.lookup;
     if (lookup !== undefined && typeof lookup !== 'function') throw new TypeError(`lookup must be a function, got ${show(lookup)}`);
     const policy = redialPolicy(options.retry);
-    // maxAttempts 1: no dial again, but the budget still bounds resends (was: ignored with it).
-    this.#redial = policy !== undefined && policy.maxAttempts > 1 ? policy : undefined;
+    // maxAttempts 1: no dial again, but the budget still bounds resends (was: ignored with it),
+    // so every call still deposits in it (#again dials only when maxAttempts allows).
+    this.#redial = policy;
     setMaxListeners(0, this.#closing.signal); // one listener per request waiting to dial again
     const connector = new SessionConnector({
       connectTimeout,
@@ -459,7 +460,7 @@ export class Http2Client {
     signal: AbortSignal | undefined,
   ): Promise<Http2Response> {
     const deadline = started + timeout; // Infinity: none
-    if (!dialFailed(err) || signal?.aborted === true || this.#closing.signal.aborted) {
+    if (redial.maxAttempts === 1 || !dialFailed(err) || signal?.aborted === true || this.#closing.signal.aborted) {
       redial.budget?.deposit();
       return Promise.reject(err);
     }

@@ -199,6 +199,16 @@ describe('Http2Client: a request whose dial was refused is tried again', () => {
     expect(dials.get(`127.0.0.1:${peer.port}`)).toBe(2); // the first, and the one retry the budget had
     expect(budget.stats()).toMatchObject({ deposited: 1, withdrawn: 60, refused: 1 });
   });
+  it('every call deposits in the budget once, whatever maxAttempts (was: none with maxAttempts 1, so its resends drew on an empty budget)', async () => {
+    await using peer = await http2Peer();
+    for (const maxAttempts of [1, 3]) {
+      const budget = new RetryBudget({ percentCanRetry: 0.5, minRetriesPerSec: 0 });
+      const c = client({ retry: { maxAttempts, budget } });
+      for (let i = 0; i < 4; i++) expect((await c.request(`${peer.origin}/${i}`)).status).toBe(200);
+      expect(budget.stats()).toMatchObject({ deposited: 4, withdrawn: 0 });
+      expect(budget.available).toBe(2);
+    }
+  });
 });
 
 describe('Http2Client: a request whose session died under it goes back only as the budget allows', () => {
