@@ -194,7 +194,13 @@ export class AgentGuard {
       key,
       () => {
         own = true;
-        unlisten?.();
+        if (unlisten !== undefined) {
+          // Held behind the scout until now: its connect was the scout's, this dial's is ahead.
+          // A `req.setTimeout` armed from the scout's is disarmed, and armed again at this one's.
+          unlisten();
+          if (tcpUp && asked !== undefined) arm(undefined);
+          tcpUp = false;
+        }
         const dialling = dial(
           key,
           (ctx) =>
@@ -244,8 +250,8 @@ export class AgentGuard {
       oncreate(reason);
     };
     const setTimeoutCalled = (ms: unknown): void => {
+      asked = ms;
       if (tcpUp) arm(ms);
-      else asked = ms;
     };
     const unwatch = req === undefined ? undefined : watchRequest(req, setTimeoutCalled, (reason) => giveUp(reason ?? socketHangUp()));
     // Served meanwhile by a socket that freed (a request dialled for from the queue): its

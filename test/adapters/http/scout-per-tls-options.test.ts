@@ -78,3 +78,40 @@ describe('node:https agent: a half-open breaker and requests with different TLS 
     expect(connections).toBe(3);
   });
 });
+
+describe('node:https agent: req.setTimeout of a request held behind another name\'s scout', () => {
+  it("runs from its own dial's TCP connect once it dials on its own (was: from the scout's, a 'timeout' a raw agent never fires)", async () => {
+    const context = tls.createSecureContext({ cert: TEST_CERT, key: TEST_KEY });
+    const timers = new Set<NodeJS.Timeout>();
+    // Every handshake takes 400 ms (a terminator asking its control plane); one name is refused.
+    const SNICallback = (name: string, cb: (err: Error | null, ctx?: tls.SecureContext) => void): void => {
+      const t = setTimeout(() => (timers.delete(t), name === 'localhost' ? cb(null, context) : cb(new Error('unknown name'))), 400);
+      timers.add(t);
+    };
+    const server = https.createServer({ cert: TEST_CERT, key: TEST_KEY, SNICallback }, (_req, res) => res.end('ok'));
+    server.on('tlsClientError', () => {});
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    cleanups.push(() => server.closeAllConnections());
+    cleanups.push(() => timers.forEach((t) => clearTimeout(t)));
+    const port = (server.address() as net.AddressInfo).port;
+    const get = (agent: https.Agent, servername: string, timeout?: number): Promise<string> =>
+      new Promise((resolve) => {
+        const req = https.get({ host: '127.0.0.1', port, path: '/', agent, servername, ca: TEST_CERT }, (res) => {
+          res.resume();
+          res.on('end', () => resolve('ok'));
+        });
+        if (timeout !== undefined) req.setTimeout(timeout, () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
+        req.on('error', (e: NodeJS.ErrnoException) => resolve(String(e.code)));
+      });
+    for (const kind of ['raw', 'guarded']) {
+      const agent = kind === 'raw' ? new https.Agent() : new GuardedHttpsAgent({ breaker: new HostBreaker() });
+      cleanups.push(() => agent.destroy());
+      // Guarded, the good name waits for the scout's 400 ms handshake to fail (one scout per
+      // host:port while it is unproven), then its own 400 ms: served at ~800 ms, its 600 ms
+      // timeout counted from its own connect at ~400 ms. Raw: served at ~400 ms.
+      const seen = await Promise.all([get(agent, 'slow.test'), get(agent, 'localhost', 600)]);
+      expect({ kind, seen }).toEqual({ kind, seen: ['ECONNRESET', 'ok'] });
+    }
+  });
+});
