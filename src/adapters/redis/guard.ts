@@ -109,14 +109,22 @@ export interface RedisGuardOptions {
  * own duplicate() copies the options this guard gave the client, whose gate and strategy are
  * bound to its state: the copies' dials were reported as the parent's, so a 300 ms restart
  * opened the breaker and subscribers came back in 2.5-3.7 s (unguarded: ~0.3 s).
+ *
+ * node-redis v5 also makes proxies of the client (`withTypeMapping()`, `withCommandOptions()`,
+ * `asap()`...) on the instance underneath (`_self`), so the override goes there too, and a copy
+ * made from a proxy keeps its command options (`_commandOptions`), as node-redis's own does.
  */
 function guardedDuplicates<C extends EventClient>(client: C, guarded: (overrides: object) => C): C {
   if (typeof (client as { duplicate?: unknown }).duplicate !== 'function') return client;
-  Object.defineProperty(client, 'duplicate', {
-    value: (overrides?: object) => guarded(overrides ?? {}),
-    configurable: true,
-    writable: true,
-  });
+  const duplicate = function (this: { _commandOptions?: unknown } | undefined, overrides?: object): C {
+    const commandOptions = this?._commandOptions;
+    return guarded(commandOptions === undefined ? (overrides ?? {}) : { commandOptions, ...overrides });
+  };
+  const self = (client as { _self?: unknown })._self;
+  for (const target of [client, self]) {
+    if (typeof target !== 'object' || target === null) continue;
+    Object.defineProperty(target, 'duplicate', { value: duplicate, configurable: true, writable: true });
+  }
   return client;
 }
 
