@@ -126,6 +126,8 @@ export class AgentGuard {
   readonly settings: AgentGuardSettings;
   readonly #scout = new DialScout();
   readonly #connected = new ConnectedHosts();
+  /** The TLS options (agent key) of the dial scouting each unproven host:port, over TLS. */
+  readonly #scoutNames = new Map<string, { readonly name: string }>();
   /** The request whose `createSocket` is on the stack (set around Node's synchronous call). */
   current: http.ClientRequest | undefined;
   /** A connected socket to hand to the `createSocket` now on the stack, instead of dialling (see #handOver). */
@@ -187,6 +189,12 @@ export class AgentGuard {
       if (asked !== undefined) arm(asked);
     };
     let unlisten: (() => void) | undefined;
+    // With other TLS options than the scout's, held only until the scout's TCP connect proves the
+    // host reachable, while the breaker admits freely (closed): the scout's handshake says nothing
+    // of this one's (a slow SNI name held a good one's request 300 ms; raw Node served it at once).
+    // A half-open breaker's one probe is the scout's: then this one waits for its outcome.
+    let goEarly: (() => void) | undefined;
+    const early = secure ? new Promise<void>((resolve) => (goEarly = resolve)) : undefined;
     let own = false;
     let ownTcp = false;
     let down: (() => void) | undefined;
@@ -218,9 +226,19 @@ export class AgentGuard {
       // One scout per host:port, so a half-open breaker's one probe speaks for every request (was
       // one per TLS options: a second name asked a breaker whose probe was out, and was refused).
       secure ? (err) => sharedTls(err, name) : undefined,
+      early,
     );
-    if (!own) unlisten = this.#connected.listen(key, onTcp);
+    // This dial scouts (or the host is proven, and nobody is held): the latest such dial's name.
+    const scouting = own && secure ? { name } : undefined;
+    if (scouting !== undefined) this.#scoutNames.set(key, scouting);
+    if (!own) {
+      unlisten = this.#connected.listen(key, () => {
+        onTcp();
+        if (secure && this.#scoutNames.get(key)?.name !== name && (breaker === null || (breaker.state(key, undefined, 'tls')?.state ?? 'closed') === 'closed')) goEarly!();
+      });
+    }
     const settle = (): void => {
+      if (scouting !== undefined && this.#scoutNames.get(key) === scouting) this.#scoutNames.delete(key);
       unlisten?.();
       down?.();
       req?.off('socket', servedElsewhere);

@@ -39,22 +39,47 @@ export class DialScout {
    * Runs `dial` for `key`: at once if the host is proven or no scout is out (then it is the
    * scout), else after the scout connected. Rejects with the scout's error, without calling
    * `dial`, when the scout failed, unless `shares` (default: yes) says that failure is not this
-   * dial's to take (the scout's own TLS options failed it): then it dials.
+   * dial's to take (the scout's own TLS options failed it): then it dials. A held dial also goes
+   * once `early` resolves, if the scout has not settled by then (a dial with other TLS options,
+   * once the scout's TCP connect proved the host reachable: the scout's handshake says nothing of
+   * its own).
    */
-  run<T>(key: string, dial: () => Promise<T>, shares?: (err: unknown) => boolean): Promise<T> {
+  run<T>(key: string, dial: () => Promise<T>, shares?: (err: unknown) => boolean, early?: Promise<unknown>): Promise<T> {
     if (this.#proven.has(key)) return this.#watch(key, dial());
     const scout = this.#scouting.get(key);
     if (scout !== undefined) {
-      return scout.then(
-        () => this.#watch(key, dial()),
-        (err: unknown) => {
-          // Only the host's own failure is shared. A certificate it presented proves it alive, and
-          // a failure of the scout's own (its TLS options, which may not be this dial's) says
-          // nothing of it: this dial goes on its own.
-          if (dialFailureOutcome(err) === 'failed' && shares?.(err) !== false) throw err;
-          return this.#watch(key, dial());
-        },
-      );
+      // Only the host's own failure is shared. A certificate it presented proves it alive, and a
+      // failure of the scout's own (its TLS options, which may not be this dial's) says nothing
+      // of it: this dial goes on its own.
+      const shared = (err: unknown): boolean => dialFailureOutcome(err) === 'failed' && shares?.(err) !== false;
+      if (early === undefined) {
+        return scout.then(
+          () => this.#watch(key, dial()),
+          (err: unknown) => {
+            if (shared(err)) throw err;
+            return this.#watch(key, dial());
+          },
+        );
+      }
+      return new Promise<T>((resolve, reject) => {
+        let went = false;
+        const go = (): void => {
+          if (went) return;
+          went = true;
+          try {
+            this.#watch(key, dial()).then(resolve, reject);
+          } catch (err) {
+            reject(err);
+          }
+        };
+        early.then(go, () => {});
+        scout.then(go, (err: unknown) => {
+          if (went) return;
+          if (!shared(err)) return go();
+          went = true;
+          reject(err);
+        });
+      });
     }
     const settled = this.#watch(key, dial());
     // The scout leaves before its own caller hears how it ended (that reaction is registered

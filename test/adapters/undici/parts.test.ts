@@ -102,6 +102,49 @@ describe('DialScout', () => {
     expect(scout.proven('h:1')).toBe(false);
   });
 
+  it('a held dial given `early` goes when it resolves, once, whatever the scout does after; before it, the scout decides as without', async () => {
+    const flush = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+    for (const scoutOk of [true, false]) {
+      const scout = new DialScout();
+      const d = dials();
+      const first = scout.run('h:1', d.dial).catch((e: Error) => e.message);
+      let go!: () => void;
+      const early = new Promise<void>((resolve) => (go = resolve));
+      const held = scout.run('h:1', d.dial, undefined, early).catch((e: Error) => e.message);
+      await flush();
+      expect(d.started).toBe(1); // held until `early` or the scout
+      go();
+      await flush();
+      expect(d.started).toBe(2); // went early
+      d.settle(scoutOk); // the scout settles: nothing more starts
+      d.settle(true);
+      expect(await Promise.all([first, held])).toEqual([scoutOk ? 'socket' : 'refused', 'socket']);
+      expect(d.started).toBe(2);
+    }
+    // The scout settles first: `early` resolving afterwards starts nothing; a shared failure is its answer.
+    for (const scoutOk of [true, false]) {
+      const scout = new DialScout();
+      const d = dials();
+      void scout.run('h:1', d.dial).catch(() => {});
+      let go!: () => void;
+      const held = scout.run('h:1', d.dial, undefined, new Promise<void>((resolve) => (go = resolve))).catch((e: Error) => e.message);
+      d.settle(scoutOk);
+      await flush();
+      go();
+      await flush();
+      expect(d.started).toBe(scoutOk ? 2 : 1);
+      d.settle(true);
+      expect(await held).toBe(scoutOk ? 'socket' : 'refused');
+    }
+    // A dial that throws at once rejects the held call.
+    const scout = new DialScout();
+    const d = dials();
+    void scout.run('h:1', d.dial).catch(() => {});
+    const boom = scout.run('h:1', () => { throw new Error('boom'); }, undefined, Promise.resolve());
+    await expect(boom).rejects.toThrow('boom');
+    d.settle(true);
+  });
+
   it('a scout that failed for a reason that says nothing of the host (a certificate it presented, its own TLS options) holds nobody: the others dial', async () => {
     for (const code of ['DEPTH_ZERO_SELF_SIGNED_CERT', 'ERR_TLS_CERT_ALTNAME_INVALID', 'ERR_SSL_NO_SUPPORTED_VERSIONS', 'EMFILE']) {
       const scout = new DialScout();
