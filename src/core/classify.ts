@@ -204,12 +204,21 @@ const heardLive = new WeakSet<object>();
  * a client, a stream on a session that was up). Its code may be one a dial also fails with: an
  * SSL error (`ERR_SSL_BAD_RECORD_TYPE`) ends a live TLS session exactly as it ends a handshake.
  * `classify` then never calls it a dial's: the connection died with the request maybe sent. The
- * error itself is left as it is (the caller sees what the raw client would have). Only objects
- * are recorded; anything else is ignored.
+ * error itself is left as it is (the caller sees what the raw client would have). What it wraps
+ * (`cause`, a few deep) is recorded too, so an inner dial code does not decide for it; a wrapper
+ * that knew the request unsent (a canceled pending stream) still says so. Only objects are
+ * recorded; anything else is ignored.
  */
 export function heardOnLiveConnection(err: unknown): void {
-  if ((typeof err === 'object' && err !== null) || typeof err === 'function') heardLive.add(err);
+  let node = err;
+  for (let depth = 0; depth < LIVE_CAUSE_DEPTH && ((typeof node === 'object' && node !== null) || typeof node === 'function'); depth++) {
+    heardLive.add(node);
+    node = safeGet(node, 'cause');
+  }
 }
+
+/** How deep {@link heardOnLiveConnection} follows `cause`. */
+const LIVE_CAUSE_DEPTH = 4;
 
 /**
  * Classifies `err`: what kind of failure, whether it was certainly not sent, whether its

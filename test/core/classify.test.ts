@@ -260,6 +260,22 @@ describe('classify: an error heard on a live connection is never a dial\'s', () 
     check(sys('ERR_SSL_BAD_RECORD_TYPE'), k('dial', true, false));
   });
 
+  it('what a heard error wraps is heard too, four deep: an inner dial code no longer decides; a wrapper that knew the request unsent still says so', () => {
+    const chain = (inner: Error, depth: number): Error => (depth === 0 ? inner : new Error(`wrap ${depth}`, { cause: chain(inner, depth - 1) }));
+    const shallow = chain(sys('ERR_SSL_BAD_RECORD_TYPE'), 3);
+    heardOnLiveConnection(shallow);
+    check(shallow, k('connection', false, true, { code: 'ERR_SSL_BAD_RECORD_TYPE' }));
+    const deep = chain(sys('ERR_SSL_BAD_RECORD_TYPE'), 4); // the fifth error is not reached
+    heardOnLiveConnection(deep);
+    check(deep, k('dial', true, false, { code: 'ERR_SSL_BAD_RECORD_TYPE' }));
+    const canceled = Object.assign(new Error('The pending stream has been canceled (caused by: x)', { cause: sys('ERR_SSL_BAD_RECORD_TYPE') }), { code: 'ERR_HTTP2_STREAM_CANCEL' });
+    heardOnLiveConnection(canceled);
+    check(canceled, k('connection', true, true, { code: 'ERR_SSL_BAD_RECORD_TYPE' }));
+    const hostile = { get cause(): never { throw new Error('no'); }, code: 'ECONNREFUSED', message: 'x' };
+    expect(() => heardOnLiveConnection(hostile)).not.toThrow();
+    expect(classify(hostile).kind).toBe('connection');
+  });
+
   it('what is not a dial keeps its verdict; anything but an object is ignored', () => {
     const reset = sys('ECONNRESET', 'read');
     const refused = new HostUnavailableError('h:1', 100, 'open');

@@ -46,12 +46,13 @@ function endsKey(e: Ends): string {
  */
 export function watchErrors(socket: net.Socket): void {
   const secure = (socket as Partial<TLSSocket>).encrypted === true;
+  // Read now: a destroyed socket no longer knows its ends (unless something asked before).
+  const key = secure ? endsKey(socket) : '';
   socket.once('error', (err: Error & { code?: unknown }) => {
     if (!secure || typeof err.code !== 'string' || !err.code.startsWith('ERR_SSL_') || !TLS_MISMATCH_ALERT.test(err.code) || socket.bytesRead > 0) {
       heardOnLiveConnection(err);
       return;
     }
-    const key = endsKey(socket);
     alerts.set(key, err);
     socket.once('close', () => setImmediate(() => alerts.delete(key)));
   });
