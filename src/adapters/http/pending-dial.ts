@@ -20,7 +20,7 @@
 import type http from 'node:http';
 import net from 'node:net';
 import { heardOnLiveConnection } from '../../core/classify.js';
-import { type TimerHandle, unrefTimer } from '../../core/clock.js';
+import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { MAX_DURATION } from '../../core/validate.js';
 import { presentedCertificate } from '../../guard/connect.js';
 import { dial } from '../../guard/dial.js';
@@ -65,6 +65,8 @@ export class PendingDial {
   /** Marks the stand-in for code that walks `agent.sockets`. */
   readonly pending = true;
   destroyed = false;
+  /** What the dial holds of the event loop (see {@link LoopHold}). */
+  readonly hold = new LoopHold();
   /** What `destroy()` does beyond marking it (set by the dial it stands for). */
   onDestroy: (() => void) | undefined;
 
@@ -75,6 +77,36 @@ export class PendingDial {
     this.onDestroy = undefined;
     act?.();
     return this;
+  }
+}
+
+/**
+ * What a dial holds of the event loop: its timeout and its socket. A dial whose request gave up
+ * runs on to its bound so the breaker learns the host's state, but with nobody left waiting on it
+ * it no longer keeps the process alive (raw Node destroys the socket with the request: a script
+ * that aborted a request to a hung host exited at once, and with a guarded agent 2.4 s later).
+ * Whoever comes to depend on it again (a request queued behind it, another dial of its host)
+ * attaches it.
+ */
+export class LoopHold {
+  timer: TimerHandle | undefined;
+  socket: net.Socket | undefined;
+  #detached = false;
+
+  /** Lets the process exit while the dial runs. */
+  detach(): void {
+    if (this.#detached) return;
+    this.#detached = true;
+    if (this.timer !== undefined) unrefTimer(this.timer);
+    this.socket?.unref();
+  }
+
+  /** Holds the process again until the dial ends. */
+  attach(): void {
+    if (!this.#detached) return;
+    this.#detached = false;
+    (this.timer as { ref?: () => void } | undefined)?.ref?.();
+    this.socket?.ref();
   }
 }
 
@@ -126,6 +158,8 @@ export class AgentGuard {
   readonly settings: AgentGuardSettings;
   readonly #scout = new DialScout();
   readonly #connected = new ConnectedHosts();
+  /** The dials in flight (or waiting on a scout) per host:port: who may depend on whose dial. */
+  readonly #dialing = new Map<string, Set<PendingDial>>();
   /** The TLS options (agent key) of the dial scouting each unproven host:port, over TLS. */
   readonly #scoutNames = new Map<string, { readonly name: string }>();
   /** The request whose `createSocket` is on the stack (set around Node's synchronous call). */
@@ -169,6 +203,12 @@ export class AgentGuard {
     const queuedAtStart = req !== undefined && isQueued(books.requests, name, req);
     const slot = new PendingDial();
     hold(books, name, slot);
+    // Another dial of this host:port may be the one this waits on (a scout): it holds the process again.
+    let dialing = this.#dialing.get(key);
+    if (dialing === undefined) this.#dialing.set(key, (dialing = new Set()));
+    for (const other of dialing) other.hold.attach();
+    dialing.add(slot);
+    const loop = slot.hold;
     // Requests already queued under this origin now wait behind a dial that holds its slot to
     // its bound: a destroy must reach them at once (see watchQueued).
     for (const queued of books.requests[name] ?? []) if (queued !== req) watchQueuedRequest(books.requests, queued);
@@ -209,16 +249,24 @@ export class AgentGuard {
           if (tcpUp && asked !== undefined) arm(undefined);
           tcpUp = false;
         }
+        // The dial's timer and socket, kept so an abandoned dial can stop holding the process.
+        const tracked: Clock = {
+          now: () => clock.now(),
+          setTimeout: (callback, ms) => (loop.timer = clock.setTimeout(callback, ms)),
+          clearTimeout: (handle) => clock.clearTimeout(handle),
+        };
         const dialling = dial(
           key,
           (ctx) =>
-            establish(open, secure, byName, options, ctx, () => {
+            establish(() => (loop.socket = open()), secure, byName, options, ctx, () => {
               ownTcp = true;
               onTcp();
               down = this.#connected.up(key);
             }),
-          { timeout, breaker, clock, dispose: destroySocket, signal: stop.signal, transport: secure ? 'tls' : 'plain' },
+          { timeout, breaker, clock: tracked, dispose: destroySocket, signal: stop.signal, transport: secure ? 'tls' : 'plain' },
         );
+        // Dialling late, after a scout, for a request that gave up meanwhile: nobody may wait on it.
+        if (unlisten !== undefined && gaveUp) background();
         // A handshake these TLS options failed (an SNI name the server hangs up on) says nothing
         // of another request's: the dials held behind it with other options dial.
         return secure ? dialling.catch((err: unknown) => ownTls(err, name, ownTcp)) : dialling;
@@ -238,6 +286,9 @@ export class AgentGuard {
       });
     }
     const settle = (): void => {
+      dialing.delete(slot);
+      if (dialing.size === 0 && this.#dialing.get(key) === dialing) this.#dialing.delete(key);
+      loop.attach(); // its socket may go on to serve a request
       if (scouting !== undefined && this.#scoutNames.get(key) === scouting) this.#scoutNames.delete(key);
       unlisten?.();
       down?.();
@@ -260,12 +311,18 @@ export class AgentGuard {
     // the socket and fails it there). Was: it waited for the dial, up to the whole connect
     // timeout, and then failed with the dial's error instead of its own.
     let gaveUp = false;
+    /** The request gave up: with no other dial of this host and nobody queued here, the dial stops holding the process. */
+    const background = (): void => {
+      if (dialing.size > 1 || books.requests[name]?.some((r) => r !== req && !r.destroyed) === true) return;
+      loop.detach();
+    };
     const giveUp = (reason: Error): void => {
       if (gaveUp) return;
       gaveUp = true;
       unwatch?.();
       arm(undefined);
       oncreate(reason);
+      if (own) background();
     };
     const setTimeoutCalled = (ms: unknown): void => {
       asked = ms;
@@ -417,7 +474,11 @@ export function watchQueued(books: unknown, req: http.ClientRequest): void {
   for (const name in requests) {
     const list = requests[name];
     if (list !== undefined && list[list.length - 1] === req) {
-      if (sockets[name]?.some((s) => s instanceof PendingDial) === true) watchQueuedRequest(requests, req);
+      const dials = sockets[name]?.filter((s): s is PendingDial => s instanceof PendingDial);
+      if (dials !== undefined && dials.length > 0) {
+        watchQueuedRequest(requests, req);
+        for (const d of dials) d.hold.attach(); // it waits on them now: they hold the process
+      }
       return;
     }
   }

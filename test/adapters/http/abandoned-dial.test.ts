@@ -1,0 +1,52 @@
+/**
+ * A dial whose request gave up runs on to its bound, so the breaker learns the host's state, but
+ * it does not keep the process alive when nobody waits on it: raw Node destroys the socket with
+ * the request, and a script that aborted a request to a hung host exited at once; with a guarded
+ * agent it lived on until the dial's connect timeout (2.4 s more by default). A request that comes
+ * to wait on that dial (queued behind it, or another of its host's) holds the process again.
+ * Each case runs in a child process; the hung peer is here.
+ */
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { leakChecked } from './helpers.js';
+
+const cleanups = leakChecked();
+
+/** Runs the child in `mode` against a peer that accepts and never answers; its JSON lines. */
+async function child(mode: string): Promise<Array<Record<string, unknown>>> {
+  const held: net.Socket[] = [];
+  const peer = net.createServer((s) => void held.push(s.on('error', () => {})));
+  await new Promise<void>((resolve) => peer.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => peer.close(() => resolve())));
+  cleanups.push(() => held.forEach((s) => s.destroy()));
+  const viteNode = fileURLToPath(new URL('../../../node_modules/vite-node/vite-node.mjs', import.meta.url));
+  const script = fileURLToPath(new URL('./fixtures/abandoned-dial-child.ts', import.meta.url));
+  const proc = spawn(process.execPath, [viteNode, script, String((peer.address() as net.AddressInfo).port), mode], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout.on('data', (d: Buffer) => void (out += String(d)));
+  proc.stderr.on('data', () => {});
+  const killer = setTimeout(() => proc.kill(), 20_000);
+  cleanups.push(() => {
+    clearTimeout(killer);
+    proc.kill();
+  });
+  expect(await new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)))).toBe(0);
+  return out.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+describe('node:https agent: an abandoned dial and the process', { timeout: 30_000 }, () => {
+  it('a request aborted at 100 ms, nothing else to do: the process exits well before the 5 s connect timeout (was: at 5 s)', async () => {
+    const lines = await child('alone');
+    expect(lines[0]).toMatchObject({ first: 'ABORT_ERR' });
+    const exit = lines.find((l) => 'exit' in l)!.exit as number;
+    expect(exit).toBeLessThan(2_500);
+  });
+
+  it.each(['queued', 'another'])('a request that comes to wait on it (%s) keeps the process until it has its outcome', async (mode) => {
+    const lines = await child(mode);
+    expect(lines.map((l) => Object.keys(l)[0])).toEqual(['first', 'second', 'exit']);
+    expect(lines[1]).toMatchObject({ second: 'DIALGUARD_CONNECT_TIMEOUT' });
+  });
+});
