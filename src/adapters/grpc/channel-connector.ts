@@ -34,7 +34,7 @@ import type { HostBreaker, Transport } from '../../guard/host-breaker.js';
 import type { ConnectionWatch, Connector } from '../../pool/connection-pool.js';
 import { type NamedTarget, addressOptions, addressTarget, namedTarget } from './address-target.js';
 import { ChannelConnectError } from './connect-error.js';
-import { type PooledChannel, closeChannel, disposeLate, openChannel } from './open-channel.js';
+import { type PooledChannel, closeChannel, keepAliveReader, disposeLate, openChannel } from './open-channel.js';
 import type { ChannelSpec, SpecTable } from './target.js';
 
 export type { PooledChannel } from './open-channel.js';
@@ -143,9 +143,10 @@ export class ChannelConnector implements Connector<PooledChannel> {
     const spec = this.#specs.get(key);
     if (spec === undefined) return Promise.reject(new Error(`no client holds channel ${key} any more`));
     const named = this.#nameOf(spec);
+    const own = spec.keepAlive === undefined ? spec.options : { ...spec.options, 'grpc.keepalive_time_ms': spec.keepAlive };
     let attempt: Promise<PooledChannel>;
     if (named === undefined) {
-      attempt = openChannel(spec, spec.target, spec.options, ctx, this.#clock);
+      attempt = openChannel(spec, spec.target, own, ctx, this.#clock);
     } else {
       const dialing = this.#dialing!;
       const name = named.key;
@@ -154,7 +155,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
       const transport = channelTransport(spec);
       const refusal = refuseFromMemory(dialing.breaker, name, this.#clock, transport);
       if (refusal !== undefined) return Promise.reject(refusal);
-      const options = addressOptions(spec.options, named);
+      const options = addressOptions(own, named);
       attempt = connectAddresses<PooledChannel>(
         named.host,
         named.port,
@@ -207,6 +208,26 @@ export class ChannelConnector implements Connector<PooledChannel> {
     );
   }
 
+  /**
+   * Keeps the keep-alive interval the server taught `pooled`'s channel for the spec's next
+   * channels. grpc-js doubles it at each GOAWAY `too_many_pings` (a server whose ping policy the
+   * interval breaks, as Go's and C-core's defaults do for pings while idle), but each pooled
+   * channel has a subchannel of its own and is closed once it leaves READY: without this, every
+   * new channel pinged at the configured interval again and drew the same GOAWAY (and grpc-js's
+   * ERROR log line) every few pings for good, where raw grpc-js backs off and goes quiet.
+   */
+  #learnKeepAlive(pooled: PooledChannel, read: () => number | undefined): void {
+    const spec = this.#specs.get(pooled.key);
+    if (spec === undefined) return;
+    const configured = spec.options['grpc.keepalive_time_ms'];
+    if (typeof configured !== 'number' || configured <= 0) return; // keep-alive off: nothing to learn
+    // grpc-js doubles the interval right after telling the channel it left READY (this call).
+    queueMicrotask(() => {
+      const ms = read();
+      if (ms !== undefined && ms > (spec.keepAlive ?? configured)) spec.keepAlive = ms;
+    });
+  }
+
   /** The name `spec`'s target is dialled per address through (with its breaker key), if it is. */
   #nameOf(spec: ChannelSpec): (NamedTarget & { readonly key: string }) | undefined {
     if (this.#dialing === undefined || !this.#dialing.breaker.enabled) return undefined;
@@ -233,9 +254,12 @@ export class ChannelConnector implements Connector<PooledChannel> {
     const { channel, tracker } = pooled;
     let watching = true;
     /** Acts on the channel having left READY; `mayBeGone`: may mark it gone (not for a caller riding it). */
+    // Taken while READY: grpc-js lets go of the subchannel before the channel is seen leaving.
+    const keepAlive = keepAliveReader(channel);
     const leave = (mayBeGone: boolean): void => {
       watching = false;
       pooled.retireIfNotReady = undefined;
+      this.#learnKeepAlive(pooled, keepAlive);
       if (mayBeGone && tracker.transportClosed) watch.gone(new TransportClosedError(channel.getTarget(), 'grpc channel'));
       else watch.retire('goaway');
       closeChannel(pooled);

@@ -131,6 +131,33 @@ export function disposeLate(pooled: PooledChannel): void {
 }
 
 /** Closes the channel, once. */
+/**
+ * Reads, when called, the longest keep-alive interval grpc-js holds for `channel`'s connections,
+ * ms (undefined: none reads as one). grpc-js doubles a subchannel's interval at each GOAWAY
+ * `too_many_pings` (gRFC A8), right after it has told the channel the connection left READY: call
+ * the reader after that (a microtask later). No public accessor exists, so this reads grpc-js's
+ * internals (the channel's subchannel wrappers, each real subchannel's `keepaliveTime`, as in
+ * grpc-js 1.14); any other shape reads as undefined, and the configured interval stays.
+ */
+export function keepAliveReader(channel: grpc.Channel): () => number | undefined {
+  type Real = { keepaliveTime?: unknown };
+  const wrappers = (channel as unknown as { internalChannel?: { wrappedSubchannels?: unknown } }).internalChannel?.wrappedSubchannels;
+  if (!(wrappers instanceof Set)) return () => undefined;
+  const subchannels: Real[] = [];
+  for (const w of wrappers as Set<{ getRealSubchannel?: () => Real }>) {
+    const real = typeof w?.getRealSubchannel === 'function' ? w.getRealSubchannel() : undefined;
+    if (typeof real === 'object' && real !== null) subchannels.push(real);
+  }
+  return () => {
+    let longest: number | undefined;
+    for (const s of subchannels) {
+      const ms = s.keepaliveTime;
+      if (typeof ms === 'number' && Number.isFinite(ms) && ms > 0 && (longest === undefined || ms > longest)) longest = ms;
+    }
+    return longest;
+  };
+}
+
 export function closeChannel(pooled: PooledChannel): void {
   if (pooled.closed) return;
   pooled.closed = true;

@@ -57,6 +57,12 @@ export interface ChannelSpec {
   clients: number;
   /** Calls started and not yet ended (they may still need a channel after their client closed). */
   calls: number;
+  /**
+   * The keep-alive interval the target's server taught, ms (see `learnedKeepAlive` in
+   * channel-connector): each GOAWAY `too_many_pings` doubles it, as grpc-js does for a channel's
+   * own reconnects. Undefined until the server first complains.
+   */
+  keepAlive?: number;
 }
 
 /** Options every pooled channel gets whatever it is given. */
@@ -87,7 +93,7 @@ export class SpecTable {
     const key = this.#keyOf(target, `${target}\n${this.#credentialsId(credentials)}\n${this.#optionsKey(options)}`);
     let spec = this.#specs.get(key);
     if (spec === undefined) {
-      spec = { key, target, credentials, options, clients: 0, calls: 0 };
+      spec = { key, target, credentials, options, clients: 0, calls: 0, keepAlive: undefined };
       this.#specs.set(key, spec);
     }
     spec.clients++;
