@@ -2,7 +2,7 @@
  * bench/connections: seed 003's figures, dialguard's Http2Client against raw `node:http2` in one
  * run.
  *
- *   node dist/bench/connections.js [--quick] [--rounds N] [--round-ms MS] [--healthy-only]
+ *   node dist/bench/connections.js [--quick] [--rounds N] [--round-ms MS] [--lane-pairs N] [--calibrate] [--one-process] [--healthy-only]
  *
  * The raw client is how most code uses node:http2: one cached session per origin, replaced on
  * `close`/`error`; Node gives it no connect timeout and no keep-alive. Where raw never settles
@@ -17,7 +17,10 @@
  * - healthy_ratio: 64 concurrent callers against an h2c server in another process, guarded / raw,
  *   the median of `--rounds` alternating pairs (default 150 of 100 ms, `--round-ms`) and its spread; healthy_cpu_us_per_call:
  *   each lane's median CPU per call, µs, and `extra`, the median over the pairs of guarded minus
- *   raw. `--healthy-only` runs only this measure.
+ *   raw. Each client runs in a process of its own, both replaced every `--lane-pairs` pairs
+ *   (default 25; lib/lane-process says why): in one process the client made second read ~3 %
+ *   ahead in A/A runs, and this bench made the raw client second. `--one-process` keeps the old
+ *   method, `--calibrate` adds raw against raw. `--healthy-only` runs only this measure.
  * - connections_per_call under churn: 5 % of calls get a failure a naive client takes for a dead
  *   connection (a 503, RST_STREAM ENHANCE_YOUR_CALM or REFUSED_STREAM), and every 500 ms the peer
  *   resets its connections outright. The raw client here drops its session on any failure.
@@ -34,6 +37,7 @@ import { printJson, printTable, progress, round } from './lib/report.js';
 import type { Row } from '../src/cli/table.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
+import { pairedLanes, serveLane } from './lib/lane-process.js';
 import { type Paired, cpuNote, cpuTotals, pairedRounds, roundsFlag } from './lib/paired.js';
 import { capped, throughput } from './lib/timing.js';
 
@@ -43,6 +47,11 @@ const KEEPALIVE = 1_000; // interval and timeout, for the silent-peer measure
 const RAW_CAP = quick ? 3_000 : 5_000;
 const HEALTHY_MS = numberFlag('--round-ms', 100); // short pairs follow the bursts of a shared machine's load
 const HEALTHY_ROUNDS = roundsFlag(quick ? 12 : 150);
+const LANE_GENERATION = Math.max(1, numberFlag('--lane-pairs', 25)); // see LaneRun.generation
+const ONE_PROCESS = process.argv.includes('--one-process');
+const CALIBRATE = process.argv.includes('--calibrate');
+const LANE_CHILD = '--lane-child'; // then 'raw' or 'guarded' and the URL: a healthy lane's process
+const CALLERS = 64;
 const CHURN_MS = quick ? 1_000 : 3_000;
 const SIZES = [8, 1000];
 
@@ -177,24 +186,62 @@ async function serverProcess(): Promise<{ origin: string; stop: () => Promise<vo
  * shared two-core machine the noise comes in bursts (±7 % between neighbouring rounds of the same
  * client), and pairs see through it better than a few long rounds.
  */
-async function healthy(): Promise<Paired> {
-  progress(`healthy: 64 concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds`);
+async function healthy(): Promise<Paired & { calibration: Paired | undefined }> {
+  progress(
+    `healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds, ${ONE_PROCESS ? 'both clients in this process' : `each client in a process of its own, fresh processes every ${LANE_GENERATION} pairs`}`,
+  );
   const server = await serverProcess();
   const url = `${server.origin}/`;
+  try {
+    if (ONE_PROCESS) return { ...(await oneProcess(url)), calibration: undefined };
+    const lanes = async (a: string, b: string): Promise<Paired> =>
+      (await pairedLanes({ a: [LANE_CHILD, a, url], b: [LANE_CHILD, b, url], rounds: HEALTHY_ROUNDS, ms: HEALTHY_MS, generation: LANE_GENERATION, warmUpMs: 600 })).paired;
+    const main = await lanes('raw', 'guarded');
+    let calibration: Paired | undefined;
+    if (CALIBRATE) {
+      progress(`calibration: raw against raw, ${HEALTHY_ROUNDS} pairs, each in a process of its own`);
+      calibration = await lanes('raw', 'raw');
+    }
+    return { ...main, calibration };
+  } finally {
+    await server.stop();
+  }
+}
+
+/** Both clients in this process, rounds alternating (the method before lane processes). */
+async function oneProcess(url: string): Promise<Paired> {
   const g = guarded();
   const raw = new NaiveHttp2Client();
   try {
     await g.client.request(url);
     await raw.request(url);
-    await throughput(64, 300, () => raw.request(url)); // warm-up both
-    await throughput(64, 300, () => g.client.request(url));
-    return await pairedRounds(HEALTHY_ROUNDS, HEALTHY_MS, 64, () => raw.request(url), () => g.client.request(url), (i, r, gr) => {
+    await throughput(CALLERS, 300, () => raw.request(url)); // warm-up both
+    await throughput(CALLERS, 300, () => g.client.request(url));
+    return await pairedRounds(HEALTHY_ROUNDS, HEALTHY_MS, CALLERS, () => raw.request(url), () => g.client.request(url), (i, r, gr) => {
       progress(`round ${i + 1}: raw ${Math.round(r.perSecond)}/s, guarded ${Math.round(gr.perSecond)}/s, ratio ${(gr.perSecond / r.perSecond).toFixed(3)}; CPU/call raw ${r.cpuUsPerCall.toFixed(1)} µs, guarded ${gr.cpuUsPerCall.toFixed(1)} µs`);
     });
   } finally {
     await g.client.close();
     raw.close();
-    await server.stop();
+  }
+}
+
+/** A healthy lane's process: one client of its kind, running the rounds it is asked for. */
+function laneChild(): void {
+  const i = process.argv.indexOf(LANE_CHILD);
+  const url = process.argv[i + 2]!;
+  if (process.argv[i + 1] === 'guarded') {
+    const { client } = guarded();
+    serveLane(CALLERS, () => client.request(url), async () => {
+      await client.close();
+      return {};
+    });
+  } else {
+    const raw = new NaiveHttp2Client();
+    serveLane(CALLERS, () => raw.request(url), async () => {
+      raw.close();
+      return {};
+    });
   }
 }
 
@@ -284,7 +331,7 @@ async function churn(): Promise<{ guarded: ChurnResult; raw: ChurnResult }> {
 }
 
 /** The healthy rows of the table. */
-function healthyRows(health: Paired): Row[] {
+function healthyRows(health: Paired & { calibration?: Paired | undefined }): Row[] {
   return [
     {
       measure: 'healthy, 64 callers (calls/s)',
@@ -300,12 +347,26 @@ function healthyRows(health: Paired): Row[] {
       'guarded/raw': health.cpuUsPerCall.guarded / health.cpuUsPerCall.raw,
       note: cpuNote(health),
     },
+    ...(health.calibration === undefined
+      ? []
+      : [
+          {
+            measure: 'calibration: raw against raw, same method (calls/s)',
+            raw: health.calibration.raw,
+            guarded: health.calibration.guarded,
+            'guarded/raw': health.calibration.ratio,
+            note: `what the method reads when there is nothing to find; spread ${health.calibration.ratioMin.toFixed(3)}-${health.calibration.ratioMax.toFixed(3)}; ${cpuNote(health.calibration)}`,
+          },
+        ]),
   ];
 }
 
 /** The healthy fields of the JSON line. */
-function healthyJson(health: Paired): Record<string, unknown> {
+function healthyJson(health: Paired & { calibration?: Paired | undefined }): Record<string, unknown> {
+  const c = health.calibration;
   return {
+    healthy_method: ONE_PROCESS ? 'one process' : `a process per client, replaced every ${LANE_GENERATION} pairs`,
+    ...(c === undefined ? {} : { calibration_ratio: round(c.ratio), calibration_cpu_extra_us: round(c.cpuExtraUs), calibration_cpu_total_extra_us: round(c.cpuTotalUsPerCall.extra) }),
     healthy_rounds: health.rounds,
     healthy_ratio: round(health.ratio),
     healthy_ratio_spread: [round(health.ratioMin), round(health.ratioMax)],
@@ -385,7 +446,8 @@ async function main(): Promise<void> {
 }
 
 const laneAt = process.argv.indexOf('--churn-lane');
-(laneAt >= 0 ? churnLane(process.argv[laneAt + 1] as 'guarded' | 'raw') : main()).catch((err: unknown) => {
+if (process.argv.includes(LANE_CHILD)) laneChild();
+else (laneAt >= 0 ? churnLane(process.argv[laneAt + 1] as 'guarded' | 'raw') : main()).catch((err: unknown) => {
   process.stderr.write(`connections bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });
