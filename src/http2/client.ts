@@ -31,7 +31,7 @@ import { RetryBudget, sharedRetryBudget } from '../retry/budget.js';
 import { retry } from '../retry/retry.js';
 import type { Lease } from '../pool/pooled-connection.js';
 import type { Trip } from '../pool/trip.js';
-import { type Streaming, exchange } from './exchange.js';
+import { type Streaming, exchange, runExchange } from './exchange.js';
 import { SessionConnector } from './session-connector.js';
 
 /** Options of an {@link Http2Client}. */
@@ -398,10 +398,9 @@ export class Http2Client {
         caller?.removeEventListener('abort', onCaller);
       };
     }
-    // exchange() resolves with the response itself: no async wrapper, no second object per call.
     const use = signal === undefined ? (idempotent ? IDEMPOTENT_USE : NOT_IDEMPOTENT_USE) : { signal, idempotent };
     const origin = target.origin;
-    const work = (lease: Lease<http2.ClientHttp2Session>): Promise<Http2Response> => exchange(lease, target, method, options, signal, started, this.#clock, streaming);
+    const clock = this.#clock;
     const redial = this.#redial;
     // Through ride(), the pool's callback form: the call's own settlers hear the outcome, so the
     // timer's clearing and the budget's deposit cost no promise of their own, and a failure can go
@@ -417,7 +416,8 @@ export class Http2Client {
       };
       this.#pool.ride(
         origin,
-        (trip: Trip<http2.ClientHttp2Session>) => void work(trip).then((r) => trip.end(true, r), (err: unknown) => trip.end(false, err)),
+        // The exchange ends the trip itself: no promise of its own, none chained on it.
+        (trip: Trip<http2.ClientHttp2Session>) => runExchange(trip, target, method, options, signal, started, clock, streaming, trip),
         use,
         redial === undefined
           ? (done as (value: unknown) => void)
@@ -427,7 +427,12 @@ export class Http2Client {
               redial.budget?.deposit();
               done(r as Http2Response);
             },
-        redial === undefined ? failed : (err) => void this.#again(err, redial, origin, work, use, timeout, started, signal).then(done, failed),
+        redial === undefined
+          ? failed
+          : (err) => {
+              const work = (lease: Lease<http2.ClientHttp2Session>): Promise<Http2Response> => exchange(lease, target, method, options, signal, started, clock, streaming);
+              void this.#again(err, redial, origin, work, use, timeout, started, signal).then(done, failed);
+            },
       );
     });
     if (!events.active('settled')) return call;

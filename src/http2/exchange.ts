@@ -28,9 +28,14 @@ const NO_HEADERS: http2.IncomingHttpHeaders = Object.freeze({});
 const NO_CHUNKS = Object.freeze([]) as unknown as Buffer[];
 
 /**
- * Runs one stream on the leased session; `signal` is the caller's, bounded by the call's
- * deadline; `started` is when the call began (for the response's `latency`).
+ * Where an exchange's outcome goes, once: the pool's `Trip` itself on the healthy path (no
+ * promise made for the exchange), or a promise's settlers ({@link exchange}).
  */
+export interface ExchangeEnd {
+  end(ok: boolean, value?: unknown): void;
+}
+
+/** {@link runExchange} as a promise of the response: for the pool's `use()` (a redial's attempts). */
 export function exchange(
   lease: Lease<http2.ClientHttp2Session>,
   url: URL,
@@ -41,6 +46,30 @@ export function exchange(
   clock: Clock,
   streaming?: Streaming,
 ): Promise<Http2Response> {
+  return new Promise((resolve, reject) => {
+    runExchange(lease, url, method, options, signal, started, clock, streaming, { end: (ok, value) => (ok ? resolve(value as Http2Response) : reject(value)) });
+  });
+}
+
+/**
+ * Runs one stream on the leased session; `signal` is the caller's, bounded by the call's
+ * deadline; `started` is when the call began (for the response's `latency`). The outcome goes to
+ * `to.end` once: a response at once (from the stream's last event), a failure a microtask later,
+ * as a promise's rejection would have reached the pool, so that whatever the same turn tells the
+ * pool about the session (a GOAWAY, its death) is known when the failure lands. Throws at once,
+ * before any stream, when node:http2 refuses to open one.
+ */
+export function runExchange(
+  lease: Lease<http2.ClientHttp2Session>,
+  url: URL,
+  method: string,
+  options: Http2RequestOptions,
+  signal: AbortSignal | undefined,
+  started: number,
+  clock: Clock,
+  streaming: Streaming | undefined,
+  to: ExchangeEnd,
+): void {
   const session = lease.connection;
   // Read now, not in the stream's listeners: what they capture lives as long as node:http2 keeps
   // the stream, often past a young-generation GC, and the lease would drag the pool's whole ride
@@ -50,9 +79,9 @@ export function exchange(
   // a buffered one keeps no hold on the lease.
   const committing = streaming === undefined ? undefined : lease;
   // Never a stream on a session that can take none: the request was certainly not sent.
-  if (session.destroyed) return Promise.reject(notSent('ERR_HTTP2_INVALID_SESSION', 'The session has been destroyed'));
+  if (session.destroyed) return failLater(to, notSent('ERR_HTTP2_INVALID_SESSION', 'The session has been destroyed'));
   if (session.closed || goawayOf(session) !== undefined) {
-    return Promise.reject(notSent('ERR_HTTP2_GOAWAY_SESSION', 'New streams cannot be created after receiving a GOAWAY'));
+    return failLater(to, notSent('ERR_HTTP2_GOAWAY_SESSION', 'New streams cannot be created after receiving a GOAWAY'));
   }
   const body = options.body;
   // Throws at once (ERR_HTTP2_INVALID_SESSION, ERR_HTTP2_GOAWAY_SESSION) when the session can
@@ -61,12 +90,11 @@ export function exchange(
   const extra = options.headers;
   // A literal when there are no extra headers: a spread builds the object on V8's slow path.
   const stream = session.request(extra === undefined ? { ':method': method, ':path': path } : { ...extra, ':method': method, ':path': path });
-  return new Promise((resolveCall, rejectCall) => {
+  {
     // What the stream's listeners hold is dropped once the call settles: node:http2 may keep a
     // finished stream, and what its listeners capture, past a young-generation GC, and copying
-    // the response (through the settled promise), its headers and chunks there costs each call.
-    let resolve: ((response: Http2Response) => void) | undefined = resolveCall;
-    let reject: ((err: unknown) => void) | undefined = rejectCall;
+    // the response (through the trip that ends the call), its headers and chunks there costs each call.
+    let end: ExchangeEnd | undefined = to;
     let status = 0;
     let responded = false;
     let headers: http2.IncomingHttpHeaders = NO_HEADERS;
@@ -82,10 +110,8 @@ export function exchange(
     const finish = (err: unknown, value?: Http2Response): void => {
       if (settled) return;
       settled = true;
-      const ok = resolve!;
-      const no = reject!;
-      resolve = undefined;
-      reject = undefined;
+      const settle = end!;
+      end = undefined;
       headers = NO_HEADERS;
       chunks = NO_CHUNKS;
       trailers = undefined;
@@ -93,17 +119,17 @@ export function exchange(
       signal?.removeEventListener('abort', onAbort);
       if (err === undefined) {
         sink?.close();
-        ok(value!);
+        settle.end(true, value);
         return;
       }
       if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
       if (sink !== undefined) {
         // The answer has begun: the failure is the body's, and the call is over (never resent).
         sink.error(err);
-        ok(response!);
+        settle.end(true, response);
         return;
       }
-      no(err);
+      failLater(settle, err);
     };
     /** The stream failed before any response: if the peer's GOAWAY excluded it, it was never processed. */
     const failed = (err: unknown): void => {
@@ -200,7 +226,12 @@ export function exchange(
       stream.close(http2.constants.NGHTTP2_CANCEL);
       failed(err);
     }
-  });
+  }
+}
+
+/** Ends `to` with `err` a microtask from now (see {@link runExchange}). */
+function failLater(to: ExchangeEnd, err: unknown): void {
+  queueMicrotask(() => to.end(false, err));
 }
 
 /** A stream that closed without an error event and without a complete response. */
