@@ -23,6 +23,9 @@ export interface Streaming {
 /** The `body` of the response a streamed call settles with internally (the caller has the stream). */
 const EMPTY = Buffer.alloc(0);
 
+/** node:http2's request options for a request with a body: its end comes with the body. */
+const KEEP_OPEN: http2.ClientSessionRequestOptions = Object.freeze({ endStream: false });
+
 /** What a settled exchange's listeners hold instead of the headers and chunks they gathered. */
 const NO_HEADERS: http2.IncomingHttpHeaders = Object.freeze({});
 const NO_CHUNKS = Object.freeze([]) as unknown as Buffer[];
@@ -89,7 +92,11 @@ export function runExchange(
   const path = `${url.pathname}${url.search}`;
   const extra = options.headers;
   // A literal when there are no extra headers: a spread builds the object on V8's slow path.
-  const stream = session.request(extra === undefined ? { ':method': method, ':path': path } : { ...extra, ':method': method, ':path': path });
+  const headers = extra === undefined ? { ':method': method, ':path': path } : { ...extra, ':method': method, ':path': path };
+  // node:http2 ends a GET, HEAD or DELETE stream with its headers unless told otherwise: a body
+  // given with one was then never sent (the server ran the request without it, and the write
+  // failed ERR_STREAM_WRITE_AFTER_END). With a body the stream stays open for it, whatever the method.
+  const stream = body === undefined ? session.request(headers) : session.request(headers, KEEP_OPEN);
   {
     // What the stream's listeners hold is dropped once the call settles: node:http2 may keep a
     // finished stream, and what its listeners capture, past a young-generation GC, and copying
