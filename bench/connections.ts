@@ -15,7 +15,7 @@
  *   one connect timeout. Raw: queued behind a connect with no timeout (the kernel's ~130 s).
  * - silent_peer_ms: a request in flight when the peer goes silent (TCP open, nothing flows).
  * - healthy_ratio: 64 concurrent callers against an h2c server in another process, guarded / raw,
- *   the median of `--rounds` alternating pairs (default 150 of 100 ms, `--round-ms`) and its spread; healthy_cpu_us_per_call:
+ *   the median of `--rounds` alternating pairs (default 500 of 100 ms, `--round-ms`: two runs of 150 read 0.963 and 1.003, two of 500 0.991 and 0.993) and its spread; healthy_cpu_us_per_call:
  *   each lane's median CPU per call, µs, and `extra`, the median over the pairs of guarded minus
  *   raw. Each client runs in a process of its own, both replaced every `--lane-pairs` pairs
  *   (default 25; lib/lane-process says why): in one process the client made second read ~3 %
@@ -46,7 +46,7 @@ const CONNECT_TIMEOUT = 1_000;
 const KEEPALIVE = 1_000; // interval and timeout, for the silent-peer measure
 const RAW_CAP = quick ? 3_000 : 5_000;
 const HEALTHY_MS = numberFlag('--round-ms', 100); // short pairs follow the bursts of a shared machine's load
-const HEALTHY_ROUNDS = roundsFlag(quick ? 12 : 150);
+const HEALTHY_ROUNDS = roundsFlag(quick ? 12 : 500);
 const LANE_GENERATION = Math.max(1, numberFlag('--lane-pairs', 25)); // see LaneRun.generation
 const ONE_PROCESS = process.argv.includes('--one-process');
 const CALIBRATE = process.argv.includes('--calibrate');
