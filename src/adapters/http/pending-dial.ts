@@ -311,9 +311,15 @@ export class AgentGuard {
     // the socket and fails it there). Was: it waited for the dial, up to the whole connect
     // timeout, and then failed with the dial's error instead of its own.
     let gaveUp = false;
-    /** The request gave up: with no other dial of this host and nobody queued here, the dial stops holding the process. */
+    /**
+     * The request gave up: with no other dial of this host and nobody queued on the agent, the
+     * dial stops holding the process. Any queue counts, not only this key's: with
+     * `maxTotalSockets` a request of another key (another `servername`, another origin) waits for
+     * this dial's slot, and the process exited with it pending.
+     */
     const background = (): void => {
-      if (dialing.size > 1 || books.requests[name]?.some((r) => r !== req && !r.destroyed) === true) return;
+      if (dialing.size > 1) return;
+      for (const key in books.requests) if (books.requests[key]?.some((r) => r !== req && !r.destroyed) === true) return;
       loop.detach();
     };
     const giveUp = (reason: Error): void => {
@@ -475,10 +481,10 @@ export function watchQueued(books: unknown, req: http.ClientRequest): void {
     const list = requests[name];
     if (list !== undefined && list[list.length - 1] === req) {
       const dials = sockets[name]?.filter((s): s is PendingDial => s instanceof PendingDial);
-      if (dials !== undefined && dials.length > 0) {
-        watchQueuedRequest(requests, req);
-        for (const d of dials) d.hold.attach(); // it waits on them now: they hold the process
-      }
+      if (dials !== undefined && dials.length > 0) watchQueuedRequest(requests, req);
+      // It waits on the agent's dials in flight now, any key's (with `maxTotalSockets` a slot
+      // another key's dial holds is its too): they hold the process, as Node's agent's would.
+      for (const key in sockets) for (const d of sockets[key] ?? []) if (d instanceof PendingDial) d.hold.attach();
       return;
     }
   }
