@@ -217,8 +217,22 @@ export function heardOnLiveConnection(err: unknown): void {
   }
 }
 
-/** How deep {@link heardOnLiveConnection} follows `cause`. */
+/** How deep {@link heardOnLiveConnection} follows `cause`, and {@link wrapsLive} too. */
 const LIVE_CAUSE_DEPTH = 4;
+
+/**
+ * Whether `node`, or what it wraps (`cause`, a few deep), is an error a live connection emitted.
+ * A client's own wrapper copies the code (axios's `AxiosError`, got's `RequestError`) onto an
+ * error nobody recorded: read alone, that code made the wrapper a dial's final verdict, and a
+ * POST the server had received was sent again.
+ */
+function wrapsLive(node: unknown): boolean {
+  for (let depth = 0; depth < LIVE_CAUSE_DEPTH && ((typeof node === 'object' && node !== null) || typeof node === 'function'); depth++) {
+    if (heardLive.has(node)) return true;
+    node = safeGet(node, 'cause');
+  }
+  return false;
+}
 
 /**
  * Classifies `err`: what kind of failure, whether it was certainly not sent, whether its
@@ -357,7 +371,7 @@ function verdictOf(node: unknown, f: Facts, w: Walk): Verdict | undefined {
   // (Read safely: `instanceof` on a hostile Proxy throws.)
   if (base?.code === ErrorCodes.TRANSPORT_CLOSED && safeGet(node, 'handshake') === true) base = verdict('dial', base.code);
   // A dial's code on an error a live connection emitted: the connection died under the request.
-  if (base?.kind === 'dial' && heardLive.has(node as object)) base = verdict('connection', base.code, { transient: base.transient });
+  if (base?.kind === 'dial' && wrapsLive(node)) base = verdict('connection', base.code, { transient: base.transient });
   if (base === undefined || (base.kind === 'application' && !intIn(f.status, 400, 499))) {
     const text = patternVerdict(f);
     // Text can upgrade what a server answered (a 500 carrying `rpc error: EOF`), never override

@@ -257,6 +257,11 @@ describe('classify: an error heard on a live connection is never a dial\'s', () 
     check(unreachable, k('connection', false, true, { transient: true, code: 'EHOSTUNREACH' }));
     // Deep in a wrapper's chain too; another error with the same code is not touched.
     check(new Error('request failed', { cause: record }), k('connection', false, true, { code: 'ERR_SSL_BAD_RECORD_TYPE' }));
+    // A wrapper that copies the code (axios's AxiosError, got's RequestError) is not a dial's either,
+    // whoever made it; one that wraps an unheard error with the same code still is.
+    const copied = (cause: Error): Error => Object.assign(new Error('decryption failed', { cause }), { code: 'ERR_SSL_BAD_RECORD_TYPE' });
+    check(copied(record), k('connection', false, true, { code: 'ERR_SSL_BAD_RECORD_TYPE' }));
+    check(copied(sys('ERR_SSL_BAD_RECORD_TYPE')), k('dial', true, false));
     check(sys('ERR_SSL_BAD_RECORD_TYPE'), k('dial', true, false));
   });
 

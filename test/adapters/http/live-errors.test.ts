@@ -7,6 +7,8 @@
  */
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import axios from 'axios';
+import got from 'got';
 import { describe, expect, it } from 'vitest';
 import { GuardedHttpsAgent } from '../../../src/adapters/http/index.js';
 import { classify } from '../../../src/core/classify.js';
@@ -74,5 +76,21 @@ describe('node:https agent: errors of a live connection', () => {
     expect(failures.map((e) => classify(e))).toMatchObject([{ kind: 'dial', notSent: true, code: 'ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR' }]);
     expect(posts()).toBe(1);
     expect(proxy.accepted).toBe(2);
+  });
+
+  // axios and got wrap the socket's error in one of their own and copy its code onto it: read
+  // alone, that code made the wrapper a dial's, and retry() sent the POST twice through the
+  // guarded agent (an outside review).
+  it.each([
+    ['axios', (agent: https.Agent, port: number): Promise<unknown> => axios.post(`https://localhost:${port}/`, 'x', { httpsAgent: agent })],
+    ['got', (agent: https.Agent, port: number): Promise<unknown> => got.post(`https://localhost:${port}/`, { body: 'x', agent: { https: agent }, retry: { limit: 0 } })],
+  ])('the same under %s, whose error wraps the socket\'s and copies its code: maybe sent, the POST served once', async (_client, send) => {
+    const { posts, proxy } = await scene(() => false);
+    const agent = new GuardedHttpsAgent({ breaker: new HostBreaker(), ca: TEST_CERT });
+    cleanups.push(() => agent.destroy());
+    const err = await retry(() => send(agent, proxy.port), { maxAttempts: 3, backoff: () => 0 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_SSL_BAD_RECORD_TYPE' });
+    expect(classify(err)).toMatchObject({ kind: 'connection', notSent: false });
+    expect(posts()).toBe(1);
   });
 });
