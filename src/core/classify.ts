@@ -227,8 +227,9 @@ const LIVE_CAUSE_DEPTH = 4;
  * POST the server had received was sent again.
  */
 function wrapsLive(node: unknown): boolean {
-  for (let depth = 0; depth < LIVE_CAUSE_DEPTH && ((typeof node === 'object' && node !== null) || typeof node === 'function'); depth++) {
-    if (heardLive.has(node)) return true;
+  // A WeakSet holds no primitive, and safeGet reads none's `cause`: the walk needs no type test.
+  for (let depth = 0; depth < LIVE_CAUSE_DEPTH; depth++) {
+    if (heardLive.has(node as object)) return true;
     node = safeGet(node, 'cause');
   }
   return false;

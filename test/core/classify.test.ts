@@ -262,6 +262,9 @@ describe('classify: an error heard on a live connection is never a dial\'s', () 
     const copied = (cause: Error): Error => Object.assign(new Error('decryption failed', { cause }), { code: 'ERR_SSL_BAD_RECORD_TYPE' });
     check(copied(record), k('connection', false, true, { code: 'ERR_SSL_BAD_RECORD_TYPE' }));
     check(copied(sys('ERR_SSL_BAD_RECORD_TYPE')), k('dial', true, false));
+    // Four errors deep at most, as far as heardOnLiveConnection records: the fifth is not reached.
+    check(copied(copied(copied(record))), k('connection', false, true, { code: 'ERR_SSL_BAD_RECORD_TYPE' }));
+    check(copied(copied(copied(copied(record)))), k('dial', true, false));
     check(sys('ERR_SSL_BAD_RECORD_TYPE'), k('dial', true, false));
   });
 
