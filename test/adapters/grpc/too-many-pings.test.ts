@@ -96,6 +96,8 @@ it.each([
   const client = new EchoClient(`${host}:${server.port}`, grpc.credentials.createInsecure(), guard.clientOptions());
   cleanup.push(() => guard.close());
   cleanup.push(() => client.close());
+  let retired = 0;
+  guard.on('retired', () => retired++);
 
   // Each round: one call on a fresh connection, then idle until the server sends it away.
   for (let round = 1; round <= 3; round++) {
@@ -103,6 +105,10 @@ it.each([
     expect(server.sessions).toHaveLength(round);
     // Round n pings every 100 x 2^(n-1) ms and is sent away at its fourth idle PING.
     expect(await eventually(server.goaways, (n) => n === round, 4_000)).toBe(round);
+    // The next call goes once the guard has let the channel go: started between the server's
+    // GOAWAY and the client reading it, it went on the old session and failed RESOURCE_EXHAUSTED
+    // (the GOAWAY's ENHANCE_YOUR_CALM), as with grpc-js alone.
+    expect(await eventually(() => retired, (n) => n === round, 4_000)).toBe(round);
   }
   const [first, second, third] = server.sessions.map(shortestGap);
   // Timers fire late, never early: a gap is at least the interval the client used.
