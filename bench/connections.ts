@@ -37,7 +37,7 @@ import { printJson, printTable, progress, round } from './lib/report.js';
 import type { Row } from '../src/cli/table.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
-import { pairedLanes, serveLane } from './lib/lane-process.js';
+import { healthyLanes, serveLane } from './lib/lane-process.js';
 import { type Paired, cpuNote, cpuTotals, pairedRounds, roundsFlag } from './lib/paired.js';
 import { capped, throughput } from './lib/timing.js';
 
@@ -194,15 +194,7 @@ async function healthy(): Promise<Paired & { calibration: Paired | undefined }> 
   const url = `${server.origin}/`;
   try {
     if (ONE_PROCESS) return { ...(await oneProcess(url)), calibration: undefined };
-    const lanes = async (a: string, b: string): Promise<Paired> =>
-      (await pairedLanes({ a: [LANE_CHILD, a, url], b: [LANE_CHILD, b, url], rounds: HEALTHY_ROUNDS, ms: HEALTHY_MS, generation: LANE_GENERATION, warmUpMs: 600 })).paired;
-    const main = await lanes('raw', 'guarded');
-    let calibration: Paired | undefined;
-    if (CALIBRATE) {
-      progress(`calibration: raw against raw, ${HEALTHY_ROUNDS} pairs, each in a process of its own`);
-      calibration = await lanes('raw', 'raw');
-    }
-    return { ...main, calibration };
+    return await healthyLanes({ flag: LANE_CHILD, url, rounds: HEALTHY_ROUNDS, ms: HEALTHY_MS, generation: LANE_GENERATION, warmUpMs: 600, calibrate: CALIBRATE });
   } finally {
     await server.stop();
   }

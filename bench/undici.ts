@@ -41,7 +41,7 @@ import type { Row } from '../src/cli/table.js';
 import { numberFlag, quick } from './lib/args.js';
 import { childServer } from './lib/child-server.js';
 import { type Paired, cpuNote, cpuTotals, pairedRounds, roundsFlag } from './lib/paired.js';
-import { inChild, pairedLanes, serveLane } from './lib/lane-process.js';
+import { inChild, healthyLanes, serveLane } from './lib/lane-process.js';
 import { median, percentile, throughput } from './lib/timing.js';
 
 reexecInNetns();
@@ -84,15 +84,7 @@ async function healthy(): Promise<Paired & { calibration: Paired | undefined }> 
   const url = `${server.origin}/`;
   try {
     if (ONE_PROCESS) return { ...(await oneProcess(url)), calibration: undefined };
-    const lanes = async (a: string, b: string): Promise<Paired> =>
-      (await pairedLanes({ a: [LANE_CHILD, a, url], b: [LANE_CHILD, b, url], rounds: HEALTHY_ROUNDS, ms: HEALTHY_MS, generation: LANE_GENERATION, warmUpMs: 1_000 })).paired;
-    const main = await lanes('raw', 'guarded');
-    let calibration: Paired | undefined;
-    if (calibrate) {
-      progress(`calibration: raw against raw, ${HEALTHY_ROUNDS} pairs, each in a process of its own`);
-      calibration = await lanes('raw', 'raw');
-    }
-    return { ...main, calibration };
+    return await healthyLanes({ flag: LANE_CHILD, url, rounds: HEALTHY_ROUNDS, ms: HEALTHY_MS, generation: LANE_GENERATION, warmUpMs: 1_000, calibrate: calibrate });
   } finally {
     await server.stop();
   }

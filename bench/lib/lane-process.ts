@@ -15,6 +15,7 @@ import { type ChildProcess, execFile, fork } from 'node:child_process';
 import { once } from 'node:events';
 import { promisify } from 'node:util';
 import { type Paired, pairedRuns } from './paired.js';
+import { progress } from './report.js';
 import { type Throughput, throughput } from './timing.js';
 
 /** What the parent sends: run a round of `ms`, or close and report. */
@@ -165,4 +166,26 @@ export async function pairedLanes(run: LaneRun): Promise<{ paired: Paired; repor
 export async function inChild<T>(flag: string): Promise<T> {
   const { stdout } = await promisify(execFile)(process.execPath, [...process.execArgv, process.argv[1]!, ...process.argv.slice(2), flag], { maxBuffer: 1 << 20 });
   return JSON.parse(stdout.trim().split('\n').pop()!) as T;
+}
+
+/** A bench's raw-against-guarded healthy lanes, each client a lane child: {@link healthyLanes}. */
+export interface HealthyLanes extends Omit<LaneRun, 'a' | 'b'> {
+  /** The child's flag; the child finds `raw` or `guarded` and `url` after it. */
+  readonly flag: string;
+  readonly url: string;
+  /** Also raw against raw by the same method: what it reads when there is nothing to find. */
+  readonly calibrate: boolean;
+}
+
+/** Raw (lane A) against guarded (lane B) by {@link pairedLanes}, and the raw-against-raw calibration when asked. */
+export async function healthyLanes(run: HealthyLanes): Promise<Paired & { calibration: Paired | undefined }> {
+  const { flag, url, calibrate, ...lane } = run;
+  const lanes = async (a: string, b: string): Promise<Paired> => (await pairedLanes({ ...lane, a: [flag, a, url], b: [flag, b, url] })).paired;
+  const main = await lanes('raw', 'guarded');
+  let calibration: Paired | undefined;
+  if (calibrate) {
+    progress(`calibration: raw against raw, ${run.rounds} pairs, each in a process of its own`);
+    calibration = await lanes('raw', 'raw');
+  }
+  return { ...main, calibration };
 }

@@ -210,14 +210,13 @@ const heardLive = new WeakSet<object>();
  * recorded; anything else is ignored.
  */
 export function heardOnLiveConnection(err: unknown): void {
-  let node = err;
-  for (let depth = 0; depth < LIVE_CAUSE_DEPTH && ((typeof node === 'object' && node !== null) || typeof node === 'function'); depth++) {
+  alongCauses(err, (node) => {
     heardLive.add(node);
-    node = safeGet(node, 'cause');
-  }
+    return false;
+  });
 }
 
-/** How deep {@link heardOnLiveConnection} follows `cause`, and {@link wrapsLive} too. */
+/** How deep {@link heardOnLiveConnection} and {@link wrapsLive} follow `cause`. */
 const LIVE_CAUSE_DEPTH = 4;
 
 /**
@@ -227,9 +226,16 @@ const LIVE_CAUSE_DEPTH = 4;
  * POST the server had received was sent again.
  */
 function wrapsLive(node: unknown): boolean {
-  // A WeakSet holds no primitive, and safeGet reads none's `cause`: the walk needs no type test.
-  for (let depth = 0; depth < LIVE_CAUSE_DEPTH; depth++) {
-    if (heardLive.has(node as object)) return true;
+  return alongCauses(node, (n) => heardLive.has(n));
+}
+
+/**
+ * Calls `visit` on `node` and what it wraps (`cause`), {@link LIVE_CAUSE_DEPTH} errors deep,
+ * objects only; true at the first visit that says so.
+ */
+function alongCauses(node: unknown, visit: (node: object) => boolean): boolean {
+  for (let depth = 0; depth < LIVE_CAUSE_DEPTH && ((typeof node === 'object' && node !== null) || typeof node === 'function'); depth++) {
+    if (visit(node)) return true;
     node = safeGet(node, 'cause');
   }
   return false;

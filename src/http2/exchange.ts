@@ -38,19 +38,13 @@ export interface ExchangeEnd {
   end(ok: boolean, value?: unknown): void;
 }
 
+/** {@link runExchange}'s arguments but where its outcome goes. */
+type ExchangeArgs = Parameters<typeof runExchange> extends [...infer A, ExchangeEnd] ? A : never;
+
 /** {@link runExchange} as a promise of the response: for the pool's `use()` (a redial's attempts). */
-export function exchange(
-  lease: Lease<http2.ClientHttp2Session>,
-  url: URL,
-  method: string,
-  options: Http2RequestOptions,
-  signal: AbortSignal | undefined,
-  started: number,
-  clock: Clock,
-  streaming?: Streaming,
-): Promise<Http2Response> {
+export function exchange(...args: ExchangeArgs): Promise<Http2Response> {
   return new Promise((resolve, reject) => {
-    runExchange(lease, url, method, options, signal, started, clock, streaming, { end: (ok, value) => (ok ? resolve(value as Http2Response) : reject(value)) });
+    runExchange(...args, { end: (ok, value) => (ok ? resolve(value as Http2Response) : reject(value)) });
   });
 }
 

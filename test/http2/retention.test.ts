@@ -48,7 +48,7 @@ describe('exchange: what a settled stream keeps', () => {
         commit: () => {},
       };
       const leaseRef = new WeakRef(lease);
-      let response = await exchange(lease, new URL(`${peer.origin}/`), 'GET', {}, undefined, systemClock.now(), systemClock);
+      let response = await exchange(lease, new URL(`${peer.origin}/`), 'GET', {}, undefined, systemClock.now(), systemClock, undefined);
       expect(response).toMatchObject({ status: 200, connectionId: 7 });
       const responseRef = new WeakRef(response);
       const headersRef = new WeakRef(response.headers);
