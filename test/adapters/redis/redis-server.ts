@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { accepts, freezeProcess, thawProcess } from '../../../src/testing/local-process.js';
+import { accepts, freezeProcess, ownsListener, thawProcess } from '../../../src/testing/local-process.js';
 
 /** A free loopback port (bound, then released). */
 export { freePort } from '../../../src/testing/local-process.js';
@@ -35,6 +35,34 @@ export class RedisServer {
 
   /** Starts it and resolves once it accepts connections. */
   async start(): Promise<this> {
+    const child = this.#spawn();
+    for (let i = 0; i < 200; i++) {
+      if (await accepts(this.port)) return this;
+      if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode} on port ${this.port}`);
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    throw new Error(`redis-server on port ${this.port} did not accept within 5 s`);
+  }
+
+  /**
+   * Starts it and freezes it (SIGSTOP) the moment /proc shows its listener, before its event loop
+   * has run: clients that dial it from then on sit in the kernel's backlog with no byte answered.
+   * {@link start} then {@link freeze} leaves a window of up to 25 ms in which a client redialling
+   * on its own is answered (found in CI: a leader "in the handshake" had read 106 bytes).
+   */
+  async startFrozen(): Promise<this> {
+    const child = this.#spawn();
+    const until = performance.now() + 5_000;
+    while (!ownsListener(child.pid, this.port)) {
+      if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode} on port ${this.port}`);
+      if (performance.now() > until) throw new Error(`redis-server on port ${this.port} did not listen within 5 s`);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await this.freeze();
+    return this;
+  }
+
+  #spawn(): ChildProcess {
     requireRedisServer();
     const argv = this.config.length > 0 ? [...this.config, ...this.args] : ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', ...this.args];
     const child = spawn('redis-server', argv, {
@@ -48,12 +76,7 @@ export class RedisServer {
     };
     process.once('exit', reap);
     child.once('exit', () => process.off('exit', reap));
-    for (let i = 0; i < 200; i++) {
-      if (await accepts(this.port)) return this;
-      if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode} on port ${this.port}`);
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-    throw new Error(`redis-server on port ${this.port} did not accept within 5 s`);
+    return child;
   }
 
   /** SIGKILL, waiting for the exit: its port refuses from then on. */
