@@ -198,13 +198,14 @@ function clusterLookup(guard: GuardInternals, pending: Map<string, ClientState[]
 
 /**
  * A cluster node client's dial, reported from its socket (node-redis's cluster says 'node-ready'
- * only for a node client's first connection, so a redial that succeeded would go unreported):
+ * only for a node client's first connection, so a redial that succeeded would go unreported; a
+ * pool member's, as a pool's members share one options object, `pool.ts`):
  * the server's first byte is a success (TCP connected alone is not: a frozen node connects from
  * its backlog), an error before that a failure (the handshake bound's `ConnectTimeoutError`
  * among them), a close with no error (the cluster destroyed) abandoned. Once it answered, a close
  * is a lost connection: the node's redials go in rounds from then on.
  */
-function watchNodeDial(guard: GuardInternals, state: ClientState, socket: net.Socket): void {
+export function watchNodeDial(guard: GuardInternals, state: ClientState, socket: net.Socket): void {
   const done = (outcome: 'answered' | 'abandoned' | Error): void => {
     socket.off('connect', onConnect);
     socket.off('data', onAnswer);

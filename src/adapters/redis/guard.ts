@@ -54,6 +54,7 @@ import {
   serverReplied,
   withoutUrl,
 } from './internals.js';
+import { gatedHost, poolMemberOptions } from './pool.js';
 import { FIRST_ROUND_CAP, RedialRounds, type RoundOutcome, type RoundPolicy } from './redial.js';
 
 export type { EventClient, IoredisOptions, NodeRedisOptions } from './internals.js';
@@ -129,6 +130,22 @@ function guardedDuplicates<C extends EventClient>(client: C, guarded: (overrides
 }
 
 /**
+ * `client`, whose `createPool()` builds a pool through `pool` (see `pool.ts`). node-redis's own
+ * builds every member from this client's options, whose gate is bound to this client's state:
+ * 10 members connecting to a healthy node settled each other's dials as failed and opened it.
+ * On the instance underneath too (`_self`), as for {@link guardedDuplicates}.
+ */
+function guardedPools<C extends EventClient>(client: C, pool: (poolOptions: unknown) => unknown): void {
+  if (typeof (client as { createPool?: unknown }).createPool !== 'function') return;
+  const createPool = (poolOptions?: unknown): unknown => pool(poolOptions);
+  const self = (client as { _self?: unknown })._self;
+  for (const target of [client, self]) {
+    if (typeof target !== 'object' || target === null) continue;
+    Object.defineProperty(target, 'createPool', { value: createPool, configurable: true, writable: true });
+  }
+}
+
+/**
  * Longest a client is told to wait for an open node before asking again (30 s, the default
  * window's cap): a refusal costs no I/O, and a node released from an isolation is dialled within it.
  */
@@ -170,7 +187,7 @@ export class RedisGuard {
       succeeded: (state) => this.#succeeded(state),
       settle: (state, cause) => this.#settle(state, cause),
       abandon: (state) => this.#abandon(state),
-      delayFor: (key, attempt, rounds) => this.#delayFor(key, attempt, rounds),
+      delayFor: (key, attempt, rounds, transport, floor) => this.#delayFor(key, attempt, rounds, transport, floor),
       boundHandshake: (state, permit, stream, pipelined) => this.#boundHandshake(state, permit, stream, pipelined),
     };
   }
@@ -187,27 +204,13 @@ export class RedisGuard {
    */
   nodeRedis<O, C extends EventClient>(createClient: (options: O) => C, clientOptions?: O): C {
     const options = (clientOptions ?? {}) as NodeRedisOptions;
-    const { host, port } = nodeRedisTarget(options);
-    const socket: NonNullable<NodeRedisOptions['socket']> = { ...(options.socket ?? {}) };
-    const tls = socket.tls === true || (typeof options.url === 'string' && options.url.startsWith('rediss:'));
-    const state = new ClientState(hostKey(host, port), true, tls);
-    const bare = host.startsWith('[') ? host.slice(1, -1) : host;
-    const byIp = net.isIP(bare) !== 0;
-    socket.host = byIp ? `${bare.replaceAll(':', '-')}.dialguard.invalid` : bare;
-    socket.port = port;
+    const { socket, state } = this.#nodeRedisSocket(options);
+    const { ip } = gatedHost(socket.host ?? 'localhost');
     let client: C | undefined;
     // Destroyed or closed while its dial waited for a round: it takes no permit when the round ends.
     const open = (): boolean => (client as { isOpen?: boolean } | undefined)?.isOpen !== false;
-    socket.lookup = this.#gatedLookup(state, byIp ? bare : undefined, socket.lookup as net.LookupFunction | undefined, open);
-    if (byIp && tls) {
-      // Node checks the certificate against `servername ?? host`: the gated name is not the
-      // node's, so the check is handed the address the client asked for (Node sends no SNI for a
-      // `host` alone, so the name never leaves the process).
-      const check = (socket.checkServerIdentity as typeof tlsCheck | undefined) ?? tlsCheck;
-      const identity = typeof socket.servername === 'string' ? socket.servername : bare;
-      socket.checkServerIdentity = (_name: string, cert: PeerCertificate) => check(identity, cert);
-    }
-    socket.connectTimeout = this.#own(state, socket.connectTimeout, 'socket.connectTimeout');
+    socket.lookup = this.#gatedLookup(state, ip, socket.lookup as net.LookupFunction | undefined, open);
+    socket.host = gatedHost(socket.host ?? 'localhost').name;
     watchConnectingSockets();
     const own = socket.reconnectStrategy;
     socket.reconnectStrategy = (retries: number, cause: unknown) => {
@@ -227,8 +230,66 @@ export class RedisGuard {
     const guarded = { ...withoutUrl(options, socket), socket };
     client = createClient(guarded as O);
     this.#watch(client, state, false); // its reconnectStrategy hears each dial's error itself
-    // node-redis builds a duplicate from this client's options, as `{ ...options, ...overrides }`.
+    // node-redis builds a duplicate from this client's options, as `{ ...options, ...overrides }`,
+    // and a pool's members from them as they are: each gets gates of its own.
+    guardedPools(client, (poolOptions) => {
+      // A client that never connects, made only to build the pool from its options: node-redis's
+      // own createPool() is `RedisClientPool.create(options, poolOptions)`, a class not given here.
+      const template = createClient(this.#poolMemberOptions(options) as O) as unknown as { createPool(p: unknown): unknown };
+      return template.createPool(poolOptions);
+    });
     return guardedDuplicates(client, (overrides) => this.nodeRedis(createClient, { ...options, ...overrides } as O));
+  }
+
+  /**
+   * A node-redis client pool (v5, `createClientPool`) whose members' dials each ask the breaker
+   * first: `guard.nodeRedisPool(createClientPool, { url: 'redis://cache:6379' }, { minimum: 4 })`.
+   * Call `connect()` as usual. A guarded client's `createPool()` makes the same pool.
+   *
+   * A pool builds all its members from one options object, so each dial is gated and reported on
+   * its own, from its socket: the node's first byte is a success, an error before it a failure, a
+   * close with no error abandoned. The redials of all members, and of every other client of the
+   * node on this breaker, go in the node's shared rounds. Members with TLS are not gated (Node
+   * publishes no TLS socket to report from): such a pool is node-redis's own.
+   *
+   * @param createClientPool - node-redis's `createClientPool` (from `redis` or `@redis/client`).
+   * @param clientOptions - each member's options, as for {@link RedisGuard.nodeRedis}.
+   * @param poolOptions - the pool's own (`minimum`, `maximum`, `acquireTimeout`...), passed as given.
+   */
+  nodeRedisPool<O, P, C>(createClientPool: (clientOptions: O, poolOptions?: P) => C, clientOptions?: O, poolOptions?: P): C {
+    return createClientPool(this.#poolMemberOptions((clientOptions ?? {}) as NodeRedisOptions) as O, poolOptions);
+  }
+
+  /** See `pool.ts`. */
+  #poolMemberOptions(options: NodeRedisOptions): NodeRedisOptions {
+    const { socket, state } = this.#nodeRedisSocket(options);
+    return poolMemberOptions(this.#internals, options, socket, state);
+  }
+
+  /**
+   * A node-redis client's `socket` options, copied, and a dial state for its node: host and port
+   * set from the url or the options, its own `connectTimeout` taken as its bound (or the guard's),
+   * and with TLS by IP address, the certificate checked against that address (or
+   * `socket.servername`), since Node is given a gated name ({@link gatedHost}) instead.
+   */
+  #nodeRedisSocket(options: NodeRedisOptions): { socket: NonNullable<NodeRedisOptions['socket']>; state: ClientState } {
+    const { host, port } = nodeRedisTarget(options);
+    const socket: NonNullable<NodeRedisOptions['socket']> = { ...(options.socket ?? {}) };
+    const tls = socket.tls === true || (typeof options.url === 'string' && options.url.startsWith('rediss:'));
+    const state = new ClientState(hostKey(host, port), true, tls);
+    socket.host = host;
+    socket.port = port;
+    const { ip } = gatedHost(host);
+    if (ip !== undefined && tls) {
+      // Node checks the certificate against `servername ?? host`: the gated name is not the
+      // node's, so the check is handed the address the client asked for (Node sends no SNI for a
+      // `host` alone, so the name never leaves the process).
+      const check = (socket.checkServerIdentity as typeof tlsCheck | undefined) ?? tlsCheck;
+      const identity = typeof socket.servername === 'string' ? socket.servername : ip;
+      socket.checkServerIdentity = (_name: string, cert: PeerCertificate) => check(identity, cert);
+    }
+    socket.connectTimeout = this.#own(state, socket.connectTimeout, 'socket.connectTimeout');
+    return { socket, state };
   }
 
   /**

@@ -138,8 +138,11 @@ export interface GuardInternals {
   settle(state: ClientState, cause: unknown): void;
   /** The client gave the dial in flight up. */
   abandon(state: ClientState): void;
-  /** When to redial a node (`key`), after `attempt` failed dials; at the next round of `rounds` (a round key) if given. */
-  delayFor(key: string | undefined, attempt: number, rounds?: string): number;
+  /**
+   * When to redial a node (`key`), after `attempt` failed dials; at the next round of `rounds` (a
+   * round key) if given, the breaker asked for `transport`'s dials, never sooner than `floor`.
+   */
+  delayFor(key: string | undefined, attempt: number, rounds?: string, transport?: Transport, floor?: number): number;
   /** Bounds the handshake of the dial `permit` stands for on `stream` (see `handshake.ts`). */
   boundHandshake(state: ClientState, permit: DialPermit | undefined, stream: unknown, pipelined?: boolean): void;
 }

@@ -1,0 +1,100 @@
+/**
+ * node-redis client pools (`RedisClientPool`, v5): `RedisGuard.nodeRedisPool` and the guarded
+ * client's `createPool()`, documented there.
+ *
+ * A pool builds every member client from one options object, so the members share one `lookup`
+ * and one `reconnectStrategy`, neither told which member calls it. The single-client gate keeps
+ * one dial's state per client, and a pool's members all fed it: each new member's dial settled
+ * the one before it as failed ("a new dial started before the last one was reported"), so a pool
+ * of 10 opened the breaker of a healthy node while it connected (2.9 s to connect, and not back
+ * 10 s after a 300 ms restart). Here each dial keeps its own state, from the lookup that asks the
+ * breaker to the dial's socket that reports it (the node's first byte is a success, an error
+ * before it a failure, a close with no error abandoned), as a cluster's node dials do.
+ *
+ * TLS members are not gated: Node publishes no TLS socket to report the dial from, so the pool
+ * gets the options as given, exactly as node-redis alone would use them.
+ *
+ * @module
+ */
+import dns from 'node:dns';
+import net from 'node:net';
+import { watchNodeDial } from './cluster.js';
+import { takeConnectingSocket, watchConnectingSockets } from './handshake.js';
+import { ClientState, type GuardInternals, NODE_REDIS_LONGEST_WAIT, type NodeRedisOptions, withoutUrl } from './internals.js';
+import type { RoundOutcome } from './redial.js';
+
+/**
+ * Member options for a pool of `options`' node, each dial gated and reported on its own; the
+ * options as given for a TLS node (see the module docs). `base` carries the node's key, and the
+ * client's own `connectTimeout` as the guard took it (`timeout`, `policy`).
+ *
+ * @param socket - `options.socket`, copied, with `connectTimeout` already the guard's choice.
+ */
+export function poolMemberOptions(guard: GuardInternals, options: NodeRedisOptions, socket: NonNullable<NodeRedisOptions['socket']>, base: ClientState): NodeRedisOptions {
+  if (base.tls) return options;
+  const { name, ip } = gatedHost(socket.host ?? 'localhost');
+  socket.host = name;
+  socket.lookup = memberLookup(guard, base, ip, socket.lookup as net.LookupFunction | undefined);
+  watchConnectingSockets();
+  const own = socket.reconnectStrategy;
+  socket.reconnectStrategy = (retries: number, cause: unknown) => {
+    // As a single client's: no sooner than node-redis's own default where nothing else says when.
+    const floor = own === undefined ? Math.min(2 ** Math.min(retries, 16) * 50, NODE_REDIS_LONGEST_WAIT) : 0;
+    const delay = Math.min(guard.delayFor(base.key, retries, base.roundKey, base.transport, floor), NODE_REDIS_LONGEST_WAIT);
+    if (own === undefined) return delay;
+    const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
+    return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
+  };
+  return { ...withoutUrl(options, socket), socket };
+}
+
+/**
+ * The name node-redis is given for `host`: the host itself, or for an IP address (which Node
+ * dials without calling `lookup`) a name under `.dialguard.invalid` only the guard's lookup
+ * resolves, back to `ip`.
+ */
+export function gatedHost(host: string): { name: string; ip: string | undefined } {
+  const bare = host.startsWith('[') ? host.slice(1, -1) : host;
+  if (net.isIP(bare) === 0) return { name: bare, ip: undefined };
+  return { name: `${bare.replaceAll(':', '-')}.dialguard.invalid`, ip: bare };
+}
+
+/**
+ * A pool member's lookup: a dial state of its own (key, bound and rounds policy from `base`),
+ * its turn in the node's shared rounds and the breaker, then the address; the outcome comes
+ * from the dial's socket ({@link watchNodeDial}), whose handshake is bounded as a client's.
+ */
+function memberLookup(guard: GuardInternals, base: ClientState, ip: string | undefined, lookup: net.LookupFunction | undefined): net.LookupFunction {
+  const resolve = (lookup ?? dns.lookup) as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void;
+  const bound = base.timeout > 0 ? base.timeout : guard.timeout;
+  return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
+    const state = new ClientState(base.key, true, false);
+    state.timeout = base.timeout;
+    state.policy = base.policy;
+    const socket = takeConnectingSocket();
+    const go = (refusal: RoundOutcome): void => {
+      if (refusal !== undefined) {
+        process.nextTick(cb, refusal);
+        return;
+      }
+      if (socket === undefined) {
+        // Nothing to hear the dial's outcome from (never seen: net.connect publishes every
+        // socket it makes): let it go unreported rather than hold the node's round.
+        guard.abandon(state);
+      } else {
+        state.socket = socket;
+        watchNodeDial(guard, state, socket);
+        guard.boundHandshake(state, state.permit, socket, true);
+      }
+      if (ip === undefined) resolve(hostname, opts, cb);
+      else if (opts?.all === true) process.nextTick(cb, null, [{ address: ip, family: net.isIP(ip) }]);
+      else process.nextTick(cb, null, ip, net.isIP(ip));
+    };
+    // node-redis's connect timeout runs during a wait for the round; a pool destroyed meanwhile
+    // destroyed the socket: neither takes a permit no dial would report.
+    const askedAt = guard.rounds.now();
+    const gate = guard.gate(state, () => guard.rounds.now() - askedAt < bound && socket?.destroyed !== true);
+    if (gate instanceof Promise) void gate.then(go);
+    else go(gate);
+  }) as net.LookupFunction;
+}
