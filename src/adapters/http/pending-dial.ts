@@ -69,6 +69,13 @@ export class PendingDial {
   readonly hold = new LoopHold();
   /** What `destroy()` does beyond marking it (set by the dial it stands for). */
   onDestroy: (() => void) | undefined;
+  /** Whether its request still waits on it (false once the request gave up). */
+  wanted = true;
+  /**
+   * Asks the dial, after a request that waited on it gave up, whether anyone still does: if not,
+   * it stops holding the process again (set by the dial it stands for).
+   */
+  idle: (() => void) | undefined;
 
   /** Called by `agent.destroy()`. */
   destroy(): this {
@@ -211,7 +218,7 @@ export class AgentGuard {
     const loop = slot.hold;
     // Requests already queued under this origin now wait behind a dial that holds its slot to
     // its bound: a destroy must reach them at once (see watchQueued).
-    for (const queued of books.requests[name] ?? []) if (queued !== req) watchQueuedRequest(books.requests, queued);
+    for (const queued of books.requests[name] ?? []) if (queued !== req) watchQueuedRequest(books, queued);
     const { timeout, breaker, clock } = this.settings;
     const stop = new AbortController(); // agent.destroy(): the dial is given up
     // `req.setTimeout(ms)` during the dial runs as Node runs it on a connecting socket: from its
@@ -318,17 +325,24 @@ export class AgentGuard {
      * this dial's slot, and the process exited with it pending.
      */
     const background = (): void => {
-      if (dialing.size > 1) return;
+      for (const other of dialing) if (other !== slot && other.wanted) return;
       for (const key in books.requests) if (books.requests[key]?.some((r) => r !== req && !r.destroyed) === true) return;
       loop.detach();
+    };
+    // Asked again whenever a request that came to wait on this dial gives up too: the dial was
+    // attached for it, and held the process to its bound (5 s) with nobody left waiting.
+    slot.idle = () => {
+      if (gaveUp && own) background();
     };
     const giveUp = (reason: Error): void => {
       if (gaveUp) return;
       gaveUp = true;
+      slot.wanted = false;
       unwatch?.();
       arm(undefined);
       oncreate(reason);
       if (own) background();
+      else for (const other of dialing) if (other !== slot) other.idle?.(); // the scout it waited on
     };
     const setTimeoutCalled = (ms: unknown): void => {
       asked = ms;
@@ -481,7 +495,7 @@ export function watchQueued(books: unknown, req: http.ClientRequest): void {
     const list = requests[name];
     if (list !== undefined && list[list.length - 1] === req) {
       const dials = sockets[name]?.filter((s): s is PendingDial => s instanceof PendingDial);
-      if (dials !== undefined && dials.length > 0) watchQueuedRequest(requests, req);
+      if (dials !== undefined && dials.length > 0) watchQueuedRequest(books as AgentBooks, req);
       // It waits on the agent's dials in flight now, any key's (with `maxTotalSockets` a slot
       // another key's dial holds is its too): they hold the process, as Node's agent's would.
       for (const key in sockets) for (const d of sockets[key] ?? []) if (d instanceof PendingDial) d.hold.attach();
@@ -490,15 +504,21 @@ export function watchQueued(books: unknown, req: http.ClientRequest): void {
   }
 }
 
-/** Watches `req`, waiting in `requests`, for a destroy (see {@link watchQueued}); once. */
-function watchQueuedRequest(requests: AgentBooks['requests'], req: http.ClientRequest): void {
+/**
+ * Watches `req`, waiting in the agent's queue, for a destroy (see {@link watchQueued}); once. Once
+ * it has left, the dials it held the process for are asked whether anyone still waits on them.
+ */
+function watchQueuedRequest(books: AgentBooks, req: http.ClientRequest): void {
   if (queueWatches.has(req)) return;
+  const { requests, sockets } = books;
   const unwatch = watchRequest(
     req,
     () => {}, // Node arms a queued request's timeout when it gets its socket, as it does here
     () => {
       stopQueueWatch(req);
-      if (leaveQueue(requests, req)) failQueued(req);
+      if (!leaveQueue(requests, req)) return;
+      failQueued(req);
+      for (const key in sockets) for (const d of sockets[key] ?? []) if (d instanceof PendingDial) d.idle?.();
     },
   );
   queueWatches.set(req, unwatch);

@@ -44,6 +44,15 @@ describe('node:https agent: an abandoned dial and the process', { timeout: 30_00
     expect(exit).toBeLessThan(2_500);
   });
 
+  // The request that came to wait gives up too: nobody waits on the dial again. Was: it held the
+  // process to the dial's bound (5 s), as the second waiter had attached it.
+  it.each(['queued-gives-up', 'another-gives-up'])('a request that came to wait on it and gave up too (%s): the process exits well before the 5 s connect timeout', async (mode) => {
+    const lines = await child(mode);
+    expect(lines.map((l) => Object.keys(l)[0])).toEqual(['first', 'second', 'exit']);
+    expect(lines[1]).toMatchObject({ second: 'ABORT_ERR' });
+    expect(lines[2]!.exit as number).toBeLessThan(2_500);
+  });
+
   // total-*: queued for the agent's one slot (maxTotalSockets 1) under another agent key; the
   // process exited at 104 ms with it pending (an outside review), where Node's agent serves it.
   it.each(['queued', 'another', 'total-before', 'total-after'])('a request that comes to wait on it (%s) keeps the process until it has its outcome', async (mode) => {
