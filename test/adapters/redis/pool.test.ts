@@ -114,6 +114,23 @@ describe('RedisGuard: node-redis client pools', () => {
     expect(breaker.stats().failed).toBe(0);
   });
 
+  it("a url's database and password reach every member, as node-redis reads them (the guard moves them out of the url it replaces)", async () => {
+    const server = await new RedisServer(await freePort(), ['--requirepass', 'sesame']).start();
+    cleanups.push(() => server.kill());
+    const breaker = new HostBreaker();
+    const pool = new RedisGuard({ breaker }).nodeRedisPool(createClientPool, { url: `redis://:sesame@127.0.0.1:${server.port}/3` }, { minimum: 2 });
+    pool.on('error', () => {});
+    cleanups.push(() => pool.isOpen && pool.destroy());
+    await pool.connect();
+    await pool.set('k', 'in db 3');
+    const plain = createClient({ url: `redis://:sesame@127.0.0.1:${server.port}/3` });
+    plain.on('error', () => {});
+    cleanups.push(() => plain.isOpen && plain.destroy());
+    await plain.connect();
+    expect(await plain.get('k')).toBe('in db 3');
+    expect(breaker.stats()).toMatchObject({ succeeded: 2, failed: 0 });
+  });
+
   it('TLS members are not gated (Node publishes no TLS socket to report from): the options reach createClientPool as given', () => {
     const seen: unknown[] = [];
     const options = { socket: { host: '127.0.0.1', port: 6380, tls: true as const } };
