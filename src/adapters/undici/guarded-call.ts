@@ -464,7 +464,7 @@ export class GuardedCall implements AttemptOwner {
     this.#cancel?.(this.#s.shutdown!.reason);
   }
 
-  /** retry() gave up: the caller gets the held response, or the error. */
+  /** retry() gave up, or the caller or the agent ended the call: the caller gets the held response, or the error. */
   #fail(err: unknown): void {
     if (this.#finished) return;
     this.#finished = true;
@@ -473,8 +473,11 @@ export class GuardedCall implements AttemptOwner {
     // A deadline that cut a run of failed dials still marks the origin: what failed was dialling.
     const kind = classify(err instanceof DeadlineExceededError && err.cause !== undefined ? err.cause : err).kind;
     if (kind === 'dial' || kind === 'refused') this.#suspect();
+    // The caller's own abort too: the answer was held only because a retry might follow, and raw
+    // undici would have handed it over before the abort came (a 503 stays a 503, not the
+    // caller's TimeoutError; an outside review found the swap).
     const held = this.#held;
-    if (held !== undefined && this.#reason === undefined) {
+    if (held !== undefined) {
       this.#s.suspects.delete(this.#origin); // it answered
       held.deliver(this.caller);
       return;
