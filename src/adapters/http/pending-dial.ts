@@ -208,6 +208,21 @@ export class AgentGuard {
     // socket that frees meanwhile. Raw Node never has that moment (its socket is handed over at
     // once); here its dial's failure must not reach a request that a socket took from the queue.
     const queuedAtStart = req !== undefined && isQueued(books.requests, name, req);
+    /**
+     * Fails the request this dial is for. One that waited in the queue leaves it and fails as
+     * Node fails a queued request, once: Node's removeSocket, on a failed dial, emits the error
+     * and leaves the request queued (with a real socket that never happens: it is handed over at
+     * once), so the next socket to close dialled for it again and a second failure was a second
+     * 'error', unhandled by got or a `once('error')` (an outside review: a process crashed).
+     */
+    const fail = (err: Error): void => {
+      if (!queuedAtStart) {
+        oncreate(err);
+        return;
+      }
+      leaveQueue(books.requests, req!);
+      failQueued(req!, err);
+    };
     const slot = new PendingDial();
     hold(books, name, slot);
     // Another dial of this host:port may be the one this waits on (a scout): it holds the process again.
@@ -340,7 +355,7 @@ export class AgentGuard {
       slot.wanted = false;
       unwatch?.();
       arm(undefined);
-      oncreate(reason);
+      fail(reason);
       if (own) background();
       else for (const other of dialing) if (other !== slot) other.idle?.(); // the scout it waited on
     };
@@ -379,7 +394,7 @@ export class AgentGuard {
         }
         if (slot.destroyed) {
           socket.destroy();
-          oncreate(agentDestroyed());
+          fail(agentDestroyed());
           next(books, name, options, req); // as Node's removeSocket: a request queued behind it gets a dial
           return;
         }
@@ -403,7 +418,7 @@ export class AgentGuard {
           next(books, name, options, req);
           return;
         }
-        oncreate(error);
+        fail(error);
         // In Node a failed connect frees its slot through removeSocket, which dials for the next
         // queued request. The stand-in never reaches removeSocket, so do the same here.
         next(books, name, options, req);
@@ -548,8 +563,13 @@ function leaveQueue(requests: AgentBooks['requests'], req: http.ClientRequest): 
 
 /** Ends a request that left the queue: Node emits its own error (its destroy reason, or "socket hang up"). */
 function failQueued(req: http.ClientRequest, err: Error | null = null): void {
+  if (failed.has(req)) return; // once, whichever way it came to fail
+  failed.add(req);
   (req as unknown as { onSocket(socket: undefined, err: Error | null): void }).onSocket(undefined, err);
 }
+
+/** The requests {@link failQueued} failed. */
+const failed = new WeakSet<http.ClientRequest>();
 
 /** The `_agentKey` (TLS options) of the dial whose TLS handshake failed with each error. */
 const tlsFailures = new WeakMap<object, string>();
