@@ -110,10 +110,12 @@ describe('the redis worker, against a node killed under it (its port refuses)', 
     }
     expect(opens).toBeGreaterThanOrEqual(1);
     expect(probes).toBeLessThanOrEqual(opens);
-    // Windows of 1 s, then 2 s (±25 %): two probes in the last 3 s, or three when the breaker
-    // opened late (a loaded machine stretches the 1.5 s of failed rounds): at ≤ 2 this failed 1
-    // run in 6 on an idle machine, before and after this stop's changes alike.
-    expect(lastDials(guarded, ends[1]!)).toBeLessThanOrEqual(3);
+    // One probe per window, the windows short while the node refuses at once early in its outage
+    // (REFUSING_HORIZON) and growing: three runs read reopens 276, 542, 986 and 769 ms apart, so
+    // 3 or 4 probes fall in the last 3 s. (At ≤ 2 this failed 1 run in 6; at ≤ 3, once the
+    // redial rounds grew by 50 ms instead of doubling and the breaker opened a round or two
+    // sooner, 2 runs in 4.) The default clients dial far more: the next line.
+    expect(lastDials(guarded, ends[1]!)).toBeLessThanOrEqual(4);
     expect(lastDials(unguarded, ends[0]!)).toBeGreaterThan(lastDials(guarded, ends[1]!));
     // node-redis's destroy() does not cancel a reconnect sleep under way; the guarded one lasts
     // the breaker's window (up to 4 s and a quarter here): wait it out, then nothing may be left.
