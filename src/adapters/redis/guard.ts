@@ -95,8 +95,8 @@ export interface RedisGuardOptions {
   /**
    * Longest spacing of a failing node's redial rounds while the breaker has not opened it, ms
    * (rounds are shared by the clients of that node of every guard on the same breaker: see
-   * `redial.ts`; the spacing is equal jitter from 25-50 ms growing by 50 ms a round up to this; the guard whose
-   * dial failed spaces the next round). Default 2 000, as ioredis's own cap: once the
+   * `redial.ts`; the spacing is equal jitter from 25-50 ms growing by 50 ms a round up to this;
+   * the guard whose dial failed spaces the next round). Default 2 000, as ioredis's own cap: once the
    * breaker opens, its window decides the wait instead. At least 50 (the first round's cap): 0
    * spaced the rounds by nothing, hundreds of redials a second against a failing node.
    */

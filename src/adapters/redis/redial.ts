@@ -11,9 +11,10 @@
  * process: one client leads each round and dials; the clients that come to dial while it is out
  * wait for its outcome (a success lets them dial at once, a failure fails them with its error,
  * no I/O); a client that comes between rounds fails at once with the last round's error. Rounds
- * are spaced by a jittered backoff (equal jitter, so the spacing has a floor: 25-50 ms, then 50-100,
- * 75-150..., growing by 50 ms a round to `maxBackoff`). The first success forgets the node. The breaker still sees every dial and
- * decides when the node opens; this only stops the loops from multiplying its dials.
+ * are spaced by a jittered backoff (equal jitter, so the spacing has a floor: 25-50 ms, then
+ * 50-100, 75-150..., growing by 50 ms a round to `maxBackoff`). The first success forgets the
+ * node. The breaker still sees every dial and decides when the node opens; this only stops the
+ * loops from multiplying its dials.
  *
  * A round's lead is bounded: a leader never reported (its client was destroyed mid-dial) is let
  * go after the connect timeout, and its waiters dial.
