@@ -205,12 +205,12 @@ export class RedisGuard {
   nodeRedis<O, C extends EventClient>(createClient: (options: O) => C, clientOptions?: O): C {
     const options = (clientOptions ?? {}) as NodeRedisOptions;
     const { socket, state } = this.#nodeRedisSocket(options);
-    const { ip } = gatedHost(socket.host ?? 'localhost');
+    const gated = gatedHost(socket.host ?? 'localhost');
     let client: C | undefined;
     // Destroyed or closed while its dial waited for a round: it takes no permit when the round ends.
     const open = (): boolean => (client as { isOpen?: boolean } | undefined)?.isOpen !== false;
-    socket.lookup = this.#gatedLookup(state, ip, socket.lookup as net.LookupFunction | undefined, open);
-    socket.host = gatedHost(socket.host ?? 'localhost').name;
+    socket.lookup = this.#gatedLookup(state, gated.ip, socket.lookup as net.LookupFunction | undefined, open);
+    socket.host = gated.name;
     watchConnectingSockets();
     const own = socket.reconnectStrategy;
     socket.reconnectStrategy = (retries: number, cause: unknown) => {
