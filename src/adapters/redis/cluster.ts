@@ -159,7 +159,7 @@ export function nodeRedisCluster<O, C extends EventClient>(guard: GuardInternals
  * cluster's node events, in order per node (`pending`).
  */
 function clusterLookup(guard: GuardInternals, pending: Map<string, ClientState[]>, lookup: net.LookupFunction | undefined): net.LookupFunction {
-  const resolve = (lookup ?? dns.lookup) as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void;
+  const resolve = resolverOf(lookup);
   return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
     const target = ungateName(hostname);
     if (target === undefined) {
@@ -167,33 +167,64 @@ function clusterLookup(guard: GuardInternals, pending: Map<string, ClientState[]
       return;
     }
     const state = new ClientState(target.key);
-    const socket = takeConnectingSocket();
-    const go = (refusal: RoundOutcome): void => {
-      if (refusal !== undefined) {
-        process.nextTick(cb, refusal);
-        return;
-      }
-      if (socket !== undefined) {
-        watchNodeDial(guard, state, socket);
-        // node-redis bounds the cluster node client's TCP connect only: the handshake is bounded
-        // here, from when the dial began (handshake.ts); its commands go behind the handshake.
-        guard.boundHandshake(state, state.permit, socket, true);
-      } else {
-        const list = pending.get(target.key) ?? [];
-        list.push(state);
-        pending.set(target.key, list);
-      }
-      const family = net.isIP(target.host);
-      if (family === 0) resolve(target.host, opts, cb);
-      else if (opts?.all === true) process.nextTick(cb, null, [{ address: target.host, family }]);
-      else process.nextTick(cb, null, target.host, family);
+    const unseen = (): void => {
+      const list = pending.get(target.key) ?? [];
+      list.push(state);
+      pending.set(target.key, list);
     };
-    // As for a single-node client: node-redis's connect timeout runs during a wait.
-    const askedAt = guard.rounds.now();
-    const gate = guard.gate(state, () => guard.rounds.now() - askedAt < guard.timeout);
-    if (gate instanceof Promise) void gate.then(go);
-    else go(gate);
+    socketReportedDial(guard, state, guard.timeout, false, unseen, cb, () => answerLookup(resolve, target.host, opts, cb));
   }) as net.LookupFunction;
+}
+
+/** `lookup` (Node's `dns.lookup` when none), typed as the guard's lookups call it. */
+export function resolverOf(lookup: net.LookupFunction | undefined): (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void {
+  return (lookup ?? dns.lookup) as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void;
+}
+
+/** Answers a lookup for `host`: an IP address as itself (a tick later, as Node's own), a name through `resolve`. */
+export function answerLookup(resolve: ReturnType<typeof resolverOf>, host: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void): void {
+  const family = net.isIP(host);
+  if (family === 0) resolve(host, opts, cb);
+  else if (opts?.all === true) process.nextTick(cb, null, [{ address: host, family }]);
+  else process.nextTick(cb, null, host, family);
+}
+
+/**
+ * Inside a lookup, the dial it stands for as a dial of its own (`state`): its turn in the node's
+ * shared rounds and the breaker (a refusal goes to `cb`), then `answer()`. Its outcome comes from
+ * the socket `net.connect` made for it ({@link watchNodeDial}), its handshake bounded from when
+ * the dial began (node-redis bounds the TCP connect only; its commands go behind the handshake);
+ * a dial whose socket was not seen goes to `unseen`. A wait for the round longer than `bound`
+ * (node-redis's connect timeout runs meanwhile), or with `untilClosed` one whose socket was
+ * destroyed meanwhile (a pool destroyed), takes no permit that no dial would report.
+ */
+export function socketReportedDial(
+  guard: GuardInternals,
+  state: ClientState,
+  bound: number,
+  untilClosed: boolean,
+  unseen: () => void,
+  cb: (...answer: unknown[]) => void,
+  answer: () => void,
+): void {
+  const socket = takeConnectingSocket();
+  const go = (refusal: RoundOutcome): void => {
+    if (refusal !== undefined) {
+      process.nextTick(cb, refusal);
+      return;
+    }
+    if (socket === undefined) unseen();
+    else {
+      state.socket = socket;
+      watchNodeDial(guard, state, socket);
+      guard.boundHandshake(state, state.permit, socket, true);
+    }
+    answer();
+  };
+  const askedAt = guard.rounds.now();
+  const gate = guard.gate(state, () => guard.rounds.now() - askedAt < bound && !(untilClosed && socket?.destroyed === true));
+  if (gate instanceof Promise) void gate.then(go);
+  else go(gate);
 }
 
 /**

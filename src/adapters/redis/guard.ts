@@ -39,7 +39,7 @@ import { sharedBreaker } from '../../guard/dial.js';
 import { dialFailureOutcome } from '../../guard/dial-outcome.js';
 import { type DialPermit, HostBreaker, type Transport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
-import { ioredisCluster, nodeRedisCluster } from './cluster.js';
+import { answerLookup, ioredisCluster, nodeRedisCluster, resolverOf } from './cluster.js';
 import { boundHandshake, takeConnectingSocket, watchConnectingSockets } from './handshake.js';
 import {
   ClientState,
@@ -519,20 +519,14 @@ export class RedisGuard {
 
   /** A lookup that asks the breaker first, then resolves (an IP address: to itself). */
   #gatedLookup(state: ClientState, ip: string | undefined, lookup: net.LookupFunction | undefined, open: () => boolean): net.LookupFunction {
-    const resolve = lookup ?? dns.lookup;
+    const resolve = resolverOf(lookup);
     return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
       const go = (refusal: RoundOutcome): void => {
         if (refusal !== undefined) {
           process.nextTick(cb, refusal);
           return;
         }
-        if (ip === undefined) {
-          (resolve as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void)(hostname, opts, cb);
-          return;
-        }
-        const family = net.isIP(ip);
-        if (opts?.all === true) process.nextTick(cb, null, [{ address: ip, family }]);
-        else process.nextTick(cb, null, ip, family);
+        answerLookup(resolve, ip ?? hostname, opts, cb);
       };
       // node-redis arms its connect timeout (ours) as this lookup starts: a wait that outlives it
       // finds the socket destroyed, and must not take a permit no dial will report.

@@ -18,10 +18,9 @@
  */
 import dns from 'node:dns';
 import net from 'node:net';
-import { watchNodeDial } from './cluster.js';
-import { takeConnectingSocket, watchConnectingSockets } from './handshake.js';
+import { answerLookup, resolverOf, socketReportedDial } from './cluster.js';
+import { watchConnectingSockets } from './handshake.js';
 import { ClientState, type GuardInternals, NODE_REDIS_LONGEST_WAIT, type NodeRedisOptions, withoutUrl } from './internals.js';
-import type { RoundOutcome } from './redial.js';
 
 /**
  * Member options for a pool of `options`' node, each dial gated and reported on its own; the
@@ -61,40 +60,17 @@ export function gatedHost(host: string): { name: string; ip: string | undefined 
 
 /**
  * A pool member's lookup: a dial state of its own (key, bound and rounds policy from `base`),
- * its turn in the node's shared rounds and the breaker, then the address; the outcome comes
- * from the dial's socket ({@link watchNodeDial}), whose handshake is bounded as a client's.
+ * reported from its socket as a cluster node's dial is ({@link socketReportedDial}). A dial whose
+ * socket was not seen (never: net.connect publishes every socket it makes) goes unreported rather
+ * than hold the node's round; a pool destroyed while a dial waits for its round takes no permit.
  */
 function memberLookup(guard: GuardInternals, base: ClientState, ip: string | undefined, lookup: net.LookupFunction | undefined): net.LookupFunction {
-  const resolve = (lookup ?? dns.lookup) as (h: string, o: dns.LookupOptions, c: (...a: unknown[]) => void) => void;
+  const resolve = resolverOf(lookup);
   const bound = base.timeout > 0 ? base.timeout : guard.timeout;
   return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
     const state = new ClientState(base.key, true, false);
     state.timeout = base.timeout;
     state.policy = base.policy;
-    const socket = takeConnectingSocket();
-    const go = (refusal: RoundOutcome): void => {
-      if (refusal !== undefined) {
-        process.nextTick(cb, refusal);
-        return;
-      }
-      if (socket === undefined) {
-        // Nothing to hear the dial's outcome from (never seen: net.connect publishes every
-        // socket it makes): let it go unreported rather than hold the node's round.
-        guard.abandon(state);
-      } else {
-        state.socket = socket;
-        watchNodeDial(guard, state, socket);
-        guard.boundHandshake(state, state.permit, socket, true);
-      }
-      if (ip === undefined) resolve(hostname, opts, cb);
-      else if (opts?.all === true) process.nextTick(cb, null, [{ address: ip, family: net.isIP(ip) }]);
-      else process.nextTick(cb, null, ip, net.isIP(ip));
-    };
-    // node-redis's connect timeout runs during a wait for the round; a pool destroyed meanwhile
-    // destroyed the socket: neither takes a permit no dial would report.
-    const askedAt = guard.rounds.now();
-    const gate = guard.gate(state, () => guard.rounds.now() - askedAt < bound && socket?.destroyed !== true);
-    if (gate instanceof Promise) void gate.then(go);
-    else go(gate);
+    socketReportedDial(guard, state, bound, true, () => guard.abandon(state), cb, () => answerLookup(resolve, ip ?? hostname, opts, cb));
   }) as net.LookupFunction;
 }

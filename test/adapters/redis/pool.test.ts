@@ -33,17 +33,23 @@ const makers: Array<[string, (guard: RedisGuard, port: number, host?: string) =>
   ],
 ];
 
+/** A real redis-server and a guarded pool made by `make` on a breaker of its own, connected; the errors it emits. */
+async function connected(make: (typeof makers)[number][1]): Promise<{ server: RedisServer; breaker: HostBreaker; pool: Pool; errors: string[] }> {
+  const server = await new RedisServer(await freePort()).start();
+  cleanups.push(() => server.kill());
+  const breaker = new HostBreaker();
+  const pool = make(new RedisGuard({ breaker }), server.port);
+  const errors: string[] = [];
+  pool.on('error', (e: Error) => void errors.push(e.message));
+  cleanups.push(() => pool.isOpen && pool.destroy());
+  await pool.connect();
+  return { server, breaker, pool, errors };
+}
+
 describe('RedisGuard: node-redis client pools', () => {
   for (const [name, make] of makers) {
     it(`${name}: ${MEMBERS} members connect to a healthy node, each dial a success of its own (was: 6 counted failed, the node opened, 2.9 s)`, async () => {
-      const server = await new RedisServer(await freePort()).start();
-      cleanups.push(() => server.kill());
-      const breaker = new HostBreaker();
-      const pool = make(new RedisGuard({ breaker }), server.port);
-      const errors: string[] = [];
-      pool.on('error', (e: Error) => void errors.push(e.message));
-      cleanups.push(() => pool.isOpen && pool.destroy());
-      await pool.connect();
+      const { breaker, pool, errors } = await connected(make);
       expect(pool.totalClients).toBe(MEMBERS);
       expect(await pool.ping()).toBe('PONG');
       expect(breaker.stats()).toMatchObject({ succeeded: MEMBERS, failed: 0, opened: 0, abandoned: 0 });
@@ -51,14 +57,7 @@ describe('RedisGuard: node-redis client pools', () => {
     });
 
     it(`${name}: a 300 ms restart: every member serves again within 1.5 s and the node never opens (was: not back in 10 s)`, async () => {
-      const server = await new RedisServer(await freePort()).start();
-      cleanups.push(() => server.kill());
-      const breaker = new HostBreaker();
-      const pool = make(new RedisGuard({ breaker }), server.port);
-      const errors: string[] = [];
-      pool.on('error', (e: Error) => void errors.push(e.message));
-      cleanups.push(() => pool.isOpen && pool.destroy());
-      await pool.connect();
+      const { server, breaker, pool, errors } = await connected(make);
       await server.kill();
       await sleep(300);
       await server.start();
