@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { warnOnce } from './warn-once.js';
+import { containAnswer, warnOnce } from './warn-once.js';
 import diagnosticsChannel from 'node:diagnostics_channel';
 
 /** Receives one event's payload. */
@@ -36,7 +36,8 @@ export function channelFor(name: string): diagnosticsChannel.Channel {
 }
 
 /**
- * Typed events for one component. A listener that throws is isolated: its first error becomes a process
+ * Typed events for one component. A listener that throws, or returns a promise that rejects (an
+ * `async` one), is isolated: its first error becomes a process
  * warning (once per listener, so a per-call event cannot flood the log) and never unwinds the state machine that emitted. (A subscriber added with
  * `node:diagnostics_channel` directly is outside our reach: Node rethrows its error as an uncaught
  * exception. `subscribe()` in observe/channels isolates it like a listener here.)
@@ -92,7 +93,9 @@ export class EventHub<Events extends { [K in keyof Events]: object }> {
     if (set !== undefined && set.size > 0) {
       for (const listener of set) {
         try {
-          (listener as Listener<Events[K]>)(payload);
+          const answer: unknown = (listener as Listener<Events[K]>)(payload);
+          // An async listener (TypeScript takes one for `=> void`) whose promise rejects: the same warning.
+          if (answer !== undefined) containAnswer(`a listener of '${String(event)}' threw (reported once)`, listener, answer);
         } catch (err) {
           warnOnce(`a listener of '${String(event)}' threw (reported once)`, listener, err);
         }

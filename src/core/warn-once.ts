@@ -24,3 +24,21 @@ export function warnOnce(what: string, owner: object, err: unknown): void {
   seen.add(owner);
   process.emitWarning(`dialguard: ${what}: ${thrownText(err)}`);
 }
+
+/**
+ * Watches what user code returned where nothing is awaited (a listener, subscriber, logger or
+ * `onResult`): a promise, as an `async` one returns, that rejects is reported by
+ * {@link warnOnce} as a throw would be, never left to end the process as an unhandled rejection.
+ * Anything else is ignored; a plain `undefined` costs one `typeof`.
+ *
+ * @internal
+ */
+export function containAnswer(what: string, owner: object, answer: unknown): void {
+  if (typeof answer !== 'object' || answer === null) return; // the usual: undefined
+  try {
+    const then = (answer as { then?: unknown }).then;
+    if (typeof then === 'function') then.call(answer, undefined, (err: unknown) => warnOnce(what, owner, err));
+  } catch (err) {
+    warnOnce(what, owner, err); // a `then` getter or method that throws
+  }
+}

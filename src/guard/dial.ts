@@ -14,6 +14,7 @@ import { DEFAULT_CONNECT_TIMEOUT } from '../core/connect-timeout.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
 import { checkDuration, checkSignal, opt, thrownText } from '../core/validate.js';
+import { warnOnce } from '../core/warn-once.js';
 import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js';
 import { dialFailureOutcome, localFailure } from './dial-outcome.js';
 import { type DialPermit, HostBreaker, type Transport } from './host-breaker.js';
@@ -193,6 +194,23 @@ export function dialWith<C>(
     }
     if (hub.active('settled')) hub.emit('settled', { host: permit.host, outcome, duration: clock.now() - started, phase: String(ctx.phase) });
   };
+  // The breaker hears how the dial ended, then the listeners. A breaker or clock that throws
+  // (a caller's clock) is a warning: the dial still settles (it was lost, never settled, or
+  // thrown from its timer as an uncaught exception; an outside review).
+  const settle = (outcome: DialEvents['settled']['outcome'], err?: unknown): void => {
+    try {
+      if (outcome === 'failed') permit.failed(err);
+      else if (outcome === 'succeeded') permit.succeeded();
+      else permit.abandoned();
+    } catch (thrown) {
+      warnOnce('a breaker threw while settling a dial (its clock?; contained, reported once)', breaker, thrown);
+    }
+    try {
+      report(outcome);
+    } catch (thrown) {
+      warnOnce("a dial's clock threw while reporting it (contained, reported once)", clock, thrown);
+    }
+  };
 
   const run = (): Promise<C> => new Promise<C>((resolve, reject) => {
     let done = false;
@@ -206,8 +224,7 @@ export function dialWith<C>(
     const onAbort = (): void => {
       if (done) return;
       end();
-      permit.abandoned();
-      report('abandoned');
+      settle('abandoned');
       controller.abort(signal!.reason);
       reject(signal!.reason);
     };
@@ -224,8 +241,7 @@ export function dialWith<C>(
       if (done) return;
       end();
       const err = new ConnectTimeoutError(permit.host, timeout, ctx.phase);
-      permit.failed(err);
-      report('failed');
+      settle('failed', err);
       controller.abort(err);
       reject(err);
     }, timeout);
@@ -251,8 +267,7 @@ export function dialWith<C>(
           return;
         }
         end();
-        permit.succeeded();
-        report('succeeded');
+        settle('succeeded');
         resolve(connection);
       },
       (err: unknown) => {
@@ -260,11 +275,7 @@ export function dialWith<C>(
         end();
         // Only the host's failures count: a certificate it presented, an alert it sent or any
         // answer proves it alive; a failure local to this process says nothing about it.
-        const outcome = dialFailureOutcome(err, ctx.answered === true);
-        if (outcome === 'failed') permit.failed(err);
-        else if (outcome === 'succeeded') permit.succeeded();
-        else permit.abandoned();
-        report(outcome);
+        settle(dialFailureOutcome(err, ctx.answered === true), err);
         controller.abort(err);
         reject(err);
       },

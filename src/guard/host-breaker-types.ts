@@ -68,7 +68,11 @@ export interface HostBreakerOptions {
   sweepInterval?: number;
   /** Time source. Default {@link systemClock}. */
   clock?: Clock;
-  /** Uniform [0, 1) source for jittered schedules. Default `Math.random`. */
+  /**
+   * Uniform [0, 1) source for jittered schedules. Default `Math.random`. An answer outside
+   * [0, 1) is taken as 0, and one that throws is a process warning answered 0: the breaker draws
+   * while a dial settles, where nothing can be thrown to.
+   */
   random?: () => number;
 }
 

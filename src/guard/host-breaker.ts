@@ -33,6 +33,7 @@ import { type Clock, checkedClock } from '../core/clock.js';
 import { HostUnavailableError } from '../core/errors.js';
 import { EventHub, type Unsubscribe, type Listener } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
+import { warnOnce } from '../core/warn-once.js';
 import { refusedAtOnce } from './dial-outcome.js';
 import { hostKey, reserveHostKeys } from './host-key.js';
 import {
@@ -292,7 +293,8 @@ export class HostBreaker {
     reserveHostKeys(this.#capacity); // every host it tracks keeps its spelling memoised
     this.#sweepInterval = checkDuration('sweepInterval', opt(options.sweepInterval, 60_000), 0);
     this.#clock = checkedClock(options.clock, false);
-    this.#random = checkFunction('random', opt(options.random, Math.random));
+    const random = options.random === undefined ? Math.random : unitRandom(checkFunction('random', options.random));
+    this.#random = random;
     this.#lastSweep = this.#clock.now();
   }
 
@@ -422,7 +424,8 @@ export class HostBreaker {
    * set aside, not found dead. Calling it again replaces the isolation. While isolated, a
    * refusal's `retryAfter` counts down the isolation (`Infinity` until released).
    *
-   * @param host - anything {@link hostKey} accepts (`host:port`).
+   * @param host - anything {@link hostKey} accepts: `host:port` for what `connect()` and the
+   *   adapters dial (a bare name is a key of its own, refusing none of their dials).
    * @param ms - how long, default `Infinity` (until the returned function or {@link reset} ends it).
    * @returns a function that releases this isolation early (a no-op once replaced or reset).
    */
@@ -690,4 +693,23 @@ export class HostBreaker {
     entry.older = undefined;
     entry.newer = undefined;
   }
+}
+
+/**
+ * A caller's `random` made safe for a breaker, which draws from it while a dial settles (from a
+ * timer, or a probe's failure): an answer outside [0, 1) (NaN, Infinity, 7) is taken as 0, and
+ * one that throws is a process warning (once) answered 0. Unchecked, a throw lost the probe's
+ * settle and an Infinity held the host refused for ever (an outside review).
+ */
+function unitRandom(random: () => number): () => number {
+  return () => {
+    let r: unknown;
+    try {
+      r = random();
+    } catch (err) {
+      warnOnce("a breaker's random threw (answered 0; reported once)", random, err);
+      return 0;
+    }
+    return typeof r === 'number' && r >= 0 && r < 1 ? r : 0;
+  };
 }

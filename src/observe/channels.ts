@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { warnOnce } from '../core/warn-once.js';
+import { containAnswer, warnOnce } from '../core/warn-once.js';
 import diagnosticsChannel from 'node:diagnostics_channel';
 import type { ConnectionPoolEvents } from '../pool/connection-pool.js';
 import type { DialEvents, LookupEvents } from '../guard/dial.js';
@@ -59,14 +59,16 @@ export const CHANNELS = [
 
 /**
  * Subscribes `listener` to one of dialguard's channels (every instance in the process publishes
- * there); returns the function that unsubscribes. A listener that throws is isolated: its first error
+ * there); returns the function that unsubscribes. A listener that throws, or whose promise rejects (an
+ * `async` one), is isolated: its first error
  * becomes a process warning (once per listener: a refusal per call must not flood the log). (A throwing subscriber of `node:diagnostics_channel` itself is
  * rethrown by Node as an uncaught exception, which would crash the process from inside a dial.)
  */
 export function subscribe<K extends keyof DialguardChannels>(name: K, listener: (payload: DialguardChannels[K]) => void): Unsubscribe {
   const handler = (message: unknown): void => {
     try {
-      listener(message as DialguardChannels[K]);
+      const answer: unknown = listener(message as DialguardChannels[K]);
+      if (answer !== undefined) containAnswer(`a subscriber of '${name}' threw (reported once)`, listener, answer); // an async one that rejects
     } catch (err) {
       warnOnce(`a subscriber of '${name}' threw (reported once)`, listener, err);
     }

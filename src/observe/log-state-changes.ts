@@ -6,6 +6,7 @@
  * @module
  */
 import { type Unsubscribe, unsubscriber } from '../core/events.js';
+import { containAnswer } from '../core/warn-once.js';
 import { checkDuration, checkFunction, opt, thrownText } from '../core/validate.js';
 import { subscribe } from './channels.js';
 
@@ -41,9 +42,10 @@ export function logStateChanges(logger: StateLogger, options: LogStateChangesOpt
   checkFunction('logger.info', logger?.info);
   const interval = checkDuration('budgetInterval', opt(options.budgetInterval, 60_000));
   const now = checkFunction<() => number>('now', opt(options.now, () => performance.now()));
-  const safe = (fn: () => void): void => {
+  // A logger's answer is watched too: an async one that rejects is a warning, as a throw is.
+  const safe = (fn: () => unknown): void => {
     try {
-      fn();
+      containAnswer('the logger (or its clock) threw', logger, fn());
     } catch (err) {
       process.emitWarning(`dialguard: the logger (or its clock) threw: ${thrownText(err)}`);
     }
@@ -79,7 +81,7 @@ export function logStateChanges(logger: StateLogger, options: LogStateChangesOpt
         lastBudgetLine = t;
         const count = refused;
         refused = 0;
-        logger.warn({ refused: count, sinceMs }, 'dialguard: retry budget exhausted: retries refused');
+        return logger.warn({ refused: count, sinceMs }, 'dialguard: retry budget exhausted: retries refused');
       }),
     ),
   ];

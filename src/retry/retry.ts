@@ -21,7 +21,7 @@ import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { type CallTraceMessage, attemptTrace, callTrace, traced } from '../observe/tracing.js';
 import { checkFunction, MAX_DURATION, show, thrownText } from '../core/validate.js';
-import { warnOnce } from '../core/warn-once.js';
+import { containAnswer, warnOnce } from '../core/warn-once.js';
 import { type RetryAttempt, type RetryOptions, type RetryPredicate, type RetryResult, settings } from './retry-options.js';
 
 export type { RetryAttempt, RetryInfo, RetryOptions, RetryPredicate, RetryResult } from './retry-options.js';
@@ -71,7 +71,8 @@ export function reportSettled(result: RetryResult, onResult?: (result: RetryResu
   }
   if (onResult === undefined) return;
   try {
-    onResult(result);
+    const answer: unknown = onResult(result);
+    if (answer !== undefined) containAnswer('retry onResult threw', onResult, answer); // an async one that rejects
   } catch (err) {
     process.emitWarning(`dialguard: retry onResult threw: ${thrownText(err)}`);
   }
