@@ -81,7 +81,8 @@ export interface RetryOptions {
   /**
    * When the call began, on `clock`, for a caller that made the first attempt itself before
    * handing the call to retry(): `timeout`, the retry window and `elapsed` count from it. Default
-   * now.
+   * now. Finite; on the default clock a `performance.now()` time: a `Date.now()` time (decades
+   * ahead on it) is refused with a RangeError.
    */
   start?: number;
   /** The caller's cancellation: aborting rejects the call with `signal.reason`. Default none. */
@@ -134,7 +135,11 @@ export interface RetryOptions {
   random?: () => number;
   /** Patterns and hook for `classify` (the caller's signal is added). Default none. */
   classify?: ClassifyOptions;
-  /** Called once when the call ends, with whole-call data for metrics. Default none. */
+  /**
+   * Called once when the call ends, with whole-call data for metrics. Default none. Not awaited:
+   * one that throws, or returns a promise that rejects, is a process warning, never the call's
+   * outcome.
+   */
   onResult?: (result: RetryResult) => void;
   /**
    * Called before each wait for a retry, once every check has allowed it (retryable, attempts,
@@ -174,6 +179,21 @@ export interface Settings {
 let defaultBackoff: Schedule | undefined;
 
 /**
+ * A `start` the caller gave: finite (Infinity made the deadline Infinity, so a timeout was
+ * dropped), and on the default clock not a Date.now() time (decades ahead of performance.now():
+ * the deadline counted from it never came, so a loop with `maxAttempts: Infinity` and a 300 ms
+ * timeout ran on; an outside review).
+ */
+function checkedStart(value: unknown, clock: Clock): number {
+  const start = checkNumber('start', value, Number.NEGATIVE_INFINITY);
+  if (!Number.isFinite(start)) throw new RangeError(`start must be a finite time on the clock, got ${show(start)}`);
+  if (clock === systemClock && start - clock.now() > WALL_CLOCK_LIKE) {
+    throw new RangeError(`start is on the clock, performance.now() by default, not Date.now(): got ${start}, ${Math.round((start - clock.now()) / YEAR)} years ahead; pass performance.now()`);
+  }
+  return start;
+}
+
+/**
  * Applies the defaults to one call's options and checks them; the deadline becomes absolute on
  * the call's clock (the earlier of `deadline` and `clock.now() + timeout`).
  *
@@ -182,7 +202,7 @@ let defaultBackoff: Schedule | undefined;
 export function settings(options: RetryOptions): Settings {
   if (typeof options !== 'object' || options === null) throw new TypeError(`retry options must be an object, got ${show(options)}`);
   const clock = checkedClock(options.clock);
-  const start = options.start === undefined ? clock.now() : checkNumber('start', options.start, Number.NEGATIVE_INFINITY);
+  const start = options.start === undefined ? clock.now() : checkedStart(options.start, clock);
   const timeout = options.timeout === undefined ? Infinity : checkDuration('timeout', options.timeout, 0, true, Infinity); // retry() re-arms its deadline timer past 2^31-1 ms
   const absolute = options.deadline === undefined ? Infinity : checkNumber('deadline', options.deadline, Number.NEGATIVE_INFINITY);
   // On the default clock (performance.now(): ms since this process started) a deadline decades

@@ -4,6 +4,7 @@
  * distance in years in the message. Exactly ten years ahead is still taken.
  */
 import { describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/core/clock.js';
 import { retry } from '../../src/retry/retry.js';
 
 const YEAR = 365.25 * 24 * 3_600_000;
@@ -17,6 +18,39 @@ describe('retry: a deadline far ahead on the default clock', () => {
   });
 
   it('names the distance in years, from start', async () => {
-    await expect(retry(fn, { budget: null, start: 20 * YEAR, deadline: 50 * YEAR })).rejects.toThrow(/, 30 years away; /);
+    await expect(retry(fn, { budget: null, start: 5 * YEAR, deadline: 35 * YEAR })).rejects.toThrow(/, 30 years away; /);
+  });
+});
+
+describe('retry: a start on the wrong clock, or not a time', () => {
+  const refusedConnect = (): never => {
+    throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED', syscall: 'connect' });
+  };
+
+  // Was accepted: the deadline, counted from a start 56 years ahead, never came, so this loop ran
+  // ~480 attempts in 5 s (an outside review); with a performance.now() start it ends at 300 ms.
+  it('a Date.now() start on the default clock is a RangeError before any attempt', async () => {
+    let attempts = 0;
+    const err = await retry(
+      () => {
+        attempts++;
+        refusedConnect();
+      },
+      { budget: null, start: Date.now(), timeout: 300, maxAttempts: Infinity, backoff: () => 10 },
+    ).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RangeError);
+    expect(String(err)).toMatch(/start is on the clock, performance.now\(\) by default, not Date.now\(\): got \d+, 5\d years ahead; pass performance.now\(\)$/);
+    expect(attempts).toBe(0);
+  });
+
+  it.each([Infinity, -Infinity])('start %s is a RangeError (Infinity dropped the timeout)', async (start) => {
+    await expect(retry(fn, { budget: null, start, timeout: 100 })).rejects.toThrow(/start must be a finite time on the clock, got -?Infinity/);
+  });
+
+  it('up to ten years ahead on the default clock, and any time on a clock of the caller\'s own, is taken', async () => {
+    await expect(retry(fn, { budget: null, start: performance.now() + 9.9 * YEAR, timeout: 100 })).resolves.toBe('ok');
+    await expect(retry(fn, { budget: null, start: performance.now() - 50, timeout: 1_000 })).resolves.toBe('ok');
+    const clock = { now: () => Date.now(), setTimeout: systemClock.setTimeout, clearTimeout: systemClock.clearTimeout };
+    await expect(retry(fn, { budget: null, clock, start: Date.now(), timeout: 100 })).resolves.toBe('ok');
   });
 });
