@@ -26,10 +26,13 @@ export const ErrorCodes = {
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 
 const kBrand = Symbol.for('dialguard.error');
+/** On each of dialguard's own error classes: the class itself (a caller's subclass inherits its parent's). */
+const kBranded = Symbol('dialguard.branded');
 
 /** Marks `cls.prototype` so `instanceof cls` holds for instances made by any copy of the package. */
 function brand(cls: { prototype: object; brand: symbol }): void {
   Object.defineProperty(cls.prototype, cls.brand, { value: true });
+  Object.defineProperty(cls, kBranded, { value: cls });
 }
 
 /** Base class of every dialguard error. */
@@ -37,8 +40,14 @@ export class DialguardError extends Error {
   /** The brand `instanceof` checks; each subclass has its own. */
   static readonly brand: symbol = kBrand;
 
-  /** Checks the brand rather than the prototype chain, so two copies of dialguard agree. */
+  /**
+   * Checks the brand rather than the prototype chain, so two copies of dialguard agree. A
+   * caller's own subclass (`class MyTimeout extends ConnectTimeoutError`) has no brand of its own
+   * and is checked by its prototype chain: it inherited its parent's, so every
+   * ConnectTimeoutError was taken for a MyTimeout.
+   */
   static override [Symbol.hasInstance](value: unknown): boolean {
+    if ((this as { [kBranded]?: unknown })[kBranded] !== this) return Function.prototype[Symbol.hasInstance].call(this, value);
     return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[this.brand] === true;
   }
 

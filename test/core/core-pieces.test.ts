@@ -153,6 +153,21 @@ describe('errors', () => {
     expect(foreign instanceof HostUnavailableError).toBe(true);
   });
 
+  it("a caller's own subclass is told apart from its parent (it inherits no brand of its own)", () => {
+    class MyTimeout extends ConnectTimeoutError {}
+    class MyOtherTimeout extends MyTimeout {}
+    const mine = new MyTimeout('a:1', 1, 'tcp');
+    const plain = new ConnectTimeoutError('a:1', 1, 'tcp');
+    expect(plain instanceof MyTimeout).toBe(false); // was true: every ConnectTimeoutError was a MyTimeout
+    expect(mine instanceof MyTimeout).toBe(true);
+    expect(mine instanceof ConnectTimeoutError).toBe(true);
+    expect(mine instanceof DialguardError).toBe(true);
+    expect(mine instanceof MyOtherTimeout).toBe(false);
+    expect(new MyOtherTimeout('a:1', 1, 'tcp') instanceof MyTimeout).toBe(true);
+    expect(mine instanceof HostUnavailableError).toBe(false);
+    expect(mine.code).toBe(ErrorCodes.CONNECT_TIMEOUT);
+  });
+
   it('isPermanent: a refusal yes, everything else no, whatever it claims', () => {
     expect(isPermanent(new HostUnavailableError('a:1', 1, 'open'))).toBe(true);
     expect(isPermanent(new ConnectTimeoutError('a:1', 1, 'tcp'))).toBe(false);
