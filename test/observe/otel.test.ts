@@ -40,6 +40,31 @@ afterEach(() => {
 });
 
 describe('dialguard/otel', () => {
+  it('a meter instrumented twice counts each event once, until every caller has stopped (was: twice)', async () => {
+    const reader = new TestReader();
+    const provider = new MeterProvider({ readers: [reader] });
+    const opened = async (): Promise<number> => {
+      const { resourceMetrics } = await reader.collect();
+      const m = resourceMetrics.scopeMetrics.flatMap((sm) => sm.metrics).find((x) => x.descriptor.name === 'dialguard.breaker.opened');
+      return ((m as SumMetricData | undefined)?.dataPoints ?? []).reduce((a, p) => a + (p.value as number), 0);
+    };
+    const trip = (host: string): void => new HostBreaker({ failureThreshold: 1, minOutage: 0 }).admit(host).failed(refusedErr());
+    const first = instrument({ meterProvider: provider });
+    const second = instrument({ meterProvider: provider });
+    try {
+      trip('a:1');
+      expect(await opened()).toBe(1);
+      first();
+      first(); // twice: harmless, and not a second holder's stop
+      trip('b:1');
+      expect(await opened()).toBe(2); // the second still feeds it
+    } finally {
+      second();
+    }
+    trip('c:1');
+    expect(await opened()).toBe(2); // nobody feeds it now
+  });
+
   it('counts and times what the guard does, with bounded attributes only', async () => {
     const reader = new TestReader();
     const provider = new MeterProvider({ readers: [reader] });

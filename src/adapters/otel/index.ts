@@ -46,12 +46,40 @@ function kindLabel(kind: FailureKind | undefined): string {
   return kind !== undefined && KINDS.has(kind) ? kind : 'unknown';
 }
 
+/** The meters being fed, each with how many {@link instrument} calls hold it. */
+const fed = new WeakMap<Meter, { holders: number; stop: () => void }>();
+
 /**
  * Creates dialguard's instruments and feeds them from every breaker, dial, pool, retry loop and
  * HTTP/2 client in the process. Returns the function that stops feeding them.
+ *
+ * A meter is fed once however often it is instrumented (two modules that each call
+ * `instrument()` on the global provider counted every event twice): each call returns its own
+ * stop, and the feeding ends when every caller has stopped.
  */
 export function instrument(options: InstrumentOptions = {}): Unsubscribe {
   const meter = options.meter ?? (options.meterProvider ?? metrics.getMeterProvider()).getMeter('dialguard');
+  let feed = fed.get(meter);
+  if (feed === undefined) {
+    const stop = feedMeter(meter);
+    const entry = { holders: 0, stop };
+    fed.set(meter, entry);
+    feed = entry;
+  }
+  const held = feed;
+  held.holders++;
+  let stopped = false;
+  return unsubscriber(() => {
+    if (stopped) return;
+    stopped = true;
+    if (--held.holders > 0) return;
+    fed.delete(meter);
+    held.stop();
+  });
+}
+
+/** Creates the instruments on `meter` and subscribes them; returns the function that unsubscribes. */
+function feedMeter(meter: Meter): () => void {
   const counter = (name: string, description: string) => meter.createCounter(name, { description });
   const opened = counter('dialguard.breaker.opened', 'Hosts the breaker opened after repeated failed dials');
   const closed = counter('dialguard.breaker.closed', 'Hosts closed again by a successful probe');
@@ -99,7 +127,7 @@ export function instrument(options: InstrumentOptions = {}): Unsubscribe {
       callDuration.record(e.latency, { component: 'http2', outcome: e.ok ? 'ok' : 'error', kind: e.ok ? 'none' : kindLabel(e.kind) }),
     ),
   ];
-  return unsubscriber(() => {
+  return () => {
     for (const stop of stops) stop();
-  });
+  };
 }
