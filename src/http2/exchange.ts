@@ -124,6 +124,9 @@ export function runExchange(
         return;
       }
       if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+      // Closed by the peer but kept by node:http2 for an upload it can no longer send: nothing
+      // else would end it, and it held the session, and the process, open past close().
+      else if (!stream.destroyed) stream.destroy();
       if (sink !== undefined) {
         // The answer has begun: the failure is the body's, and the call is over (never resent).
         sink.error(err);
@@ -196,9 +199,17 @@ export function runExchange(
       if ((sink.desiredSize ?? 0) <= 0) stream.pause();
     });
     // A stream the peer reset with NO_ERROR or CANCEL before any response also ends: that is no
-    // response, and 'close' rejects it with the code. Only a response the server sent resolves.
+    // response. Only a response the server sent resolves.
     stream.on('end', () => {
-      if (!responded || settled) return;
+      if (settled) return;
+      if (!responded) {
+        // Reset (closed, its code set): rejected now with the code. 'close' usually follows, but
+        // not while part of an upload still waits on flow control: node:http2 then keeps the
+        // writable side, and the call hung until its timeout (for ever without one; an outside
+        // review). finish() destroys such a stream.
+        if (stream.closed && stream.rstCode !== undefined) failed(closedError(stream.rstCode, false));
+        return;
+      }
       // node:http2 ends the readable side of a stream that closed abnormally too (reset, or its
       // session destroyed mid-body), with the close code already set: that body is cut short.
       const code = stream.rstCode;
