@@ -46,9 +46,9 @@ interface Standing {
   live: PooledChannel | undefined;
   connecting: number;
   failed: boolean;
-  /** Failed connects in a row (0 after a success). */
+  /** Failed reconnect rounds in a row (0 after a success): connects made during a backoff do not count. */
   failures: number;
-  /** When the next connect may start, on the clock (0: at once). */
+  /** When the next connect may start, on the clock (0: at once); a connect before it is no new round. */
   retryAt: number;
   listeners: Set<() => void>;
 }
@@ -178,6 +178,11 @@ export class ChannelConnector implements Connector<PooledChannel> {
       });
     }
     const standing = this.#standingOf(key);
+    // A connect made while a backoff runs (an ordinary call's, which does not wait for it) is
+    // not a new reconnect round: its failure takes no backoff step. Counted per connect, 5
+    // ordinary calls and their retries pushed the next round ~2 minutes out, and a waitForReady
+    // call missed a server back seconds later (an outside review); grpc-js steps once per round.
+    const round = standing.retryAt <= this.#clock.now();
     standing.connecting++;
     standing.failed = false;
     this.#notify(standing);
@@ -196,7 +201,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
         if (!(err instanceof HostUnavailableError)) {
           standing.failed = true;
           // Abandoned by the pool (its caller left, the guard closed): no evidence against the host.
-          if (!ctx.signal.aborted || ctx.signal.reason instanceof ConnectTimeoutError) {
+          if (round && (!ctx.signal.aborted || ctx.signal.reason instanceof ConnectTimeoutError)) {
             standing.failures++;
             standing.retryAt = this.#clock.now() + reconnectDelay(spec.options, standing.failures);
           }

@@ -140,6 +140,31 @@ describe('grpc guard: wait-for-ready (issue 18 break 2)', () => {
     expect(err.code).toBe(grpc.status.UNAVAILABLE);
   });
 
+  // An outside review: ordinary calls (retried by default) each made connects that failed, and
+  // every failed connect was one more backoff step (1 s x 1.6^n): the standing's next connect lay
+  // ~2 minutes ahead, so a waitForReady call (or client.waitForReady) missed a server back at
+  // 1.5 s and failed at its deadline, 7 of 7 runs. A grpc-js channel takes one step per
+  // reconnect round; connects made while a backoff runs no longer add to it.
+  it('after 10 ordinary calls failed (with their retries), a waitForReady call is served soon after the server is back, not at its deadline', { timeout: 20_000 }, async () => {
+    const { address, server, up } = await lateServer(3_000);
+    const { client, breaker } = setup(address, { retry: undefined }); // the guard's default retries
+    const t0 = performance.now();
+    for (let i = 0; i < 10; i++) expect((await failure(call(client, 'Echo', 'x', { deadline: Date.now() + 150 }))).code).not.toBe(grpc.status.OK);
+    expect(performance.now() - t0).toBeLessThan(2_500); // all before the server is back
+    const failedBefore = breaker.stats().failed;
+    expect(failedBefore).toBeGreaterThanOrEqual(10); // each call dialled (and its retries may have)
+    const res = await new Promise<Buffer>((resolve, reject) =>
+      client.Echo(Buffer.from('waited'), new grpc.Metadata({ waitForReady: true }), { deadline: Date.now() + 12_000 }, (err, r) => (err ? reject(err) : resolve(r!))),
+    );
+    await up;
+    expect(String(res)).toBe('waited');
+    // The server is up at 3 s. Rounds at ~0, ~1 s (1 s ±20 %) and ~2.6 s (+1.6 s ±20 %), then
+    // one at 3.1-5.2 s (+2.56 s ±20 %) finds it: the calls' own connects took no step.
+    expect(performance.now() - t0).toBeLessThan(8_000); // was: DEADLINE_EXCEEDED at its 12 s deadline (5.4-5.6 s here)
+    expect(server.calls.Echo).toBe(1);
+    expect(breaker.stats().failed - failedBefore).toBeLessThanOrEqual(3); // one dial per round while it waited
+  });
+
   it('reconnectDelay: grpc\'s backoff, 1 s then 1.6 x per failure, ±20 %, capped, and the channel options honoured', () => {
     expect(reconnectDelay({}, 1, () => 0.5)).toBe(1_000);
     expect(reconnectDelay({}, 2, () => 0.5)).toBeCloseTo(1_600);
