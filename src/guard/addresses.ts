@@ -11,10 +11,13 @@
  * - Addresses are tried in the resolver's order, families interleaved (RFC 8305). One whose entry
  *   is open is skipped without I/O. A dial that has not connected after `attemptDelay` gets
  *   company from the next address; the first to connect wins, and the others run to their own end
- *   in the background so that their outcome is recorded (a late socket is closed). A probe (an
+ *   in the background so that their outcome is recorded (a late socket is closed; a TCP connect
+ *   still pending holds the event loop, unref or not, so a process with nothing else to do exits
+ *   when they end, at most the timeout later). A probe (an
  *   address whose window ended) or a suspect (closed, but its last dial failed) is dialled beside
  *   the next address at once (one dial to a suspect at a time, whoever the caller), so no caller
- *   waits on it, and at most one probe per connect is out
+ *   waits on it; its failure hands nothing over while a dial is out inside its attempt delay
+ *   (that dial goes on alone), and at most one probe per connect is out
  *   at a time. A dead address thus costs callers nothing once its first dial has failed, opens
  *   after the breaker's rounds, and is dialled once per open window after that.
  * - The name is refused, without a lookup, only when every address it last resolved to is open:
@@ -337,7 +340,7 @@ function race<C>(
       if (errors.length === 0 && refusals.length === 0) rejectCall(new ConnectTimeoutError(name, bound, 'lookup'));
       else if (errors.length === 0) rejectCall(nameRefusal(name, refusals, clock));
       else if (errors.length === 1) rejectCall(errors[0]);
-      else rejectCall(new AggregateError(errors, `connect to ${name} failed on each of its ${errors.length} addresses dialled`));
+      else rejectCall(eachFailed(name, errors));
     };
     const next = (): void => {
       if (timer !== undefined) clock.clearTimeout(timer);
@@ -407,6 +410,11 @@ function race<C>(
           if (done) return;
           if (err instanceof HostUnavailableError) refusals.push(err);
           else errors.push(err);
+          // A side dial (a probe or a suspect) failing while a dial is out inside its attempt
+          // delay hands nothing over: that dial goes on, and the next address joins when the
+          // delay ends. (Handing over at once dialled a live sibling beside a live dial on every
+          // call while a refusing address stayed suspect: a connection, or TLS handshake, wasted.)
+          if ((probe || suspect) && timer !== undefined) return;
           next(); // a failure hands over at once, as happy eyeballs does
         },
       );
@@ -419,6 +427,18 @@ function race<C>(
     signal?.addEventListener('abort', onAbort, { once: true });
     next();
   });
+}
+
+/**
+ * Every address dialled failed: their errors in one AggregateError whose `code` is the first
+ * one's, as raw `net.connect` with `autoSelectFamily` sets it (code checking `err.code ===
+ * 'ECONNREFUSED'` found none).
+ */
+function eachFailed(name: string, errors: unknown[]): AggregateError {
+  const err = new AggregateError(errors, `connect to ${name} failed on each of its ${errors.length} addresses dialled`);
+  const code = errors.map((e) => (e as { code?: unknown } | null)?.code).find((c) => typeof c === 'string');
+  if (code !== undefined) Object.assign(err, { code });
+  return err;
 }
 
 function destroy(socket: net.Socket): void {
