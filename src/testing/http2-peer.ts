@@ -47,8 +47,11 @@ export class Http2Peer implements FaultPeer {
   #server: net.Server | undefined;
   #h2: http2.Http2Server | http2.Http2SecureServer | undefined;
   #h2Port = 0;
-  /** Client-side sockets, each with its relay to the internal server and a promise of its close. */
-  readonly #sockets = new Map<net.Socket, { upstream: net.Socket; closed: Promise<void> }>();
+  /**
+   * Client-side sockets, each with its relay to the internal server, whether the relay flows
+   * (piped: a second pipe sent every byte twice and broke the session), and a promise of its close.
+   */
+  readonly #sockets = new Map<net.Socket, { upstream: net.Socket; piped: boolean; closed: Promise<void> }>();
   readonly #sessions = new Set<http2.ServerHttp2Session>();
   readonly #pending = new Set<ReturnType<typeof setTimeout>>();
   readonly #handler: Http2Handler;
@@ -135,12 +138,14 @@ export class Http2Peer implements FaultPeer {
     return this;
   }
 
-  /** Serve normally again (silent relays start flowing). */
+  /** Serve normally again (silent relays start flowing; flowing ones are left as they are). */
   serve(): void {
     this.#mode = { kind: 'serve' };
-    for (const [socket, { upstream }] of this.#sockets) {
-      socket.pipe(upstream);
-      upstream.pipe(socket);
+    for (const [socket, relay] of this.#sockets) {
+      if (relay.piped) continue;
+      relay.piped = true;
+      socket.pipe(relay.upstream);
+      relay.upstream.pipe(socket);
     }
   }
 
@@ -155,11 +160,12 @@ export class Http2Peer implements FaultPeer {
    */
   silence(): void {
     this.#mode = { kind: 'silent' };
-    for (const [socket, { upstream }] of this.#sockets) {
-      socket.unpipe(upstream);
-      upstream.unpipe(socket);
+    for (const [socket, relay] of this.#sockets) {
+      relay.piped = false;
+      socket.unpipe(relay.upstream);
+      relay.upstream.unpipe(socket);
       socket.pause();
-      upstream.pause();
+      relay.upstream.pause();
     }
   }
 
@@ -240,8 +246,9 @@ export class Http2Peer implements FaultPeer {
     // Either side ending ends the relay (a reset stays a reset toward the client).
     socket.once('close', () => upstream.destroy());
     upstream.once('close', () => socket.destroy());
-    this.#sockets.set(socket, { upstream, closed });
-    if (this.#mode.kind === 'silent') {
+    const piped = this.#mode.kind !== 'silent';
+    this.#sockets.set(socket, { upstream, piped, closed });
+    if (!piped) {
       socket.pause();
       upstream.pause();
       return;

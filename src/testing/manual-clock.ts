@@ -4,6 +4,14 @@
  * @module
  */
 import type { Clock, TimerHandle } from '../core/clock.js';
+import { MAX_DURATION, show } from '../core/validate.js';
+
+/** `ms` for advance()/tick(): time only moves forward, by a finite amount. */
+function step(ms: unknown): number {
+  if (typeof ms !== 'number') throw new TypeError(`ms must be a number, got ${show(ms)}`);
+  if (!(ms >= 0) || ms === Infinity) throw new RangeError(`ms must be a finite number >= 0 (time only moves forward), got ${show(ms)}`);
+  return ms;
+}
 
 interface Pending {
   id: number;
@@ -29,8 +37,14 @@ export class ManualClock implements Clock {
     return this.#now;
   }
 
+  /**
+   * Due `ms` from now. As with Node's timers, a delay no timer can hold (past 2^31-1 ms) fires
+   * after 1 ms, so a test on this clock meets the bug that code would have on the real one; a
+   * NaN or negative delay fires at once (Node: after 1 ms), never not at all.
+   */
   setTimeout(callback: () => void, ms: number): TimerHandle {
-    const timer: Pending = { id: this.#nextId++, due: this.#now + Math.max(0, ms), callback };
+    const delay = ms > MAX_DURATION ? 1 : ms > 0 ? ms : 0;
+    const timer: Pending = { id: this.#nextId++, due: this.#now + delay, callback };
     this.#timers.push(timer);
     return timer as unknown as TimerHandle;
   }
@@ -48,9 +62,11 @@ export class ManualClock implements Clock {
   /**
    * Moves time forward by `ms`, firing due timers synchronously in order. Promise callbacks a timer
    * schedules do not run until the caller yields; use {@link tick} when they matter.
+   *
+   * @throws RangeError for a negative, NaN or infinite `ms` (time would run backwards or stop).
    */
   advance(ms: number): void {
-    const end = this.#now + ms;
+    const end = this.#now + step(ms);
     for (let timer = this.#nextDue(end); timer !== undefined; timer = this.#nextDue(end)) {
       this.#now = Math.max(this.#now, timer.due);
       timer.callback();
@@ -61,9 +77,11 @@ export class ManualClock implements Clock {
   /**
    * Like {@link advance}, but lets pending promise callbacks run before and after each timer, so
    * async code driven by the timers (a retry loop's sleeps) moves along with the clock.
+   *
+   * @throws RangeError for a negative, NaN or infinite `ms` (rejects before anything runs).
    */
   async tick(ms: number): Promise<void> {
-    const end = this.#now + ms;
+    const end = this.#now + step(ms);
     await flushMicrotasks();
     for (let timer = this.#nextDue(end); timer !== undefined; timer = this.#nextDue(end)) {
       this.#now = Math.max(this.#now, timer.due);
