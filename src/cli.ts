@@ -10,6 +10,9 @@
 import { runChaos, scenarios } from './chaos/index.js';
 import { main } from './cli/main.js';
 import { runDemo, sceneNames } from './demo/index.js';
+import { exitOnSignals } from './testing/local-process.js';
+
+exitOnSignals(); // the servers and workers a scenario starts are reaped, whatever ends the run
 
 main(process.argv.slice(2), {
   out: (text) => void process.stdout.write(text),

@@ -9,6 +9,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 
 /** A port that was free on 127.0.0.1 a moment ago (bound to port 0, then released). */
 export async function freePort(): Promise<number> {
@@ -112,5 +113,46 @@ function readlinkSafe(path: string): string | undefined {
     return readlinkSync(path);
   } catch {
     return undefined; // an fd closed while we looked
+  }
+}
+
+/** Children to kill when this process exits (see {@link reapAtExit}). */
+const reaped = new Set<ChildProcess>();
+
+/**
+ * Kills `child` (SIGCONT, then SIGKILL: a frozen one too) when this process exits, unless it
+ * exited first: a server or worker never outlives the run that started it. One 'exit' listener
+ * serves every child (a scenario starts a dozen: one each crossed Node's listener warning).
+ * `process.exit()` runs it; a signal's default end does not, so a command that starts children
+ * turns its signals into `process.exit()` (src/cli.ts).
+ */
+export function reapAtExit(child: ChildProcess): void {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  if (reaped.size === 0) process.once('exit', reapAll);
+  reaped.add(child);
+  child.once('exit', () => {
+    reaped.delete(child);
+    if (reaped.size === 0) process.off('exit', reapAll);
+  });
+}
+
+function reapAll(): void {
+  for (const child of reaped) {
+    child.kill('SIGCONT');
+    child.kill('SIGKILL');
+  }
+  reaped.clear();
+}
+
+/**
+ * Ends this process through `process.exit(128 + signal number)` on SIGINT, SIGTERM or SIGHUP, so
+ * the children {@link reapAtExit} holds are killed: Node's default end for these signals runs no
+ * 'exit' handler, and a chaos run killed alone (a CI job's timeout, `kill PID`, a closed
+ * terminal) left memcached and redis-server running as orphans (an outside review). For a
+ * command's entry point; a library never takes a process's signals.
+ */
+export function exitOnSignals(): void {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => process.exit(128 + os.constants.signals[signal]));
   }
 }

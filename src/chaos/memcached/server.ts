@@ -6,7 +6,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
-import { freePort, freezeProcess, ownsListener, thawProcess } from '../../testing/local-process.js';
+import { freePort, freezeProcess, ownsListener, reapAtExit, thawProcess } from '../../testing/local-process.js';
 import { MemcachedConnection } from './connection.js';
 
 export { ownsListener } from '../../testing/local-process.js';
@@ -68,6 +68,7 @@ async function startOnce(): Promise<MemcachedServer | undefined> {
   const args = ['-l', '127.0.0.1', '-p', String(port), '-U', '0', '-t', '1', '-m', '16', '-c', '8192', '-b', '1024'];
   if (process.getuid?.() === 0) args.push('-u', 'nobody');
   const proc = spawn('memcached', args, { stdio: 'ignore' });
+  reapAtExit(proc); // never outlive this process, whatever happens to it
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
   const alive = (): boolean => proc.exitCode === null && proc.signalCode === null;
   const kill = async (): Promise<void> => {

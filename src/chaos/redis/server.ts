@@ -6,7 +6,7 @@
  * @module
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { accepts, freezeProcess, ownsListener, thawProcess } from '../../testing/local-process.js';
+import { accepts, freezeProcess, ownsListener, reapAtExit, thawProcess } from '../../testing/local-process.js';
 
 export { stopped, waitForThreads } from '../../testing/local-process.js';
 
@@ -46,13 +46,7 @@ export class RedisProcess {
       stdio: 'ignore',
     });
     this.#child = child;
-    // Never outlive this process, whatever happens to it.
-    const reap = (): void => {
-      child.kill('SIGCONT');
-      child.kill('SIGKILL');
-    };
-    process.once('exit', reap);
-    child.once('exit', () => process.off('exit', reap));
+    reapAtExit(child); // never outlive this process, whatever happens to it
     for (let i = 0; i < 200; i++) {
       if ((await accepts(this.port)) && ownsListener(child.pid, this.port)) return this;
       if (child.exitCode !== null || child.signalCode !== null) throw new Error(`redis-server exited (${child.exitCode ?? child.signalCode}) on port ${this.port}`);

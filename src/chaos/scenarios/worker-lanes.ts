@@ -6,6 +6,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { LaneRecorder } from '../recorder.js';
+import { reapAtExit } from '../../testing/local-process.js';
 import type { ScenarioResult } from '../scenario.js';
 import type { WorkerReportBase } from '../worker-loop.js';
 
@@ -38,6 +39,7 @@ export interface FollowOptions<R> {
 export function followWorker<R extends WorkerReportBase<[start: number, end: number, ok: 0 | 1, ...rest: number[]]>>(worker: ChildProcess, o: FollowOptions<R>): Promise<void> {
   const { lane, lanes, openClients } = o;
   let reportedDone = false;
+  reapAtExit(worker); // a worker never outlives this process (it would run on to its duration unheard)
   worker.on('message', (r: R) => {
     const rec = lanes[lane];
     if (o.onReport?.(r, rec) === false) return;
