@@ -209,3 +209,30 @@ describe("a breaker's clock that throws while a dial settles", () => {
     expect(seen.warnings).toEqual([expect.stringContaining('clock down')]);
   });
 });
+
+describe('containAnswer: what a listener returned', () => {
+  it('a plain value, null or an object without then is ignored; a thenable that rejects, or whose then throws, is one warning', async () => {
+    const { containAnswer } = await import('../../src/core/warn-once.js');
+    const owner = {};
+    const seen = await watching(async () => {
+      for (const answer of [5, 'x', null, true, { then: 3 }, () => 'fn']) containAnswer('quiet answer', owner, answer);
+      containAnswer('a rejecting answer', owner, Promise.reject(new Error('rejected')));
+      containAnswer('a throwing then', owner, {
+        then() {
+          throw new Error('then threw');
+        },
+      });
+      containAnswer('a then getter that throws', owner, Object.defineProperty({}, 'then', { get: () => { throw new Error('getter threw'); } }));
+      let resolved = false;
+      containAnswer('a resolving answer', owner, Promise.resolve().then(() => void (resolved = true)));
+      await new Promise((r) => setImmediate(r));
+      expect(resolved).toBe(true);
+    });
+    expect(seen.unhandled).toEqual([]);
+    expect(seen.warnings.sort()).toEqual([
+      'dialguard: a rejecting answer: Error: rejected',
+      'dialguard: a then getter that throws: Error: getter threw',
+      'dialguard: a throwing then: Error: then threw',
+    ]);
+  });
+});
