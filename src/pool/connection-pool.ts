@@ -514,7 +514,7 @@ export class ConnectionPool<C> {
       // that death's, whatever it says.
       transportDied = c.connectionDead || conn.goneReason !== undefined;
       if (conn.goneReason !== undefined && !notSent) conn.cutAfterGone++;
-      if (c.connectionDead) this.#gone(conn, err);
+      if (c.connectionDead && this.#connector.oneTransport?.(conn.target) !== false) this.#gone(conn, err);
     }
     // Going back resends. Only a failure that provably carries no answer from the server may go
     // back: certainly not sent (any request), or the transport died under it (idempotent only),

@@ -42,6 +42,15 @@ export interface Connector<C> {
    * Default none (the dial counts as any transport).
    */
   transport?(target: string): Transport | undefined;
+  /**
+   * Whether a connection to `target` is one transport, so that a request's dead-connection
+   * failure proves the whole connection dead (everything riding it released). Default true. A
+   * connection that balances over several transports of its own (a grpc-js channel with
+   * `round_robin`: a subchannel per backend) is not: one backend's death is its own requests'
+   * failure, and the connector's `watch` says when the whole connection is gone. Read as true,
+   * a call cut by one backend released every call the healthy backends were serving.
+   */
+  oneTransport?(target: string): boolean;
 }
 
 /** What the pool needs from an error's classification. */

@@ -74,8 +74,10 @@ export function namedTarget(target: string, options: grpc.ChannelOptions, env: N
  * list (grpc-js 1.14 parses the older `loadBalancingPolicy` but never acts on it). grpc-js
  * takes the first policy of the list it knows; any other first entry may be one, so it is read
  * as not `pick_first`. A config that is not JSON is grpc-js's to refuse: left to it.
+ *
+ * @internal
  */
-function picksFirst(config: unknown): boolean {
+export function picksFirst(config: unknown): boolean {
   if (config === undefined) return true;
   let parsed: unknown;
   try {
