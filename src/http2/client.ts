@@ -34,6 +34,15 @@ import type { Trip } from '../pool/trip.js';
 import { type Streaming, exchange, runExchange } from './exchange.js';
 import { SessionConnector } from './session-connector.js';
 
+/**
+ * `tls.connect` options a caller may put at the top level by mistake: ignored there, a `ca` given
+ * so failed every request with UNABLE_TO_VERIFY_LEAF_SIGNATURE and no hint (an outside review).
+ */
+const TLS_ONLY_KEYS = [
+  'ca', 'cert', 'key', 'pfx', 'passphrase', 'servername', 'rejectUnauthorized', 'checkServerIdentity',
+  'ciphers', 'minVersion', 'maxVersion', 'secureContext', 'ALPNProtocols', 'session',
+] as const;
+
 /** Options of an {@link Http2Client}. */
 export interface Http2ClientOptions {
   /** Bound on TCP + TLS + the SETTINGS exchange, ms. Default {@link DEFAULT_CONNECT_TIMEOUT} (2 500). */
@@ -261,6 +270,12 @@ export class Http2Client {
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: Http2ClientOptions = {}) {
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
+    for (const key of TLS_ONLY_KEYS) {
+      if ((options as Record<string, unknown>)[key] !== undefined) {
+        throw new TypeError(`${key} is a TLS option: pass it as tls: { ${key} } (at the top level it was ignored)`);
+      }
+    }
     this.#clock = checkedClock(options.clock);
     this.#requestTimeout = checkDuration('requestTimeout', opt(options.requestTimeout, Number.POSITIVE_INFINITY), 1, true);
     const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;

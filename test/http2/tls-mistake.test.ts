@@ -196,3 +196,13 @@ describe('Http2Client: a client’s TLS mistake is not the host’s failure', ()
     expect(breaker.stats()).toMatchObject({ failed: 3, opened: 1, succeeded: 0 });
   });
 });
+
+describe('Http2Client: a TLS option at the top level', () => {
+  it.each(['ca', 'rejectUnauthorized', 'servername', 'cert'])('%s there is a TypeError naming where it goes (it was ignored, and a misplaced ca failed every request)', (key) => {
+    expect(() => new Http2Client({ [key]: 'x' } as never)).toThrow(new TypeError(`${key} is a TLS option: pass it as tls: { ${key} } (at the top level it was ignored)`));
+  });
+
+  it('not an object: a TypeError', () => {
+    expect(() => new Http2Client(null as never)).toThrow(/options must be an object, got null/);
+  });
+});
