@@ -21,6 +21,7 @@ import {
   NODE_REDIS_LONGEST_WAIT,
   type NodeRedisOptions,
   defaultConnector,
+  nodeRedisGivesUp,
   nodeRedisTarget,
   roundKey,
   withoutUrl,
@@ -113,6 +114,7 @@ export function nodeRedisCluster<O, C extends EventClient>(guard: GuardInternals
   socket.lookup = clusterLookup(guard, pending, socket.lookup as net.LookupFunction | undefined);
   watchConnectingSockets();
   socket.reconnectStrategy = (retries: number, cause: unknown) => {
+    if (own === undefined && nodeRedisGivesUp(cause)) return false; // as node-redis's default
     const delay = Math.min(guard.delayFor(cause instanceof HostUnavailableError ? cause.host : undefined, retries), NODE_REDIS_LONGEST_WAIT);
     if (own === undefined) return delay;
     const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;

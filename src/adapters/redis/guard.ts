@@ -50,6 +50,7 @@ import {
   NODE_REDIS_LONGEST_WAIT,
   type NodeRedisOptions,
   defaultConnector,
+  nodeRedisGivesUp,
   nodeRedisTarget,
   serverReplied,
   withoutUrl,
@@ -216,6 +217,7 @@ export class RedisGuard {
     socket.reconnectStrategy = (retries: number, cause: unknown) => {
       // destroy() or close() during a dial: the caller's own cancellation, never a failed dial (rule 2).
       if ((client as { isOpen?: boolean } | undefined)?.isOpen === false) this.#abandon(state);
+      if (own === undefined && nodeRedisGivesUp(cause)) return false; // as node-redis's default
       // Where the breaker and the rounds say nothing (a node that answers every dial with an
       // error, a wrong password), no sooner than node-redis's own default would redial: the
       // guard's jitter alone redialled such a node twice as often as plain clients (10 against 5

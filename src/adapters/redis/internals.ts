@@ -194,3 +194,14 @@ export function withoutUrl(options: NodeRedisOptions, socket: Record<string, unk
   }
   return rest;
 }
+
+/**
+ * Whether node-redis's own default reconnect strategy gives up on `cause`: a socket timeout
+ * (`socketTimeout` passed with no reply), told by its class's name or its message (the guard
+ * does not import redis). A guarded client with no strategy of its own gives up there too: it
+ * answered a delay, so it redialled and stayed open where the plain client closed (an outside
+ * review).
+ */
+export function nodeRedisGivesUp(cause: unknown): boolean {
+  return cause instanceof Error && (cause.constructor.name === 'SocketTimeoutError' || cause.message.startsWith('Socket timeout timeout.'));
+}

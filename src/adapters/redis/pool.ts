@@ -20,7 +20,7 @@ import dns from 'node:dns';
 import net from 'node:net';
 import { answerLookup, resolverOf, socketReportedDial } from './cluster.js';
 import { watchConnectingSockets } from './handshake.js';
-import { ClientState, type GuardInternals, NODE_REDIS_LONGEST_WAIT, type NodeRedisOptions, withoutUrl } from './internals.js';
+import { ClientState, type GuardInternals, NODE_REDIS_LONGEST_WAIT, type NodeRedisOptions, nodeRedisGivesUp, withoutUrl } from './internals.js';
 
 /**
  * Member options for a pool of `options`' node, each dial gated and reported on its own; the
@@ -37,6 +37,7 @@ export function poolMemberOptions(guard: GuardInternals, options: NodeRedisOptio
   watchConnectingSockets();
   const own = socket.reconnectStrategy;
   socket.reconnectStrategy = (retries: number, cause: unknown) => {
+    if (own === undefined && nodeRedisGivesUp(cause)) return false; // as node-redis's default
     // As a single client's: no sooner than node-redis's own default where nothing else says when.
     const floor = own === undefined ? Math.min(2 ** Math.min(retries, 16) * 50, NODE_REDIS_LONGEST_WAIT) : 0;
     const delay = Math.min(guard.delayFor(base.key, retries, base.roundKey, base.transport, floor), NODE_REDIS_LONGEST_WAIT);
