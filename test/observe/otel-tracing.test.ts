@@ -32,6 +32,25 @@ function hrMs([seconds, nanos]: readonly [number, number]): number {
 }
 
 describe('traceSpans', () => {
+  it('asked twice for one tracer, one call is one set of spans (was two); it traces on until every caller stopped', async () => {
+    const { tracer, exporter } = sdkTracer();
+    const first = traceSpans({ tracer });
+    const second = traceSpans({ tracer });
+    stop = second;
+    const call = (): Promise<string> => retry(() => dial('db.test:1', async () => 'conn', { breaker: null }), { budget: null });
+    await call();
+    const names = (): string[] => exporter.getFinishedSpans().map((sp) => sp.name).sort();
+    expect(names()).toEqual(['dialguard.attempt', 'dialguard.call', 'dialguard.dial']);
+    first();
+    first(); // again: harmless, and not the second caller's stop
+    await call();
+    expect(names()).toHaveLength(6); // still traced, once
+    second();
+    stop = undefined;
+    await call();
+    expect(names()).toHaveLength(6); // nobody traces now
+  });
+
   it('a call that dials, fails once, backs off and succeeds: call > attempt 1 > dial (failed), call > attempt 2 > dial (succeeded), the wait an event on the call', async () => {
     const { tracer, exporter } = sdkTracer();
     stop = traceSpans({ tracer });
