@@ -27,6 +27,7 @@
  *
  * @module
  */
+import { AsyncResource } from 'node:async_hooks';
 import { type Dispatcher, errors } from 'undici';
 import { classify } from '../../core/classify.js';
 import { type TimerHandle, unrefTimer } from '../../core/clock.js';
@@ -40,6 +41,7 @@ import type { RetrySettings } from './options.js';
 import { type RequestBody, requestBody } from './request-body.js';
 import { retryAfterMs } from './retry-after.js';
 import { withTlsAlert } from './tls-alert.js';
+import { callTrace, traced } from '../../observe/tracing.js';
 
 /** Methods that may be repeated (RFC 9110 §9.2.2) when the request's own `idempotent` is unset. */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
@@ -112,6 +114,13 @@ export class GuardedCall implements AttemptOwner {
   #thrown: { error: unknown } | undefined;
   /** The caller heard onRequestSent (once per call, whatever the attempts). */
   #requestSent = false;
+  /**
+   * Runs a function in the caller's async context, taken at start() when someone traces calls:
+   * the first failure arrives from the socket's events, in the context of whichever request
+   * opened that socket, and retry()'s call span started there went under that request's span,
+   * into its trace (an outside review). Undefined when nobody traces: nothing is captured.
+   */
+  #inCallerContext: ((run: () => void) => void) | undefined;
 
   constructor(s: RetrySettings, dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions, caller: LegacyHandler) {
     this.#s = s;
@@ -163,6 +172,7 @@ export class GuardedCall implements AttemptOwner {
    */
   start(): boolean {
     const s = this.#s;
+    if (traced(callTrace)) this.#inCallerContext = AsyncResource.bind((run: () => void): void => run());
     const own = this.#ownHeadersTimeout;
     if (s.timeout !== Infinity || (own !== undefined && own > 0) || settledHeard(s.onResult)) this.#started = s.clock.now();
     if (own !== undefined && own > 0) this.#headersBy = this.#started + own;
@@ -307,6 +317,18 @@ export class GuardedCall implements AttemptOwner {
       else shutdown.addEventListener('abort', this, { once: true });
     }
     if (Number.isNaN(this.#started)) this.#started = s.clock.now(); // retry() counts from the call's start
+    const inContext = this.#inCallerContext;
+    if (inContext !== undefined) {
+      this.#inCallerContext = undefined;
+      inContext(() => this.#retryFrom(first));
+      return;
+    }
+    this.#retryFrom(first);
+  }
+
+  /** retry() takes the call over, its attempt 1 being the first attempt's failure `first`. */
+  #retryFrom(first: unknown): void {
+    const s = this.#s;
     retry((a) => (a.number === 1 ? Promise.reject(first) : this.#attempt(a)), {
       start: this.#started,
       cancel: (cancel) => {

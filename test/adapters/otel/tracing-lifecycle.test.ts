@@ -226,3 +226,51 @@ describe('traceSpans: parents in a socket event of a connection dialled under an
     for (const d of dials) expect(d.events).toEqual([]);
   });
 });
+
+describe('traceSpans: a GuardedAgent call retried on a kept-alive socket', () => {
+  // An outside review: the first attempt's 503 arrives from the socket's events, in the context of
+  // the request that opened the socket; retry()'s call span, started there, went under that
+  // earlier request's span, into its trace (6 of 6 runs with request()).
+  it("each retried call's span is its caller's span's child, in its trace, not the span of the request that opened the socket", async () => {
+    context.setGlobalContextManager(new AlsContextManager());
+    cleanups.push(() => context.disable());
+    const { tracer, exporter } = sdkTracer();
+    cleanups.push(traceSpans({ tracer }));
+    const { createServer } = await import('node:http');
+    const { GuardedAgent, forFetch } = await import('../../../src/adapters/undici/index.js');
+    const { request } = await import('undici');
+    let failed = false;
+    const server = createServer((req, res) => {
+      if (req.url === '/flaky' && !failed) {
+        failed = true;
+        res.writeHead(503).end('busy');
+      } else res.end('ok');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => server.close(resolve)));
+    cleanups.push(() => server.closeAllConnections());
+    const origin = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    const agent = new GuardedAgent({ breaker: new HostBreaker(), connectTimeout: 1_000, backoff: () => 20, timeout: 3_000 });
+    cleanups.push(() => agent.close());
+    const get = async (path: string, how: 'fetch' | 'request'): Promise<void> => {
+      if (how === 'fetch') await (await fetch(`${origin}${path}`, { dispatcher: forFetch(agent) })).text();
+      else await (await request(`${origin}${path}`, { dispatcher: agent })).body.text();
+    };
+    const under = (name: string, run: () => Promise<void>): Promise<Span> =>
+      tracer.startActiveSpan(name, async (span) => {
+        await run();
+        span.end();
+        return span;
+      });
+    const a = await under('A', () => get('/ok', 'fetch')); // opens the kept-alive socket
+    for (const how of ['fetch', 'request'] as const) {
+      failed = false;
+      exporter.reset();
+      const b = await under(`B-${how}`, () => get('/flaky', how)); // 503 on a kept-alive socket, then 200
+      const spans = await eventually(() => exporter.getFinishedSpans(), (all) => all.some((s) => s.name === 'dialguard.call'));
+      const call = spans.find((s) => s.name === 'dialguard.call')!;
+      expect({ how, trace: call.spanContext().traceId, parent: call.parentSpanContext?.spanId }).toEqual({ how, trace: b.spanContext().traceId, parent: b.spanContext().spanId }); // was A's
+      expect(call.spanContext().traceId).not.toBe(a.spanContext().traceId);
+    }
+  });
+});
