@@ -20,32 +20,7 @@ import { subscribe } from '../../src/observe/channels.js';
 import { logStateChanges } from '../../src/observe/log-state-changes.js';
 import { onRetryEvent, retry } from '../../src/retry/retry.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
-
-interface Seen {
-  uncaught: unknown[];
-  unhandled: unknown[];
-  warnings: string[];
-}
-
-/** Runs `body` and reports the uncaught exceptions, unhandled rejections and warnings it caused. */
-async function watching(body: () => Promise<void>): Promise<Seen> {
-  const seen: Seen = { uncaught: [], unhandled: [], warnings: [] };
-  const onUncaught = (err: unknown): void => void seen.uncaught.push(err);
-  const onUnhandled = (err: unknown): void => void seen.unhandled.push(err);
-  const onWarning = (w: Error): void => void seen.warnings.push(w.message);
-  process.on('uncaughtException', onUncaught);
-  process.on('unhandledRejection', onUnhandled);
-  process.on('warning', onWarning);
-  try {
-    await body();
-    for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
-  } finally {
-    process.off('uncaughtException', onUncaught);
-    process.off('unhandledRejection', onUnhandled);
-    process.off('warning', onWarning);
-  }
-  return seen;
-}
+import { type Seen, watching } from '../helpers/watching.js';
 
 const refused = (): Error => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED', syscall: 'connect' });
 

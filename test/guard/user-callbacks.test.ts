@@ -24,33 +24,7 @@ import { http2Peer } from '../../src/testing/http2-peer.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
 import { TcpPeer, acceptAndHold } from '../../src/testing/tcp-peers.js';
 import { ConnectionPool } from '../../src/pool/connection-pool.js';
-
-interface Seen {
-  uncaught: unknown[];
-  unhandled: unknown[];
-  warnings: string[];
-}
-
-/** Runs `body` and reports the uncaught exceptions, unhandled rejections and warnings it caused. */
-async function watching(body: () => Promise<void>): Promise<Seen> {
-  const seen: Seen = { uncaught: [], unhandled: [], warnings: [] };
-  const onUncaught = (err: unknown): void => void seen.uncaught.push(err);
-  const onUnhandled = (err: unknown): void => void seen.unhandled.push(err);
-  const onWarning = (w: Error): void => void seen.warnings.push(w.message);
-  process.on('uncaughtException', onUncaught);
-  process.on('unhandledRejection', onUnhandled);
-  process.on('warning', onWarning);
-  try {
-    await body();
-    // Node reports both (and warnings) on later turns: let them arrive.
-    for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
-  } finally {
-    process.off('uncaughtException', onUncaught);
-    process.off('unhandledRejection', onUnhandled);
-    process.off('warning', onWarning);
-  }
-  return seen;
-}
+import { watching } from '../helpers/watching.js';
 
 const boom = (): never => {
   throw new Error('user callback down');

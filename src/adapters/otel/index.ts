@@ -24,9 +24,10 @@
  * @module
  */
 import { type Attributes, type Meter, type MeterProvider, metrics } from '@opentelemetry/api';
-import { type Unsubscribe, unsubscriber } from '../../core/events.js';
+import type { Unsubscribe } from '../../core/events.js';
 import type { FailureKind } from '../../core/classify.js';
 import { subscribe } from '../../observe/channels.js';
+import { SharedFeeds } from './shared-feed.js';
 
 export { type TraceSpansOptions, traceSpans } from './tracing.js';
 
@@ -46,8 +47,8 @@ function kindLabel(kind: FailureKind | undefined): string {
   return kind !== undefined && KINDS.has(kind) ? kind : 'unknown';
 }
 
-/** The meters being fed, each with how many {@link instrument} calls hold it. */
-const fed = new WeakMap<Meter, { holders: number; stop: () => void }>();
+/** The meters being fed, one feed each however often {@link instrument} is called. */
+const meters = new SharedFeeds<Meter>();
 
 /**
  * Creates dialguard's instruments and feeds them from every breaker, dial, pool, retry loop and
@@ -59,23 +60,7 @@ const fed = new WeakMap<Meter, { holders: number; stop: () => void }>();
  */
 export function instrument(options: InstrumentOptions = {}): Unsubscribe {
   const meter = options.meter ?? (options.meterProvider ?? metrics.getMeterProvider()).getMeter('dialguard');
-  let feed = fed.get(meter);
-  if (feed === undefined) {
-    const stop = feedMeter(meter);
-    const entry = { holders: 0, stop };
-    fed.set(meter, entry);
-    feed = entry;
-  }
-  const held = feed;
-  held.holders++;
-  let stopped = false;
-  return unsubscriber(() => {
-    if (stopped) return;
-    stopped = true;
-    if (--held.holders > 0) return;
-    fed.delete(meter);
-    held.stop();
-  });
+  return meters.hold(meter, feedMeter);
 }
 
 /** Creates the instruments on `meter` and subscribes them; returns the function that unsubscribes. */

@@ -26,6 +26,7 @@ import { HostUnavailableError } from '../../core/errors.js';
 import { subscribe } from '../../observe/channels.js';
 import { thrownText } from '../../core/validate.js';
 import { attemptTrace, callTrace, dialTrace } from '../../observe/tracing.js';
+import { SharedFeeds } from './shared-feed.js';
 
 /** Options of {@link traceSpans}. */
 export interface TraceSpansOptions {
@@ -86,28 +87,12 @@ function open(holder: Holder | undefined): Holder | undefined {
 export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
   const tracer = options.tracer ?? (options.tracerProvider ?? trace.getTracerProvider()).getTracer('dialguard');
   // One subscription per tracer however often it is asked for (each call had its own, and
-  // every span came out once per call: an outside review); each caller gets its own stop, and
-  // the subscription stops with the last.
-  let feed = fed.get(tracer);
-  if (feed === undefined) {
-    const entry = { holders: 0, stop: traceOn(tracer) };
-    fed.set(tracer, entry);
-    feed = entry;
-  }
-  const held = feed;
-  held.holders++;
-  let stopped = false;
-  return unsubscriber(() => {
-    if (stopped) return;
-    stopped = true;
-    if (--held.holders > 0) return;
-    fed.delete(tracer);
-    held.stop();
-  });
+  // every span came out once per call: an outside review).
+  return tracers.hold(tracer, traceOn);
 }
 
-/** The tracers being fed, each with how many {@link traceSpans} calls hold it. */
-const fed = new WeakMap<Tracer, { holders: number; stop: () => void }>();
+/** The tracers being fed, one subscription each however often {@link traceSpans} is called. */
+const tracers = new SharedFeeds<Tracer>();
 
 /** Subscribes `tracer` to every traced call, attempt and dial (see {@link traceSpans}); returns the stop. */
 function traceOn(tracer: Tracer): () => void {
