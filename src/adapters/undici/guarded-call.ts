@@ -508,9 +508,10 @@ export class GuardedCall implements AttemptOwner {
     // attempt did, not because a retry could not be dispatched.
     // A retry that could not fit before the deadline (its backoff would end past it) ends the
     // call with the last attempt's own error, as undici alone would have failed: the deadline has
-    // not passed (a refused port with timeout 300 said "deadline exceeded" after 5 ms).
+    // not passed (a refused port with timeout 300 said "deadline exceeded" after 5 ms). After
+    // more than one attempt that cause is retry()'s RetriesExhaustedError, itself unwrapped in turn.
     const early = err instanceof DeadlineExceededError && err.cause instanceof Error && this.#s.clock.now() < this.#deadline;
-    const own = early ? err.cause : ownError(err);
+    const own = ownError(early ? err.cause : err);
     this.caller.onError?.(asError(isRefusal(own) && this.#lastFailure !== undefined ? this.#lastFailure : own));
   }
 

@@ -7,7 +7,8 @@
  */
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { DeadlineExceededError } from '../../../src/core/errors.js';
+import { DeadlineExceededError, RetriesExhaustedError } from '../../../src/core/errors.js';
+import { retriesOf } from '../../../src/adapters/undici/index.js';
 import { retryAfterMs } from '../../../src/adapters/undici/retry-after.js';
 import { refusing } from '../../../src/testing/tcp-peers.js';
 import { answer, guarded, httpServer, leakChecked } from './helpers.js';
@@ -23,6 +24,20 @@ describe('GuardedAgent: a deadline shorter than a retry', () => {
     expect(performance.now() - t0).toBeLessThan(300); // no retry fitted: it did not wait for the deadline
     expect(err).toMatchObject({ code: 'ECONNREFUSED' });
     expect(err).not.toBeInstanceOf(DeadlineExceededError);
+    await peer.close();
+  });
+
+  it('one retry fits and the next does not: ECONNREFUSED again, with both attempts in retriesOf()', async () => {
+    // After two attempts retry()'s verdict is a RetriesExhaustedError wrapped in the deadline's;
+    // handed over unwrapped, the caller got DIALGUARD_RETRIES_EXHAUSTED where undici alone says
+    // ECONNREFUSED (an outside review: 5 of 5 runs with timeout 1000).
+    const peer = await refusing();
+    const { agent } = guarded({ timeout: 300, backoff: (n) => (n === 1 ? 20 : 400) });
+    const err = await request(`http://${peer.address}/`, { dispatcher: agent }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ECONNREFUSED' });
+    const story = retriesOf(err);
+    expect(story).toBeInstanceOf(RetriesExhaustedError);
+    expect((story as RetriesExhaustedError).errors.map((e) => (e as { code?: string }).code)).toEqual(['ECONNREFUSED', 'ECONNREFUSED']);
     await peer.close();
   });
 
