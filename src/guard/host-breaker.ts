@@ -31,6 +31,7 @@
 import { type Schedule, drawDelay } from '../core/backoff.js';
 import { type Clock, checkedClock } from '../core/clock.js';
 import { HostUnavailableError } from '../core/errors.js';
+import { releaseFrames } from '../core/release-frames.js';
 import { EventHub, type Unsubscribe, type Listener } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
 import { warnOnce } from '../core/warn-once.js';
@@ -549,7 +550,8 @@ export class HostBreaker {
     if (this.#events.active('refused')) this.#events.emit('refused', { host: entry.key, state });
     if (entry.refusal === undefined || entry.refusalGeneration !== entry.generation) {
       const details = entry.isolatedUntil > 0 ? { isolated: true } : { failures: entry.failures, cause: entry.lastError };
-      entry.refusal = new HostUnavailableError(entry.key, retryAfter, state, this.#clock, details);
+      // Kept for the window, handed to every caller: not the first caller's frames.
+      entry.refusal = releaseFrames(new HostUnavailableError(entry.key, retryAfter, state, this.#clock, details));
       entry.refusalGeneration = entry.generation;
     }
     return entry.refusal;
@@ -591,7 +593,7 @@ export class HostBreaker {
       return;
     }
     this.#stats.failed++;
-    entry.lastError = error;
+    entry.lastError = releaseFrames(error); // kept for as long as the host is: not its dial's frames
     entry.failedVia |= via;
     if (entry.state === 'closed') {
       // Overlapping dials are one round: count this failure only if none was counted since this

@@ -33,6 +33,7 @@ import { classify } from '../../core/classify.js';
 import { type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { asError } from '../../core/validate.js';
+import { releaseFrames } from '../../core/release-frames.js';
 import { hostKey } from '../../guard/host-key.js';
 import { type RetryAttempt, type RetryPredicate, type RetryResult, answerOf, reportSettled, retry, settledHeard } from '../../retry/retry.js';
 import { Attempt, type AttemptOwner, HeldResponse, completeOrFail } from './attempt.js';
@@ -544,7 +545,9 @@ function ownError(err: unknown): unknown {
   let last: unknown = err instanceof RetriesExhaustedError ? err.errors[err.errors.length - 1] : err.cause;
   if (last instanceof RetriesExhaustedError) last = last.errors[last.errors.length - 1];
   if (!(last instanceof Error) || !Object.isExtensible(last)) return err;
-  Object.defineProperty(last, RETRIES, { value: err, configurable: true, writable: true, enumerable: false });
+  // `last` may be the error the breaker keeps as its host's last (a failed dial): the story rides
+  // on it for as long, and must not keep this call's frames (its handler, its request body).
+  Object.defineProperty(last, RETRIES, { value: releaseFrames(err), configurable: true, writable: true, enumerable: false });
   return last;
 }
 
