@@ -32,14 +32,15 @@ export interface HostBreakerOptions {
   /**
    * How long an opened host is refused before one probe may run: milliseconds, or a
    * {@link Schedule} called with the number of consecutive opens (1 for the first trip; a reopen
-   * after a probe the host refused at once, `ECONNREFUSED`, does not count until its probes have
+   * after a probe the host refused at once, `ECONNREFUSED`, does not count until its dials have
    * been refused for 30 s, so a host restarting is probed at the pace it had), e.g.
    * `proportionalJitter({ base: 1_000, max: 60_000 })` as in seed 002. Default
    * {@link adaptiveOpenWindow}: about 1 s for the first window, doubling (with up to +25 % jitter)
-   * while probes keep failing, capped at exactly 30 s, reset when a probe succeeds; after a probe
-   * refused at once (for the first 30 s of such refusals), 250 ms (+25 %), so a restart of a few
-   * seconds is dialled again within about 300 ms of its return. A host that comes back is
-   * dialled again within about a second; one dead for minutes costs at most 2 dials a minute
+   * while probes keep failing, capped at exactly 30 s, reset when a probe succeeds; while the host
+   * refuses dials at once (the dial that opened it, then its probes, for the first 30 s of such
+   * refusals), 250 ms (+25 %), so a restart of a few seconds is dialled again within about 300 ms
+   * of its return. A host that timed out and comes back is dialled again within about a second;
+   * one dead for minutes costs at most 2 dials a minute
    * (seed 000's 30 s cap). A schedule's answer goes through `safeDelay` (NaN or
    * negative: 0; past 2^31-1 ms or Infinity: 2^31-1), and one that throws is a warning and reuses
    * its last window, so no schedule makes a host unblockable.
@@ -164,7 +165,8 @@ export interface DialPermit {
 
 /**
  * The default open window: `min(30 000, 1 000 * 2^(opens-1) * (1 + 0.25 * random))` ms. Short
- * first (a host back right after tripping waits about a second), doubling while the host stays
+ * first (a host back right after tripping waits about a second; while it refuses dials at once,
+ * the breaker uses its 250 ms restart window instead), doubling while the host stays
  * dead, with jitter so hosts opened together are not probed together, and capped at exactly
  * 30 s (seed 000) so a host dead for minutes costs at most 2 dials a minute.
  */

@@ -112,11 +112,13 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
     expect(openedAt).toBe(1_500);
   });
 
-  it('a 3 s refusing restart is dialled again within a quarter second of its return: a refused probe does not double the window', () => {
-    const { clock, breaker, windows } = withWindows({ random: () => 0.5 }); // first window 1 125 ms (doubling to 2 250 ms)
-    playRefusingOutage(clock, breaker, 3_000, 4, 100); // opens at 1.5 s, its probes from 2.6 s on are refused
-    expect(windows[0]).toBe(1_125);
-    expect(windows.slice(1)).toEqual(Array(windows.length - 1).fill(281.25)); // 250 ms + jitter after each refused probe
+  it('a 3 s refusing restart is dialled again within a quarter second of its return: refused at once, from its first window on', () => {
+    const { clock, breaker, windows } = withWindows({ random: () => 0.5 }); // 250 ms + jitter: 281.25 (a timeout's first window: 1 125)
+    playRefusingOutage(clock, breaker, 3_000, 4, 100); // opens at 1.5 s, refused at once; so are its probes
+    // The first window too: it was 1 125 ms, so a 2 s restart stayed refused ~0.6 s after its
+    // return while plain clients were served within 50 ms (an outside review).
+    expect(windows).toEqual(Array(windows.length).fill(281.25));
+    expect(windows.length).toBeGreaterThanOrEqual(4);
     expect(breaker.state(H)?.state).not.toBe('closed');
     let backAfter = 0; // the host is back: the first admit granted, counted from its return
     while (breaker.tryAdmit(H) instanceof HostUnavailableError && backAfter < 10_000) {
@@ -124,6 +126,20 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
       backAfter += 10;
     }
     expect(backAfter).toBeLessThanOrEqual(290); // it was 1 875 ms with the window doubled
+  });
+
+  it('a 1.6-2.5 s restart (back inside what was a 1 s first window) is dialled again within a quarter second of its return', () => {
+    for (const outage of [1_600, 2_000, 2_500]) {
+      const { clock, breaker } = make({ random: () => 0.5 });
+      playRefusingOutage(clock, breaker, outage, 4, 100); // 4 callers every 100 ms: opens at 1.5 s
+      expect(breaker.state(H)?.state).not.toBe('closed');
+      let backAfter = 0;
+      while (breaker.tryAdmit(H) instanceof HostUnavailableError && backAfter < 10_000) {
+        clock.advance(10);
+        backAfter += 10;
+      }
+      expect({ outage, backAfter: backAfter <= 290 }).toEqual({ outage, backAfter: true }); // it was up to 630 ms (a 2 s restart)
+    }
   });
 
   it("a schedule of the caller's own is kept after a refused probe, at its level: it does not grow", () => {
@@ -192,7 +208,7 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
     restart();
     clock.advance(600_000); // ten minutes later, the next deploy
     restart();
-    expect(windows).toEqual([1_000, 250, 1_000, 250]);
+    expect(windows).toEqual([250, 250, 250, 250]); // not afresh, the second would be 2 s windows: the first was long over
   });
 
   it('a probe that timed out still doubles the window: it cost a whole connect timeout', () => {
@@ -204,25 +220,25 @@ describe('HostBreaker: a blip is not a death (defaults)', () => {
       clock.advance(2_500);
       probe.failed(timedOut());
     }
-    expect(windows).toEqual([1_000, 2_000, 4_000, 8_000]);
+    expect(windows).toEqual([250, 2_000, 4_000, 8_000]); // opened by a refusal (a restart's window), then each timeout doubles
   });
 
   it('a host whose probes have been refused for 30 s is dead: its windows double from there, as any other', () => {
     const { clock, breaker, windows } = withWindows({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     breaker.admit(H).failed(refused());
-    for (let probes = 0; windows.length < 1 + 120 + 4 && probes < 1_000; probes++) {
+    for (let probes = 0; windows.length < 120 + 4 && probes < 1_000; probes++) {
       clock.advance(windows[windows.length - 1]!);
       breaker.admit(H).failed(refused()); // the probe is refused at once
     }
-    // 1 s, then 250 ms windows for 30 s from the first refused probe (the horizon), then 2, 4, 8, 16 s: it does not jump.
-    expect(windows.slice(0, 1 + 120)).toEqual([1_000, ...Array(120).fill(250)]);
-    expect(windows.slice(-4)).toEqual([2_000, 4_000, 8_000, 16_000]);
+    // 250 ms windows for 30 s from the first (the horizon), then 2, 4, 8, 16 s: it does not jump.
+    expect(windows.slice(0, 120)).toEqual(Array(120).fill(250));
+    expect(windows.slice(120)).toEqual([2_000, 4_000, 8_000, 16_000]);
     // The cause chain counts too: a client that wraps the refusal (undici, grpc-js) is heard.
     const { clock: c2, breaker: b2, windows: w2 } = withWindows({ minOutage: 0, failureThreshold: 1, random: () => 0 });
     b2.admit(H).failed(refused());
-    c2.advance(1_000);
+    c2.advance(250);
     b2.admit(H).failed(new Error('fetch failed', { cause: refused() }));
-    expect(w2).toEqual([1_000, 250]);
+    expect(w2).toEqual([250, 250]); // unheard, the wrapped refusal would be a timeout's 2 s
   });
 
   it('a dead host timing out opens on the third timed-out round (threshold x connect timeout)', () => {
