@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { warnOnce } from './warn-once.js';
+import { containAnswer, warnOnce } from './warn-once.js';
 import {
   type Facts,
   type Verdict,
@@ -294,6 +294,13 @@ function runHook(hook: ClassifyHook, err: unknown, c: Classification): Classific
   try {
     const o: unknown = hook(err, Object.freeze({ ...c }));
     if (typeof o !== 'object' || o === null) return c;
+    if (typeof (o as { then?: unknown }).then === 'function') {
+      // An async hook: classify is synchronous, so its verdict is not awaited; a rejection is
+      // the hook's throw, reported (unwatched, it ended the process: an outside review).
+      containAnswer('a classify hook threw and was ignored', hook, o);
+      warnOnce("a classify hook's promise was ignored (hooks answer synchronously)", hook, 'an async hook');
+      return c;
+    }
     const over = o as Record<string, unknown>;
     const next = { ...c } as { -readonly [K in keyof Classification]: Classification[K] };
     const kind = over.kind;

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { warnOnce } from '../core/warn-once.js';
+import { containAnswer, warnOnce } from '../core/warn-once.js';
 import type { Connector, PoolClassification } from './pool-types.js';
 
 
@@ -33,6 +33,8 @@ export function classifySafely(classify: (err: unknown) => PoolClassification, e
   try {
     const c: unknown = classify(err);
     if (typeof c !== 'object' || c === null) return UNPROVEN;
+    // An async classifier's promise proves nothing (it is not awaited); its rejection is a throw.
+    containAnswer("the pool's classify option threw (contained; reported once)", classify, c);
     const { connectionDead, notSent } = c as Partial<PoolClassification>;
     return connectionDead === true || notSent === true ? { connectionDead: connectionDead === true, notSent: notSent === true } : UNPROVEN;
   } catch (thrown) {

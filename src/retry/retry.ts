@@ -343,6 +343,9 @@ function causeOf(errors: readonly unknown[], skip: unknown, reason: string): { c
 export function answerOf(predicate: RetryPredicate, err: unknown, c: Classification, attempt: RetryAttempt): boolean | undefined {
   const answer: unknown = predicate(err, c, attempt);
   if (answer === undefined || typeof answer === 'boolean') return answer;
+  // An async predicate's promise is not awaited; its rejection is the predicate's throw, reported
+  // (unwatched, it ended the process as an unhandled rejection: an outside review).
+  containAnswer("a retryable predicate's promise rejected", predicate, answer);
   warnOnce("a retryable predicate's answer was ignored (not true, false or undefined)", predicate, show(answer));
   return undefined;
 }

@@ -9,6 +9,7 @@ import type net from 'node:net';
 import type { Schedule } from '../../core/backoff.js';
 import { type Clock, systemClock } from '../../core/clock.js';
 import { checkDuration, checkFunction, checkInteger, checkKeepAlive, opt, show, thrownText } from '../../core/validate.js';
+import { containAnswer, warnOnce } from '../../core/warn-once.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../../core/connect-timeout.js';
 import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import { DEFAULT_ATTEMPT_DELAY } from '../../guard/addresses.js';
@@ -109,8 +110,10 @@ export interface GrpcGuardOptions {
   /**
    * Which methods (full path, `/package.Service/Method`) may run twice without harm. A call of
    * one whose connection died under it is resent; other calls are only resent when the server
-   * certainly never saw them. Default none: grpc cannot tell. One that throws answers false (the
-   * safe side), with a process warning the first time: it never fails or strands a call.
+   * certainly never saw them. Default none: grpc cannot tell. Called synchronously: only `true`
+   * is a yes; any other answer (a promise from an `async` function, `'true'`, `1`) is a no, as is a
+   * throw (the safe side), each with a process warning the first time: it never fails or strands
+   * a call.
    */
   idempotent?: (method: string) => boolean;
   /**
@@ -228,15 +231,22 @@ export function grpcSettings(options: GrpcGuardOptions): GrpcSettings {
 
 /**
  * The user's `idempotent`, made safe to call from anywhere in a call's life (inside a promise
- * chain, a timer): a throw answers false, never resending anything on a guess, and is reported
- * once as a process warning rather than as an unhandled rejection or a call that never ends.
+ * chain, a timer): only `true` is a yes. A throw answers false, never resending anything on a
+ * guess, and is reported once as a process warning rather than as an unhandled rejection or a
+ * call that never ends. Any answer but a boolean is a no, reported once: read as truthy, an
+ * `async` predicate's promise (or `'false'`) made every method idempotent, and a server ran a
+ * non-idempotent handler twice (an outside review); its rejection is the predicate's throw.
  */
 function guardedPredicate(idempotent: (method: string) => boolean): (method: string) => boolean {
   if (idempotent === never) return never;
   let warned = false;
   return (method) => {
     try {
-      return Boolean(idempotent(method));
+      const answer: unknown = idempotent(method);
+      if (typeof answer === 'boolean') return answer;
+      containAnswer("the grpc guard's idempotent() threw", idempotent, answer);
+      warnOnce("the grpc guard's idempotent() answered neither true nor false, so the method was taken as not idempotent", idempotent, show(answer));
+      return false;
     } catch (err) {
       if (!warned) {
         warned = true;

@@ -183,6 +183,9 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
     throw new TypeError(`socketPath must be a non-empty string, got ${show(socketPath)}`);
   }
   const timeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT));
+  // 0 is undici's "no limit"; a fraction of a millisecond is no timeout a dial can keep (it was
+  // taken here and every request then failed with the dial's RangeError: an outside review).
+  if (timeout > 0 && timeout < 1) throw new RangeError(`connectTimeout must be 0 (no limit) or at least 1 ms, got ${show(timeout)}`);
   const closing = options.closing;
   if (closing !== undefined && !(closing instanceof AbortSignal)) throw new TypeError(`closing must be an AbortSignal, got ${show(closing)}`);
   return {
