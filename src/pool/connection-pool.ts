@@ -279,6 +279,9 @@ export class ConnectionPool<C> {
     // Attempts were abandoned above; wait for them, and for the closes, to settle (a late
     // connection is disposed), for at most SETTLE_TIMEOUT: a connector that ignores its abort, or
     // a close that never ends, must not hold close() forever. What settles later is still closed.
+    // Armed only when something is left: a clock whose setTimeout throws then fails close() with
+    // its error, never an unhandled rejection of a deadline nobody awaited (an outside review).
+    if (this.#inFlight.size === 0 && this.#closes.size === 0) return;
     let expired = false;
     let timer: ReturnType<Clock['setTimeout']> | undefined;
     const deadline = new Promise<void>((resolve) => {
@@ -287,8 +290,11 @@ export class ConnectionPool<C> {
         resolve();
       }, SETTLE_TIMEOUT);
     });
-    while (!expired && (this.#inFlight.size > 0 || this.#closes.size > 0)) await Promise.race([Promise.all([...this.#inFlight, ...this.#closes]), deadline]);
-    this.#clock.clearTimeout(timer!);
+    try {
+      while (!expired && (this.#inFlight.size > 0 || this.#closes.size > 0)) await Promise.race([Promise.all([...this.#inFlight, ...this.#closes]), deadline]);
+    } finally {
+      if (timer !== undefined) this.#clock.clearTimeout(timer);
+    }
   }
 
   #onDrained: (() => void) | undefined;

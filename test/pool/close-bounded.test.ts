@@ -11,6 +11,7 @@ import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolOptions, SETTLE_TIMEOUT } from '../../src/pool/connection-pool.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
 import { FakeConnector, type FakeConnection, deferred, testClassify } from './fake-connector.js';
+import { watching } from '../helpers/watching.js';
 
 const T = 'svc-close:7000';
 
@@ -171,5 +172,26 @@ describe('ConnectionPool: a self-guarding connector that fails', () => {
     expect(pool.stats()).toMatchObject({ targets: 0, attempts: 0 });
     await pool.close();
     expect(clock.pending).toBe(0);
+  });
+});
+
+describe('ConnectionPool.close() with a clock whose setTimeout throws', () => {
+  it('a use() fails with the clock\'s error, and close() resolves with nothing left over (was: an unhandled rejection at close)', async () => {
+    const connector = new FakeConnector();
+    connector.auto = 'resolve';
+    const broken = {
+      now: () => 0,
+      setTimeout: (): never => {
+        throw new Error('clock down');
+      },
+      clearTimeout: () => {},
+    };
+    const pool = new ConnectionPool<FakeConnection>({ connector, clock: broken, breaker: new HostBreaker(), classify: testClassify });
+    const seen = await watching(async () => {
+      await expect(pool.use(T, () => 'ok')).rejects.toThrow('clock down');
+      await pool.close();
+    });
+    expect(seen.unhandled).toEqual([]);
+    expect(seen.uncaught).toEqual([]);
   });
 });
