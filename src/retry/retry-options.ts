@@ -119,7 +119,8 @@ export interface RetryOptions {
   /**
    * The wait before each retry. Default `fullJitter({ base: 100, max: 10_000 })`: clients that
    * failed together retry at uniformly spread times (AWS's "full jitter"), the first retry within
-   * 100 ms, growing to at most 10 s.
+   * 100 ms, growing to at most 10 s. An answer of 2^31-1 ms or more (Infinity included: the
+   * longest a timer holds) ends the retries, as running out of attempts does.
    */
   backoff?: Schedule;
   /** Overrides the default retry decision (e.g. "no leader" is always safe). Default none. */

@@ -241,6 +241,11 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
         // The next attempt could not start before the deadline: fail now rather than sleep.
         return fail(new DeadlineExceededError(s.budgetMs, attempts, causeOf(errors, undefined, 'deadline exceeded')));
       }
+      if (delay >= MAX_DURATION) {
+        // A schedule answering Infinity (or 24.8 days): no timer waits longer, and no caller waits
+        // that long for a retry. With no deadline the call hung for 24.8 days (an outside review).
+        return fail(new RetriesExhaustedError(errors, `the backoff answered ${show(delay)} ms or more: no retry waits that long`));
+      }
       if (now + delay - s.start > s.retryWindow) {
         return fail(new RetriesExhaustedError(errors, `retry window of ${s.retryWindow} ms passed`));
       }

@@ -121,6 +121,27 @@ describe('retry: nothing outlives the deadline', () => {
     expect(clock.pending).toBe(0);
   });
 
+  it('a backoff answering Infinity (or 2^31-1 ms) with no deadline ends the retries at once, not 24.8 days later', async () => {
+    for (const wait of [Infinity, 2 ** 31 - 1]) {
+      const clock = new ManualClock(0);
+      let attempts = 0;
+      const call = run(
+        clock,
+        () => {
+          attempts++;
+          return after(clock, 10, { error: refusedConnect() });
+        },
+        { backoff: () => wait, maxAttempts: 3 },
+      );
+      await clock.tick(100);
+      expect(attempts).toBe(1);
+      expect(call.at).toBe(10); // was: still waiting (an outside review: unsettled at 6 s, the process held)
+      expect(call.error).toBeInstanceOf(RetriesExhaustedError);
+      expect((call.error as Error).message).toMatch(/backoff answered 2147483647 ms or more/);
+      expect(clock.pending).toBe(0);
+    }
+  });
+
   it('a hung attempt is cut at the deadline, within one tick, and its signal aborts', async () => {
     const clock = new ManualClock(0);
     let signal: AbortSignal | undefined;
