@@ -68,6 +68,8 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
     // Checked whichever way the dial goes: an IP literal, `breaker: null` and `perAddress: false`
     // never read it, but a wrong value is still the caller's to hear of.
     if (options.attemptDelay !== undefined) checkDuration('attemptDelay', options.attemptDelay);
+    // Where Http2Client and GrpcGuard take it: here it was ignored, and the system's DNS asked.
+    if ((options as { lookup?: unknown }).lookup !== undefined) throw new TypeError('lookup is not a connect() option: pass it as socket: { lookup } (or tls: { lookup })');
     // An IP literal (bracketed IPv6 included) is one address: one entry, asked for by its
     // spelling and port, so a warm one's refusal makes no key (the breaker's own index finds it).
     if (options.perAddress === false || options.breaker === null || (typeof target.host === 'string' && isLiteral(target.host))) {

@@ -133,6 +133,17 @@ describe('connect: the resolver a name is resolved with', () => {
   });
 });
 
+describe('connect: a lookup at the top level', () => {
+  it('is a TypeError naming socket.lookup, for a name and an IP alike (was: ignored, the system resolver asked)', async () => {
+    const lookup = (() => {}) as unknown as net.LookupFunction;
+    const { breaker } = breakerOnManualClock(100);
+    for (const host of ['svc.test', '127.0.0.1']) {
+      await expect(connect({ host, port: 443 }, { breaker, lookup } as never)).rejects.toThrow(/socket: \{ lookup \}/);
+    }
+    expect(breaker.stats().hosts).toBe(0); // nothing was admitted
+  });
+});
+
 describe('connect: TLS to a name, and protocol handshakes', () => {
   it('SNI carries the name when dialling its addresses, or the servername given; an IP literal sends none; tls: false is plain TCP', async () => {
     const sni = await sniRecorder();
