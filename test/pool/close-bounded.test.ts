@@ -188,7 +188,7 @@ describe('ConnectionPool.close() with a clock whose setTimeout throws', () => {
     };
     const pool = new ConnectionPool<FakeConnection>({ connector, clock: broken, breaker: new HostBreaker(), classify: testClassify });
     const seen = await watching(async () => {
-      await expect(pool.use(T, () => 'ok')).rejects.toThrow('clock down');
+      await expect(pool.use(T, async () => 'ok')).rejects.toThrow('clock down');
       await pool.close();
     });
     expect(seen.unhandled).toEqual([]);
