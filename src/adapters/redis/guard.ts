@@ -55,7 +55,7 @@ import {
   serverReplied,
   withoutUrl,
 } from './internals.js';
-import { gatedHost, poolMemberOptions } from './pool.js';
+import { gatedHost, poolMemberOptions, withEndpointType } from './pool.js';
 import { FIRST_ROUND_CAP, RedialRounds, type RoundOutcome, type RoundPolicy } from './redial.js';
 
 export type { EventClient, IoredisOptions, NodeRedisOptions } from './internals.js';
@@ -229,7 +229,7 @@ export class RedisGuard {
       const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
       return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
     };
-    const guarded = { ...withoutUrl(options, socket), socket };
+    const guarded = withEndpointType({ ...withoutUrl(options, socket), socket }, gated.ip);
     client = createClient(guarded as O);
     this.#watch(client, state, false); // its reconnectStrategy hears each dial's error itself
     // node-redis builds a duplicate from this client's options, as `{ ...options, ...overrides }`,

@@ -27,6 +27,8 @@ export interface EventClient {
 export interface NodeRedisOptions {
   url?: string;
   socket?: Record<string, unknown> & { host?: string; port?: number; tls?: unknown; lookup?: unknown; connectTimeout?: number; reconnectStrategy?: unknown };
+  /** node-redis 5.9+: the endpoint type its maintenance notifications name ('auto': resolved from `socket.host`). */
+  maintEndpointType?: unknown;
   [key: string]: unknown;
 }
 

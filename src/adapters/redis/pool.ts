@@ -45,7 +45,30 @@ export function poolMemberOptions(guard: GuardInternals, options: NodeRedisOptio
     const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
     return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
   };
-  return { ...withoutUrl(options, socket), socket };
+  return withEndpointType({ ...withoutUrl(options, socket), socket }, ip);
+}
+
+/**
+ * `options` for a node the guard gave node-redis as a gated name: with RESP 3 (node-redis 6's
+ * default), node-redis turns maintenance notifications on at connect and, to pick their endpoint
+ * type, resolves `socket.host` itself with `dns.lookup`, which cannot resolve a gated name: every
+ * connect failed ENOTFOUND, and the failures opened a healthy node for every client of the
+ * breaker (an outside review). For a gated IP, the type node-redis would pick from the address
+ * (`maintEndpointType`, unless the caller chose one) is given up front, so it asks no resolver.
+ */
+export function withEndpointType<O extends NodeRedisOptions>(options: O, ip: string | undefined): O {
+  if (ip === undefined || (options.maintEndpointType !== undefined && options.maintEndpointType !== 'auto')) return options;
+  const local = privateAddress(ip) ? 'internal' : 'external';
+  return { ...options, maintEndpointType: options.socket?.tls ? `${local}-fqdn` : `${local}-ip` };
+}
+
+/** Whether node-redis counts `ip` as private when it picks an endpoint type (its own rule: RFC 1918, IPv6 unique and link-local, ::1). */
+function privateAddress(ip: string): boolean {
+  if (net.isIP(ip) === 4) {
+    const [a, b] = ip.split('.').map(Number) as [number, number];
+    return a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168);
+  }
+  return ip.startsWith('fc') || ip.startsWith('fd') || ip === '::1' || ip.startsWith('fe80');
 }
 
 /**
