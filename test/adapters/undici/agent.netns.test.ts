@@ -45,7 +45,7 @@ describe('GuardedAgent: in a network namespace of its own (a veth pair drops SYN
     expect(rawDials).toBe(20);
     const { agent } = guarded({ breaker: manualBreaker(3).breaker, connectTimeout: 200, maxAttempts: 1 });
     const results = await Promise.all(Array.from({ length: 20 }, () => failure(undiciFetch(url, { dispatcher: agent }))));
-    for (const { error } of results) expect(unwrapFetch(error)).toMatchObject({ code: 'DIALGUARD_CONNECT_TIMEOUT' });
+    for (const { error } of results) expect(unwrapFetch(error)).toMatchObject({ code: 'UND_ERR_CONNECT_TIMEOUT', cause: { code: 'DIALGUARD_CONNECT_TIMEOUT' } });
     expect(peer.attempts - rawDials).toBe(1);
   });
 });

@@ -4,7 +4,7 @@
  * Every test counts dials at the peer.
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { Agent, fetch as undiciFetch, request } from 'undici';
+import { Agent, errors as undiciErrors, fetch as undiciFetch, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError, DeadlineExceededError, HostUnavailableError, RetriesExhaustedError } from '../../../src/core/errors.js';
 import { blackhole } from '../../../src/testing/blackhole.js';
@@ -22,9 +22,12 @@ describe('GuardedAgent: a dead origin costs one bounded dial, not one per reques
     const { agent } = guarded({ breaker, connectTimeout: 200 });
     const first = await failure(undiciFetch(`http://${peer.address}/`, { dispatcher: agent }));
     const cause = unwrapFetch(first.error);
-    expect(cause).toBeInstanceOf(ConnectTimeoutError); // the last attempt's own error, its story attached
+    // The last attempt's own error, its story attached: undici's ConnectTimeoutError, as undici
+    // alone fails, with dialguard's (host, timeout, phase) as its cause.
+    expect(cause).toBeInstanceOf(undiciErrors.ConnectTimeoutError);
+    expect((cause as Error).cause).toBeInstanceOf(ConnectTimeoutError);
     expect(retriesOf(cause)).toBeInstanceOf(RetriesExhaustedError);
-    expect((retriesOf(cause) as RetriesExhaustedError).errors.map((e) => (e as ConnectTimeoutError).code)).toEqual(Array(3).fill('DIALGUARD_CONNECT_TIMEOUT'));
+    expect((retriesOf(cause) as RetriesExhaustedError).errors.map((e) => (e as { code?: string }).code)).toEqual(Array(3).fill('UND_ERR_CONNECT_TIMEOUT'));
     expect(first.ms).toBeGreaterThanOrEqual(3 * 195);
     expect(first.ms).toBeLessThan(3 * 200 + 2_000); // bounded, not an assertion of speed
     expect(breaker.stats()).toMatchObject({ failed: 3, opened: 1 });
@@ -59,7 +62,10 @@ describe('GuardedAgent: a dead origin costs one bounded dial, not one per reques
     // 20 requests at once to an origin never reached: undici's pool would open 20 connections;
     // the first dial scouts and the others share its outcome.
     const results = await Promise.all(Array.from({ length: 20 }, () => failure(request(`https://${peer.address}/`, { dispatcher: agent }))));
-    for (const { error } of results) expect(error).toMatchObject({ code: 'DIALGUARD_CONNECT_TIMEOUT', phase: 'tls' });
+    for (const { error } of results) {
+      expect(error).toMatchObject({ code: 'UND_ERR_CONNECT_TIMEOUT' });
+      expect((error as Error).cause).toMatchObject({ code: 'DIALGUARD_CONNECT_TIMEOUT', phase: 'tls' });
+    }
     expect(peer.attempts).toBe(1);
     expect(breaker.stats()).toMatchObject({ failed: 1, opened: 0 });
   });

@@ -17,7 +17,7 @@ import { describe, expect, it } from 'vitest';
 import { GuardedAgent, retriesOf } from '../../../src/adapters/undici/index.js';
 import { RetriesExhaustedError } from '../../../src/core/errors.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
-import { refusing } from '../../../src/testing/tcp-peers.js';
+import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
 import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
 import { answer, failure, guarded, httpServer, leakChecked, manualBreaker } from './helpers.js';
 
@@ -93,6 +93,24 @@ describe('1. errors: the caller sees the last attempt’s own error, the retry s
     const story = retriesOf(error);
     expect(story).toBeInstanceOf(RetriesExhaustedError);
     expect((story as RetriesExhaustedError).errors.map((e) => (e as { code: string }).code)).toEqual(['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED']);
+  });
+
+  it("a connect timeout is undici's ConnectTimeoutError, as with a plain Agent; dialguard's (phase, host, timeout) is its cause", async () => {
+    await using peer = await acceptAndHold(); // TCP accepted, the TLS handshake never answered
+    const plain = new Agent({ connect: { timeout: 150, rejectUnauthorized: false } });
+    const { agent } = guarded({ breaker: manualBreaker(10).breaker, connectTimeout: 150, maxAttempts: 1, tls: { rejectUnauthorized: false } });
+    try {
+      for (const dispatcher of [plain, agent]) {
+        const { error } = await failure(request(`https://${peer.address}/`, { dispatcher }));
+        // Code written for undici matches either way (was: DIALGUARD_CONNECT_TIMEOUT, and no instanceof).
+        expect(error).toMatchObject({ code: 'UND_ERR_CONNECT_TIMEOUT', name: 'ConnectTimeoutError' });
+        expect(error).toBeInstanceOf(errors.ConnectTimeoutError);
+        expect((error as Error).message).toMatch(/^Connect Timeout Error/);
+        if (dispatcher === agent) expect((error as Error).cause).toMatchObject({ code: 'DIALGUARD_CONNECT_TIMEOUT', phase: 'tls', timeout: 150 });
+      }
+    } finally {
+      await plain.close();
+    }
   });
 
   it('a failed lookup rejects with ENOTFOUND (through the connect.lookup option)', async () => {
