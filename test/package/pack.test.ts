@@ -201,6 +201,26 @@ describe('the README examples, as a user pastes them', () => {
     }
   }, 120_000);
 
+  it("the package's own types check (skipLibCheck off) in a project whose lib has DOM, as TypeScript's default lib does", () => {
+    // With DOM, RequestInit is the DOM's, which has no dispatcher: forFetch's type named
+    // RequestInit['dispatcher'] and every import of dialguard/undici failed to compile (an outside review).
+    linkPeers();
+    const at = join(consumer, 'dom');
+    mkdirSync(at, { recursive: true });
+    const subpaths = ['dialguard', 'dialguard/undici', 'dialguard/http', 'dialguard/http2', 'dialguard/grpc', 'dialguard/redis', 'dialguard/otel', 'dialguard/testing'];
+    writeFileSync(join(at, 'uses.ts'), `${subpaths.map((p, i) => `import * as m${i} from '${p}';`).join('\n')}\nimport { GuardedAgent, forFetch } from 'dialguard/undici';\nconst agent = new GuardedAgent();\nvoid fetch('http://127.0.0.1:1/', { dispatcher: forFetch(agent) } as RequestInit).catch(() => agent.close());\nexport const all = [${subpaths.map((_, i) => `m${i}`).join(', ')}];\n`);
+    writeFileSync(
+      join(at, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', lib: ['ES2023', 'DOM', 'ESNext.Disposable'], types: ['node'], strict: true, skipLibCheck: false, noEmit: true },
+        files: ['uses.ts'],
+      }),
+    );
+    const r = spawnSync(process.execPath, [tsc, '-p', at], { cwd: at, encoding: 'utf8', timeout: 120_000 });
+    expect(`${r.stdout}${r.stderr}`).toBe('');
+    expect(r.status).toBe(0);
+  }, 120_000);
+
   it('the blocks that need no outside host run to completion against loopback', () => {
     const ran = blocks.flatMap((b, i) => (runnable(b.code) ? [`example-${i + 1}-line-${b.line}.js`] : []));
     expect(ran.length).toBeGreaterThanOrEqual(1);

@@ -8,8 +8,13 @@
  */
 import type { Dispatcher } from 'undici';
 
-/** The type of the `dispatcher` option of Node's global `fetch` (`RequestInit['dispatcher']`, without `undefined`). */
-export type FetchDispatcher = NonNullable<RequestInit['dispatcher']>;
+/**
+ * The type of the `dispatcher` option of Node's global `fetch` (`RequestInit['dispatcher']`,
+ * without `undefined`); undici's `Dispatcher` in a project whose `lib` has DOM, whose
+ * `RequestInit` has no `dispatcher` (named directly, every import of dialguard/undici failed to
+ * compile there).
+ */
+export type FetchDispatcher = RequestInit extends { dispatcher?: infer D } ? NonNullable<D> : Dispatcher;
 
 /**
  * Returns `dispatcher` typed for Node's global `fetch`, so that
