@@ -2,7 +2,7 @@
 /**
  * The `dialguard` command (`dialguard --help`; each command has `--help` too).
  *
- *   dialguard demo [scene...]                        the incidents, before and after (about a minute)
+ *   dialguard demo [scene...]                        the incidents, before and after (about 30 seconds)
  *   dialguard chaos [--quick] [--json] [--report FILE] [--scenario a,b]
  *
  * @module

@@ -69,7 +69,7 @@ function demoUsage(io: CliIo): string {
   return `usage: dialguard demo [scene...] [options]
 
 Replays the incidents dialguard exists for on embedded loopback peers, unguarded and guarded side
-by side (about a minute; no setup, no privileges).
+by side (about 30 seconds; no setup, no privileges).
 
 scenes (default: all): ${io.sceneNames.join(', ')}
 

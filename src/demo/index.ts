@@ -1,6 +1,6 @@
 /**
  * `dialguard demo`: the incidents dialguard exists for, replayed on embedded peers on loopback,
- * unguarded and guarded side by side. No setup, no privileges, about a minute.
+ * unguarded and guarded side by side. No setup, no privileges, about 30 seconds.
  *
  * @module
  */
