@@ -23,7 +23,8 @@ export interface RetryAttempt {
   readonly deadline: number;
   /**
    * Whole milliseconds left of the overall deadline, read now and rounded down (Infinity when
-   * there is none). Pass it on as this attempt's own timeout, e.g. a long poll's wait time or
+   * there is none; at most 2^31-1, the longest a timer holds, when it is further out). Pass it on
+   * as this attempt's own timeout, e.g. a long poll's wait time or
    * `AbortSignal.timeout(attempt.remaining)` (with a deadline: Infinity is no timeout).
    */
   readonly remaining: number;

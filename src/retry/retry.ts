@@ -305,10 +305,12 @@ class Attempt implements RetryAttempt {
  * Time left as whole milliseconds: what `AbortSignal.timeout`, `setTimeout` and most clients'
  * timeouts take (AbortSignal.timeout throws a RangeError for 299999.85). Rounded down, never more
  * than is left, except that a fraction of a millisecond left is 1, not 0: passed on as a
- * timeout, 0 means none to axios, undici and `req.setTimeout`.
+ * timeout, 0 means none to axios, undici and `req.setTimeout`. At most 2^31-1, the longest a
+ * timer holds: a deadline further out (a timeout past 24.8 days is taken) passed on as it was
+ * fired an AbortSignal.timeout after 1 ms, or threw ERR_OUT_OF_RANGE (an outside review).
  */
 function wholeMsLeft(ms: number): number {
-  return ms > 0 ? Math.max(1, Math.floor(ms)) : 0;
+  return ms > 0 ? Math.min(MAX_DURATION, Math.max(1, Math.floor(ms))) : 0;
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

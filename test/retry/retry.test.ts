@@ -121,6 +121,23 @@ describe('retry: nothing outlives the deadline', () => {
     expect(clock.pending).toBe(0);
   });
 
+  it('attempt.remaining of a deadline past 2^31-1 ms is 2^31-1: a timer can hold it (AbortSignal.timeout took it for 1 ms)', async () => {
+    const clock = new ManualClock(0);
+    const seen: number[] = [];
+    const call = run(
+      clock,
+      (a) => {
+        seen.push(a.remaining);
+        AbortSignal.timeout(a.remaining); // throws ERR_OUT_OF_RANGE past 2^53, warns and fires at once past 2^31-1
+        return 'ok';
+      },
+      { timeout: 2 ** 31 + 10_000 },
+    );
+    await clock.tick(0);
+    expect(call.value).toBe('ok');
+    expect(seen).toEqual([2 ** 31 - 1]);
+  });
+
   it('a backoff answering Infinity (or 2^31-1 ms) with no deadline ends the retries at once, not 24.8 days later', async () => {
     for (const wait of [Infinity, 2 ** 31 - 1]) {
       const clock = new ManualClock(0);
