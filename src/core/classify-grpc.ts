@@ -84,6 +84,15 @@ function cancelledHere(details: string): boolean {
 export const DIALGUARD_DETAILS_PREFIX = 'dialguard: ';
 
 /**
+ * grpc statuses by which a server says it read the request and refused it (grpc's 4xx):
+ * INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, FAILED_PRECONDITION,
+ * OUT_OF_RANGE, UNIMPLEMENTED, UNAUTHENTICATED. Their details never make them transient, as an
+ * HTTP 4xx's text does not: `INVALID_ARGUMENT "error unmarshalling request: unexpected EOF"` was
+ * read as a relayed EOF and an idempotent call run three times (an outside review).
+ */
+export const GRPC_REQUEST_REFUSED: ReadonlySet<number> = new Set([3, 5, 6, 7, 9, 11, 12, 16]);
+
+/**
  * Set (true) on a grpc status that provably came from the server: a guarded call sets it on every
  * status that followed the server's headers, or that arrived as a trailers-only response. grpc-js
  * copies a status's own enumerable keys, symbols included, onto the `ServiceError` it hands the

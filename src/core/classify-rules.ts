@@ -46,6 +46,12 @@ export interface Facts {
   readonly status: number | undefined;
   /** An AbortError's: the `name` of its `cause` (a TimeoutError reason). Undefined for any other error. */
   readonly causeName: string | undefined;
+  /**
+   * A 5xx response's body as text, bounded, when the error holds one as a string (axios:
+   * `response.data`, got: `response.body`): where a server relays its upstream's `rpc error: EOF`.
+   * Undefined otherwise (never read for another status, an object or a stream).
+   */
+  readonly body: string | undefined;
 }
 
 /** Longest text the rules look at: the first and last part of a longer message. */
@@ -88,7 +94,7 @@ function nameOf(value: unknown): string | undefined {
 /** Reads the facts of one thrown value; never throws. Primitives other than strings have none. */
 export function factsOf(value: unknown): Facts | undefined {
   if (typeof value === 'string') {
-    return { name: undefined, code: undefined, message: boundText(value), syscall: undefined, details: undefined, status: undefined, causeName: undefined };
+    return { name: undefined, code: undefined, message: boundText(value), syscall: undefined, details: undefined, status: undefined, causeName: undefined, body: undefined };
   }
   if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return undefined;
   const details = str(safeGet(value, 'details'));
@@ -116,7 +122,20 @@ export function factsOf(value: unknown): Facts | undefined {
     status,
     // Read for an AbortError only (the one rule that asks): a cause is otherwise read once, by the walk.
     causeName: name === 'AbortError' || code === 'ABORT_ERR' ? nameOf(safeGet(value, 'cause')) : undefined,
+    body: status !== undefined && status >= 500 ? bodyText(safeGet(value, 'response')) : undefined,
   };
+}
+
+/**
+ * The text of a response body an HTTP client's error holds: axios's `response.data` or got's
+ * `response.body`, when a string (a JSON object, a Buffer or a stream says nothing here).
+ * Their messages carry only the status ("Request failed with status code 500"), so a server's
+ * relayed `rpc error: EOF` went unread and no retry path retried it (an outside review).
+ */
+function bodyText(response: unknown): string | undefined {
+  if (typeof response !== 'object' || response === null) return undefined;
+  const text = str(safeGet(response, 'data')) ?? str(safeGet(response, 'body'));
+  return text === undefined ? undefined : boundText(text);
 }
 
 /** Builds a verdict with each kind's defaults; `o` overrides them. */
@@ -380,7 +399,9 @@ export function patternVerdict(f: Facts): Verdict | undefined {
   const status = STATUS_LINE.exec(f.message);
   // A 4xx status line is the server's verdict on the request; transport words after it do not change it.
   if (status !== null && status[1]!.startsWith('4')) return verdict('application', `HTTP_${status[1]}`, { final: false });
-  const texts = f.details === undefined ? [f.message] : [f.message, f.details];
+  const texts = [f.message];
+  if (f.details !== undefined) texts.push(f.details);
+  if (f.body !== undefined) texts.push(f.body);
   for (const text of texts) {
     const t = text.trimEnd();
     for (const [re, code] of REMOTE_TRANSPORT) {

@@ -23,7 +23,7 @@ import {
   structuralVerdict,
   verdict,
 } from './classify-rules.js';
-import { answeredByServer, grpcVerdict, madeByClient } from './classify-grpc.js';
+import { GRPC_REQUEST_REFUSED, answeredByServer, grpcVerdict, madeByClient } from './classify-grpc.js';
 import { ErrorCodes, MAX_CHAIN_DEPTH, MAX_CHAIN_MEMBERS, MAX_CHAIN_NODES } from './errors.js';
 import { type Unsubscribe, unsubscriber } from './events.js';
 import { show } from './validate.js';
@@ -380,17 +380,19 @@ function decide(node: unknown, depth: number, w: Walk): Found | undefined {
 function verdictOf(node: unknown, f: Facts, w: Walk): Verdict | undefined {
   if (node === w.reason) return verdict('cancelled', typeof f.code === 'string' ? f.code : 'ABORT_ERR');
   const { code, details } = f;
-  let base = intIn(code, 0, 16) && details !== undefined ? grpcVerdict(code, details, answeredByServer(node), madeByClient(node)) : structuralVerdict(f);
+  const grpcStatus = intIn(code, 0, 16) && details !== undefined;
+  let base = grpcStatus ? grpcVerdict(code, details, answeredByServer(node), madeByClient(node)) : structuralVerdict(f);
   // A transport that closed in its handshake carried nothing: a dial's failure, not a connection's.
   // (Read safely: `instanceof` on a hostile Proxy throws.)
   if (base?.code === ErrorCodes.TRANSPORT_CLOSED && safeGet(node, 'handshake') === true) base = verdict('dial', base.code);
   // A dial's code on an error a live connection emitted: the connection died under the request.
   if (base?.kind === 'dial' && wrapsLive(node)) base = verdict('connection', base.code, { transient: base.transient });
-  if (base === undefined || (base.kind === 'application' && !intIn(f.status, 400, 499))) {
+  if (base === undefined || (base.kind === 'application' && !intIn(f.status, 400, 499) && !(grpcStatus && GRPC_REQUEST_REFUSED.has(code)))) {
     const text = patternVerdict(f);
     // Text can upgrade what a server answered (a 500 carrying `rpc error: EOF`), never override
-    // what a code said about our own I/O, nor an explicit 4xx: the server read the request and
-    // rejected it, so a 403 whose message mentions "connection reset by peer" stays a 403.
+    // what a code said about our own I/O, nor an explicit 4xx or its grpc kin: the server read
+    // the request and rejected it, so a 403 whose message mentions "connection reset by peer"
+    // stays a 403, and an INVALID_ARGUMENT saying "unexpected EOF" (a truncated message) stays that.
     if (text !== undefined) base = base === undefined ? text : { ...text, final: true };
   }
   return userVerdict(f, base, w) ?? base;

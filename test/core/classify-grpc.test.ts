@@ -194,6 +194,13 @@ describe('classify grpc: a status the server sent is its answer, whatever its de
     ['an application status stays one', trailersOnly(5, 'no such key'), app('NOT_FOUND')],
     // Text a server relayed about its own upstream still reads as such (seed 004): maybe sent, alive.
     ['"rpc error: EOF"', trailersOnly(14, 'rpc error: EOF'), ['connection', false, false, true, 'EOF']],
+    ['INTERNAL "rpc error: EOF" (a relay of unknown kind): still the upstream\'s EOF', trailersOnly(13, 'rpc error: EOF'), ['connection', false, false, true, 'EOF']],
+    // A request the server read and refused stays refused whatever its text (grpc's 4xx, as an
+    // HTTP 4xx's text is never read): an idempotent call was run 3 times (an outside review).
+    ['INVALID_ARGUMENT "error unmarshalling request: unexpected EOF"', trailersOnly(3, 'grpc: error unmarshalling request: unexpected EOF'), app('INVALID_ARGUMENT')],
+    ['INVALID_ARGUMENT "invalid JSON body: EOF"', branded(3, 'invalid JSON body: EOF'), app('INVALID_ARGUMENT')],
+    ['FAILED_PRECONDITION "rpc error: EOF"', trailersOnly(9, 'rpc error: EOF'), app('FAILED_PRECONDITION')],
+    ['UNAUTHENTICATED "token read: unexpected EOF"', trailersOnly(16, 'token read: unexpected EOF'), app('UNAUTHENTICATED')],
   ])('%s', (_name, err, want) => expectClassified(err, want));
 
   it('answeredByServer: the brand, or a content-type in the metadata; never throws', () => {

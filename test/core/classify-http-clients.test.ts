@@ -12,6 +12,7 @@ import axios from 'axios';
 import got from 'got';
 import { describe, expect, it } from 'vitest';
 import { classify } from '../../src/core/classify.js';
+import { retry } from '../../src/retry/retry.js';
 import { leakCheckEach } from '../helpers/leaks.js';
 
 const cleanup = leakCheckEach();
@@ -98,5 +99,51 @@ describe('classify: real axios, got and node:http failures', () => {
       }),
     );
     expect(classify(err)).toMatchObject({ kind: 'timeout', connectionDead: false, transient: true });
+  });
+
+  describe("a 5xx whose body relays its upstream's EOF (seed 004), read from axios's and got's errors", () => {
+    /** 500 `rpc error: EOF` to the first request, 200 after; counts what it served. */
+    function relayOnce(): { handler: http.RequestListener; requests: () => number } {
+      let n = 0;
+      return {
+        requests: () => n,
+        handler: (_req, res) => {
+          if (++n === 1) {
+            res.writeHead(500, { 'content-type': 'text/plain' });
+            res.end('rpc error: EOF');
+          } else res.end('ok');
+        },
+      };
+    }
+
+    it('axios and got: maybe sent, connection alive, transient (was: HTTP_500, not transient: their messages carry only the status)', async () => {
+      for (const client of ['axios', 'got'] as const) {
+        const relay = relayOnce();
+        const url = await server(relay.handler);
+        const err = await failure(client === 'axios' ? axios.get(url, { httpAgent: agent() }) : got(url, { retry: { limit: 0 }, agent: { http: agent() } }));
+        expect({ client, ...classify(err) }).toMatchObject({ client, kind: 'connection', code: 'EOF', notSent: false, connectionDead: false, transient: true });
+      }
+    });
+
+    it('retry() around an idempotent axios GET: sent twice, served', async () => {
+      const relay = relayOnce();
+      const url = await server(relay.handler);
+      const res = await retry(() => axios.get(url, { httpAgent: agent() }), { idempotent: true, budget: null, backoff: () => 0 });
+      expect(res.data).toBe('ok');
+      expect(relay.requests()).toBe(2);
+    });
+
+    it('the body is read for a 5xx only, and only as text: a 400 saying it, or a JSON body, stays the server\'s answer', async () => {
+      const bad = await server((_req, res) => {
+        res.writeHead(400, { 'content-type': 'text/plain' });
+        res.end('rpc error: EOF');
+      });
+      expect(classify(await failure(axios.get(bad, { httpAgent: agent() })))).toMatchObject({ kind: 'application', code: 'HTTP_400', transient: false });
+      const json = await server((_req, res) => {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: 'rpc error: EOF' }));
+      });
+      expect(classify(await failure(axios.get(json, { httpAgent: agent() })))).toMatchObject({ kind: 'application', code: 'HTTP_500', transient: false });
+    });
   });
 });
