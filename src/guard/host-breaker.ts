@@ -616,7 +616,7 @@ export class HostBreaker {
     }
   }
 
-  #open(entry: Entry, now: number, reopened: boolean, refused = false): void {
+  #open(entry: Entry, now: number, reopened: boolean, refused: boolean): void {
     entry.opens++;
     // A probe the host refused cost one round trip and nothing on the host: early in an outage (a
     // restart), the window does not grow, and the default one is short, so the host is dialled

@@ -136,6 +136,40 @@ describe("a breaker's random on the restart path (a probe the host refused)", ()
   });
 });
 
+describe("a breaker's random: an answer outside [0, 1) is taken as 0, exactly", () => {
+  /** The first window of a host opened by a timeout (the default schedule: 1 000 ms x (1 + 0.25 r)). */
+  function firstWindow(random: () => unknown): number {
+    const clock = new ManualClock();
+    const breaker = new HostBreaker({ clock, random: random as () => number, failureThreshold: 1, minOutage: 0 });
+    breaker.admit('db:3').failed(new ConnectTimeoutError('db:3', 100, 'tcp'));
+    return breaker.state('db:3')!.retryAfter;
+  }
+
+  it.each<[string, unknown]>([
+    ["'0.5' (a string)", '0.5'],
+    ['-1', -1],
+    ['1', 1],
+    ['7', 7],
+    ['NaN', Number.NaN],
+    ['Infinity', Infinity],
+  ])('%s: the window r = 0 gives', (_name, answer) => {
+    expect(firstWindow(() => answer)).toBe(1_000);
+  });
+
+  it('an answer inside [0, 1) is kept; a throw is answered 0 and named in one warning', async () => {
+    expect(firstWindow(() => 0.5)).toBe(1_125);
+    expect(firstWindow(() => 0.999)).toBeCloseTo(1_249.75, 6);
+    let window = 0;
+    const seen = await watching(async () => {
+      window = firstWindow(() => {
+        throw new Error('random down');
+      });
+    });
+    expect(window).toBe(1_000);
+    expect(seen.warnings).toEqual([expect.stringContaining("a breaker's random threw")]);
+  });
+});
+
 describe("a breaker's clock that throws while a dial settles", () => {
   /** A breaker clock that throws from the moment `broken()` is called (inside the dial's establish). */
   function failingClock(): { clock: ManualClock; broken: () => void } {
