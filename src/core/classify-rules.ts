@@ -133,8 +133,7 @@ export function factsOf(value: unknown): Facts | undefined {
  * relayed `rpc error: EOF` went unread and no retry path retried it (an outside review).
  */
 function bodyText(response: unknown): string | undefined {
-  if (typeof response !== 'object' || response === null) return undefined;
-  const text = str(safeGet(response, 'data')) ?? str(safeGet(response, 'body'));
+  const text = str(safeGet(response, 'data')) ?? str(safeGet(response, 'body')); // safeGet: undefined for none, null or a primitive
   return text === undefined ? undefined : boundText(text);
 }
 

@@ -718,6 +718,7 @@ function unitRandom(random: () => number): () => number {
       warnOnce("a breaker's random threw (answered 0; reported once)", random, err);
       return 0;
     }
+    // Stryker disable next-line EqualityOperator: r > 0 answers the same 0 for a 0
     return typeof r === 'number' && r >= 0 && r < 1 ? r : 0;
   };
 }

@@ -8,6 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { classify } from '../../src/core/classify.js';
+import { factsOf } from '../../src/core/classify-rules.js';
 import { HostUnavailableError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../src/core/errors.js';
 import { type Row, type Want, coded, expectClassified, sys } from './classify-table.js';
 
@@ -202,4 +203,24 @@ describe('classify rules: remote transport failures told in text (seed 004)', ()
     ['a status line over an unrecognised cause', new Error('Unexpected response code: 502 (bad gateway)', { cause: coded('HPE_INVALID_CONSTANT') }), app('HTTP_502')],
     ['remote text over an unrecognised cause', new Error('rpc error: EOF', { cause: coded('HPE_INVALID_CONSTANT') }), remote('EOF')],
   ])('%s', (_name, err, want) => expectClassified(err, want));
+});
+
+describe("factsOf: a 5xx error's text body (axios's response.data, got's response.body)", () => {
+  it.each<[string, unknown, string | undefined]>([
+    ['axios shape, 500', { status: 500, response: { data: 'rpc error: EOF' } }, 'rpc error: EOF'],
+    ['got shape, 502', { statusCode: 502, response: { body: 'upstream: EOF' } }, 'upstream: EOF'],
+    ['499: not read', { status: 499, response: { data: 'rpc error: EOF' } }, undefined],
+    ['no status: not read', { response: { data: 'rpc error: EOF' } }, undefined],
+    ['a JSON body (an object): not read', { status: 500, response: { data: { error: 'rpc error: EOF' } } }, undefined],
+    ['a Buffer: not read', { status: 500, response: { body: Buffer.from('rpc error: EOF') } }, undefined],
+    ['no response', { status: 500 }, undefined],
+    ['a null response', { status: 500, response: null }, undefined],
+    ['a string response', { status: 500, response: 'rpc error: EOF' }, undefined],
+  ])('%s', (_name, err, body) => {
+    expect(factsOf(err)?.body).toBe(body);
+  });
+
+  it('a string thrown has no body', () => {
+    expect(factsOf('rpc error: EOF')?.body).toBeUndefined();
+  });
 });
