@@ -8,7 +8,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type net from 'node:net';
 import type { Schedule } from '../../core/backoff.js';
 import { type Clock, systemClock } from '../../core/clock.js';
-import { checkDuration, checkFunction, checkInteger, checkKeepAlive, opt, show, thrownText } from '../../core/validate.js';
+import { checkDuration, checkFunction, checkInteger, checkKeepAlive, opt, show } from '../../core/validate.js';
 import { containAnswer, warnOnce } from '../../core/warn-once.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../../core/connect-timeout.js';
 import { restartSpanningBackoff } from '../../core/restart-backoff.js';
@@ -239,19 +239,16 @@ export function grpcSettings(options: GrpcGuardOptions): GrpcSettings {
  */
 function guardedPredicate(idempotent: (method: string) => boolean): (method: string) => boolean {
   if (idempotent === never) return never;
-  let warned = false;
+  const threw = "the grpc guard's idempotent() threw, so the method was taken as not idempotent";
   return (method) => {
     try {
       const answer: unknown = idempotent(method);
       if (typeof answer === 'boolean') return answer;
-      containAnswer("the grpc guard's idempotent() threw", idempotent, answer);
+      containAnswer(threw, idempotent, answer); // a rejection is a throw, reported once with it
       warnOnce("the grpc guard's idempotent() answered neither true nor false, so the method was taken as not idempotent", idempotent, show(answer));
       return false;
     } catch (err) {
-      if (!warned) {
-        warned = true;
-        process.emitWarning(`dialguard: the grpc guard's idempotent() threw, so ${method} was taken as not idempotent: ${thrownText(err)}`);
-      }
+      warnOnce(threw, idempotent, err);
       return false;
     }
   };
