@@ -110,12 +110,13 @@ describe('the redis worker, against a node killed under it (its port refuses)', 
     }
     expect(opens).toBeGreaterThanOrEqual(1);
     expect(probes).toBeLessThanOrEqual(opens);
-    // One probe per window, the windows short while the node refuses at once early in its outage
-    // (REFUSING_HORIZON) and growing: three runs read reopens 276, 542, 986 and 769 ms apart, so
-    // 3 or 4 probes fall in the last 3 s. (At ≤ 2 this failed 1 run in 6; at ≤ 3, once the
-    // redial rounds grew by 50 ms instead of doubling and the breaker opened a round or two
-    // sooner, 2 runs in 4.) The default clients dial far more: the next line.
-    expect(lastDials(guarded, ends[1]!)).toBeLessThanOrEqual(4);
+    // One probe per window, the windows short (RESTART_PROBE_WINDOW, 250 ms) while the node
+    // refuses at once early in its outage (REFUSING_HORIZON), from the first window on; the
+    // clients' own redial pacing spaces the dials further. Four runs here, dials before the end:
+    // ... 3 427, 2 607, 2 288, 1 642, 579 ms (4 or 5 in the last 3 s; CI read 5 once the first
+    // window shortened to 250 ms). At 4 the bound failed on where one dial fell around the 3 s
+    // mark: 6 still fails a breaker that lets every client redial (the default clients: 12).
+    expect(lastDials(guarded, ends[1]!)).toBeLessThanOrEqual(6);
     expect(lastDials(unguarded, ends[0]!)).toBeGreaterThan(lastDials(guarded, ends[1]!));
     // node-redis's destroy() does not cancel a reconnect sleep under way; the guarded one lasts
     // the breaker's window (up to 4 s and a quarter here): wait it out, then nothing may be left.
