@@ -5,6 +5,7 @@
  * @module
  */
 import { MAX_DURATION, checkFunction, show } from './validate.js';
+import { onCallerAbort } from './shared-signal.js';
 
 /** An opaque handle for a timer started by a {@link Clock}. */
 export interface TimerHandle {
@@ -89,6 +90,6 @@ export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<v
       }, Math.min(left, MAX_DURATION));
     };
     wait(ms > 0 ? ms : 0); // NaN and negative waits are no wait
-    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal !== undefined) onCallerAbort(signal, onAbort);
   });
 }

@@ -40,6 +40,7 @@ import { type DialContext, dialWith } from './dial.js';
 import { localFailure, noAddressOfOwnChoice } from './dial-outcome.js';
 import type { HostBreaker, Transport } from './host-breaker.js';
 import { hostKey } from './host-key.js';
+import { onCallerAbort } from '../core/shared-signal.js';
 
 /**
  * Default delay before the next address is dialled alongside one that has not connected yet,
@@ -424,7 +425,7 @@ function race<C>(
       rejectCall(signal.reason);
       return;
     }
-    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal !== undefined) onCallerAbort(signal, onAbort);
     next();
   });
 }

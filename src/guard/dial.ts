@@ -19,6 +19,7 @@ import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js'
 import { dialFailureOutcome, localFailure } from './dial-outcome.js';
 import { type DialPermit, HostBreaker, type Transport } from './host-breaker.js';
 import { hostKey } from './host-key.js';
+import { onCallerAbort } from '../core/shared-signal.js';
 
 export { DEFAULT_CONNECT_TIMEOUT };
 
@@ -229,7 +230,7 @@ export function dialWith<C>(
       reject(signal!.reason);
     };
     try {
-      signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal !== undefined) onCallerAbort(signal, onAbort);
     } catch (err) {
       // A signal-like that cannot be listened to: the dial never starts, and no timer is armed.
       done = true;

@@ -33,6 +33,7 @@ import type { Lease } from '../pool/pooled-connection.js';
 import type { Trip } from '../pool/trip.js';
 import { type Streaming, exchange, runExchange } from './exchange.js';
 import { SessionConnector } from './session-connector.js';
+import { onCallerAbort } from '../core/shared-signal.js';
 
 /**
  * `tls.connect` options a caller may put at the top level by mistake: ignored there, a `ca` given
@@ -402,7 +403,7 @@ export class Http2Client {
       // call (a rejection, as every other bad option) and leaves no timer behind.
       try {
         if (caller?.aborted === true) controller.abort(caller.reason);
-        else caller?.addEventListener('abort', onCaller, { once: true });
+        else if (caller !== undefined) onCallerAbort(caller, onCaller);
       } catch (err) {
         return Promise.reject(err);
       }

@@ -36,6 +36,7 @@ import { Trip } from './trip.js';
 import { askSafely, classifySafely, closeSafely, unwatchSafely } from './user-code.js';
 import { unguarded } from './unguarded.js';
 import type { ConnectionPoolEvents, ConnectionPoolOptions, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
+import { onCallerAbort } from '../core/shared-signal.js';
 
 export type { ConnectionPoolEvents, ConnectionPoolOptions, ConnectionWatch, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 
@@ -457,7 +458,7 @@ export class ConnectionPool<C> {
   ): void {
     const trip = new Trip(conn, turn, signal, fn, ends, idempotent, stale, this.#land, resolve, reject);
     // First: a signal that cannot be listened to rejects the call before it boards.
-    if (signal !== undefined) signal.addEventListener('abort', trip);
+    if (signal !== undefined) onCallerAbort(signal, trip, false);
     conn.addRide(trip);
     this.#leases++;
     let work: Promise<unknown>;
@@ -626,7 +627,7 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): 
   if (signal === undefined) return promise;
   return new Promise<T>((resolve, reject) => {
     const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', onAbort);
+    onCallerAbort(signal, onAbort, false);
     promise.then(
       (v) => {
         signal.removeEventListener('abort', onAbort);

@@ -23,6 +23,7 @@ import { type CallTraceMessage, attemptTrace, callTrace, traced } from '../obser
 import { checkFunction, MAX_DURATION, show, thrownText } from '../core/validate.js';
 import { containAnswer, warnOnce } from '../core/warn-once.js';
 import { type RetryAttempt, type RetryOptions, type RetryPredicate, type RetryResult, settings } from './retry-options.js';
+import { onCallerAbort } from '../core/shared-signal.js';
 
 export type { RetryAttempt, RetryInfo, RetryOptions, RetryPredicate, RetryResult } from './retry-options.js';
 
@@ -181,7 +182,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
 
   if (s.signal?.aborted) return fail(s.signal.reason);
   if (s.shutdown?.aborted) return fail(s.shutdown.reason);
-  s.signal?.addEventListener('abort', onCaller, { once: true });
+  if (s.signal !== undefined) onCallerAbort(s.signal, onCaller);
   s.shutdown?.addEventListener('abort', onShutdown, { once: true });
   try {
     s.cancel?.((reason) => halt('caller', reason));
