@@ -102,7 +102,10 @@ export interface AddressDialOptions {
   hints: number | undefined;
 }
 
-/** The names a breaker remembers addresses for: name key -> addresses. */
+/**
+ * The names a breaker remembers addresses for: name key (and, for a resolver of the caller's own,
+ * see {@link memoKey}) -> addresses.
+ */
 interface Memo {
   readonly names: Map<string, Remembered>;
   /**
@@ -122,6 +125,34 @@ interface Remembered {
 }
 
 const memos = new WeakMap<HostBreaker, Memo>();
+
+/** How a caller resolves a name: what makes two callers' answers for it comparable. */
+export type Resolution = Partial<Pick<AddressDialOptions, 'lookup' | 'family' | 'hints'>>;
+
+/** A number per lookup function seen, for {@link memoKey}: the function itself is not kept. */
+const lookupIds = new WeakMap<net.LookupFunction, number>();
+let lastLookupId = 0;
+
+/**
+ * Where a name's addresses are remembered for a caller resolving it `how`: the name key itself
+ * for `dns.lookup` with any family (what most callers do: one entry, no string built per call),
+ * else the key qualified by the lookup function, family and hints. Two clients of one breaker
+ * that resolve a name differently (one with `family: 4`, one with a lookup of its own) see
+ * different addresses: one's answer must not refuse the other's live address (an outside
+ * review: 49 of 77 calls refused, every one of which the other address would have served).
+ */
+function memoKey(name: string, how: Resolution | undefined): string {
+  const lookup = how?.lookup;
+  const family = how?.family ?? 0;
+  const hints = how?.hints ?? 0;
+  if (lookup === undefined && family === 0 && hints === 0) return name;
+  let id = 0;
+  if (lookup !== undefined) {
+    id = lookupIds.get(lookup) ?? 0;
+    if (id === 0) lookupIds.set(lookup, (id = ++lastLookupId));
+  }
+  return `${name} lookup=${id} family=${family} hints=${hints}`;
+}
 
 function memoOf(breaker: HostBreaker): Memo {
   let memo = memos.get(breaker);
@@ -143,11 +174,12 @@ function refusedNow(breaker: HostBreaker, key: string, transport: Transport | un
 
 /**
  * @internal The refusal for `name` when the addresses it last resolved to (within {@link ADDRESS_RECHECK})
- * are all open; otherwise undefined. A stale memo is marked fresh by the caller that goes on to
+ * are all open; otherwise undefined. `how`: the caller's resolver (its lookup, family, hints),
+ * whose answers alone are read. A stale memo is marked fresh by the caller that goes on to
  * re-resolve, so concurrent callers keep refusing from memory meanwhile instead of all looking up.
  */
-export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Clock, transport?: Transport): HostUnavailableError | undefined {
-  const seen = memos.get(breaker)?.names.get(name);
+export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Clock, transport?: Transport, how?: Resolution): HostUnavailableError | undefined {
+  const seen = memos.get(breaker)?.names.get(memoKey(name, how));
   if (seen === undefined) return undefined;
   const now = clock.now();
   if (now - seen.at >= ADDRESS_RECHECK) {
@@ -186,8 +218,8 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
  * one of them may be dialled, or when nothing fresh is remembered (a connect would resolve). Reads
  * only: nothing is admitted, counted or touched.
  */
-export function addressesRetryAfter(breaker: HostBreaker, name: string, clock: Pick<Clock, 'now'>, transport?: Transport): number {
-  const seen = memos.get(breaker)?.names.get(name);
+export function addressesRetryAfter(breaker: HostBreaker, name: string, clock: Pick<Clock, 'now'>, transport?: Transport, how?: Resolution): number {
+  const seen = memos.get(breaker)?.names.get(memoKey(name, how));
   if (seen === undefined || clock.now() - seen.at >= ADDRESS_RECHECK) return 0;
   let wait = Infinity;
   for (const key of seen.keys) {
@@ -229,7 +261,7 @@ export function connectAddresses<C = net.Socket>(
   return dialWith(name, (ctx) => resolve(lookup, host, options, ctx), { timeout: options.timeout, signal: options.signal, breaker, clock }, undefined, true).then(
     (resolved) => {
       const keys = resolved.map((a) => hostKey(a.address, port));
-      remember(breaker, name, keys, clock.now());
+      remember(breaker, memoKey(name, options), keys, clock.now());
       const remaining = Math.max(1, options.timeout - (clock.now() - started));
       return race(name, resolved, keys, open, { ...options, timeout: remaining }, clock, dispose, options.timeout);
     },

@@ -98,9 +98,14 @@ function byAddress(target: ConnectTarget, key: string, options: ConnectOptions):
   // The refusal before anything is built: it is the hot path of a dead name.
   const clock = options.clock ?? systemClock;
   const transport = transportOf(options);
-  const refusal = refuseFromMemory(breaker, key, clock, transport);
-  if (refusal !== undefined) return Promise.reject(refusal);
   const tlsObject = typeof options.tls === 'object' ? (options.tls as tls.ConnectionOptions & { family?: number; hints?: number }) : undefined;
+  const lookup = tlsObject?.lookup ?? options.socket?.lookup;
+  const family = tlsObject?.family ?? options.socket?.family;
+  const hints = tlsObject?.hints ?? options.socket?.hints;
+  // The addresses this caller's resolver gave (another client's lookup or family may give others).
+  const how = lookup === undefined && family === undefined && hints === undefined ? undefined : { lookup, family, hints };
+  const refusal = refuseFromMemory(breaker, key, clock, transport, how);
+  if (refusal !== undefined) return Promise.reject(refusal);
   const perDial = { tls: tlsForName(options.tls, target.host), handshake: options.handshake, socket: options.socket };
   return connectAddresses(target.host, target.port, key, (address, ctx) => openSocket({ host: address, port: target.port }, perDial, ctx), {
     timeout,
@@ -109,9 +114,9 @@ function byAddress(target: ConnectTarget, key: string, options: ConnectOptions):
     clock,
     attemptDelay,
     transport,
-    lookup: tlsObject?.lookup ?? options.socket?.lookup,
-    family: tlsObject?.family ?? options.socket?.family,
-    hints: tlsObject?.hints ?? options.socket?.hints,
+    lookup,
+    family,
+    hints,
   });
 }
 

@@ -149,7 +149,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
    */
   addressWait(spec: ChannelSpec): number {
     const named = this.#nameOf(spec);
-    return named === undefined ? 0 : addressesRetryAfter(this.#dialing!.breaker, named.key, this.#clock, channelTransport(spec));
+    return named === undefined ? 0 : addressesRetryAfter(this.#dialing!.breaker, named.key, this.#clock, channelTransport(spec), this.#dialing);
   }
 
   connect(key: string, ctx: DialContext): Promise<PooledChannel> {
@@ -166,7 +166,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
       // Every address open: refused from memory, with no lookup and no change of standing (as
       // the pool's own refusal of a target guarded by name never reaches the connector).
       const transport = channelTransport(spec);
-      const refusal = refuseFromMemory(dialing.breaker, name, this.#clock, transport);
+      const refusal = refuseFromMemory(dialing.breaker, name, this.#clock, transport, dialing);
       if (refusal !== undefined) return Promise.reject(refusal);
       const options = addressOptions(own, named);
       attempt = connectAddresses<PooledChannel>(

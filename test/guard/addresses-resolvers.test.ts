@@ -1,0 +1,65 @@
+/**
+ * A breaker remembers the addresses a name resolved to, so that a name whose every address is
+ * open is refused without a lookup. Two clients of one breaker (the shared one, by default) may
+ * resolve the same name differently: a lookup of their own, `family: 4`. One's answer refused the
+ * other's live address: in an outside review 49 of 77 calls of the default-family client were
+ * refused while its other address served every call it was let make (plain undici: 0 refused).
+ * Each resolver's answer is now remembered apart. Real sockets on loopback.
+ */
+import type net from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { HostUnavailableError } from '../../src/core/errors.js';
+import { connect } from '../../src/guard/connect.js';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { echoPeer } from '../../src/testing/tcp-peers.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+import { lookupTo } from '../helpers/per-address.js';
+
+const cleanup = leakCheckEach();
+
+/** A breaker that opens an address on its first refused dial and keeps it open for the test. */
+const quickBreaker = (): HostBreaker => new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+
+describe('a name resolved differently by two clients of one breaker', () => {
+  it("two lookups: one's dead answer (open) neither refuses nor slows the other's live address", async () => {
+    const live = await echoPeer({ host: '127.0.0.2' }); // nothing listens on 127.0.0.3 at that port: refused
+    cleanup.push(() => live.close());
+    const breaker = quickBreaker();
+    const dead = lookupTo(['127.0.0.3']);
+    const good = lookupTo(['127.0.0.2']);
+    const target = { host: 'svc.test', port: live.port };
+    await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup: dead.lookup } })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    // The dead client's next call is refused from memory: no lookup, no dial.
+    await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup: dead.lookup } })).rejects.toBeInstanceOf(HostUnavailableError);
+    expect(dead.calls()).toBe(1);
+    for (let i = 0; i < 10; i++) {
+      const s = await connect(target, { breaker, timeout: 1_000, socket: { lookup: good.lookup } }); // was HostUnavailableError
+      expect(s.remoteAddress).toBe('127.0.0.2');
+      s.destroy();
+      // Interleaved, as two clients' calls are: neither overwrites the other's memory.
+      await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup: dead.lookup } })).rejects.toBeInstanceOf(HostUnavailableError);
+    }
+    expect(live.attempts).toBe(10);
+    expect(dead.calls()).toBe(1);
+  });
+
+  it('one lookup, two families: the family-4 answer (dead, open) does not refuse the default-family client', async () => {
+    const live = await echoPeer({ host: '127.0.0.2' });
+    cleanup.push(() => live.close());
+    const breaker = quickBreaker();
+    // Family 4 gets the dead address only; any family gets it first, then the live one.
+    const lookup = ((_h: string, options: { all?: boolean; family?: number }, cb: (...args: unknown[]) => void) => {
+      const list = (options.family === 4 ? ['127.0.0.3'] : ['127.0.0.3', '127.0.0.2']).map((address) => ({ address, family: 4 }));
+      queueMicrotask(() => cb(null, list));
+    }) as unknown as net.LookupFunction;
+    const target = { host: 'svc.test', port: live.port };
+    await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup, family: 4 } })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup, family: 4 } })).rejects.toBeInstanceOf(HostUnavailableError);
+    for (let i = 0; i < 5; i++) {
+      const s = await connect(target, { breaker, timeout: 1_000, socket: { lookup } }); // was HostUnavailableError
+      expect(s.remoteAddress).toBe('127.0.0.2');
+      s.destroy();
+    }
+    expect(live.attempts).toBe(5);
+  });
+});
