@@ -287,7 +287,17 @@ function resolve(lookup: net.LookupFunction, host: string, options: AddressDialO
         : typeof answer === 'string'
           ? [{ address: answer, family: family ?? net.isIP(answer) }]
           : [];
-      const usable = list.filter((a) => typeof a?.address === 'string' && net.isIP(a.address) !== 0).slice(0, MAX_ADDRESSES);
+      // Each address once, as Node's own connect takes them: a resolver repeating a record (merged
+      // sources, /etc/hosts and DNS) cost a dial and an attempt delay per copy, and with a short
+      // timeout the live address after three copies of a dead one was never dialled.
+      const usable: ResolvedAddress[] = [];
+      const seen = new Set<string>();
+      for (const a of list) {
+        if (usable.length === MAX_ADDRESSES) break;
+        if (typeof a?.address !== 'string' || net.isIP(a.address) === 0 || seen.has(a.address)) continue;
+        seen.add(a.address);
+        usable.push(a);
+      }
       if (usable.length === 0) return fail(noAddress(Object.assign(new Error(`${host} resolved to no address`), { code: 'ENOTFOUND', hostname: host })));
       done(interleave(usable));
     };

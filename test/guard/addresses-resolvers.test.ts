@@ -13,7 +13,7 @@ import { connect } from '../../src/guard/connect.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { echoPeer } from '../../src/testing/tcp-peers.js';
 import { leakCheckEach } from '../helpers/leaks.js';
-import { lookupTo } from '../helpers/per-address.js';
+import { dialsPerKey, lookupTo } from '../helpers/per-address.js';
 
 const cleanup = leakCheckEach();
 
@@ -61,5 +61,24 @@ describe('a name resolved differently by two clients of one breaker', () => {
       s.destroy();
     }
     expect(live.attempts).toBe(5);
+  });
+});
+
+describe('a resolver that repeats an address', () => {
+  const dials = dialsPerKey();
+
+  it('each address is dialled once: three copies of a refusing one before the live one cost one dial', async () => {
+    const live = await echoPeer({ host: '127.0.0.2' });
+    cleanup.push(() => live.close());
+    const { lookup } = lookupTo(['127.0.0.3', '127.0.0.3', '127.0.0.3', '127.0.0.2', '127.0.0.2']);
+    // A breaker that keeps the refusing address closed (a suspect) for the whole test, so that only
+    // de-duplication can spare the copies.
+    const breaker = new HostBreaker({ minOutage: 60_000 });
+    const s = await connect({ host: 'svc.test', port: live.port }, { breaker, timeout: 1_000, socket: { lookup } });
+    expect(s.remoteAddress).toBe('127.0.0.2');
+    s.destroy();
+    expect(dials.get(`127.0.0.3:${live.port}`)).toBe(1); // was 2 (3 against a blackhole, each copy an attempt delay)
+    expect(dials.get(`127.0.0.2:${live.port}`)).toBe(1);
+    expect(live.attempts).toBe(1);
   });
 });
