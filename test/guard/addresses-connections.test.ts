@@ -61,25 +61,25 @@ describe('connectAddresses over any connection type', () => {
 
 describe('addressesRetryAfter', () => {
   it('0 for a name never resolved', () => {
-    const { clock, breaker } = setup([]);
-    expect(addressesRetryAfter(breaker, NAME, clock)).toBe(0);
+    const { clock, breaker, lookup } = setup([]);
+    expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(0);
   });
 
   it('every address open: the earliest window; 0 once one is reset; 0 once the memory is older than ADDRESS_RECHECK', async () => {
     const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
     const failed = connectAddresses<Conn>('svc.test', 7, NAME, opener(clock, { '127.0.0.2': 'ECONNREFUSED', '127.0.0.3': 'ECONNREFUSED' }), options(clock, breaker, lookup));
     await expect(failed).rejects.toBeInstanceOf(AggregateError);
-    expect(addressesRetryAfter(breaker, NAME, clock)).toBe(30_000);
+    expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(30_000);
     clock.advance(200);
-    expect(addressesRetryAfter(breaker, NAME, clock)).toBe(29_800);
+    expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(29_800);
     // Reading admitted nothing and counted nothing.
     expect(breaker.stats().refused).toBe(0);
     breaker.reset('127.0.0.3:7');
-    expect(addressesRetryAfter(breaker, NAME, clock)).toBe(0);
+    expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(0);
     breaker.isolate('127.0.0.3:7');
-    expect(addressesRetryAfter(breaker, NAME, clock)).toBe(29_800);
+    expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(29_800);
     clock.advance(ADDRESS_RECHECK);
-    expect(addressesRetryAfter(breaker, NAME, clock)).toBe(0); // a connect would look the name up again
+    expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(0); // a connect would look the name up again
   });
 
   it('every address isolated until released: Infinity; released, 0', async () => {
@@ -87,26 +87,26 @@ describe('addressesRetryAfter', () => {
     const failed = connectAddresses<Conn>('svc.test', 7, NAME, opener(clock, { '127.0.0.2': 'ECONNREFUSED', '127.0.0.3': 'ECONNREFUSED' }), options(clock, breaker, lookup));
     await expect(failed).rejects.toBeInstanceOf(AggregateError);
     const release = [breaker.isolate('127.0.0.2:7'), breaker.isolate('127.0.0.3:7')];
-    expect(addressesRetryAfter(breaker, NAME, clock)).toBe(Infinity);
+    expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(Infinity);
     for (const r of release) r();
     // Released: fresh and closed, so dialable.
-    expect(addressesRetryAfter(breaker, NAME, clock)).toBe(0);
+    expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(0);
   });
 
   it('a probe out on the last half-open address keeps the name refused until the probe is due back', async () => {
     const { clock, breaker, lookup } = setup(['127.0.0.2'], 500);
     const failed = connectAddresses<Conn>('svc.test', 7, NAME, opener(clock, { '127.0.0.2': 'ECONNREFUSED' }), options(clock, breaker, lookup));
     await expect(failed).rejects.toBeInstanceOf(Error);
-    expect(addressesRetryAfter(breaker, NAME, clock)).toBe(500);
+    expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(500);
     clock.advance(500); // window over, memory still fresh: half-open, no probe out
-    expect(addressesRetryAfter(breaker, NAME, clock)).toBe(0);
+    expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(0);
     const permit = breaker.tryAdmit('127.0.0.2:7');
     expect(permit).not.toBeInstanceOf(Error);
-    const wait = addressesRetryAfter(breaker, NAME, clock);
+    const wait = addressesRetryAfter(breaker, NAME, clock, undefined, { lookup });
     expect(wait).toBe(breaker.state('127.0.0.2:7')!.retryAfter); // the probe's bound
     expect(wait).toBeGreaterThan(0);
     (permit as { abandoned: () => void }).abandoned();
-    expect(addressesRetryAfter(breaker, NAME, clock)).toBe(0);
+    expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(0);
     await flushMicrotasks();
   });
 });

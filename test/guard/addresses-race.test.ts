@@ -58,6 +58,15 @@ function rig(opts: { timeout?: number; attemptDelay?: number; threshold?: number
   const breaker = new HostBreaker({ clock, failureThreshold: opts.threshold ?? 1, minOutage: 0, openDuration: opts.openDuration ?? 30_000 });
   const dials: Dial[] = [];
   let lookups = 0;
+  let current: Answer = [];
+  // One lookup for the rig, as one client has one: it answers what the current call asks.
+  const lookup = ((_host: string, options: unknown, cb: (err: Error | null, answer?: unknown, family?: number) => void) => {
+    lookups++;
+    const answer = current;
+    if (typeof answer === 'function') return answer(cb, options);
+    const list = answer.map((address) => ({ address, family: net.isIP(address) }));
+    queueMicrotask(() => cb(null, list));
+  }) as unknown as net.LookupFunction;
   const open = (address: string, ctx: DialContext): Promise<net.Socket> =>
     new Promise<net.Socket>((resolve, reject) => {
       const socket: FakeSocket = {
@@ -71,13 +80,9 @@ function rig(opts: { timeout?: number; attemptDelay?: number; threshold?: number
       if (!opts.ignoreAbort) ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
     });
   const call = (answer: Answer, more: { signal?: AbortSignal; family?: number; hints?: number; timeout?: number } = {}): Outcome & { promise: Promise<net.Socket> } => {
-    const lookup = ((_host: string, options: unknown, cb: (err: Error | null, answer?: unknown, family?: number) => void) => {
-      lookups++;
-      if (typeof answer === 'function') return answer(cb, options);
-      const list = answer.map((address) => ({ address, family: net.isIP(address) }));
-      queueMicrotask(() => cb(null, list));
-    }) as unknown as net.LookupFunction;
-    const refusal = refuseFromMemory(breaker, NAME, clock);
+    current = answer;
+    // The caller's resolver, as connect passes it: memory is kept per lookup, family and hints.
+    const refusal = refuseFromMemory(breaker, NAME, clock, undefined, { lookup, family: more.family, hints: more.hints });
     const promise =
       refusal !== undefined
         ? Promise.reject(refusal)
@@ -498,10 +503,10 @@ describe('per-address racing: refusals', () => {
   it('memory is bounded: the 1 024 most recently resolved names are remembered, the oldest is forgotten (resolved again)', async () => {
     const r = rig();
     r.breaker.isolate(key(A));
+    const lookup = ((_h: string, _o: unknown, cb: (err: null, list: unknown) => void) => cb(null, [{ address: A, family: 4 }])) as unknown as net.LookupFunction;
     const refuseName = async (name: string): Promise<void> => {
-      const refusal = refuseFromMemory(r.breaker, name, r.clock);
+      const refusal = refuseFromMemory(r.breaker, name, r.clock, undefined, { lookup });
       if (refusal !== undefined) return;
-      const lookup = ((_h: string, _o: unknown, cb: (err: null, list: unknown) => void) => cb(null, [{ address: A, family: 4 }])) as unknown as net.LookupFunction;
       await connectAddresses('x', 80, name, () => Promise.reject(new Error('not dialled')), {
         timeout: 1_000,
         signal: undefined,
@@ -515,15 +520,15 @@ describe('per-address racing: refusals', () => {
     };
     await refuseName('first.test:80');
     await refuseName('second.test:80');
-    expect(refuseFromMemory(r.breaker, 'first.test:80', r.clock)).toBeInstanceOf(HostUnavailableError); // two names: both kept
+    expect(refuseFromMemory(r.breaker, 'first.test:80', r.clock, undefined, { lookup })).toBeInstanceOf(HostUnavailableError); // two names: both kept
     for (let i = 0; i < 1_021; i++) await refuseName(`n${i}.test:80`);
     // 1 023 names so far, and one more still fits
     await refuseName('last.test:80');
-    expect(refuseFromMemory(r.breaker, 'first.test:80', r.clock)).toBeInstanceOf(HostUnavailableError);
+    expect(refuseFromMemory(r.breaker, 'first.test:80', r.clock, undefined, { lookup })).toBeInstanceOf(HostUnavailableError);
     await refuseName('over.test:80'); // the 1 025th: the oldest (first.test) goes
-    expect(refuseFromMemory(r.breaker, 'first.test:80', r.clock)).toBeUndefined();
-    expect(refuseFromMemory(r.breaker, 'second.test:80', r.clock)).toBeInstanceOf(HostUnavailableError);
-    expect(refuseFromMemory(r.breaker, 'over.test:80', r.clock)).toBeInstanceOf(HostUnavailableError);
+    expect(refuseFromMemory(r.breaker, 'first.test:80', r.clock, undefined, { lookup })).toBeUndefined();
+    expect(refuseFromMemory(r.breaker, 'second.test:80', r.clock, undefined, { lookup })).toBeInstanceOf(HostUnavailableError);
+    expect(refuseFromMemory(r.breaker, 'over.test:80', r.clock, undefined, { lookup })).toBeInstanceOf(HostUnavailableError);
   });
 });
 
