@@ -15,18 +15,19 @@ import { defaultMaxListeners, getMaxListeners, setMaxListeners } from 'node:even
 const SHARED_SIGNAL_LISTENERS = 1_500;
 
 /**
- * Adds `listener` for `signal`'s `abort`, once, after raising the signal's listener limit to
+ * Adds `listener` for `signal`'s `abort` (once: removing it before is the caller's), after raising the signal's listener limit to
  * {@link SHARED_SIGNAL_LISTENERS} if it is still Node's default (a limit the caller set is
  * theirs, and left as is). A signal Node cannot read a limit from (a look-alike) is listened to
  * as it is; `addEventListener` decides whether it can be.
  *
  * @internal
  */
-export function onCallerAbort(signal: AbortSignal, listener: Parameters<AbortSignal['addEventListener']>[1], once = true): void {
+export function onCallerAbort(signal: AbortSignal, listener: Parameters<AbortSignal['addEventListener']>[1]): void {
   try {
     if (getMaxListeners(signal) === defaultMaxListeners) setMaxListeners(SHARED_SIGNAL_LISTENERS, signal);
   } catch {
     // not a Node EventTarget: nothing to raise
   }
-  signal.addEventListener('abort', listener, once ? { once: true } : undefined);
+  // Stryker disable next-line ObjectLiteral,BooleanLiteral: a signal aborts once; `once` only lets go of the listener after it ran
+  signal.addEventListener('abort', listener, { once: true });
 }

@@ -363,8 +363,8 @@ export class ConnectionPool<C> {
     try {
       // Stryker disable next-line OptionalChaining: without `?.` a connector lacking the method throws a TypeError, caught below with the same outcome (any transport).
       const said = own ? undefined : this.#connector.transport?.(target);
-      // Stryker disable next-line ConditionalExpression: taken unchecked, another answer only reaches the breaker, which reads any value but 'tls' and 'plain' as any transport (the check keeps a junk value out of the dial's options).
-      if (said === 'tls' || said === 'plain') transport = said;
+      // Stryker disable next-line ConditionalExpression: taken unchecked, another answer only reaches the breaker, which reads any value but 'plain', 'tls' and 'tls:<name>' as any transport (the check keeps a junk value out of the dial's options).
+      if (said === 'tls' || said === 'plain' || (typeof said === 'string' && said.startsWith('tls:'))) transport = said;
     } catch {
       // a connector that cannot say dials as any transport, as one without the method
     }
@@ -458,7 +458,7 @@ export class ConnectionPool<C> {
   ): void {
     const trip = new Trip(conn, turn, signal, fn, ends, idempotent, stale, this.#land, resolve, reject);
     // First: a signal that cannot be listened to rejects the call before it boards.
-    if (signal !== undefined) onCallerAbort(signal, trip, false);
+    if (signal !== undefined) onCallerAbort(signal, trip);
     conn.addRide(trip);
     this.#leases++;
     let work: Promise<unknown>;
@@ -627,7 +627,7 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): 
   if (signal === undefined) return promise;
   return new Promise<T>((resolve, reject) => {
     const onAbort = (): void => reject(signal.reason);
-    onCallerAbort(signal, onAbort, false);
+    onCallerAbort(signal, onAbort);
     promise.then(
       (v) => {
         signal.removeEventListener('abort', onAbort);
