@@ -55,6 +55,7 @@ export {
   type HostBreakerStats,
   type HostSnapshot,
   type Transport,
+  tlsTransport,
 } from './guard/host-breaker.js';
 export { hostKey } from './guard/host-key.js';
 export { type DialFailureOutcome, dialFailureOutcome } from './guard/dial-outcome.js';

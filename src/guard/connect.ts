@@ -11,7 +11,7 @@ import { DEFAULT_ATTEMPT_DELAY, connectAddresses, refuseFromMemory, tlsForName }
 import { systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, dialWith, sharedBreaker } from './dial.js';
 import { localFailure, noAddressOfOwnChoice } from './dial-outcome.js';
-import type { Transport } from './host-breaker.js';
+import { type Transport, tlsTransport } from './host-breaker.js';
 import { hostKey } from './host-key.js';
 import { checkDuration, opt } from '../core/validate.js';
 import { caughtIdentityCheck } from './identity-check.js';
@@ -73,7 +73,7 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
     // An IP literal (bracketed IPv6 included) is one address: one entry, asked for by its
     // spelling and port, so a warm one's refusal makes no key (the breaker's own index finds it).
     if (options.perAddress === false || options.breaker === null || (typeof target.host === 'string' && isLiteral(target.host))) {
-      return dialWith(target.host, (ctx) => openSocket(checkedHost(target), options, ctx), options, options.dispose ?? destroy, false, target.port, transportOf(options));
+      return dialWith(target.host, (ctx) => openSocket(checkedHost(target), options, ctx), options, options.dispose ?? destroy, false, target.port, transportOf(options, target.host));
     }
     key = hostKey(target.host, target.port);
   } catch (err) {
@@ -94,10 +94,10 @@ function byAddress(target: ConnectTarget, key: string, options: ConnectOptions):
   }
   const breaker = options.breaker ?? sharedBreaker();
   // A disabled breaker guards nothing: Node resolves and dials the name, as without perAddress.
-  if (!breaker.enabled) return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy, false, undefined, transportOf(options));
+  if (!breaker.enabled) return dialWith(key, (ctx) => openSocket(target, options, ctx), options, options.dispose ?? destroy, false, undefined, transportOf(options, target.host));
   // The refusal before anything is built: it is the hot path of a dead name.
   const clock = options.clock ?? systemClock;
-  const transport = transportOf(options);
+  const transport = transportOf(options, target.host);
   const tlsObject = typeof options.tls === 'object' ? (options.tls as tls.ConnectionOptions & { family?: number; hints?: number }) : undefined;
   const lookup = tlsObject?.lookup ?? options.socket?.lookup;
   const family = tlsObject?.family ?? options.socket?.family;
@@ -135,9 +135,16 @@ function checkedHost(target: ConnectTarget): ConnectTarget {
   return target;
 }
 
-/** How a connect reaches its host: over TLS when `tls` is set. */
-function transportOf(options: ConnectOptions): Transport {
-  return options.tls !== undefined && options.tls !== false ? 'tls' : 'plain';
+/**
+ * How a connect reaches its host: over TLS when `tls` is set, naming the server name it sends
+ * (`tls.servername`, else the host when it is a name, as `tls.connect` sends it).
+ */
+function transportOf(options: ConnectOptions, host: unknown): Transport {
+  const t = options.tls;
+  if (t === undefined || t === false) return 'plain';
+  const servername = t === true ? undefined : t.servername;
+  if (servername !== undefined) return tlsTransport(servername);
+  return typeof host === 'string' && !isLiteral(host) ? tlsTransport(host) : 'tls';
 }
 
 /**

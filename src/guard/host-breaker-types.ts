@@ -133,13 +133,16 @@ export interface HostBreakerStats {
 }
 
 /**
- * How a dial reaches its host: over TLS, or in the clear. A dial that says which (every adapter's
+ * How a dial reaches its host: over TLS, or in the clear; a TLS dial may name the server name it
+ * sends (`'tls:<servername>'`, see `tlsTransport()`). A dial that says which (every adapter's
  * does) keeps one client's wrong transport from closing the host for the others: a plain client
- * aimed at a TLS-only port (or a TLS client at a plain one) is hung up on without a byte, which
- * looks like a dead host; while only dials of one transport have failed, a dial of the other is
- * still let through, and its success closes the host (DESIGN.md rule 1).
+ * aimed at a TLS-only port (or a TLS client at a plain one) is hung up on without a byte, and so
+ * is a TLS client naming a server the host does not serve (a gateway with no route for the
+ * name), which looks like a dead host; while only dials of other transports (or other names)
+ * have failed, a dial of this one is still let through, and its success closes the host
+ * (DESIGN.md rule 1). `'tls'` is the TLS dial that sends no name.
  */
-export type Transport = 'tls' | 'plain';
+export type Transport = 'tls' | 'plain' | `tls:${string}`;
 
 /**
  * Leave to dial a host, from {@link HostBreaker.admit}. Settle it exactly once with the dial's

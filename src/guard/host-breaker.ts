@@ -102,10 +102,17 @@ interface Entry {
   openedAt: number;
   /**
    * The transports whose dials failed since the last success (VIA_TLS | VIA_PLAIN; an admit that
-   * named none counts as both). While the host is open, a dial by a transport not among them is
-   * let through: the host may be alive to it (see {@link Transport}).
+   * named none counts as both; VIA_TLS: every TLS dial, named or not). While the host is open, a
+   * dial by a transport not among them is let through: the host may be alive to it (see
+   * {@link Transport}).
    */
   failedVia: number;
+  /**
+   * The TLS transports (`'tls'`, `'tls:<server name>'`) whose dials failed since the last success,
+   * at most {@link MAX_TLS_NAMES}; undefined: none. A TLS dial sending another name is let
+   * through while the host is open.
+   */
+  failedTls: string[] | undefined;
   /** When the first probe the host refused at once since its last success failed (0: none yet). */
   refusingSince: number;
 }
@@ -114,8 +121,45 @@ const VIA_TLS = 1;
 const VIA_PLAIN = 2;
 const VIA_ANY = VIA_TLS | VIA_PLAIN;
 
-function viaOf(transport: Transport | undefined): number {
-  return transport === 'tls' ? VIA_TLS : transport === 'plain' ? VIA_PLAIN : VIA_ANY;
+/**
+ * Distinct TLS server names a host keeps failures for; past it, every TLS dial counts as failed
+ * (a stream of names cannot grow an entry, and a host failing that many is not one client's
+ * mistake).
+ */
+const MAX_TLS_NAMES = 8;
+
+/** Whether a dial by `transport` is among those that failed since `entry`'s last success. */
+function failedFor(entry: Entry, transport: Transport | undefined): boolean {
+  if (transport === 'plain') return (entry.failedVia & VIA_PLAIN) !== 0;
+  if (!isTls(transport)) return entry.failedVia !== 0 || entry.failedTls !== undefined;
+  return (entry.failedVia & VIA_TLS) !== 0 || (entry.failedTls !== undefined && entry.failedTls.includes(transport));
+}
+
+/** A TLS transport, named or not; anything else but `'plain'` (left out, or junk from JavaScript) is any transport. */
+function isTls(transport: Transport | undefined): transport is 'tls' | `tls:${string}` {
+  return transport === 'tls' || (typeof transport === 'string' && transport.startsWith('tls:'));
+}
+
+/** Files a failed dial by `transport` on `entry`. */
+function fileFailure(entry: Entry, transport: Transport | undefined): void {
+  if (transport === 'plain') entry.failedVia |= VIA_PLAIN;
+  else if (!isTls(transport)) entry.failedVia = VIA_ANY;
+  else if (entry.failedTls === undefined) entry.failedTls = [transport];
+  else if (!entry.failedTls.includes(transport)) {
+    if (entry.failedTls.length < MAX_TLS_NAMES) entry.failedTls.push(transport);
+    else entry.failedVia |= VIA_TLS;
+  }
+}
+
+/**
+ * The transport of a TLS dial that sends `servername` by SNI (`'tls:<name>'`), or `'tls'` when it
+ * sends none (an IP address without a `servername`). A server that hangs up on a name it does not
+ * serve (Node's `SNICallback` failing, a gateway with no matching filter chain) says nothing of
+ * the names it serves: one client's wrong `servername` must not get the host refused for the
+ * clients that name it right.
+ */
+export function tlsTransport(servername: string | undefined): Transport {
+  return servername === undefined || servername === '' ? 'tls' : `tls:${servername}`;
 }
 
 type Outcome = 'succeeded' | 'failed' | 'abandoned';
@@ -126,17 +170,17 @@ class Permit implements DialPermit {
   readonly #generation: number;
   readonly #round: number;
   readonly #admittedAt: number;
-  readonly #via: number;
+  readonly #transport: Transport | undefined;
   readonly host: string;
   readonly probe: boolean;
 
-  constructor(breaker: HostBreaker, entry: Entry, host: string, probe: boolean, admittedAt: number, via: number) {
+  constructor(breaker: HostBreaker, entry: Entry, host: string, probe: boolean, admittedAt: number, transport: Transport | undefined) {
     this.#breaker = breaker;
     this.#entry = entry;
     this.#generation = entry.generation;
     this.#round = entry.round;
     this.#admittedAt = admittedAt;
-    this.#via = via;
+    this.#transport = transport;
     this.host = host;
     this.probe = probe;
   }
@@ -162,7 +206,7 @@ class Permit implements DialPermit {
     const breaker = this.#breaker;
     if (breaker === undefined) return;
     this.#breaker = undefined;
-    settle(breaker, this.#entry, this.#generation, this.#round, this.#admittedAt, this.probe, this.#via, outcome, error);
+    settle(breaker, this.#entry, this.#generation, this.#round, this.#admittedAt, this.probe, this.#transport, outcome, error);
   }
 }
 
@@ -205,7 +249,7 @@ export const RESTART_PROBE_WINDOW = 250;
 const SWEEP_BATCH = 64;
 
 // Module-private access to a breaker's internals for Permit, without making them public API.
-let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, probe: boolean, via: number, outcome: Outcome, error: unknown) => void;
+let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, probe: boolean, transport: Transport | undefined, outcome: Outcome, error: unknown) => void;
 
 /**
  * How many spellings `breaker`'s index holds (all ports), and in how many per-port maps.
@@ -274,7 +318,7 @@ export class HostBreaker {
 
   static {
     spellingsHeld = (b) => ({ spellings: b.#spellingCount, ports: b.#spellings.size });
-    settle = (b, e, generation, round, admittedAt, probe, via, outcome, error) => b.#settle(e, generation, round, admittedAt, probe, via, outcome, error);
+    settle = (b, e, generation, round, admittedAt, probe, transport, outcome, error) => b.#settle(e, generation, round, admittedAt, probe, transport, outcome, error);
   }
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
@@ -361,11 +405,10 @@ export class HostBreaker {
       if (now < entry.isolatedUntil) return this.#refuse(entry, entry.isolatedUntil - now, 'open');
       entry.isolatedUntil = 0; // over: the entry is as isolate() made it, fresh and closed
     }
-    if (entry.state === 'closed') return new Permit(this, entry, key, false, now, viaOf(transport));
-    const via = viaOf(transport);
+    if (entry.state === 'closed') return new Permit(this, entry, key, false, now, transport);
     // Only another transport's dials failed (one client's plain dial to a TLS port): the host may
     // be alive to this one, so it dials as to a closed host; its success closes the host.
-    if ((entry.failedVia & via) === 0) return new Permit(this, entry, key, false, now, via);
+    if (!failedFor(entry, transport)) return new Permit(this, entry, key, false, now, transport);
     if (now < entry.openUntil) return this.#refuse(entry, entry.openUntil - now, 'open');
     if (entry.probing) {
       if (now < entry.probeUntil) return this.#refuse(entry, entry.probeUntil - now, 'half-open');
@@ -377,7 +420,7 @@ export class HostBreaker {
     entry.probeUntil = now + this.#probeTimeout;
     this.#stats.probesGranted++;
     this.#events.emit('probe-granted', { host: key });
-    return new Permit(this, entry, key, true, now, via);
+    return new Permit(this, entry, key, true, now, transport);
   }
 
   /**
@@ -397,7 +440,7 @@ export class HostBreaker {
     if (isolated) {
       state = 'open';
       retryAfter = entry.isolatedUntil - now;
-    } else if (entry.state === 'open' && (entry.failedVia & viaOf(transport)) === 0) {
+    } else if (entry.state === 'open' && !failedFor(entry, transport)) {
       state = 'closed'; // only another transport's dials failed: a dial of this one is admitted
     } else if (entry.state === 'open') {
       if (now < entry.openUntil) {
@@ -491,6 +534,7 @@ export class HostBreaker {
       lastOpenFor: 0,
       openedAt: 0,
       failedVia: 0,
+      failedTls: undefined,
       refusingSince: 0,
     };
   }
@@ -559,7 +603,7 @@ export class HostBreaker {
     return entry.refusal;
   }
 
-  #settle(entry: Entry, generation: number, round: number, admittedAt: number, probe: boolean, via: number, outcome: Outcome, error: unknown): void {
+  #settle(entry: Entry, generation: number, round: number, admittedAt: number, probe: boolean, transport: Transport | undefined, outcome: Outcome, error: unknown): void {
     // The entry's own flag, not a second lookup of its key: a settlement costs no map probe.
     const current = entry.tracked && entry.generation === generation;
     if (outcome === 'abandoned') {
@@ -580,6 +624,7 @@ export class HostBreaker {
       this.#stats.succeeded++;
       entry.failures = 0;
       entry.failedVia = 0;
+      entry.failedTls = undefined;
       entry.refusingSince = 0;
       entry.lastError = undefined;
       if (entry.state === 'open') {
@@ -596,7 +641,7 @@ export class HostBreaker {
     }
     this.#stats.failed++;
     entry.lastError = releaseFrames(error); // kept for as long as the host is: not its dial's frames
-    entry.failedVia |= via;
+    fileFailure(entry, transport);
     if (entry.state === 'closed') {
       // Overlapping dials are one round: count this failure only if none was counted since this
       // permit was admitted.

@@ -14,9 +14,9 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { type Clock, type TimerHandle, unrefTimer } from '../core/clock.js';
 import { KeepAliveTimeoutError, TransportClosedError } from '../core/errors.js';
-import { connect, openSocket } from '../guard/connect.js';
+import { connect, isLiteral, openSocket } from '../guard/connect.js';
 import type { DialContext } from '../guard/dial.js';
-import type { HostBreaker, Transport } from '../guard/host-breaker.js';
+import { type HostBreaker, type Transport, tlsTransport } from '../guard/host-breaker.js';
 import type { ConnectionWatch, Connector } from '../pool/connection-pool.js';
 
 /** What the connector needs from the client's options. */
@@ -88,9 +88,16 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
     this.#options = options;
   }
 
-  /** An `https:` origin is dialled over TLS; an `http:` one (h2c) in the clear. */
+  /**
+   * An `https:` origin is dialled over TLS, naming the server name it sends (the client's
+   * `tls.servername`, else the origin's host when it is a name); an `http:` one (h2c) in the clear.
+   */
   transport(origin: string): Transport {
-    return origin.startsWith('https:') ? 'tls' : 'plain';
+    if (!origin.startsWith('https:')) return 'plain';
+    const { servername } = this.#options.tls;
+    if (servername !== undefined && servername !== '') return tlsTransport(servername);
+    const host = new URL(origin).hostname;
+    return isLiteral(host) ? 'tls' : tlsTransport(host);
   }
 
   /**

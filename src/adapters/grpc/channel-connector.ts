@@ -30,12 +30,13 @@ import type { Clock } from '../../core/clock.js';
 import type { DialContext } from '../../guard/dial.js';
 import { ConnectTimeoutError, HostUnavailableError, TransportClosedError } from '../../core/errors.js';
 import { addressesRetryAfter, connectAddresses, refuseFromMemory } from '../../guard/addresses.js';
-import type { HostBreaker, Transport } from '../../guard/host-breaker.js';
+import { isLiteral } from '../../guard/connect.js';
+import { type HostBreaker, type Transport, tlsTransport } from '../../guard/host-breaker.js';
 import type { ConnectionWatch, Connector } from '../../pool/connection-pool.js';
 import { type NamedTarget, addressOptions, addressTarget, namedTarget, picksFirst } from './address-target.js';
 import { ChannelConnectError } from './connect-error.js';
 import { type PooledChannel, closeChannel, keepAliveReader, disposeLate, openChannel } from './open-channel.js';
-import type { ChannelSpec, SpecTable } from './target.js';
+import { type ChannelSpec, type SpecTable, grpcHostKey } from './target.js';
 
 export type { PooledChannel } from './open-channel.js';
 
@@ -408,7 +409,32 @@ function eachAddressFailed(target: string, err: unknown): unknown {
   return new ChannelConnectError(target, { code: first.code, details, metadata: first.metadata }, err);
 }
 
-/** How `spec`'s channel reaches its host: over TLS with secure credentials. */
+const transports = new WeakMap<ChannelSpec, Transport>();
+
+/**
+ * How `spec`'s channel reaches its host: over TLS with secure credentials, naming the server name
+ * grpc-js sends (`grpc.ssl_target_name_override`, else the target's host when it is a name), so
+ * that a client with a wrong override does not get the host refused for the others. Once per spec.
+ */
 export function channelTransport(spec: ChannelSpec): Transport {
-  return spec.credentials._isSecure() ? 'tls' : 'plain';
+  let transport = transports.get(spec);
+  if (transport === undefined) {
+    transport = spec.credentials._isSecure() ? tlsTransport(serverNameOf(spec)) : 'plain';
+    transports.set(spec, transport);
+  }
+  return transport;
+}
+
+function serverNameOf(spec: ChannelSpec): string | undefined {
+  const override: unknown = spec.options['grpc.ssl_target_name_override'];
+  if (typeof override === 'string' && override !== '') return override;
+  let key: string;
+  try {
+    key = grpcHostKey(spec.target);
+  } catch {
+    return undefined;
+  }
+  const host = key.slice(0, key.lastIndexOf(':'));
+  // A list of addresses or a unix path is keyed with '/'; an address sends no name.
+  return host === '' || host.includes('/') || isLiteral(host) ? undefined : host;
 }

@@ -25,6 +25,7 @@ import { MAX_DURATION } from '../../core/validate.js';
 import { presentedCertificate } from '../../guard/connect.js';
 import { dial } from '../../guard/dial.js';
 import { localFailure, noAddressOfOwnChoice } from '../../guard/dial-outcome.js';
+import { type Transport, tlsTransport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { DialScout } from '../undici/dial-scout.js';
 import type { AgentGuardSettings } from './options.js';
@@ -195,10 +196,13 @@ export class AgentGuard {
     const req = this.current;
     let key: string;
     let byName: boolean;
+    let transport: Transport;
     try {
       const host = options.host ?? options.hostname ?? 'localhost';
       key = hostKey(host, Number(options.port) || defaultPort);
       byName = net.isIP(host.startsWith('[') ? host.slice(1, -1) : host) === 0;
+      // A TLS dial names the server name it sends (Node's https agent sets it; else the host, when a name).
+      transport = secure ? tlsTransport((options as { servername?: string }).servername ?? (byName ? host : undefined)) : 'plain';
     } catch (err) {
       oncreate(err as Error);
       return;
@@ -285,7 +289,7 @@ export class AgentGuard {
               onTcp();
               down = this.#connected.up(key);
             }),
-          { timeout, breaker, clock: tracked, dispose: destroySocket, signal: stop.signal, transport: secure ? 'tls' : 'plain' },
+          { timeout, breaker, clock: tracked, dispose: destroySocket, signal: stop.signal, transport },
         );
         // Dialling late, after a scout, for a request that gave up meanwhile: nobody may wait on it.
         if (unlisten !== undefined && gaveUp) background();
@@ -304,7 +308,7 @@ export class AgentGuard {
     if (!own) {
       unlisten = this.#connected.listen(key, () => {
         onTcp();
-        if (secure && this.#scoutNames.get(key)?.name !== name && (breaker === null || (breaker.state(key, undefined, 'tls')?.state ?? 'closed') === 'closed')) goEarly!();
+        if (secure && this.#scoutNames.get(key)?.name !== name && (breaker === null || (breaker.state(key, undefined, transport)?.state ?? 'closed') === 'closed')) goEarly!();
       });
     }
     const settle = (): void => {

@@ -181,6 +181,8 @@ export class GuardedAgent extends Agent {
     this.#settings.headersTimeout ??= UNDICI_TIMEOUT;
     this.#settings.bodyTimeout ??= UNDICI_TIMEOUT;
     this.#settings.shutdown = this[DIALS].shutdown.signal;
+    const servername = (options.tls as { servername?: unknown } | undefined)?.servername;
+    if (typeof servername === 'string' && servername !== '') this.#settings.servername = servername;
     // Each attempt enters undici's own Agent dispatch (its checks, its pools).
     const base = Agent.prototype.dispatch;
     this.#inner = (opts, handler) => base.call(this, opts, handler);

@@ -19,7 +19,7 @@ import { asError, checkDuration, checkFunction, checkInteger, opt, show } from '
 import { DEFAULT_CONNECT_TIMEOUT } from '../../core/connect-timeout.js';
 import { type DialContext, dial, sharedBreaker } from '../../guard/dial.js';
 import { connect, openSocket } from '../../guard/connect.js';
-import { HostBreaker } from '../../guard/host-breaker.js';
+import { HostBreaker, tlsTransport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { DialScout } from './dial-scout.js';
 import { watchErrors } from './tls-alert.js';
@@ -224,7 +224,6 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
   const s = settings(options);
   const scout = new DialScout();
   const plainOptions = { timeout: s.timeout, breaker: s.breaker, clock: s.clock, dispose: destroy, signal: s.closing, transport: 'plain' as const };
-  const tlsDialOptions = { ...plainOptions, transport: 'tls' as const };
   return (opts, callback) => {
     let key: string;
     let scoutKey: string;
@@ -262,7 +261,8 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
                 ...(socket.autoSelectFamilyAttemptTimeout === undefined ? {} : { attemptDelay: socket.autoSelectFamilyAttemptTimeout }),
               },
             )
-          : dial(key, establish, secure ? tlsDialOptions : plainOptions)
+          : // A TLS dial names its server name: a host hanging up on another client's wrong name stays open to this one.
+            dial(key, establish, tlsOptions === undefined ? plainOptions : { ...plainOptions, transport: tlsTransport(tlsOptions.servername) })
         ).then((sock) => {
           // As undici's own connector does: the kernel probes an idle pooled connection.
           if (s.keepAliveDelay > 0) sock.setKeepAlive(true, s.keepAliveDelay);

@@ -34,6 +34,8 @@ import { type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { asError } from '../../core/validate.js';
 import { releaseFrames } from '../../core/release-frames.js';
+import { isLiteral } from '../../guard/connect.js';
+import { type Transport, tlsTransport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { type RetryAttempt, type RetryPredicate, type RetryResult, answerOf, reportSettled, retry, settledHeard } from '../../retry/retry.js';
 import { Attempt, type AttemptOwner, HeldResponse, completeOrFail } from './attempt.js';
@@ -453,12 +455,17 @@ export class GuardedCall implements AttemptOwner {
     const { breaker, suspects } = this.#s;
     if (breaker === null || suspects.size === 0 || !suspects.has(this.#origin)) return undefined;
     let key: string;
+    let transport: Transport = 'plain';
     try {
       key = hostKey(this.#origin);
+      // As the connector names its TLS dials: the agent's servername, else the origin's host when a name.
+      if (this.#origin.startsWith('https:')) {
+        const host = new URL(this.#origin).hostname;
+        transport = tlsTransport(this.#s.servername ?? (isLiteral(host) ? undefined : host));
+      }
     } catch {
       return undefined;
     }
-    const transport = this.#origin.startsWith('https:') ? 'tls' : 'plain';
     const state = breaker.state(key, undefined, transport);
     if (state === undefined || state.state === 'closed' || state.retryAfter <= 0) return undefined;
     try {

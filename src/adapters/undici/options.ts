@@ -130,6 +130,11 @@ export interface RetrySettings {
    * breaker before entering undici; a healthy origin costs no lookup.
    */
   suspects: Set<string>;
+  /**
+   * The TLS server name the dials send when the agent names one (its `tls.servername`), else
+   * undefined (the origin's host): the breaker's transport for a suspect origin's early refusal.
+   */
+  servername: string | undefined;
 }
 
 /** undici's default headers and body timeouts (300 s). */
@@ -173,5 +178,6 @@ export function retrySettings(options: GuardedRetryOptions): RetrySettings {
     dispatcherTimeouts: undefined,
     shutdown: undefined,
     suspects: new Set(),
+    servername: undefined,
   };
 }
