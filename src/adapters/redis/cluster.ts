@@ -116,7 +116,11 @@ export function nodeRedisCluster<O, C extends EventClient>(guard: GuardInternals
   socket.reconnectStrategy = (retries: number, cause: unknown) => {
     if (own === undefined && nodeRedisGivesUp(cause)) return false; // as node-redis's default
     const delay = Math.min(guard.delayFor(cause instanceof HostUnavailableError ? cause.host : undefined, retries), NODE_REDIS_LONGEST_WAIT);
-    if (own === undefined) return delay;
+    // No sooner than node-redis's own default would redial (as for a single client): the guard's
+    // jitter and a refusing node's short windows redialled a killed node about twice as often as
+    // plain clusters (an outside review: 43 dials in 30 s against 19). The gate still refuses
+    // what the breaker would not let through, so a guarded cluster dials no more than a plain one.
+    if (own === undefined) return Math.max(delay, Math.min(2 ** Math.min(retries, 16) * 50, NODE_REDIS_LONGEST_WAIT));
     const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
     return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
   };
