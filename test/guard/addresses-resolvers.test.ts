@@ -82,3 +82,15 @@ describe('a resolver that repeats an address', () => {
     expect(live.attempts).toBe(1);
   });
 });
+
+describe('resolving alike is remembered alike', () => {
+  it('family 0 and hints 0 are the defaults they stand for: a caller giving them is refused from the memory of one that gave none (no lookup)', async () => {
+    const breaker = quickBreaker();
+    const dead = lookupTo(['127.0.0.3']);
+    const target = { host: 'svc.test', port: 9 }; // nothing listens on 127.0.0.3:9: refused
+    await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup: dead.lookup } })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup: dead.lookup, family: 0 } })).rejects.toBeInstanceOf(HostUnavailableError);
+    await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup: dead.lookup, hints: 0 } })).rejects.toBeInstanceOf(HostUnavailableError);
+    expect(dead.calls()).toBe(1);
+  });
+});

@@ -173,3 +173,40 @@ describe('a client with a wrong servername beside a right one, on one breaker, a
     expect(results).toEqual({ plain: Array(9).fill('ok'), guarded: Array(9).fill('ok') });
   });
 });
+
+describe("connect(): the transport each TLS option shape tells the breaker (read from which dials a refused port's failure refuses)", () => {
+  async function refusedPort(): Promise<number> {
+    const s = (await import('node:net')).createServer();
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    const { port } = s.address() as net.AddressInfo;
+    await new Promise<void>((r) => s.close(() => r()));
+    return port;
+  }
+  const cases: Array<[string, NonNullable<Parameters<typeof connect>[1]>['tls'], Transport]> = [
+    ['tls: true to an address', true, 'tls'],
+    ['tls: {} to an address', {}, 'tls'],
+    ["servername ''", { servername: '' }, 'tls'],
+    ['a servername', { servername: 'a.example' }, 'tls:a.example'],
+    ['tls: false', false, 'plain'],
+    ['no tls', undefined, 'plain'],
+  ];
+  for (const [what, tlsOption, expected] of cases) {
+    it(`${what}: ${expected}`, async () => {
+      const port = await refusedPort();
+      const breaker = quickBreaker();
+      await expect(connect({ host: '127.0.0.1', port }, { breaker, timeout: 1_000, tls: tlsOption })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+      const key = `127.0.0.1:${port}`;
+      const refusedFor = (['plain', 'tls', 'tls:a.example', 'tls:127.0.0.1'] as const).filter((t) => breaker.state(key, undefined, t)?.state === 'open');
+      expect(refusedFor).toEqual([expected]);
+    });
+  }
+
+  it('a name, dialled per address: its TLS dials name it (the host is the server name sent)', async () => {
+    const port = await refusedPort();
+    const breaker = quickBreaker();
+    const lookup = ((_h: string, _o: unknown, cb: (e: null, a: Array<{ address: string; family: number }>) => void) => queueMicrotask(() => cb(null, [{ address: '127.0.0.1', family: 4 }]))) as unknown as net.LookupFunction;
+    await expect(connect({ host: 'svc.test', port }, { breaker, timeout: 1_000, tls: { ca: TEST_CERT }, socket: { lookup } })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    const key = `127.0.0.1:${port}`;
+    expect((['plain', 'tls', 'tls:svc.test'] as const).filter((t) => breaker.state(key, undefined, t)?.state === 'open')).toEqual(['tls:svc.test']);
+  });
+});

@@ -150,7 +150,7 @@ export class ChannelConnector implements Connector<PooledChannel> {
    */
   addressWait(spec: ChannelSpec): number {
     const named = this.#nameOf(spec);
-    return named === undefined ? 0 : addressesRetryAfter(this.#dialing!.breaker, named.key, this.#clock, channelTransport(spec), this.#dialing);
+    return named === undefined ? 0 : addressesRetryAfter(this.#dialing!.breaker, named.key, this.#clock, channelTransport(spec), this.#dialing!);
   }
 
   connect(key: string, ctx: DialContext): Promise<PooledChannel> {
