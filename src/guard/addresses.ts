@@ -113,13 +113,6 @@ interface Memo {
    * round for the breaker, so more would only add SYNs to a likely dead address.
    */
   readonly suspectsOut: Set<string>;
-  /**
-   * Addresses with dials out (any caller's): since when the oldest has been, and how many. One
-   * out longer than its caller's attempt delay lost its race to a sibling or is still connecting:
-   * a later caller dials it last, as a suspect, instead of ahead of the others (a blackholed
-   * address cost every call an attempt delay and a SYN until its first dial timed out).
-   */
-  readonly out: Map<string, { since: number; count: number }>;
 }
 
 interface Remembered {
@@ -166,7 +159,7 @@ function memoKey(name: string, how: Resolution): string {
 function memoOf(breaker: HostBreaker): Memo {
   let memo = memos.get(breaker);
   if (memo === undefined) {
-    memo = { names: new Map(), suspectsOut: new Set(), out: new Map() };
+    memo = { names: new Map(), suspectsOut: new Set() };
     memos.set(breaker, memo);
   }
   return memo;
@@ -352,7 +345,7 @@ function race<C>(
   bound: number,
 ): Promise<C> {
   const { breaker, signal } = options;
-  const { suspectsOut, out } = memoOf(breaker);
+  const { suspectsOut } = memoOf(breaker);
   const deadline = clock.now() + options.timeout;
   const order = resolved.map((_, i) => i);
   /** Suspects passed over because another caller's dial to them is out: dialled only as a last resort. */
@@ -422,13 +415,6 @@ function race<C>(
           deferred.push(i);
           continue;
         }
-        // A dial to it out past an attempt delay (another caller's): it connects slowly, if at
-        // all; the others first, it only if nothing else is left.
-        const slow = out.get(key);
-        if (slow !== undefined && !lastResort && clock.now() - slow.since >= options.attemptDelay) {
-          deferred.push(i);
-          continue;
-        }
         const remaining = deadline - clock.now();
         if (remaining < 1) {
           order.length = 0;
@@ -449,14 +435,10 @@ function race<C>(
       if (probe) probeOut = true;
       const tracked = suspect && !suspectsOut.has(key);
       if (tracked) suspectsOut.add(key);
-      let going = out.get(key);
-      if (going === undefined) out.set(key, (going = { since: clock.now(), count: 0 }));
-      going.count++;
       const ended = (): void => {
         inflight--;
         if (probe) probeOut = false;
         if (tracked) suspectsOut.delete(key);
-        if (--going.count === 0) out.delete(key);
       };
       dialWith(key, (ctx) => open(address, ctx), { timeout, signal: controller.signal, breaker, clock, transport: options.transport }, dispose).then(
         (socket) => {

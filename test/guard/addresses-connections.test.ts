@@ -4,8 +4,7 @@
  * - `connectAddresses` over any connection type: the winner is handed back, a loser that connects
  *   after it goes to the caller's `dispose` (a channel is closed, not `destroy()`ed);
  * - `addressesRetryAfter`: how long until a name may be dialled, read without admitting anything:
- *   0 unless every address it last resolved to (within ADDRESS_RECHECK) is refused now;
- * - an address another caller's dial has been out to past the attempt delay is dialled last.
+ *   0 unless every address it last resolved to (within ADDRESS_RECHECK) is refused now.
  */
 import type net from 'node:net';
 import { describe, expect, it } from 'vitest';
@@ -110,70 +109,4 @@ describe('addressesRetryAfter', () => {
     expect(addressesRetryAfter(breaker, NAME, clock, undefined, { lookup })).toBe(0);
     await flushMicrotasks();
   });
-});
-
-describe('an address whose dial is out past the attempt delay (a blackhole while its first dial runs)', () => {
-  it("a later caller dials the others first and that one not at all: no attempt delay, no second SYN (it cost each call 250 ms and a dial until the first one's timeout)", async () => {
-    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
-    const dials: string[] = [];
-    const open = opener(clock, { '127.0.0.2': 4_000, '127.0.0.3': 10 }); // .2 swallows SYNs until 4 s
-    const counted = (address: string, ctx: DialContext): Promise<Conn> => {
-      dials.push(address);
-      return open(address, ctx);
-    };
-    const disposed: Conn[] = [];
-    const dispose = (c: Conn): void => void disposed.push(c);
-    const first = connectAddresses<Conn>('svc.test', 7, NAME, counted, options(clock, breaker, lookup), dispose);
-    await clock.tick(110); // .2 out, .3 dialled at 100, connected at 110
-    expect((await first).address).toBe('127.0.0.3');
-    await clock.tick(190); // 300 ms: .2's first dial still out
-    const t0 = clock.now();
-    const second = connectAddresses<Conn>('svc.test', 7, NAME, counted, options(clock, breaker, lookup), dispose);
-    await clock.tick(10);
-    expect((await second).address).toBe('127.0.0.3');
-    expect(clock.now() - t0).toBe(10); // was 110: the attempt delay behind .2 again
-    expect(dials).toEqual(['127.0.0.2', '127.0.0.3', '127.0.0.3']); // was .2 dialled twice
-    await clock.tick(4_000); // .2's dial ends: connected late, disposed
-    expect(disposed.map((c) => c.address)).toEqual(['127.0.0.2']);
-  });
-
-  it('nothing else left: it is dialled after all', async () => {
-    const { clock, breaker, lookup } = setup(['127.0.0.2']);
-    const dials: string[] = [];
-    const open = opener(clock, { '127.0.0.2': 500 });
-    const counted = (address: string, ctx: DialContext): Promise<Conn> => {
-      dials.push(address);
-      return open(address, ctx);
-    };
-    const first = connectAddresses<Conn>('svc.test', 7, NAME, counted, options(clock, breaker, lookup), () => {});
-    await clock.tick(300);
-    const second = connectAddresses<Conn>('svc.test', 7, NAME, counted, options(clock, breaker, lookup), () => {});
-    await clock.tick(600);
-    expect([(await first).address, (await second).address]).toEqual(['127.0.0.2', '127.0.0.2']);
-    expect(dials).toEqual(['127.0.0.2', '127.0.0.2']);
-  });
-});
-
-describe('how long counts as slow: the attempt delay itself', () => {
-  for (const [at, deferred] of [
-    [50, false],
-    [100, true],
-  ] as const) {
-    it(`a second caller ${at} ms after the first: the hanging address is ${deferred ? 'dialled last' : 'dialled first again'}`, async () => {
-      const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
-      const dials: string[] = [];
-      const open = opener(clock, { '127.0.0.2': 4_000, '127.0.0.3': 500 });
-      const counted = (address: string, ctx: DialContext): Promise<Conn> => {
-        dials.push(address);
-        return open(address, ctx);
-      };
-      const first = connectAddresses<Conn>('svc.test', 7, NAME, counted, options(clock, breaker, lookup), () => {});
-      await clock.tick(at);
-      const second = connectAddresses<Conn>('svc.test', 7, NAME, counted, options(clock, breaker, lookup), () => {});
-      await flushMicrotasks();
-      expect(dials).toEqual(deferred ? ['127.0.0.2', '127.0.0.3', '127.0.0.3'] : ['127.0.0.2', '127.0.0.2']);
-      await clock.tick(4_000);
-      await Promise.allSettled([first, second]);
-    });
-  }
 });
