@@ -141,9 +141,18 @@ function checkedHost(target: ConnectTarget): ConnectTarget {
 function transportOf(options: ConnectOptions, host: unknown): Transport {
   const t = options.tls;
   if (t === undefined || t === false) return 'plain';
-  const servername = t === true ? undefined : t.servername;
-  if (servername !== undefined) return tlsTransport(servername);
-  return typeof host === 'string' && !isLiteral(host) ? tlsTransport(host) : 'tls';
+  return tlsTransportFor(t === true ? undefined : t.servername, typeof host === 'string' ? host : '');
+}
+
+/**
+ * The transport of a TLS dial to `host` sending `servername` (given, else the host when it is a
+ * name, as `tls.connect` sends it): one rule for every entry point that names its TLS dials.
+ *
+ * @internal
+ */
+export function tlsTransportFor(servername: string | undefined, host: string): Transport {
+  if (servername !== undefined && servername !== '') return tlsTransport(servername);
+  return host === '' || isLiteral(host) ? 'tls' : tlsTransport(host);
 }
 
 /**

@@ -14,9 +14,9 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { type Clock, type TimerHandle, unrefTimer } from '../core/clock.js';
 import { KeepAliveTimeoutError, TransportClosedError } from '../core/errors.js';
-import { connect, isLiteral, openSocket } from '../guard/connect.js';
+import { connect, openSocket, tlsTransportFor } from '../guard/connect.js';
 import type { DialContext } from '../guard/dial.js';
-import { type HostBreaker, type Transport, tlsTransport } from '../guard/host-breaker.js';
+import type { HostBreaker, Transport } from '../guard/host-breaker.js';
 import type { ConnectionWatch, Connector } from '../pool/connection-pool.js';
 
 /** What the connector needs from the client's options. */
@@ -94,10 +94,7 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
    */
   transport(origin: string): Transport {
     if (!origin.startsWith('https:')) return 'plain';
-    const { servername } = this.#options.tls;
-    if (servername !== undefined && servername !== '') return tlsTransport(servername);
-    const host = new URL(origin).hostname;
-    return isLiteral(host) ? 'tls' : tlsTransport(host);
+    return tlsTransportFor(this.#options.tls.servername, new URL(origin).hostname);
   }
 
   /**

@@ -34,8 +34,8 @@ import { type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { asError } from '../../core/validate.js';
 import { releaseFrames } from '../../core/release-frames.js';
-import { isLiteral } from '../../guard/connect.js';
-import { type Transport, tlsTransport } from '../../guard/host-breaker.js';
+import { tlsTransportFor } from '../../guard/connect.js';
+import type { Transport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { type RetryAttempt, type RetryPredicate, type RetryResult, answerOf, reportSettled, retry, settledHeard } from '../../retry/retry.js';
 import { Attempt, type AttemptOwner, HeldResponse, completeOrFail } from './attempt.js';
@@ -459,10 +459,7 @@ export class GuardedCall implements AttemptOwner {
     try {
       key = hostKey(this.#origin);
       // As the connector names its TLS dials: the agent's servername, else the origin's host when a name.
-      if (this.#origin.startsWith('https:')) {
-        const host = new URL(this.#origin).hostname;
-        transport = tlsTransport(this.#s.servername ?? (isLiteral(host) ? undefined : host));
-      }
+      if (this.#origin.startsWith('https:')) transport = tlsTransportFor(this.#s.servername, new URL(this.#origin).hostname);
     } catch {
       return undefined;
     }
