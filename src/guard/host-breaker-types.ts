@@ -139,8 +139,10 @@ export interface HostBreakerStats {
  * aimed at a TLS-only port (or a TLS client at a plain one) is hung up on without a byte, and so
  * is a TLS client naming a server the host does not serve (a gateway with no route for the
  * name), which looks like a dead host; while only dials of other transports (or other names)
- * have failed, a dial of this one is still let through, and its success closes the host
- * (DESIGN.md rule 1). `'tls'` is the TLS dial that sends no name.
+ * have failed, a dial of this one is still let through, one at a time (a trial, like the
+ * probe: its others are refused half-open until it settles), and its success closes the host
+ * (DESIGN.md rule 1). `'tls'` is the TLS dial that sends no name; `tlsTransport()` lower-cases the
+ * name, as servers match SNI names.
  */
 export type Transport = 'tls' | 'plain' | `tls:${string}`;
 
@@ -151,7 +153,10 @@ export type Transport = 'tls' | 'plain' | `tls:${string}`;
 export interface DialPermit {
   /** The breaker's key for the host. */
   readonly host: string;
-  /** True when this dial is the half-open probe whose outcome decides the host. */
+  /**
+   * True when this dial is the half-open probe whose outcome decides the host, or the trial of a
+   * transport none of whose dials failed while the host is open (see {@link Transport}).
+   */
   readonly probe: boolean;
   /** Whether the permit has been settled. */
   readonly settled: boolean;

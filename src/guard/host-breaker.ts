@@ -113,9 +113,35 @@ interface Entry {
    * through while the host is open.
    */
   failedTls: string[] | undefined;
+  /**
+   * While open: the transports not among the failed ones with a dial out (a trial, see
+   * {@link HostBreaker.tryAdmit}), at most {@link MAX_TRIALS}; undefined: none yet.
+   */
+  trials: Trial[] | undefined;
   /** When the first probe the host refused at once since its last success failed (0: none yet). */
   refusingSince: number;
 }
+
+/** One transport's dial let through while its host is open (only other transports' dials failed). */
+interface Trial {
+  readonly transport: string;
+  /** When it stops holding the others of its transport back, as a probe's probeTimeout. */
+  until: number;
+  /** The refusal handed to its transport's other callers meanwhile, made once. */
+  refusal: HostUnavailableError | undefined;
+}
+
+/**
+ * Most trials an open host keeps out at once: every failing TLS name, and the plain and unnamed
+ * TLS transports. A further transport is refused until one of them settles.
+ */
+const MAX_TRIALS = 10;
+
+/** A permit's kind, as its settlement needs it: a plain dial, the host's probe, or a transport's trial. */
+const DIAL = 0;
+const PROBE = 1;
+const TRIAL = 2;
+type Kind = typeof DIAL | typeof PROBE | typeof TRIAL;
 
 const VIA_TLS = 1;
 const VIA_PLAIN = 2;
@@ -127,6 +153,14 @@ const VIA_ANY = VIA_TLS | VIA_PLAIN;
  * mistake).
  */
 const MAX_TLS_NAMES = 8;
+
+/** Ends `transport`'s trial on `entry`, if the one out is the one that expires at `until`. */
+function endTrial(entry: Entry, transport: string, until: number): void {
+  const trials = entry.trials;
+  if (trials === undefined) return;
+  const at = trials.findIndex((t) => t.transport === transport && t.until === until);
+  if (at >= 0) trials.splice(at, 1);
+}
 
 /** Whether a dial by `transport` is among those that failed since `entry`'s last success. */
 function failedFor(entry: Entry, transport: Transport | undefined): boolean {
@@ -159,7 +193,8 @@ function fileFailure(entry: Entry, transport: Transport | undefined): void {
  * clients that name it right.
  */
 export function tlsTransport(servername: string | undefined): Transport {
-  return servername === undefined || servername === '' ? 'tls' : `tls:${servername}`;
+  // Lower case: DNS names are compared without case, and so are the SNI names servers match.
+  return servername === undefined || servername === '' ? 'tls' : `tls:${servername.toLowerCase()}`;
 }
 
 type Outcome = 'succeeded' | 'failed' | 'abandoned';
@@ -171,18 +206,20 @@ class Permit implements DialPermit {
   readonly #round: number;
   readonly #admittedAt: number;
   readonly #transport: Transport | undefined;
+  readonly #kind: Kind;
   readonly host: string;
   readonly probe: boolean;
 
-  constructor(breaker: HostBreaker, entry: Entry, host: string, probe: boolean, admittedAt: number, transport: Transport | undefined) {
+  constructor(breaker: HostBreaker, entry: Entry, host: string, kind: Kind, admittedAt: number, transport: Transport | undefined) {
     this.#breaker = breaker;
     this.#entry = entry;
     this.#generation = entry.generation;
     this.#round = entry.round;
     this.#admittedAt = admittedAt;
     this.#transport = transport;
+    this.#kind = kind;
     this.host = host;
-    this.probe = probe;
+    this.probe = kind !== DIAL; // a trial is its transport's probe
   }
 
   get settled(): boolean {
@@ -206,7 +243,7 @@ class Permit implements DialPermit {
     const breaker = this.#breaker;
     if (breaker === undefined) return;
     this.#breaker = undefined;
-    settle(breaker, this.#entry, this.#generation, this.#round, this.#admittedAt, this.probe, this.#transport, outcome, error);
+    settle(breaker, this.#entry, this.#generation, this.#round, this.#admittedAt, this.#kind, this.#transport, outcome, error);
   }
 }
 
@@ -249,7 +286,7 @@ export const RESTART_PROBE_WINDOW = 250;
 const SWEEP_BATCH = 64;
 
 // Module-private access to a breaker's internals for Permit, without making them public API.
-let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, probe: boolean, transport: Transport | undefined, outcome: Outcome, error: unknown) => void;
+let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, kind: Kind, transport: Transport | undefined, outcome: Outcome, error: unknown) => void;
 
 /**
  * How many spellings `breaker`'s index holds (all ports), and in how many per-port maps.
@@ -318,7 +355,7 @@ export class HostBreaker {
 
   static {
     spellingsHeld = (b) => ({ spellings: b.#spellingCount, ports: b.#spellings.size });
-    settle = (b, e, generation, round, admittedAt, probe, transport, outcome, error) => b.#settle(e, generation, round, admittedAt, probe, transport, outcome, error);
+    settle = (b, e, generation, round, admittedAt, kind, transport, outcome, error) => b.#settle(e, generation, round, admittedAt, kind, transport, outcome, error);
   }
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
@@ -355,9 +392,10 @@ export class HostBreaker {
    * {@link HostUnavailableError} at once, without I/O, when the host is open or its probe is out.
    *
    * @param host - anything {@link hostKey} accepts; `port` is appended when given.
-   * @param transport - how the dial reaches the host, `'tls'` or `'plain'`. Given, an open host
-   *   still lets through a dial by a transport none of whose dials failed (one client's wrong
-   *   transport must not close the host for the others); left out, the dial counts as any.
+   * @param transport - how the dial reaches the host: `'plain'`, `'tls'`, or `'tls:<name>'` (see
+   *   {@link Transport}). Given, an open host still lets through one dial at a time by a transport
+   *   none of whose dials failed (one client's wrong transport must not close the host for the
+   *   others); left out, the dial counts as any.
    */
   admit(host: string, port?: number, transport?: Transport): DialPermit {
     const answer = this.tryAdmit(host, port, transport);
@@ -405,10 +443,11 @@ export class HostBreaker {
       if (now < entry.isolatedUntil) return this.#refuse(entry, entry.isolatedUntil - now, 'open');
       entry.isolatedUntil = 0; // over: the entry is as isolate() made it, fresh and closed
     }
-    if (entry.state === 'closed') return new Permit(this, entry, key, false, now, transport);
-    // Only another transport's dials failed (one client's plain dial to a TLS port): the host may
-    // be alive to this one, so it dials as to a closed host; its success closes the host.
-    if (!failedFor(entry, transport)) return new Permit(this, entry, key, false, now, transport);
+    if (entry.state === 'closed') return new Permit(this, entry, key, DIAL, now, transport);
+    // Only another transport's dials failed (one client's plain dial to a TLS port, a wrong TLS
+    // server name): the host may be alive to this one, so it is tried, one dial at a time as a
+    // probe is; its success closes the host.
+    if (!failedFor(entry, transport)) return this.#trial(entry, key, now, transport!);
     if (now < entry.openUntil) return this.#refuse(entry, entry.openUntil - now, 'open');
     if (entry.probing) {
       if (now < entry.probeUntil) return this.#refuse(entry, entry.probeUntil - now, 'half-open');
@@ -420,14 +459,44 @@ export class HostBreaker {
     entry.probeUntil = now + this.#probeTimeout;
     this.#stats.probesGranted++;
     this.#events.emit('probe-granted', { host: key });
-    return new Permit(this, entry, key, true, now, transport);
+    return new Permit(this, entry, key, PROBE, now, transport);
+  }
+
+  /**
+   * An admit of `transport` to open `entry` when none of its dials failed: a trial, one out at a
+   * time per transport (each caller of a name the host may serve dialled a blackholed host until
+   * that name's first dial timed out: 3 times the dials of one refusal for all, in an outside
+   * review), its others refused until it settles or its probeTimeout passes.
+   */
+  #trial(entry: Entry, key: string, now: number, transport: Transport): DialPermit | HostUnavailableError {
+    const trials = (entry.trials ??= []);
+    let trial = trials.find((t) => t.transport === transport);
+    if (trial !== undefined && now < trial.until) return this.#refuseTrial(entry, trial, now);
+    if (trial === undefined) {
+      const spent = trials.findIndex((t) => now >= t.until);
+      if (spent >= 0) trials.splice(spent, 1);
+      else if (trials.length >= MAX_TRIALS) return this.#refuse(entry, Math.max(0, entry.openUntil - now), 'open');
+      trial = { transport, until: 0, refusal: undefined };
+      trials.push(trial);
+    }
+    trial.until = now + this.#probeTimeout;
+    trial.refusal = undefined;
+    return new Permit(this, entry, key, TRIAL, now, transport);
+  }
+
+  /** The refusal of a transport whose trial is out: half-open until the trial settles or expires. */
+  #refuseTrial(entry: Entry, trial: Trial, now: number): HostUnavailableError {
+    this.#counted(entry, 'half-open');
+    trial.refusal ??= releaseFrames(new HostUnavailableError(entry.key, trial.until - now, 'half-open', this.#clock, { failures: entry.failures, cause: entry.lastError }));
+    return trial.refusal;
   }
 
   /**
    * Where `host` stands now, or `undefined` if the breaker is not tracking it (never seen,
    * forgotten, or the breaker is disabled). Reading does not touch recency. With `transport`,
-   * where it stands for a dial of that transport: `closed` while only the other's dials failed
-   * (such a dial is admitted, see {@link admit}).
+   * where it stands for a dial of that transport: `closed` while only others' dials failed (such
+   * a dial is admitted, see {@link admit}), `half-open` and probing while that transport's trial
+   * is out.
    */
   state(host: string, port?: number, transport?: Transport): HostSnapshot | undefined {
     const entry = this.#hosts.get(hostKey(host, port));
@@ -441,7 +510,13 @@ export class HostBreaker {
       state = 'open';
       retryAfter = entry.isolatedUntil - now;
     } else if (entry.state === 'open' && !failedFor(entry, transport)) {
-      state = 'closed'; // only another transport's dials failed: a dial of this one is admitted
+      // Only another transport's dials failed: a dial of this one is admitted, as a trial.
+      const until = entry.trials?.find((t) => t.transport === transport)?.until ?? 0;
+      if (now < until) {
+        state = 'half-open';
+        probing = true;
+        retryAfter = until - now;
+      } else state = 'closed';
     } else if (entry.state === 'open') {
       if (now < entry.openUntil) {
         retryAfter = entry.openUntil - now;
@@ -535,6 +610,7 @@ export class HostBreaker {
       openedAt: 0,
       failedVia: 0,
       failedTls: undefined,
+      trials: undefined,
       refusingSince: 0,
     };
   }
@@ -589,11 +665,16 @@ export class HostBreaker {
     return this.#events.on(event, listener);
   }
 
-  /** The refusal for `entry`'s current window: made on the first refusal, then reused. */
-  #refuse(entry: Entry, retryAfter: number, state: 'open' | 'half-open'): HostUnavailableError {
+  /** Counts a refusal of `entry`, and tells whoever listens. */
+  #counted(entry: Entry, state: 'open' | 'half-open'): void {
     this.#stats.refused++;
     // Stryker disable next-line ConditionalExpression: spares building the payload; emit itself delivers to no one when no one listens
     if (this.#events.active('refused')) this.#events.emit('refused', { host: entry.key, state });
+  }
+
+  /** The refusal for `entry`'s current window: made on the first refusal, then reused. */
+  #refuse(entry: Entry, retryAfter: number, state: 'open' | 'half-open'): HostUnavailableError {
+    this.#counted(entry, state);
     if (entry.refusal === undefined || entry.refusalGeneration !== entry.generation) {
       const details = entry.isolatedUntil > 0 ? { isolated: true } : { failures: entry.failures, cause: entry.lastError };
       // Kept for the window, handed to every caller: not the first caller's frames.
@@ -603,13 +684,15 @@ export class HostBreaker {
     return entry.refusal;
   }
 
-  #settle(entry: Entry, generation: number, round: number, admittedAt: number, probe: boolean, transport: Transport | undefined, outcome: Outcome, error: unknown): void {
+  #settle(entry: Entry, generation: number, round: number, admittedAt: number, kind: Kind, transport: Transport | undefined, outcome: Outcome, error: unknown): void {
     // The entry's own flag, not a second lookup of its key: a settlement costs no map probe.
     const current = entry.tracked && entry.generation === generation;
+    // A trial frees its transport's slot however it ends (a newer trial of it keeps its own).
+    if (kind === TRIAL) endTrial(entry, transport!, admittedAt + this.#probeTimeout);
     if (outcome === 'abandoned') {
       this.#stats.abandoned++;
       // A probe whose caller left frees its slot: the next admit may probe at once.
-      if (current && probe) {
+      if (current && kind === PROBE) {
         entry.probing = false;
         entry.generation++;
       }
@@ -625,6 +708,7 @@ export class HostBreaker {
       entry.failures = 0;
       entry.failedVia = 0;
       entry.failedTls = undefined;
+      entry.trials = undefined;
       entry.refusingSince = 0;
       entry.lastError = undefined;
       if (entry.state === 'open') {
@@ -656,9 +740,9 @@ export class HostBreaker {
       // the first window on: a 2 s restart left the host refused ~0.6 s after its return,
       // while the plain clients were served within 50 ms (an outside review).
       this.#open(entry, now, false, refusedAtOnce(error));
-    } else {
+    } else if (kind !== TRIAL) {
       this.#open(entry, now, true, refusedAtOnce(error));
-    }
+    } // a failed trial only files its transport: the window drawn for the others' failures stands
   }
 
   #open(entry: Entry, now: number, reopened: boolean, refused: boolean): void {

@@ -14,6 +14,12 @@ function make(options: HostBreakerOptions = {}): { clock: ManualClock; breaker: 
   return { clock, breaker: new HostBreaker({ clock, minOutage: 0, openDuration: 30_000, ...options }) };
 }
 
+/** The refusal `answer` is, or a failure saying it was admitted. */
+function refusalOf(answer: DialPermit | HostUnavailableError): HostUnavailableError {
+  if (answer instanceof HostUnavailableError) return answer;
+  throw new Error('admitted');
+}
+
 function refusal(breaker: HostBreaker, host = H): HostUnavailableError {
   try {
     breaker.admit(host);
@@ -592,20 +598,19 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     expect(breaker.tryAdmit(H, undefined, 'plain')).toBeInstanceOf(HostUnavailableError);
     expect(breaker.tryAdmit(H)).toBeInstanceOf(HostUnavailableError); // a dial that names no transport counts as any
     const tls = admitted(breaker.tryAdmit(H, undefined, 'tls'));
-    expect(tls.probe).toBe(false);
-    const second = admitted(breaker.tryAdmit(H, undefined, 'tls')); // not one at a time: it dials as to a closed host
+    expect(tls.probe).toBe(true); // its transport's trial
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls'))).toMatchObject({ state: 'half-open', retryAfter: 10_000 }); // one at a time
     tls.succeeded();
-    second.succeeded();
     expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
     admitted(breaker.tryAdmit(H, undefined, 'plain')); // closed for everyone again; the wrong client fails anew
   });
 
-  it('a TLS dial that fails too reopens the host, and from then on every transport is refused', () => {
+  it('a TLS dial that fails too is filed, its window left as drawn, and from then on every transport is refused', () => {
     const { clock, breaker } = make();
     for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed();
     clock.advance(1_000);
     admitted(breaker.tryAdmit(H, undefined, 'tls')).failed(new Error('timed out'));
-    expect(breaker.state(H)).toMatchObject({ state: 'open', opens: 2 });
+    expect(breaker.state(H)).toMatchObject({ state: 'open', opens: 1, retryAfter: 29_000 });
     expect(breaker.tryAdmit(H, undefined, 'tls')).toBeInstanceOf(HostUnavailableError);
     expect(breaker.tryAdmit(H, undefined, 'plain')).toBeInstanceOf(HostUnavailableError);
   });
@@ -633,6 +638,54 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     expect(breaker.state(H)).toMatchObject({ state: 'open', retryAfter: 30_000 }); // no transport: any
     breaker.isolate(H);
     expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', isolated: true });
+  });
+
+  it('an open host tries each transport none of whose dials failed one dial at a time: its others are refused half-open until it settles or its probeTimeout passes', () => {
+    const { clock, breaker } = make({ probeTimeout: 5_000 });
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:wrong.example').failed();
+    const good = admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'));
+    expect(good.probe).toBe(true);
+    const refused = refusalOf(breaker.tryAdmit(H, undefined, 'tls:good.example'));
+    expect(refused).toMatchObject({ state: 'half-open', retryAfter: 5_000 });
+    expect(breaker.state(H, undefined, 'tls:good.example')).toMatchObject({ state: 'half-open', probing: true, retryAfter: 5_000 });
+    const other = admitted(breaker.tryAdmit(H, undefined, 'plain')); // each transport its own trial
+    clock.advance(1_000);
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:good.example'))).toBe(refused); // made once, counting down
+    expect(refused.retryAfter).toBe(4_000);
+    // Abandoned, a trial frees its transport at once.
+    other.abandoned();
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).abandoned();
+    // Unsettled past probeTimeout, the next caller of its transport is tried; the old one's late
+    // settlement does not end the new trial.
+    clock.advance(4_000);
+    const next = admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'));
+    good.abandoned();
+    expect(breaker.tryAdmit(H, undefined, 'tls:good.example')).toBeInstanceOf(HostUnavailableError);
+    // Failed, it is filed with the failed transports (refused open); the window stands.
+    next.failed(new Error('timed out'));
+    expect(breaker.state(H, undefined, 'tls:good.example')).toMatchObject({ state: 'open', retryAfter: 25_000, opens: 1 });
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:good.example')).state).toBe('open');
+    const stats = breaker.stats();
+    expect([stats.opened, stats.probesGranted]).toEqual([1, 0]); // trials are not the host's probes
+  });
+
+  it("a trial that succeeds closes the host for every transport; once closed, each transport's dials overlap again", () => {
+    const { breaker } = make();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed();
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).succeeded();
+    const a = admitted(breaker.tryAdmit(H, undefined, 'tls'));
+    const b = admitted(breaker.tryAdmit(H, undefined, 'tls'));
+    expect([a.probe, b.probe]).toEqual([false, false]);
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).abandoned();
+  });
+
+  it('at most 10 trials are out on an open host at once; a further transport is refused open until one settles', () => {
+    const { breaker } = make();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed();
+    const out = Array.from({ length: 10 }, (_, i) => admitted(breaker.tryAdmit(H, undefined, `tls:n${i}.example`)));
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:n10.example'))).toMatchObject({ state: 'open', retryAfter: 30_000 });
+    out[3]!.abandoned();
+    admitted(breaker.tryAdmit(H, undefined, 'tls:n10.example'));
   });
 
   it("an operator's isolation refuses every transport", () => {

@@ -39,7 +39,7 @@ describe('the breaker: a TLS dial by server name', () => {
     for (const t of [tlsTransport('localhost'), 'tls', 'plain'] as const) {
       const p = b.tryAdmit('h', 1, t);
       expect(p).not.toBeInstanceOf(HostUnavailableError);
-      expect((p as { probe: boolean }).probe).toBe(false);
+      expect((p as { probe: boolean }).probe).toBe(true); // its transport's trial
       (p as { abandoned(): void }).abandoned();
     }
     expect(b.state('h', 1, tlsTransport('localhost'))?.state).toBe('closed');
@@ -63,6 +63,13 @@ describe('the breaker: a TLS dial by server name', () => {
 
   it('tlsTransport: no name (an address without servername) is plain "tls"', () => {
     expect([tlsTransport(undefined), tlsTransport(''), tlsTransport('a.example')]).toEqual(['tls', 'tls', 'tls:a.example']);
+  });
+
+  it('tlsTransport lower-cases the name: API.example and api.example are one name, as servers match them', () => {
+    expect(tlsTransport('API.Example')).toBe('tls:api.example');
+    const b = quickBreaker();
+    fail(b, tlsTransport('API.example'));
+    expect(b.tryAdmit('h', 1, tlsTransport('api.example'))).toBeInstanceOf(HostUnavailableError);
   });
 });
 
