@@ -20,6 +20,8 @@ import { HostUnavailableError } from '../../src/core/errors.js';
 import { connect } from '../../src/guard/connect.js';
 import { HostBreaker, type Transport, tlsTransport } from '../../src/guard/host-breaker.js';
 import { Http2Client } from '../../src/http2/client.js';
+import { ManualClock } from '../../src/testing/manual-clock.js';
+import { acceptAndHold } from '../../src/testing/tcp-peers.js';
 import { TEST_CERT, TEST_KEY } from '../../src/testing/test-cert.js';
 import { leakCheckEach } from '../helpers/leaks.js';
 
@@ -216,4 +218,46 @@ describe("connect(): the transport each TLS option shape tells the breaker (read
     const key = `127.0.0.1:${port}`;
     expect((['plain', 'tls', 'tls:svc.test'] as const).filter((t) => breaker.state(key, undefined, t)?.state === 'open')).toEqual(['tls:svc.test']);
   });
+});
+
+describe("undici: the early refusal looks under the name the request's dials are filed under", () => {
+  // A request's Host header (or its own servername) names its TLS dials, as undici derives its
+  // servername from it. The early refusal read the agent's name alone, so it looked under
+  // another name: requests went into undici and queued behind its connecting probe (an outside
+  // review: 223-230 ms a request where an early refusal costs 135-142).
+  const headerShapes: [string, (name: string) => Record<string, unknown>][] = [
+    ['a Host header (record)', (name) => ({ headers: { Host: `${name}:8443` } })],
+    ['a Host header (flat array)', (name) => ({ headers: ['x-a', '1', 'host', name] })],
+    ['a Host header (Map)', (name) => ({ headers: new Map([['host', name]]) })],
+    ['the request servername', (name) => ({ servername: name, headers: { host: '127.0.0.1' } })],
+  ];
+  for (const [what, shape] of headerShapes) {
+    it(`${what}: while its name's probe is out, the next request is refused at once, before the probe settles`, async () => {
+      const peer = await acceptAndHold();
+      cleanup.push(() => peer.close());
+      const clock = new ManualClock(1_000);
+      const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 1_000 });
+      const agent = new GuardedAgent({ breaker, maxAttempts: 1, connectTimeout: 300, tls: { rejectUnauthorized: false } });
+      cleanup.push(() => agent.close());
+      const origin = `https://127.0.0.1:${peer.port}`;
+      const get = (): Promise<string> =>
+        agent.request({ origin, path: '/', method: 'GET', ...shape('n.example') }).then(
+          async (res) => {
+            await res.body.dump();
+            return 'ok';
+          },
+          (e: { code?: string }) => String(e.code),
+        );
+      expect(await get()).toBe('UND_ERR_CONNECT_TIMEOUT'); // opens the host for tls:n.example
+      expect(breaker.state(peer.address, undefined, 'tls:n.example')?.state).toBe('open');
+      clock.advance(1_000);
+      const order: string[] = [];
+      const probe = get().then((r) => order.push(`probe ${r}`));
+      await new Promise((r) => setTimeout(r, 20)); // the probe is out, held
+      const next = get().then((r) => order.push(`next ${r}`));
+      await Promise.all([probe, next]);
+      expect(order).toEqual(['next DIALGUARD_HOST_UNAVAILABLE', 'probe UND_ERR_CONNECT_TIMEOUT']);
+      expect(peer.attempts).toBe(2);
+    });
+  }
 });

@@ -28,6 +28,7 @@
  * @module
  */
 import { AsyncResource } from 'node:async_hooks';
+import net from 'node:net';
 import { type Dispatcher, errors } from 'undici';
 import { classify } from '../../core/classify.js';
 import { type TimerHandle, unrefTimer } from '../../core/clock.js';
@@ -458,8 +459,7 @@ export class GuardedCall implements AttemptOwner {
     let transport: Transport = 'plain';
     try {
       key = hostKey(this.#origin);
-      // As the connector names its TLS dials: the agent's servername, else the origin's host when a name.
-      if (this.#origin.startsWith('https:')) transport = tlsTransportFor(this.#s.servername, new URL(this.#origin).hostname);
+      if (this.#origin.startsWith('https:')) transport = this.#tlsTransport();
     } catch {
       return undefined;
     }
@@ -474,6 +474,20 @@ export class GuardedCall implements AttemptOwner {
     } catch (err) {
       return err;
     }
+  }
+
+  /**
+   * The transport the connector will name this request's TLS dial by, as it names it: undici's
+   * servername for the request (its `servername` option, else its `Host` header's name when not
+   * an address), else the agent's `tls.servername`, else the origin's host when a name. Read from
+   * the agent's alone, a request with its own `Host` header was looked up under another name
+   * than its dials' failures were filed under, and waited on undici's connect instead of being
+   * refused at once (an outside review: 223-230 ms a request where 135-142 ms was the cost).
+   */
+  #tlsTransport(): Transport {
+    const own = 'servername' in this.#opts ? (this.#opts as { servername?: unknown }).servername : undefined;
+    const named = typeof own === 'string' && own !== '' ? own : serverNameOf(hostHeader(this.#opts.headers));
+    return tlsTransportFor(named ?? this.#s.servername, new URL(this.#origin).hostname);
   }
 
   /** The agent underneath began to close (`shutdown` aborted): see {@link GuardedCall.#shutDown}. */
@@ -580,4 +594,35 @@ export function retriesOf(err: unknown): RetriesExhaustedError | RetryBudgetExha
  */
 function own(value: number | null | undefined): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
+}
+
+/**
+ * The `Host` header among `headers` in a shape undici takes (a record, a flat array of names and
+ * values, a `Map`, `Headers`), or undefined. Another iterable is not read: a generator would be
+ * spent before undici reads it.
+ */
+function hostHeader(headers: unknown): string | undefined {
+  if (headers === null || typeof headers !== 'object') return undefined;
+  let entries: Iterable<[unknown, unknown]>;
+  if (Array.isArray(headers)) entries = flatPairs(headers);
+  else if (headers instanceof Map) entries = headers;
+  else if (typeof (headers as { get?: unknown }).get === 'function') return stringOrNot((headers as { get(name: string): unknown }).get('host')); // Headers: any case
+  else entries = Object.entries(headers);
+  for (const [name, value] of entries) if (typeof name === 'string' && name.toLowerCase() === 'host') return stringOrNot(value);
+  return undefined;
+}
+
+function* flatPairs(flat: readonly unknown[]): Iterable<[unknown, unknown]> {
+  for (let i = 0; i + 1 < flat.length; i += 2) yield [flat[i], flat[i + 1]];
+}
+
+function stringOrNot(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** The server name undici derives from a `Host` header: its host without the port; none for an address or nothing. */
+function serverNameOf(host: string | undefined): string | undefined {
+  if (host === undefined || host === '') return undefined;
+  const name = host.startsWith('[') ? host.slice(1, Math.max(1, host.indexOf(']'))) : host.split(':')[0]!;
+  return name === '' || net.isIP(name) !== 0 ? undefined : name;
 }
