@@ -113,6 +113,13 @@ interface Memo {
    * round for the breaker, so more would only add SYNs to a likely dead address.
    */
   readonly suspectsOut: Set<string>;
+  /**
+   * Addresses with dials out (any caller's), and how many: since when the oldest has been out
+   * with none of them connected (a dial that connects restarts it: under steady load a live
+   * address always has a dial out). See `race()`: one out longer than an attempt delay goes
+   * after the others.
+   */
+  readonly out: Map<string, { since: number; count: number }>;
 }
 
 interface Remembered {
@@ -159,7 +166,7 @@ function memoKey(name: string, how: Resolution): string {
 function memoOf(breaker: HostBreaker): Memo {
   let memo = memos.get(breaker);
   if (memo === undefined) {
-    memo = { names: new Map(), suspectsOut: new Set() };
+    memo = { names: new Map(), suspectsOut: new Set(), out: new Map() };
     memos.set(breaker, memo);
   }
   return memo;
@@ -345,9 +352,11 @@ function race<C>(
   bound: number,
 ): Promise<C> {
   const { breaker, signal } = options;
-  const { suspectsOut } = memoOf(breaker);
+  const { suspectsOut, out } = memoOf(breaker);
   const deadline = clock.now() + options.timeout;
   const order = resolved.map((_, i) => i);
+  /** Addresses already put after the others for being slow: each is moved once, then dialled in its new turn. */
+  let moved: Set<number> | undefined;
   /** Suspects passed over because another caller's dial to them is out: dialled only as a last resort. */
   const deferred: number[] = [];
   let lastResort = false;
@@ -415,6 +424,17 @@ function race<C>(
           deferred.push(i);
           continue;
         }
+        // Another caller's dial to it has been out past an attempt delay: it connects slowly, if
+        // at all (a blackhole while its first dial runs cost every call an attempt delay and a
+        // SYN until that dial timed out). It goes after the others, still staggered: put last
+        // with no turn of its own, a live address whose handshake outlasts the delay was never
+        // dialled beside an accept-and-hold sibling, and calls failed (a regression review).
+        const slow = out.get(key);
+        if (slow !== undefined && order.length > 0 && !(moved ??= new Set()).has(i) && clock.now() - slow.since >= options.attemptDelay) {
+          moved.add(i);
+          order.push(i);
+          continue;
+        }
         const remaining = deadline - clock.now();
         if (remaining < 1) {
           order.length = 0;
@@ -435,13 +455,18 @@ function race<C>(
       if (probe) probeOut = true;
       const tracked = suspect && !suspectsOut.has(key);
       if (tracked) suspectsOut.add(key);
+      let going = out.get(key);
+      if (going === undefined) out.set(key, (going = { since: clock.now(), count: 0 }));
+      going.count++;
       const ended = (): void => {
         inflight--;
         if (probe) probeOut = false;
         if (tracked) suspectsOut.delete(key);
+        if (--going.count === 0) out.delete(key);
       };
       dialWith(key, (ctx) => open(address, ctx), { timeout, signal: controller.signal, breaker, clock, transport: options.transport }, dispose).then(
         (socket) => {
+          going.since = clock.now(); // it answers: the dials still out to it are not a sign of it slow
           ended();
           if (done) {
             dispose(socket); // a loser that connected after the winner: recorded, then closed

@@ -110,3 +110,76 @@ describe('addressesRetryAfter', () => {
     await flushMicrotasks();
   });
 });
+
+describe('an address whose dial is out past the attempt delay (a blackhole while its first dial runs)', () => {
+  /** An opener that records each address it dials. */
+  const counting = (clock: ManualClock, after: Record<string, number | string>, dials: string[]) => {
+    const open = opener(clock, after);
+    return (address: string, ctx: DialContext): Promise<Conn> => {
+      dials.push(address);
+      return open(address, ctx);
+    };
+  };
+
+  it("a later caller dials the others first and that one not at all: no attempt delay, no second SYN (it cost each call 100 ms and a dial until the first one's timeout)", async () => {
+    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
+    const dials: string[] = [];
+    const open = counting(clock, { '127.0.0.2': 4_000, '127.0.0.3': 10 }, dials); // .2 swallows SYNs until 4 s
+    const disposed: Conn[] = [];
+    const dispose = (c: Conn): void => void disposed.push(c);
+    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), dispose);
+    await clock.tick(110); // .2 out, .3 dialled at 100, connected at 110
+    expect((await first).address).toBe('127.0.0.3');
+    await clock.tick(190); // 300 ms: .2's first dial still out
+    const t0 = clock.now();
+    let at: number | undefined;
+    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), dispose).then((c) => {
+      at = clock.now() - t0;
+      return c;
+    });
+    await clock.tick(10);
+    expect(at).toBe(10); // was 110: the attempt delay behind .2 again
+    expect((await second).address).toBe('127.0.0.3');
+    expect(dials).toEqual(['127.0.0.2', '127.0.0.3', '127.0.0.3']); // was .2 dialled twice
+    await clock.tick(4_000); // .2's dial ends: connected late, disposed
+    expect(disposed.map((c) => c.address)).toEqual(['127.0.0.2']);
+  });
+
+  it('it keeps a turn of its own after the others: a live but slow address beside an accept-and-hold one still serves every call (put last with no turn, it failed calls)', async () => {
+    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
+    const dials: string[] = [];
+    const open = counting(clock, { '127.0.0.2': 400, '127.0.0.3': 60_000 }, dials); // .2: a 400 ms handshake; .3 holds
+    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(150); // .2 out 150 ms (past the 100 ms attempt delay), .3 out 50 ms
+    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(600);
+    expect([(await first).address, (await second).address]).toEqual(['127.0.0.2', '127.0.0.2']);
+    expect(dials).toEqual(['127.0.0.2', '127.0.0.3', '127.0.0.3', '127.0.0.2']); // .3 first, then .2 in its own turn
+  });
+
+  it('a live address under steady load (a dial always out, each connecting) is not taken for slow', async () => {
+    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
+    const dials: string[] = [];
+    const open = counting(clock, { '127.0.0.2': 80, '127.0.0.3': 10 }, dials);
+    const calls: Promise<Conn>[] = [];
+    for (let i = 0; i < 10; i++) {
+      calls.push(connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {}));
+      await clock.tick(50); // a new call every 50 ms: .2 always has a dial out, one of them connecting every 50 ms
+    }
+    await clock.tick(100);
+    expect((await Promise.all(calls)).map((c) => c.address)).toEqual(Array(10).fill('127.0.0.2'));
+    expect(dials).toEqual(Array(10).fill('127.0.0.2'));
+  });
+
+  it('nothing else left: it is dialled after all', async () => {
+    const { clock, breaker, lookup } = setup(['127.0.0.2']);
+    const dials: string[] = [];
+    const open = counting(clock, { '127.0.0.2': 500 }, dials);
+    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(300);
+    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(600);
+    expect([(await first).address, (await second).address]).toEqual(['127.0.0.2', '127.0.0.2']);
+    expect(dials).toEqual(['127.0.0.2', '127.0.0.2']);
+  });
+});
