@@ -61,26 +61,45 @@ export {
 
 interface Entry {
   // The fields a refusal and a warm admit read come first, so that they share the entry's first
-  // cache lines: at thousands of hosts in rotation, every line an admit touches is a miss.
+  // cache line (with compressed pointers, 4 bytes a field): at thousands of hosts in rotation,
+  // every line an admit touches is a miss. The list's links and the probe's come after them.
   readonly key: string;
   /** In the table: false once forgotten (a host seen again gets a new entry). */
   tracked: boolean;
   lastUsed: number;
-  /** Neighbours in recency order (see HostBreaker.#oldest). */
-  older: Entry | undefined;
-  newer: Entry | undefined;
+  /**
+   * Used since it was put at the fresh end of the list: its place there is stale, and the sweep
+   * or an eviction that meets it moves it to the fresh end instead of forgetting it.
+   */
+  used: boolean;
   /** An operator's isolation: refused until then (Infinity: until released). 0: not isolated. */
   isolatedUntil: number;
   state: 'closed' | 'open';
   /** open: when a probe may run. */
   openUntil: number;
-  /** open, after openUntil: whether a probe is out, and when it expires. */
-  probing: boolean;
-  probeUntil: number;
+  /**
+   * The transports whose dials failed since the last success (VIA_TLS | VIA_PLAIN; an admit that
+   * named none counts as both; VIA_TLS: every TLS dial, named or not). While the host is open, a
+   * dial by a transport not among them is let through: the host may be alive to it (see
+   * {@link Transport}).
+   */
+  failedVia: number;
+  /**
+   * The TLS transports (`'tls'`, `'tls:<server name>'`) whose dials failed since the last success,
+   * at most {@link MAX_TLS_NAMES}; undefined: none. A TLS dial sending another name is let
+   * through while the host is open.
+   */
+  failedTls: string[] | undefined;
   /** The refusal thrown to every caller in the current generation (one window), made once. */
   refusal: HostUnavailableError | undefined;
   refusalGeneration: number;
   generation: number;
+  /** open, after openUntil: whether a probe is out, and when it expires. */
+  probing: boolean;
+  probeUntil: number;
+  /** Neighbours in the order of being put at the fresh end (see HostBreaker.#oldest). */
+  older: Entry | undefined;
+  newer: Entry | undefined;
   failures: number;
   /** Incremented each time a failure is counted; a permit's failure counts only if it still matches. */
   round: number;
@@ -100,19 +119,6 @@ interface Entry {
   /** The last open window drawn, for schedules that depend on it (decorrelated jitter). */
   lastOpenFor: number;
   openedAt: number;
-  /**
-   * The transports whose dials failed since the last success (VIA_TLS | VIA_PLAIN; an admit that
-   * named none counts as both; VIA_TLS: every TLS dial, named or not). While the host is open, a
-   * dial by a transport not among them is let through: the host may be alive to it (see
-   * {@link Transport}).
-   */
-  failedVia: number;
-  /**
-   * The TLS transports (`'tls'`, `'tls:<server name>'`) whose dials failed since the last success,
-   * at most {@link MAX_TLS_NAMES}; undefined: none. A TLS dial sending another name is let
-   * through while the host is open.
-   */
-  failedTls: string[] | undefined;
   /**
    * While open: the transports not among the failed ones with a dial out (a trial, see
    * {@link HostBreaker.tryAdmit}), at most {@link MAX_TRIALS}; undefined: none yet.
@@ -282,8 +288,15 @@ export const REFUSING_HORIZON = 30_000;
  */
 export const RESTART_PROBE_WINDOW = 250;
 
-/** Most idle hosts one admit forgets; the rest wait for the next admits (64: a few µs). */
+/** Most idle hosts one admit forgets (or moves); the rest wait for the next admits (64: a few µs). */
 const SWEEP_BATCH = 64;
+
+/**
+ * Most hosts used since they were put at the fresh end that an eviction passes over before it
+ * forgets the one at the stale end anyway: the eviction is of a least recently used host while
+ * fewer are in rotation, and never a walk of the table.
+ */
+const SECOND_CHANCES = 32;
 
 // Module-private access to a breaker's internals for Permit, without making them public API.
 let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, kind: Kind, transport: Transport | undefined, outcome: Outcome, error: unknown) => void;
@@ -315,7 +328,9 @@ export class HostBreaker {
    * Key to entry. Recency is a list threaded through the entries (#oldest to #newest), not the
    * Map's insertion order: re-inserting on every admit cost a delete and a set per call, and V8
    * then rehashed the whole table once per `size` admits (4 096: ~0.2 ms; 65 536: several ms, in
-   * one admit). An admit of a known host now never writes to the Map.
+   * one admit). An admit of a known host now never writes to the Map, nor to the list (see
+   * #touch): the list is in the order of being put at the fresh end, which a host used since is
+   * given when the sweep or an eviction comes to it.
    */
   readonly #hosts = new Map<string, Entry>();
   #oldest: Entry | undefined;
@@ -589,17 +604,20 @@ export class HostBreaker {
       key,
       tracked: true, // every fresh entry goes into the table at once
       lastUsed: now,
-      older: undefined,
-      newer: undefined,
+      used: false,
       isolatedUntil: 0,
       state: 'closed',
       openUntil: 0,
-      // Stryker disable next-line BooleanLiteral: read only while open, and #open sets it false
-      probing: false,
-      probeUntil: 0,
+      failedVia: 0,
+      failedTls: undefined,
       refusal: undefined,
       refusalGeneration: 0, // unread until the first refusal is made
       generation: 0,
+      // Stryker disable next-line BooleanLiteral: read only while open, and #open sets it false
+      probing: false,
+      probeUntil: 0,
+      older: undefined,
+      newer: undefined,
       failures: 0,
       round: 0,
       streakStart: 0,
@@ -608,23 +626,20 @@ export class HostBreaker {
       level: 0,
       lastOpenFor: 0,
       openedAt: 0,
-      failedVia: 0,
-      failedTls: undefined,
       trials: undefined,
       refusingSince: 0,
     };
   }
 
-  /** Marks `entry` used now, the most recent. */
+  /**
+   * Marks `entry` used now. Its place in the list is left as it is (a second chance, as the CLOCK
+   * algorithm gives): moving it to the fresh end on every admit wrote to its two neighbours and to
+   * the newest entry, three cache misses a refusal at thousands of hosts in rotation (bench/scale).
+   * The sweep and an eviction move it when they meet it.
+   */
   #touch(entry: Entry, now: number): void {
     entry.lastUsed = now;
-    // Already the newest (a client of one host, call after call): nothing to relink. bench/scale
-    // therefore reports growth from 100 hosts beside growth from 1.
-    // Stryker disable next-line ConditionalExpression: relinking the newest entry leaves the list as it was; only the pointer writes are spared
-    if (entry !== this.#newest) {
-      this.#unlink(entry);
-      this.#append(entry);
-    }
+    entry.used = true;
   }
 
   /**
@@ -772,20 +787,27 @@ export class HostBreaker {
   }
 
   /**
-   * Forgets hosts idle past `idleRetention`. Recency order means it stops at the first fresh one.
-   * An isolated host is kept (moved to the fresh end): forgetting it would end the isolation.
-   * At most SWEEP_BATCH per call: when more are idle, the sweep is left due and the next admits
-   * go on with it, so no admit pays for a table gone idle at once (a full scan at capacity).
+   * Forgets hosts idle past `idleRetention`, from the stale end of the list. A host used since it
+   * was put at the fresh end is moved there now; it stops at the first fresh host in its place
+   * (those after it were put there later: a host moved by a sweep while idle waits for a later
+   * sweep to come round to it). An isolated host is kept (moved to the fresh end): forgetting it
+   * would end the isolation. At most SWEEP_BATCH moves and forgets per call: when more are due,
+   * the sweep is left due and the next admits go on with it, so no admit pays for a table gone
+   * idle at once (a full scan at capacity).
    */
   #sweepIdle(now: number): void {
     let budget = SWEEP_BATCH;
     for (let entry = this.#oldest; entry !== undefined; entry = this.#oldest) {
-      if (now - entry.lastUsed < this.#idleRetention) break;
+      const fresh = now - entry.lastUsed < this.#idleRetention;
+      if (fresh && !entry.used) break;
       if (budget-- === 0) return; // still due: the next admit carries on
+      if (fresh) {
+        this.#moveToFresh(entry);
+        continue;
+      }
       if (entry.isolatedUntil > now) {
         entry.lastUsed = now;
-        this.#unlink(entry);
-        this.#append(entry);
+        this.#moveToFresh(entry);
         continue;
       }
       this.#forget(entry);
@@ -794,7 +816,13 @@ export class HostBreaker {
     this.#lastSweep = now;
   }
 
+  /**
+   * Forgets the host at the stale end, passing over (moving to the fresh end) those used since
+   * they were put there, at most {@link SECOND_CHANCES} of them: past that, the one at the stale
+   * end goes, so that no admit walks the table.
+   */
   #evictOldest(): void {
+    for (let chances = SECOND_CHANCES; chances > 0 && this.#oldest?.used === true; chances--) this.#moveToFresh(this.#oldest);
     const oldest = this.#oldest;
     // Stryker disable next-line ConditionalExpression: only called at capacity (>= 1 host), so there is always an oldest
     if (oldest !== undefined) {
@@ -813,7 +841,14 @@ export class HostBreaker {
     entry.lastError = undefined;
   }
 
-  /** Makes `entry` the most recent. */
+  /** Puts `entry`, in the list, at the fresh end, as if put there now. */
+  #moveToFresh(entry: Entry): void {
+    entry.used = false;
+    this.#unlink(entry);
+    this.#append(entry);
+  }
+
+  /** Puts `entry` at the fresh end of the list (unlinked). */
   #append(entry: Entry): void {
     entry.older = this.#newest;
     entry.newer = undefined;
