@@ -267,7 +267,9 @@ export class DeadlineExceededError extends DialguardError {
   /** Attempts started before the deadline passed. */
   readonly attempts: number;
   constructor(timeout: number, attempts: number, options?: { cause?: unknown }) {
-    super(ErrorCodes.DEADLINE_EXCEEDED, `deadline of ${timeout} ms exceeded after ${attempts} attempt(s)`, options);
+    // Whole milliseconds in the text (a budget computed from clock readings read "299.87654 ms" in
+    // a gRPC status's details); `timeout` keeps the exact figure.
+    super(ErrorCodes.DEADLINE_EXCEEDED, `deadline of ${Number.isFinite(timeout) ? Math.round(timeout) : timeout} ms exceeded after ${attempts} attempt(s)`, options);
     this.timeout = timeout;
     this.attempts = attempts;
   }

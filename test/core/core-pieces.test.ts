@@ -114,6 +114,7 @@ describe('errors', () => {
     [`new PoolClosedError('client')`, () => new PoolClosedError('client'), ErrorCodes.POOL_CLOSED, 'client is closed'],
     [`new RequestTimeoutError(50)`, () => new RequestTimeoutError(50), ErrorCodes.REQUEST_TIMEOUT, 'request timed out after 50 ms'],
     [`new DeadlineExceededError(300_000, 2)`, () => new DeadlineExceededError(300_000, 2), ErrorCodes.DEADLINE_EXCEEDED, 'deadline of 300000 ms exceeded after 2 attempt(s)'],
+    [`new DeadlineExceededError(299.87654, 0)`, () => new DeadlineExceededError(299.87654, 0), ErrorCodes.DEADLINE_EXCEEDED, 'deadline of 300 ms exceeded after 0 attempt(s)'],
     [`new RetriesExhaustedError([cause, cause], '2 attempt(s) allowed')`, () => new RetriesExhaustedError([cause, cause], '2 attempt(s) allowed'), ErrorCodes.RETRIES_EXHAUSTED, 'gave up after 2 attempt(s): 2 attempt(s) allowed'],
     [`new RetryBudgetExhaustedError({ cause })`, () => new RetryBudgetExhaustedError({ cause }), ErrorCodes.RETRY_BUDGET_EXHAUSTED, 'retry budget exhausted; not retrying'],
     [`new NoServerAvailableError(3, 1_234.2)`, () => new NoServerAvailableError(3, 1_234.2), ErrorCodes.NO_SERVER_AVAILABLE, 'none of 3 server(s) is available; earliest retry in 1235 ms'],
