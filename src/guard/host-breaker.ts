@@ -524,6 +524,7 @@ export class HostBreaker {
     if (isolated) {
       state = 'open';
       retryAfter = entry.isolatedUntil - now;
+      // Stryker disable next-line ConditionalExpression: a closed entry has no trial out (only an open one grants them, and closing forgets them), so it reads closed either way
     } else if (entry.state === 'open' && !failedFor(entry, transport)) {
       // Only another transport's dials failed: a dial of this one is admitted, as a trial.
       const until = entry.trials?.find((t) => t.transport === transport)?.until ?? 0;
@@ -822,6 +823,7 @@ export class HostBreaker {
    * end goes, so that no admit walks the table.
    */
   #evictOldest(): void {
+    // Stryker disable next-line OptionalChaining: only called at capacity (>= 1 host), so there is always an oldest
     for (let chances = SECOND_CHANCES; chances > 0 && this.#oldest?.used === true; chances--) this.#moveToFresh(this.#oldest);
     const oldest = this.#oldest;
     // Stryker disable next-line ConditionalExpression: only called at capacity (>= 1 host), so there is always an oldest

@@ -688,6 +688,70 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     admitted(breaker.tryAdmit(H, undefined, 'tls:n10.example'));
   });
 
+  it("a trial's refusal says half-open to listeners and carries the host's failures and last error", () => {
+    const { breaker } = make();
+    const cause = new Error('reset by peer');
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:wrong.example').failed(cause);
+    const seen: unknown[] = [];
+    breaker.on('refused', (e) => seen.push(e));
+    admitted(breaker.tryAdmit(H, undefined, 'plain'));
+    const refused = refusalOf(breaker.tryAdmit(H, undefined, 'plain'));
+    expect(seen).toEqual([{ host: H, state: 'half-open' }]);
+    expect(refused).toMatchObject({ state: 'half-open', failures: 3, cause });
+  });
+
+  it("state() for a transport reads that transport's trial alone, and a trial is over at its probeTimeout exactly", () => {
+    const { clock, breaker } = make({ probeTimeout: 5_000 });
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:wrong.example').failed();
+    admitted(breaker.tryAdmit(H, undefined, 'plain'));
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'closed', probing: false }); // another's trial
+    clock.advance(5_000);
+    expect(breaker.state(H, undefined, 'plain')).toMatchObject({ state: 'closed', probing: false });
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).abandoned(); // over: the next is tried
+  });
+
+  it('expired trials make room: past 10 transports, one whose trial is over (at probeTimeout exactly) is replaced, even the first', () => {
+    const { clock, breaker } = make({ probeTimeout: 5_000 });
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed();
+    for (let i = 0; i < 10; i++) admitted(breaker.tryAdmit(H, undefined, `tls:n${i}.example`));
+    clock.advance(5_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:n10.example'));
+    // An expired trial of its own is taken up again, not duplicated: its state reads the new one.
+    admitted(breaker.tryAdmit(H, undefined, 'tls:n5.example'));
+    expect(breaker.state(H, undefined, 'tls:n5.example')).toMatchObject({ state: 'half-open', probing: true, retryAfter: 5_000 });
+  });
+
+  it("re-trying a transport whose trial expired, while another's expired earlier, keeps one trial per transport", () => {
+    const { clock, breaker } = make({ probeTimeout: 5_000 });
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:wrong.example').failed();
+    admitted(breaker.tryAdmit(H, undefined, 'tls:a.example'));
+    admitted(breaker.tryAdmit(H, undefined, 'tls:b.example'));
+    clock.advance(6_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:b.example')); // b's record taken up again
+    expect(breaker.state(H, undefined, 'tls:b.example')).toMatchObject({ state: 'half-open', probing: true });
+    expect(breaker.tryAdmit(H, undefined, 'tls:b.example')).toBeInstanceOf(HostUnavailableError);
+  });
+
+  it('a trial settling after another closed the host moves nothing and does not throw', () => {
+    const { breaker } = make();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:wrong.example').failed();
+    const a = admitted(breaker.tryAdmit(H, undefined, 'tls:a.example'));
+    const b = admitted(breaker.tryAdmit(H, undefined, 'tls:b.example'));
+    a.succeeded(); // closes the host, its trials forgotten
+    expect(() => b.failed(new Error('late'))).not.toThrow();
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+    expect(breaker.stats().stale).toBe(1);
+  });
+
+  it("a dial admitted while the host was closed, settling later, does not end its transport's trial", () => {
+    const { breaker } = make();
+    const early = admitted(breaker.tryAdmit(H, undefined, 'plain')); // closed: a plain dial
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls').failed(); // opens, same instant
+    admitted(breaker.tryAdmit(H, undefined, 'plain')); // plain's trial
+    early.abandoned();
+    expect(breaker.tryAdmit(H, undefined, 'plain')).toBeInstanceOf(HostUnavailableError);
+  });
+
   it("an operator's isolation refuses every transport", () => {
     const { breaker } = make();
     breaker.isolate(H);
