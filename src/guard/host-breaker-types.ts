@@ -139,8 +139,8 @@ export interface HostBreakerStats {
  * aimed at a TLS-only port (or a TLS client at a plain one) is hung up on without a byte, and so
  * is a TLS client naming a server the host does not serve (a gateway with no route for the
  * name), which looks like a dead host; while only dials of other transports (or other names)
- * have failed, a dial of this one is still let through, one at a time (a trial, like the
- * probe: its others are refused half-open until it settles), and its success closes the host
+ * have failed, a dial of this one is still let through (a trial: its dials in the first 250 ms
+ * go, later ones are refused half-open until they settle), and its success closes the host
  * (DESIGN.md rule 1). `'tls'` is the TLS dial that sends no name; `tlsTransport()` lower-cases the
  * name, as servers match SNI names.
  */

@@ -128,14 +128,26 @@ interface Entry {
   refusingSince: number;
 }
 
-/** One transport's dial let through while its host is open (only other transports' dials failed). */
+/** One transport's dials let through while its host is open (only other transports' dials failed). */
 interface Trial {
   readonly transport: string;
-  /** When it stops holding the others of its transport back, as a probe's probeTimeout. */
-  until: number;
+  /** When the first of the dials out was admitted; past probeTimeout they hold nobody back. */
+  since: number;
+  /** Its dials admitted since `since` and not yet settled. */
+  out: number;
   /** The refusal handed to its transport's other callers meanwhile, made once. */
   refusal: HostUnavailableError | undefined;
 }
+
+/**
+ * How long a transport's trial lets more of its dials join it (250 ms, as the happy-eyeballs
+ * attempt delay): a live host answers within a handshake, and refusing the callers that come
+ * meanwhile refused every concurrent request of a right-name client but one (an outside review:
+ * 29 of 30 per burst, where the plain client served all); past it with no answer, the host is
+ * likely dead to that transport too, and the rest wait for the trial (each caller of a name a
+ * blackholed host had not yet failed dialled it until that name's first dial timed out).
+ */
+export const TRIAL_GRACE = 250;
 
 /**
  * Most trials an open host keeps out at once: every failing TLS name, and the plain and unnamed
@@ -160,12 +172,12 @@ const VIA_ANY = VIA_TLS | VIA_PLAIN;
  */
 const MAX_TLS_NAMES = 8;
 
-/** Ends `transport`'s trial on `entry`, if the one out is the one that expires at `until`. */
-function endTrial(entry: Entry, transport: string, until: number): void {
+/** Settles one dial of `transport`'s trial on `entry`, admitted at `admittedAt` (one of an older trial of it: nothing). */
+function endTrial(entry: Entry, transport: string, admittedAt: number): void {
   const trials = entry.trials;
   if (trials === undefined) return;
-  const at = trials.findIndex((t) => t.transport === transport && t.until === until);
-  if (at >= 0) trials.splice(at, 1);
+  const at = trials.findIndex((t) => t.transport === transport && admittedAt >= t.since);
+  if (at >= 0 && --trials[at]!.out === 0) trials.splice(at, 1);
 }
 
 /** Whether a dial by `transport` is among those that failed since `entry`'s last success. */
@@ -408,9 +420,11 @@ export class HostBreaker {
    *
    * @param host - anything {@link hostKey} accepts; `port` is appended when given.
    * @param transport - how the dial reaches the host: `'plain'`, `'tls'`, or `'tls:<name>'` (see
-   *   {@link Transport}). Given, an open host still lets through one dial at a time by a transport
-   *   none of whose dials failed (one client's wrong transport must not close the host for the
-   *   others); left out, the dial counts as any.
+   *   {@link Transport}). Given, an open host still lets through dials by a transport none of
+   *   whose dials failed (one client's wrong transport must not close the host for the others),
+   *   as a trial: those that come while its first has been out less than {@link TRIAL_GRACE}
+   *   join it, later ones are refused half-open until it settles; left out, the dial counts as
+   *   any.
    */
   admit(host: string, port?: number, transport?: Transport): DialPermit {
     const answer = this.tryAdmit(host, port, transport);
@@ -460,8 +474,8 @@ export class HostBreaker {
     }
     if (entry.state === 'closed') return new Permit(this, entry, key, DIAL, now, transport);
     // Only another transport's dials failed (one client's plain dial to a TLS port, a wrong TLS
-    // server name): the host may be alive to this one, so it is tried, one dial at a time as a
-    // probe is; its success closes the host.
+    // server name): the host may be alive to this one, so it is tried (see #trial); its success
+    // closes the host.
     if (!failedFor(entry, transport)) return this.#trial(entry, key, now, transport!);
     if (now < entry.openUntil) return this.#refuse(entry, entry.openUntil - now, 'open');
     if (entry.probing) {
@@ -478,31 +492,38 @@ export class HostBreaker {
   }
 
   /**
-   * An admit of `transport` to open `entry` when none of its dials failed: a trial, one out at a
-   * time per transport (each caller of a name the host may serve dialled a blackholed host until
-   * that name's first dial timed out: 3 times the dials of one refusal for all, in an outside
-   * review), its others refused until it settles or its probeTimeout passes.
+   * An admit of `transport` to open `entry` when none of its dials failed: a trial. Dials join it
+   * while its first has been out less than {@link TRIAL_GRACE}; later ones are refused half-open
+   * until its dials settle or its probeTimeout passes (each caller of a name a blackholed host
+   * had not failed yet dialled it until that name's first dial timed out: 3 times the dials of
+   * one refusal for all, in an outside review).
    */
   #trial(entry: Entry, key: string, now: number, transport: Transport): DialPermit | HostUnavailableError {
     const trials = (entry.trials ??= []);
     let trial = trials.find((t) => t.transport === transport);
-    if (trial !== undefined && now < trial.until) return this.#refuseTrial(entry, trial, now);
+    if (trial !== undefined && now < trial.since + this.#probeTimeout) {
+      if (now - trial.since >= TRIAL_GRACE) return this.#refuseTrial(entry, trial, now);
+      trial.out++; // young: joins it
+      return new Permit(this, entry, key, TRIAL, now, transport);
+    }
     if (trial === undefined) {
-      const spent = trials.findIndex((t) => now >= t.until);
+      const spent = trials.findIndex((t) => now >= t.since + this.#probeTimeout);
       if (spent >= 0) trials.splice(spent, 1);
       else if (trials.length >= MAX_TRIALS) return this.#refuse(entry, Math.max(0, entry.openUntil - now), 'open');
-      trial = { transport, until: 0, refusal: undefined };
+      trial = { transport, since: 0, out: 0, refusal: undefined };
       trials.push(trial);
     }
-    trial.until = now + this.#probeTimeout;
+    // A new trial, or one whose dials went unreported past probeTimeout (theirs settle unheard).
+    trial.since = now;
+    trial.out = 1;
     trial.refusal = undefined;
     return new Permit(this, entry, key, TRIAL, now, transport);
   }
 
-  /** The refusal of a transport whose trial is out: half-open until the trial settles or expires. */
+  /** The refusal of a transport whose trial is out past TRIAL_GRACE: half-open until it settles or expires. */
   #refuseTrial(entry: Entry, trial: Trial, now: number): HostUnavailableError {
     this.#counted(entry, 'half-open');
-    trial.refusal ??= releaseFrames(new HostUnavailableError(entry.key, trial.until - now, 'half-open', this.#clock, { failures: entry.failures, cause: entry.lastError }));
+    trial.refusal ??= releaseFrames(new HostUnavailableError(entry.key, trial.since + this.#probeTimeout - now, 'half-open', this.#clock, { failures: entry.failures, cause: entry.lastError }));
     return trial.refusal;
   }
 
@@ -527,11 +548,11 @@ export class HostBreaker {
       // Stryker disable next-line ConditionalExpression: a closed entry has no trial out (only an open one grants them, and closing forgets them), so it reads closed either way
     } else if (entry.state === 'open' && !failedFor(entry, transport)) {
       // Only another transport's dials failed: a dial of this one is admitted, as a trial.
-      const until = entry.trials?.find((t) => t.transport === transport)?.until ?? 0;
-      if (now < until) {
+      const trial = entry.trials?.find((t) => t.transport === transport);
+      if (trial !== undefined && now - trial.since >= TRIAL_GRACE && now < trial.since + this.#probeTimeout) {
         state = 'half-open';
         probing = true;
-        retryAfter = until - now;
+        retryAfter = trial.since + this.#probeTimeout - now;
       } else state = 'closed';
     } else if (entry.state === 'open') {
       if (now < entry.openUntil) {
@@ -704,7 +725,7 @@ export class HostBreaker {
     // The entry's own flag, not a second lookup of its key: a settlement costs no map probe.
     const current = entry.tracked && entry.generation === generation;
     // A trial frees its transport's slot however it ends (a newer trial of it keeps its own).
-    if (kind === TRIAL) endTrial(entry, transport!, admittedAt + this.#probeTimeout);
+    if (kind === TRIAL) endTrial(entry, transport!, admittedAt);
     if (outcome === 'abandoned') {
       this.#stats.abandoned++;
       // A probe whose caller left frees its slot: the next admit may probe at once.

@@ -2,7 +2,7 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it } from 'vitest';
 import { proportionalJitter } from '../../src/core/backoff.js';
 import { DialguardError, ErrorCodes, HostUnavailableError, isPermanent } from '../../src/core/errors.js';
-import { type DialPermit, HostBreaker, type HostBreakerOptions } from '../../src/guard/host-breaker.js';
+import { type DialPermit, HostBreaker, type HostBreakerOptions, TRIAL_GRACE } from '../../src/guard/host-breaker.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 
 const H = 'pod-a:443';
@@ -592,15 +592,18 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
   };
 
   it('a plain client hung up on by a TLS-only port opens the host for plain dials only: a TLS dial is let through, and its success closes the host', () => {
-    const { breaker } = make();
+    const { clock, breaker } = make();
     for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed(new Error('closed during the handshake'));
     expect(breaker.state(H)?.state).toBe('open');
     expect(breaker.tryAdmit(H, undefined, 'plain')).toBeInstanceOf(HostUnavailableError);
     expect(breaker.tryAdmit(H)).toBeInstanceOf(HostUnavailableError); // a dial that names no transport counts as any
     const tls = admitted(breaker.tryAdmit(H, undefined, 'tls'));
     expect(tls.probe).toBe(true); // its transport's trial
-    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls'))).toMatchObject({ state: 'half-open', retryAfter: 10_000 }); // one at a time
+    const joined = admitted(breaker.tryAdmit(H, undefined, 'tls')); // concurrent, inside the grace: joins the trial
+    clock.advance(TRIAL_GRACE);
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls'))).toMatchObject({ state: 'half-open', retryAfter: 10_000 - TRIAL_GRACE }); // out past the grace: the rest wait
     tls.succeeded();
+    joined.succeeded();
     expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
     admitted(breaker.tryAdmit(H, undefined, 'plain')); // closed for everyone again; the wrong client fails anew
   });
@@ -640,30 +643,37 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', isolated: true });
   });
 
-  it('an open host tries each transport none of whose dials failed one dial at a time: its others are refused half-open until it settles or its probeTimeout passes', () => {
+  it('an open host tries each transport none of whose dials failed: dials join its trial for TRIAL_GRACE, then the others are refused half-open until its dials settle or its probeTimeout passes', () => {
     const { clock, breaker } = make({ probeTimeout: 5_000 });
     for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:wrong.example').failed();
     const good = admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'));
     expect(good.probe).toBe(true);
+    expect(breaker.state(H, undefined, 'tls:good.example')).toMatchObject({ state: 'closed', probing: false }); // young: a dial would join
+    clock.advance(TRIAL_GRACE - 1);
+    const late = admitted(breaker.tryAdmit(H, undefined, 'tls:good.example')); // last to join
+    clock.advance(1);
     const refused = refusalOf(breaker.tryAdmit(H, undefined, 'tls:good.example'));
-    expect(refused).toMatchObject({ state: 'half-open', retryAfter: 5_000 });
-    expect(breaker.state(H, undefined, 'tls:good.example')).toMatchObject({ state: 'half-open', probing: true, retryAfter: 5_000 });
+    expect(refused).toMatchObject({ state: 'half-open', retryAfter: 5_000 - TRIAL_GRACE });
+    expect(breaker.state(H, undefined, 'tls:good.example')).toMatchObject({ state: 'half-open', probing: true, retryAfter: 5_000 - TRIAL_GRACE });
     const other = admitted(breaker.tryAdmit(H, undefined, 'plain')); // each transport its own trial
-    clock.advance(1_000);
+    clock.advance(1_000 - TRIAL_GRACE);
     expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:good.example'))).toBe(refused); // made once, counting down
     expect(refused.retryAfter).toBe(4_000);
-    // Abandoned, a trial frees its transport at once.
+    // Abandoned, a trial's last dial frees its transport at once.
     other.abandoned();
     admitted(breaker.tryAdmit(H, undefined, 'plain')).abandoned();
-    // Unsettled past probeTimeout, the next caller of its transport is tried; the old one's late
-    // settlement does not end the new trial.
+    late.abandoned(); // one of good's two dials: the trial is still out
+    expect(breaker.tryAdmit(H, undefined, 'tls:good.example')).toBeInstanceOf(HostUnavailableError);
+    // Unsettled past probeTimeout, the next caller of its transport starts it afresh; the old
+    // dial's late settlement does not end the new trial.
     clock.advance(4_000);
     const next = admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'));
     good.abandoned();
+    clock.advance(TRIAL_GRACE);
     expect(breaker.tryAdmit(H, undefined, 'tls:good.example')).toBeInstanceOf(HostUnavailableError);
     // Failed, it is filed with the failed transports (refused open); the window stands.
     next.failed(new Error('timed out'));
-    expect(breaker.state(H, undefined, 'tls:good.example')).toMatchObject({ state: 'open', retryAfter: 25_000, opens: 1 });
+    expect(breaker.state(H, undefined, 'tls:good.example')).toMatchObject({ state: 'open', retryAfter: 25_000 - TRIAL_GRACE, opens: 1 });
     expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:good.example')).state).toBe('open');
     const stats = breaker.stats();
     expect([stats.opened, stats.probesGranted]).toEqual([1, 0]); // trials are not the host's probes
@@ -689,12 +699,13 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
   });
 
   it("a trial's refusal says half-open to listeners and carries the host's failures and last error", () => {
-    const { breaker } = make();
+    const { clock, breaker } = make();
     const cause = new Error('reset by peer');
     for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:wrong.example').failed(cause);
     const seen: unknown[] = [];
     breaker.on('refused', (e) => seen.push(e));
     admitted(breaker.tryAdmit(H, undefined, 'plain'));
+    clock.advance(TRIAL_GRACE);
     const refused = refusalOf(breaker.tryAdmit(H, undefined, 'plain'));
     expect(seen).toEqual([{ host: H, state: 'half-open' }]);
     expect(refused).toMatchObject({ state: 'half-open', failures: 3, cause });
@@ -718,7 +729,8 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     admitted(breaker.tryAdmit(H, undefined, 'tls:n10.example'));
     // An expired trial of its own is taken up again, not duplicated: its state reads the new one.
     admitted(breaker.tryAdmit(H, undefined, 'tls:n5.example'));
-    expect(breaker.state(H, undefined, 'tls:n5.example')).toMatchObject({ state: 'half-open', probing: true, retryAfter: 5_000 });
+    clock.advance(TRIAL_GRACE);
+    expect(breaker.state(H, undefined, 'tls:n5.example')).toMatchObject({ state: 'half-open', probing: true, retryAfter: 5_000 - TRIAL_GRACE });
   });
 
   it("re-trying a transport whose trial expired, while another's expired earlier, keeps one trial per transport", () => {
@@ -728,6 +740,7 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     admitted(breaker.tryAdmit(H, undefined, 'tls:b.example'));
     clock.advance(6_000);
     admitted(breaker.tryAdmit(H, undefined, 'tls:b.example')); // b's record taken up again
+    clock.advance(TRIAL_GRACE);
     expect(breaker.state(H, undefined, 'tls:b.example')).toMatchObject({ state: 'half-open', probing: true });
     expect(breaker.tryAdmit(H, undefined, 'tls:b.example')).toBeInstanceOf(HostUnavailableError);
   });
@@ -744,11 +757,12 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
   });
 
   it("a dial admitted while the host was closed, settling later, does not end its transport's trial", () => {
-    const { breaker } = make();
+    const { clock, breaker } = make();
     const early = admitted(breaker.tryAdmit(H, undefined, 'plain')); // closed: a plain dial
     for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls').failed(); // opens, same instant
     admitted(breaker.tryAdmit(H, undefined, 'plain')); // plain's trial
     early.abandoned();
+    clock.advance(TRIAL_GRACE);
     expect(breaker.tryAdmit(H, undefined, 'plain')).toBeInstanceOf(HostUnavailableError);
   });
 

@@ -121,6 +121,28 @@ describe('a client with a wrong servername beside a right one, on one breaker, a
     }
   });
 
+  it('connect(): 30 concurrent right-name dials while the host is open for the wrong name are all served (one dial at a time served 1 of 30)', async () => {
+    const { port, connections } = await sniServer();
+    const breaker = quickBreaker();
+    const target = { host: '127.0.0.1', port };
+    await connect(target, { breaker, timeout: 1_000, tls: { servername: 'wrong.example', ca: TEST_CERT } }).catch(() => undefined);
+    expect(breaker.state(`127.0.0.1:${port}`, undefined, tlsTransport('wrong.example'))?.state).toBe('open');
+    const before = connections();
+    const outcomes = await Promise.all(
+      Array.from({ length: 30 }, () =>
+        connect(target, { breaker, timeout: 1_000, tls: { servername: 'localhost', ca: TEST_CERT } }).then(
+          (s) => {
+            s.destroy();
+            return 'ok';
+          },
+          (e: { code?: string }) => String(e.code),
+        ),
+      ),
+    );
+    expect(outcomes).toEqual(Array(30).fill('ok'));
+    expect(connections() - before).toBe(30);
+  });
+
   it('undici GuardedAgent, node:https GuardedHttpsAgent and Http2Client, each beside a wrong-name client of its kind: every right-name request served, as with the plain clients', async () => {
     const { port, connections } = await sniServer();
     const origin = `https://127.0.0.1:${port}`;
