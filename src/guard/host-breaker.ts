@@ -545,8 +545,11 @@ export class HostBreaker {
     if (isolated) {
       state = 'open';
       retryAfter = entry.isolatedUntil - now;
+    } else if (
       // Stryker disable next-line ConditionalExpression: a closed entry has no trial out (only an open one grants them, and closing forgets them), so it reads closed either way
-    } else if (entry.state === 'open' && !failedFor(entry, transport)) {
+      entry.state === 'open' &&
+      !failedFor(entry, transport)
+    ) {
       // Only another transport's dials failed: a dial of this one is admitted, as a trial.
       const trial = entry.trials?.find((t) => t.transport === transport);
       if (trial !== undefined && now - trial.since >= TRIAL_GRACE && now < trial.since + this.#probeTimeout) {
