@@ -501,9 +501,10 @@ export class HostBreaker {
   #trial(entry: Entry, key: string, now: number, transport: Transport): DialPermit | HostUnavailableError {
     const trials = (entry.trials ??= []);
     let trial = trials.find((t) => t.transport === transport);
-    if (trial !== undefined && now < trial.since + this.#probeTimeout) {
-      if (now - trial.since >= TRIAL_GRACE) return this.#refuseTrial(entry, trial, now);
-      trial.out++; // young: joins it
+    const stage = trial === undefined ? 'over' : this.#stage(trial, now);
+    if (stage === 'holding') return this.#refuseTrial(entry, trial!, now);
+    if (stage === 'young') {
+      trial!.out++;
       return new Permit(this, entry, key, TRIAL, now, transport);
     }
     if (trial === undefined) {
@@ -520,10 +521,19 @@ export class HostBreaker {
     return new Permit(this, entry, key, TRIAL, now, transport);
   }
 
+  /**
+   * Where `trial` stands: `young` (dials join it), `holding` (out past {@link TRIAL_GRACE}: its
+   * transport's others are refused), or `over` (its dials unreported past probeTimeout).
+   */
+  #stage(trial: Trial, now: number): 'young' | 'holding' | 'over' {
+    if (now >= trial.since + this.#probeTimeout) return 'over';
+    return now - trial.since < TRIAL_GRACE ? 'young' : 'holding';
+  }
+
   /** The refusal of a transport whose trial is out past TRIAL_GRACE: half-open until it settles or expires. */
   #refuseTrial(entry: Entry, trial: Trial, now: number): HostUnavailableError {
     this.#counted(entry, 'half-open');
-    trial.refusal ??= releaseFrames(new HostUnavailableError(entry.key, trial.since + this.#probeTimeout - now, 'half-open', this.#clock, { failures: entry.failures, cause: entry.lastError }));
+    trial.refusal ??= this.#refusalOf(entry, trial.since + this.#probeTimeout - now, 'half-open');
     return trial.refusal;
   }
 
@@ -552,7 +562,7 @@ export class HostBreaker {
     ) {
       // Only another transport's dials failed: a dial of this one is admitted, as a trial.
       const trial = entry.trials?.find((t) => t.transport === transport);
-      if (trial !== undefined && now - trial.since >= TRIAL_GRACE && now < trial.since + this.#probeTimeout) {
+      if (trial !== undefined && this.#stage(trial, now) === 'holding') {
         state = 'half-open';
         probing = true;
         retryAfter = trial.since + this.#probeTimeout - now;
@@ -705,6 +715,12 @@ export class HostBreaker {
     return this.#events.on(event, listener);
   }
 
+  /** A refusal of `entry` to hand to every caller it refuses for a while: not the first caller's frames. */
+  #refusalOf(entry: Entry, retryAfter: number, state: 'open' | 'half-open'): HostUnavailableError {
+    const details = entry.isolatedUntil > 0 ? { isolated: true } : { failures: entry.failures, cause: entry.lastError };
+    return releaseFrames(new HostUnavailableError(entry.key, retryAfter, state, this.#clock, details));
+  }
+
   /** Counts a refusal of `entry`, and tells whoever listens. */
   #counted(entry: Entry, state: 'open' | 'half-open'): void {
     this.#stats.refused++;
@@ -716,9 +732,7 @@ export class HostBreaker {
   #refuse(entry: Entry, retryAfter: number, state: 'open' | 'half-open'): HostUnavailableError {
     this.#counted(entry, state);
     if (entry.refusal === undefined || entry.refusalGeneration !== entry.generation) {
-      const details = entry.isolatedUntil > 0 ? { isolated: true } : { failures: entry.failures, cause: entry.lastError };
-      // Kept for the window, handed to every caller: not the first caller's frames.
-      entry.refusal = releaseFrames(new HostUnavailableError(entry.key, retryAfter, state, this.#clock, details));
+      entry.refusal = this.#refusalOf(entry, retryAfter, state);
       entry.refusalGeneration = entry.generation;
     }
     return entry.refusal;

@@ -28,14 +28,13 @@
  * @module
  */
 import { AsyncResource } from 'node:async_hooks';
-import net from 'node:net';
 import { type Dispatcher, errors } from 'undici';
 import { classify } from '../../core/classify.js';
 import { type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { asError } from '../../core/validate.js';
 import { releaseFrames } from '../../core/release-frames.js';
-import { tlsTransportFor } from '../../guard/connect.js';
+import { isLiteral, tlsTransportFor } from '../../guard/connect.js';
 import type { Transport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { type RetryAttempt, type RetryPredicate, type RetryResult, answerOf, reportSettled, retry, settledHeard } from '../../retry/retry.js';
@@ -624,5 +623,5 @@ function stringOrNot(value: unknown): string | undefined {
 function serverNameOf(host: string | undefined): string | undefined {
   if (host === undefined || host === '') return undefined;
   const name = host.startsWith('[') ? host.slice(1, Math.max(1, host.indexOf(']'))) : host.split(':')[0]!;
-  return name === '' || net.isIP(name) !== 0 ? undefined : name;
+  return name === '' || isLiteral(name) ? undefined : name;
 }
