@@ -10,7 +10,8 @@
  *   (there is no address to blame), one that answers proves nothing about the addresses.
  * - Addresses are tried in the resolver's order, families interleaved (RFC 8305). One whose entry
  *   is open is skipped without I/O. A dial that has not connected after `attemptDelay` gets
- *   company from the next address; the first to connect wins, and the others run to their own end
+ *   company from the next address (after `HANDSHAKE_PATIENCE` (4) of them once its TCP is up to
+ *   an address that has served: its handshake is under way); the first to connect wins, and the others run to their own end
  *   in the background so that their outcome is recorded (a late socket is closed; a TCP connect
  *   still pending holds the event loop, unref or not, so a process with nothing else to do exits
  *   when they end, at most the timeout later). A probe (an
@@ -57,6 +58,16 @@ export const DEFAULT_ATTEMPT_DELAY = 250;
  * within a second instead of waiting out the old addresses' windows.
  */
 export const ADDRESS_RECHECK = 1_000;
+
+/**
+ * How long, in attempt delays from its start, a dial whose TCP has connected keeps the next
+ * address waiting: 4 (1 s by default). Its handshake (TLS, a protocol's) is under way: the
+ * address is reachable, and a handshake slower than one attempt delay is a far or a busy peer,
+ * which a second dial only loads with a second handshake (every call dialled both addresses of a
+ * name whose TLS took 400 ms, an outside review; plain `tls.connect` dials one). A peer that
+ * accepts and never answers still gets company, at this bound instead of the attempt delay.
+ */
+const HANDSHAKE_PATIENCE = 4;
 
 /** Most addresses of one name that are dialled and remembered; the rest are ignored. */
 const MAX_ADDRESSES = 64;
@@ -114,12 +125,22 @@ interface Memo {
    */
   readonly suspectsOut: Set<string>;
   /**
-   * Addresses with dials out (any caller's), and how many: since when the oldest has been out
-   * with none of them connected (a dial that connects restarts it: under steady load a live
-   * address always has a dial out). See `race()`: one out longer than an attempt delay goes
-   * after the others.
+   * Addresses with dials out (any caller's). See `race()`: one out longer than a dial of it is
+   * waited on alone goes after the others.
    */
-  readonly out: Map<string, { since: number; count: number }>;
+  readonly out: Map<string, DialsOut>;
+}
+
+/** The dials out to one address, any caller's. */
+interface DialsOut {
+  /**
+   * Since when the oldest has been out with none of them connected (a dial that connects restarts
+   * it: under steady load a live address always has a dial out).
+   */
+  since: number;
+  count: number;
+  /** Whether one of them has connected TCP: it is reachable, its handshake is what takes time. */
+  reached: boolean;
 }
 
 interface Remembered {
@@ -129,6 +150,11 @@ interface Remembered {
   at: number;
   /** The last refusal made from them, reused while each address's refusal is the same object. */
   refusal: HostUnavailableError | undefined;
+  /**
+   * Those a dial of which connected (TCP and handshake), kept across lookups while the name still
+   * resolves to them: live, so a slow handshake of theirs is waited on (see HANDSHAKE_PATIENCE).
+   */
+  readonly proven: Set<string>;
 }
 
 const memos = new WeakMap<HostBreaker, Memo>();
@@ -239,11 +265,18 @@ export function addressesRetryAfter(breaker: HostBreaker, name: string, clock: P
   return Math.max(0, wait); // Infinity: every address isolated until released
 }
 
-function remember(breaker: HostBreaker, name: string, keys: readonly string[], now: number): void {
+function remember(breaker: HostBreaker, name: string, keys: readonly string[], now: number): Remembered {
   const names = memoOf(breaker).names;
+  const before = names.get(name)?.proven;
   names.delete(name);
   if (names.size >= MEMO_CAPACITY) names.delete(names.keys().next().value!);
-  names.set(name, { keys, at: now, refusal: undefined }); // never empty: resolve() fails on no address
+  // One set per name, shared by the races of every lookup (a race adds to it when it connects),
+  // forgetting addresses the name no longer resolves to.
+  const proven = before ?? new Set<string>();
+  for (const key of proven) if (!keys.includes(key)) proven.delete(key);
+  const remembered: Remembered = { keys, at: now, refusal: undefined, proven }; // never empty: resolve() fails on no address
+  names.set(name, remembered);
+  return remembered;
 }
 
 /**
@@ -270,9 +303,9 @@ export function connectAddresses<C = net.Socket>(
   return dialWith(name, (ctx) => resolve(lookup, host, options, ctx), { timeout: options.timeout, signal: options.signal, breaker, clock }, undefined, true).then(
     (resolved) => {
       const keys = resolved.map((a) => hostKey(a.address, port));
-      remember(breaker, memoKey(name, options), keys, clock.now());
+      const { proven } = remember(breaker, memoKey(name, options), keys, clock.now());
       const remaining = Math.max(1, options.timeout - (clock.now() - started));
-      return race(name, resolved, keys, open, { ...options, timeout: remaining }, clock, dispose, options.timeout);
+      return race(name, resolved, keys, proven, open, { ...options, timeout: remaining }, clock, dispose, options.timeout);
     },
   );
 }
@@ -345,6 +378,7 @@ function race<C>(
   name: string,
   resolved: readonly ResolvedAddress[],
   keys: readonly string[],
+  proven: Set<string>,
   open: (address: string, ctx: DialContext) => Promise<C>,
   options: AddressDialOptions,
   clock: Clock,
@@ -369,6 +403,8 @@ function race<C>(
     let probeOut = false;
     let done = false;
     let timer: ReturnType<Clock['setTimeout']> | undefined;
+    /** The dial `timer` paces: the next address joins it when the timer fires. */
+    let pacer: Attempt | undefined;
 
     const finish = (): void => {
       done = true;
@@ -424,13 +460,14 @@ function race<C>(
           deferred.push(i);
           continue;
         }
-        // Another caller's dial to it has been out past an attempt delay: it connects slowly, if
-        // at all (a blackhole while its first dial runs cost every call an attempt delay and a
-        // SYN until that dial timed out). It goes after the others, still staggered: put last
-        // with no turn of its own, a live address whose handshake outlasts the delay was never
-        // dialled beside an accept-and-hold sibling, and calls failed (a regression review).
+        // Another caller's dial to it has been out longer than one is waited on alone (an attempt
+        // delay, HANDSHAKE_PATIENCE of them once its TCP connected): it connects slowly, if at
+        // all (a blackhole while its first dial runs cost every call an attempt delay and a SYN
+        // until that dial timed out). It goes after the others, still staggered: put last with no
+        // turn of its own, a live address whose handshake outlasts the delay was never dialled
+        // beside an accept-and-hold sibling, and calls failed (a regression review).
         const slow = out.get(key);
-        if (slow !== undefined && order.length > 0 && !(moved ??= new Set()).has(i) && clock.now() - slow.since >= options.attemptDelay) {
+        if (slow !== undefined && order.length > 0 && !(moved ??= new Set()).has(i) && clock.now() - slow.since >= alone(key, slow.reached)) {
           moved.add(i);
           order.push(i);
           continue;
@@ -440,33 +477,54 @@ function race<C>(
           order.length = 0;
           break;
         }
-        launch(resolved[i]!.address, key, probe, suspect, remaining);
+        const attempt = launch(resolved[i]!.address, key, probe, suspect, remaining);
         // A probe or a suspect runs beside the next address, not ahead of it: no caller waits on
         // it, yet it is dialled, so a dead address opens (and is then skipped) and one that is
         // back serves again.
         if (probe || suspect) continue;
-        if (order.length > 0) timer = clock.setTimeout(next, options.attemptDelay);
+        if (order.length > 0) pace(attempt);
         return;
       }
       settleIfOver();
     };
-    const launch = (address: string, key: string, probe: boolean, suspect: boolean, timeout: number): void => {
+    /**
+     * How long a dial to `key` is waited on alone: an attempt delay, or HANDSHAKE_PATIENCE of them
+     * once its TCP connected if the address is proven live (one never connected that accepts and
+     * holds is left after an attempt delay, as before).
+     */
+    const alone = (key: string, reached: boolean): number => (reached && proven.has(key) ? options.attemptDelay * HANDSHAKE_PATIENCE : options.attemptDelay);
+    /** The next address joins `attempt` when it has been waited on alone for long enough. */
+    const pace = (attempt: Attempt): void => {
+      if (timer !== undefined) clock.clearTimeout(timer);
+      pacer = attempt;
+      timer = clock.setTimeout(next, Math.max(0, attempt.started + alone(attempt.key, attempt.connected) - clock.now()));
+    };
+    const launch = (address: string, key: string, probe: boolean, suspect: boolean, timeout: number): Attempt => {
+      const attempt: Attempt = { key, started: clock.now(), connected: false };
+      let going = out.get(key);
+      if (going === undefined) out.set(key, (going = { since: clock.now(), count: 0, reached: false }));
+      going.count++;
+      const connected = (): void => {
+        if (attempt.connected) return;
+        attempt.connected = true;
+        going.reached = true;
+        // The dial the next address is waiting on: its handshake is under way, so it waits longer.
+        if (!done && pacer === attempt && timer !== undefined) pace(attempt);
+      };
       inflight++;
       if (probe) probeOut = true;
       const tracked = suspect && !suspectsOut.has(key);
       if (tracked) suspectsOut.add(key);
-      let going = out.get(key);
-      if (going === undefined) out.set(key, (going = { since: clock.now(), count: 0 }));
-      going.count++;
       const ended = (): void => {
         inflight--;
         if (probe) probeOut = false;
         if (tracked) suspectsOut.delete(key);
         if (--going.count === 0) out.delete(key);
       };
-      dialWith(key, (ctx) => open(address, ctx), { timeout, signal: controller.signal, breaker, clock, transport: options.transport }, dispose).then(
+      dialWith(key, (ctx) => open(address, watchConnected(ctx, connected)), { timeout, signal: controller.signal, breaker, clock, transport: options.transport }, dispose).then(
         (socket) => {
           going.since = clock.now(); // it answers: the dials still out to it are not a sign of it slow
+          proven.add(key);
           ended();
           if (done) {
             dispose(socket); // a loser that connected after the winner: recorded, then closed
@@ -488,6 +546,7 @@ function race<C>(
           next(); // a failure hands over at once, as happy eyeballs does
         },
       );
+      return attempt;
     };
 
     if (signal?.aborted) {
@@ -497,6 +556,38 @@ function race<C>(
     if (signal !== undefined) onCallerAbort(signal, onAbort);
     next();
   });
+}
+
+/** One dial of a race: when it started, and whether its TCP has connected. */
+interface Attempt {
+  readonly key: string;
+  readonly started: number;
+  connected: boolean;
+}
+
+/**
+ * `ctx` as one dial's `open` sees it, calling `connected` once its phase moves past `tcp` (to
+ * `tls` or `handshake`: the TCP connection is up). Every field reads and writes through to `ctx`,
+ * which `dial` reads back (the phase a timeout names, `answered`).
+ */
+function watchConnected(ctx: DialContext, connected: () => void): DialContext {
+  return {
+    signal: ctx.signal,
+    permit: ctx.permit,
+    get phase() {
+      return ctx.phase;
+    },
+    set phase(phase) {
+      ctx.phase = phase;
+      if (phase !== 'lookup' && phase !== 'tcp') connected();
+    },
+    get answered() {
+      return ctx.answered;
+    },
+    set answered(answered) {
+      ctx.answered = answered;
+    },
+  };
 }
 
 /**

@@ -183,3 +183,77 @@ describe('an address whose dial is out past the attempt delay (a blackhole while
     expect(dials).toEqual(['127.0.0.2', '127.0.0.2']);
   });
 });
+
+describe('a dial whose TCP connected, its handshake under way (HANDSHAKE_PATIENCE)', () => {
+  /** When each address's TCP connects and its handshake ends (`hold`: never); read at each dial, so a test may change it. */
+  type Plan = Record<string, { tcp: number; done: number | 'hold' }>;
+  /** An opener that records each address it dials and moves `ctx.phase` to `tls` when its TCP connects. */
+  const phased = (clock: ManualClock, plan: Plan, dials: string[]) => (address: string, ctx: DialContext): Promise<Conn> => {
+    dials.push(address);
+    const { tcp, done } = plan[address]!;
+    return new Promise<Conn>((resolve) => {
+      clock.setTimeout(() => {
+        ctx.phase = 'tls';
+      }, tcp);
+      if (done !== 'hold') clock.setTimeout(() => resolve({ address, disposed: false }), done);
+    });
+  };
+
+  it('an address proven live is waited on: a handshake slower than the attempt delay costs no second dial (every call dialled both)', async () => {
+    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
+    const dials: string[] = [];
+    const open = phased(clock, { '127.0.0.2': { tcp: 5, done: 300 }, '127.0.0.3': { tcp: 5, done: 300 } }, dials);
+    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(300); // not proven yet: .3 joined at 100, as happy eyeballs does; .2 connects first, at 300
+    expect((await first).address).toBe('127.0.0.2');
+    expect(dials).toEqual(['127.0.0.2', '127.0.0.3']);
+    await clock.tick(200); // .3's dial ends too: both are proven now
+    dials.length = 0;
+    const t0 = clock.now();
+    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(300);
+    expect((await second).address).toBe('127.0.0.2');
+    expect(clock.now() - t0).toBe(300);
+    expect(dials).toEqual(['127.0.0.2']); // was .3 as well, at 100 ms: a second TCP connection and handshake
+  });
+
+  it('an address proven live that now accepts and holds: the next joins after HANDSHAKE_PATIENCE attempt delays, and later callers dial it last', async () => {
+    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
+    const dials: string[] = [];
+    const plan: Plan = { '127.0.0.2': { tcp: 5, done: 10 }, '127.0.0.3': { tcp: 5, done: 10 } };
+    const open = phased(clock, plan, dials);
+    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(10);
+    expect((await first).address).toBe('127.0.0.2');
+    plan['127.0.0.2'] = { tcp: 5, done: 'hold' }; // its process hangs: the kernel still accepts
+    dials.length = 0;
+    let at: number | undefined;
+    const t0 = clock.now();
+    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {}).then((c) => {
+      at = clock.now() - t0;
+      return c;
+    });
+    await clock.tick(399);
+    expect(dials).toEqual(['127.0.0.2']); // waited on: 4 attempt delays of 100 ms
+    await clock.tick(11);
+    expect(at).toBe(410);
+    expect((await second).address).toBe('127.0.0.3');
+    dials.length = 0;
+    const third = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(10);
+    expect((await third).address).toBe('127.0.0.3'); // .2's dial out 410 ms with none connecting: it goes last
+    expect(dials).toEqual(['127.0.0.3']);
+  });
+
+  it('an address never proven that accepts and holds gets company after one attempt delay', async () => {
+    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
+    const dials: string[] = [];
+    const open = phased(clock, { '127.0.0.2': { tcp: 5, done: 'hold' }, '127.0.0.3': { tcp: 5, done: 10 } }, dials);
+    const t0 = clock.now();
+    const call = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(110);
+    expect((await call).address).toBe('127.0.0.3');
+    expect(clock.now() - t0).toBe(110);
+    expect(dials).toEqual(['127.0.0.2', '127.0.0.3']);
+  });
+});

@@ -4,6 +4,7 @@
  * `dialguard:dial:settled` channel) and connections each live peer accepted.
  */
 import net from 'node:net';
+import tls from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { HostUnavailableError } from '../../src/core/errors.js';
 import { connect } from '../../src/guard/connect.js';
@@ -11,6 +12,7 @@ import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { type TcpPeer, echoPeer } from '../../src/testing/tcp-peers.js';
 import { blackhole } from '../../src/testing/blackhole.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
+import { TEST_CERT, TEST_KEY } from '../../src/testing/test-cert.js';
 import { eventually } from '../helpers/eventually.js';
 import { leakCheckEach } from '../helpers/leaks.js';
 import { breakerOnManualClock } from '../helpers/sockets.js';
@@ -307,4 +309,46 @@ describe('connect: a caller restricted to one address family', () => {
       expect(strict.stats().failed).toBe(1);
     });
   }
+});
+
+describe('connect: per-address guarding, a live name whose TLS handshake is slower than the attempt delay', () => {
+  it('once an address has served, its slow handshake is waited on: one TCP connection and handshake per call, not one to each address (a busy server got twice the handshakes)', async () => {
+    // Both addresses answer TLS 150 ms after accepting (a far or busy server); the attempt delay is 50 ms.
+    const tlsServer = tls.createServer({ key: TEST_KEY, cert: TEST_CERT });
+    tlsServer.on('tlsClientError', () => {});
+    const accepted = new Map<string, number>();
+    const held = new Set<net.Socket>();
+    const slow = (host: string): net.Server =>
+      net.createServer((s) => {
+        accepted.set(host, (accepted.get(host) ?? 0) + 1);
+        held.add(s);
+        s.on('close', () => held.delete(s));
+        s.on('error', () => {});
+        s.pause();
+        setTimeout(() => tlsServer.emit('connection', s), 150);
+      });
+    const a = slow('127.0.0.2');
+    const b = slow('127.0.0.3');
+    await new Promise<void>((r) => a.listen(0, '127.0.0.2', r));
+    const port = (a.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => b.listen(port, '127.0.0.3', r));
+    cleanup.push(async () => {
+      for (const s of held) s.destroy();
+      await Promise.all([a, b].map((s) => new Promise((r) => s.close(r))));
+    });
+    const breaker = new HostBreaker();
+    const { lookup } = lookupTo(['127.0.0.2', '127.0.0.3']);
+    const options = { breaker, attemptDelay: 50, timeout: 5_000, tls: { ca: TEST_CERT }, socket: { lookup } };
+    // The first call: nothing is proven yet, so .3 joins after 50 ms, as happy eyeballs does.
+    const first = await connect({ host: 'localhost', port }, options);
+    first.destroy();
+    await eventually(() => dials.get(`127.0.0.3:${port}`), (n) => n === 1); // .3's dial ends too (connected late, closed)
+    for (let i = 0; i < 5; i++) {
+      const socket = await connect({ host: 'localhost', port }, options);
+      expect(socket.remoteAddress).toBe('127.0.0.2');
+      socket.destroy();
+    }
+    expect(accepted.get('127.0.0.2')).toBe(6);
+    expect(accepted.get('127.0.0.3')).toBe(1); // was 6: every call dialled both
+  });
 });
