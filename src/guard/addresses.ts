@@ -37,7 +37,7 @@ import net from 'node:net';
 import type tls from 'node:tls';
 import { type Clock, systemClock } from '../core/clock.js';
 import { ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
-import { type DialContext, dialWith } from './dial.js';
+import { type DialContext, dialWith, whenReached } from './dial.js';
 import { localFailure, noAddressOfOwnChoice } from './dial-outcome.js';
 import type { HostBreaker, Transport } from './host-breaker.js';
 import { hostKey } from './host-key.js';
@@ -409,6 +409,7 @@ function race<C>(
     const finish = (): void => {
       done = true;
       if (timer !== undefined) clock.clearTimeout(timer);
+      timer = undefined;
       signal?.removeEventListener('abort', onAbort);
     };
     const onAbort = (): void => {
@@ -509,7 +510,8 @@ function race<C>(
         attempt.connected = true;
         going.reached = true;
         // The dial the next address is waiting on: its handshake is under way, so it waits longer.
-        if (!done && pacer === attempt && timer !== undefined) pace(attempt);
+        // Stryker disable next-line ConditionalExpression: with the timer already fired, pacing again only runs next() on an empty order, a no-op
+        if (pacer === attempt && timer !== undefined) pace(attempt);
       };
       inflight++;
       if (probe) probeOut = true;
@@ -521,7 +523,11 @@ function race<C>(
         if (tracked) suspectsOut.delete(key);
         if (--going.count === 0) out.delete(key);
       };
-      dialWith(key, (ctx) => open(address, watchConnected(ctx, connected)), { timeout, signal: controller.signal, breaker, clock, transport: options.transport }, dispose).then(
+      const establish = (ctx: DialContext): Promise<C> => {
+        whenReached(ctx, connected);
+        return open(address, ctx);
+      };
+      dialWith(key, establish, { timeout, signal: controller.signal, breaker, clock, transport: options.transport }, dispose).then(
         (socket) => {
           going.since = clock.now(); // it answers: the dials still out to it are not a sign of it slow
           proven.add(key);
@@ -563,31 +569,6 @@ interface Attempt {
   readonly key: string;
   readonly started: number;
   connected: boolean;
-}
-
-/**
- * `ctx` as one dial's `open` sees it, calling `connected` once its phase moves past `tcp` (to
- * `tls` or `handshake`: the TCP connection is up). Every field reads and writes through to `ctx`,
- * which `dial` reads back (the phase a timeout names, `answered`).
- */
-function watchConnected(ctx: DialContext, connected: () => void): DialContext {
-  return {
-    signal: ctx.signal,
-    permit: ctx.permit,
-    get phase() {
-      return ctx.phase;
-    },
-    set phase(phase) {
-      ctx.phase = phase;
-      if (phase !== 'lookup' && phase !== 'tcp') connected();
-    },
-    get answered() {
-      return ctx.answered;
-    },
-    set answered(answered) {
-      ctx.answered = answered;
-    },
-  };
 }
 
 /**

@@ -82,6 +82,40 @@ export interface DialOptions<C = unknown> {
 const noBreaker = new HostBreaker({ failureThreshold: 0 });
 
 /**
+ * The {@link DialContext} of one dial: its phase moving past `tcp` (to `tls`, `handshake`, a
+ * protocol's own) tells the permit the host was reached ({@link DialPermit.progressed}), and
+ * whoever asked through {@link whenReached}.
+ */
+class Context implements DialContext {
+  #phase: ConnectPhase = 'tcp';
+  answered = false;
+  /** Set by {@link whenReached}. */
+  reached: (() => void) | undefined = undefined;
+  constructor(
+    readonly signal: AbortSignal,
+    readonly permit: DialPermit,
+  ) {}
+  get phase(): ConnectPhase {
+    return this.#phase;
+  }
+  set phase(phase: ConnectPhase) {
+    this.#phase = phase;
+    if (phase !== 'tcp' && phase !== 'lookup') {
+      this.permit.progressed();
+      this.reached?.();
+    }
+  }
+}
+
+/**
+ * @internal Calls `reached` each time the phase of the dial `ctx` belongs to moves past `tcp`
+ * (its TCP connection is up); a context not made by {@link dial}: never.
+ */
+export function whenReached(ctx: DialContext, reached: () => void): void {
+  if (ctx instanceof Context) ctx.reached = reached;
+}
+
+/**
  * A dial in progress, as a dial made inside it sees it: one made there to the same host on the
  * same breaker (a pool's connector calling `connect()`, the natural way to write one) is that
  * dial's own, not a second one. It takes no permit of its own: asked again, the breaker refused
@@ -181,7 +215,7 @@ export function dialWith<C>(
     return Promise.reject(signal.reason);
   }
   const controller = new AbortController();
-  const ctx: DialContext = { signal: controller.signal, permit, phase: 'tcp', answered: false };
+  const ctx: DialContext = new Context(controller.signal, permit);
   const scope: OuterDial = { breaker, key: permit.host, open: true };
   dialsBySignal.set(controller.signal, scope);
   const started = clock.now();

@@ -169,6 +169,12 @@ export interface DialPermit {
   failed(error?: unknown): void;
   /** The caller gave up before the dial finished. Never counts against the host. */
   abandoned(): void;
+  /**
+   * The dial reached the host (its TCP connection is up) and its handshake is under way. It
+   * settles nothing; a trial lets its transport's callers join it longer (see `TRIAL_PATIENCE`).
+   * `dial()` calls it when `ctx.phase` moves past `tcp`.
+   */
+  progressed(): void;
 }
 
 /**

@@ -137,6 +137,8 @@ interface Trial {
   out: number;
   /** The refusal handed to its transport's other callers meanwhile, made once. */
   refusal: HostUnavailableError | undefined;
+  /** Whether one of its dials reached the host (TCP up, its handshake under way): see {@link TRIAL_PATIENCE}. */
+  reached: boolean;
 }
 
 /**
@@ -148,6 +150,19 @@ interface Trial {
  * blackholed host had not yet failed dialled it until that name's first dial timed out).
  */
 export const TRIAL_GRACE = 250;
+
+/**
+ * How long a trial lets more of its dials join once one of them has reached the host (its TCP
+ * connection is up, {@link DialPermit.progressed}), 1 000 ms: its handshake is under way, and a
+ * server slow to answer it (far, busy, or a slow certificate lookup) would otherwise have its
+ * right-name callers refused from {@link TRIAL_GRACE} until the trial succeeded (an outside
+ * review, 400 ms handshakes: 3 of 20 refused; 1 s ones: 15 of 20). A blackholed host never gets
+ * here, so it keeps the shorter bound.
+ */
+export const TRIAL_PATIENCE = 1_000;
+
+/** Most dials a trial has out while it waits past {@link TRIAL_GRACE} on a reached host. */
+const TRIAL_REACHED_DIALS = 16;
 
 /**
  * Most trials an open host keeps out at once: every failing TLS name, and the plain and unnamed
@@ -178,6 +193,12 @@ function endTrial(entry: Entry, transport: string, admittedAt: number): void {
   if (trials === undefined) return;
   const at = trials.findIndex((t) => t.transport === transport && admittedAt >= t.since);
   if (at >= 0 && --trials[at]!.out === 0) trials.splice(at, 1);
+}
+
+/** One dial of `transport`'s trial on `entry`, admitted at `admittedAt`, reached the host (one of an older trial of it: nothing). */
+function reachTrial(entry: Entry, transport: string, admittedAt: number): void {
+  const trial = entry.trials?.find((t) => t.transport === transport && admittedAt >= t.since);
+  if (trial !== undefined) trial.reached = true;
 }
 
 /** Whether a dial by `transport` is among those that failed since `entry`'s last success. */
@@ -257,6 +278,12 @@ class Permit implements DialPermit {
     this.#settle('abandoned');
   }
 
+  progressed(): void {
+    // Only a trial waits differently for a dial that reached its host; an unsettled one, since a
+    // settled dial's trial may be a newer one of the transport.
+    if (this.#kind === TRIAL && this.#breaker !== undefined) reachTrial(this.#entry, this.#transport!, this.#admittedAt);
+  }
+
   #settle(outcome: Outcome, error?: unknown): void {
     const breaker = this.#breaker;
     if (breaker === undefined) return;
@@ -279,6 +306,7 @@ class NoopPermit implements DialPermit {
   abandoned(): void {
     this.settled = true;
   }
+  progressed(): void {}
 }
 
 /**
@@ -511,13 +539,14 @@ export class HostBreaker {
       const spent = trials.findIndex((t) => now >= t.since + this.#probeTimeout);
       if (spent >= 0) trials.splice(spent, 1);
       else if (trials.length >= MAX_TRIALS) return this.#refuse(entry, Math.max(0, entry.openUntil - now), 'open');
-      trial = { transport, since: 0, out: 0, refusal: undefined };
+      trial = { transport, since: 0, out: 0, refusal: undefined, reached: false };
       trials.push(trial);
     }
     // A new trial, or one whose dials went unreported past probeTimeout (theirs settle unheard).
     trial.since = now;
     trial.out = 1;
     trial.refusal = undefined;
+    trial.reached = false;
     return new Permit(this, entry, key, TRIAL, now, transport);
   }
 
@@ -527,7 +556,8 @@ export class HostBreaker {
    */
   #stage(trial: Trial, now: number): 'young' | 'holding' | 'over' {
     if (now >= trial.since + this.#probeTimeout) return 'over';
-    return now - trial.since < TRIAL_GRACE ? 'young' : 'holding';
+    const out = now - trial.since;
+    return out < TRIAL_GRACE || (trial.reached && out < TRIAL_PATIENCE && trial.out < TRIAL_REACHED_DIALS) ? 'young' : 'holding';
   }
 
   /** The refusal of a transport whose trial is out past TRIAL_GRACE: half-open until it settles or expires. */

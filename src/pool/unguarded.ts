@@ -8,7 +8,7 @@ import type { DialContext } from '../guard/dial.js';
 import type { DialPermit } from '../guard/host-breaker-types.js';
 
 /** The permit of an establishment its connector guards itself: it settles nothing. */
-const UNGUARDED: DialPermit = { host: '', probe: false, settled: true, succeeded() {}, failed() {}, abandoned() {} };
+const UNGUARDED: DialPermit = { host: '', probe: false, settled: true, succeeded() {}, failed() {}, abandoned() {}, progressed() {} };
 
 /**
  * Runs `establish` for a connector that guards and bounds the target itself (its own dials ask

@@ -186,12 +186,13 @@ describe('an address whose dial is out past the attempt delay (a blackhole while
 
 describe('a dial whose TCP connected, its handshake under way (HANDSHAKE_PATIENCE)', () => {
   /** When each address's TCP connects and its handshake ends (`hold`: never); read at each dial, so a test may change it. */
-  type Plan = Record<string, { tcp: number; done: number | 'hold' }>;
+  type Plan = Record<string, { tcp: number; done: number | 'hold' | 'refused' }>;
   /** An opener that records each address it dials and moves `ctx.phase` to `tls` when its TCP connects. */
   const phased = (clock: ManualClock, plan: Plan, dials: string[]) => (address: string, ctx: DialContext): Promise<Conn> => {
     dials.push(address);
     const { tcp, done } = plan[address]!;
-    return new Promise<Conn>((resolve) => {
+    return new Promise<Conn>((resolve, reject) => {
+      if (done === 'refused') return queueMicrotask(() => reject(Object.assign(new Error(`connect ECONNREFUSED ${address}:7`), { code: 'ECONNREFUSED' })));
       clock.setTimeout(() => {
         ctx.phase = 'tls';
       }, tcp);
@@ -243,6 +244,93 @@ describe('a dial whose TCP connected, its handshake under way (HANDSHAKE_PATIENC
     await clock.tick(10);
     expect((await third).address).toBe('127.0.0.3'); // .2's dial out 410 ms with none connecting: it goes last
     expect(dials).toEqual(['127.0.0.3']);
+  });
+
+  it('an address proven live that stops answering SYNs gets company after one attempt delay, and a later caller dials it last after one too', async () => {
+    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
+    const dials: string[] = [];
+    const plan: Plan = { '127.0.0.2': { tcp: 5, done: 10 }, '127.0.0.3': { tcp: 5, done: 10 } };
+    const open = phased(clock, plan, dials);
+    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(10);
+    expect((await first).address).toBe('127.0.0.2');
+    plan['127.0.0.2'] = { tcp: 60_000, done: 'hold' }; // blackholed: its TCP never connects
+    dials.length = 0;
+    const t0 = clock.now();
+    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(110);
+    expect((await second).address).toBe('127.0.0.3');
+    expect(clock.now() - t0).toBe(110); // proven, but its TCP never came up: one attempt delay
+    await clock.tick(40); // .2's dial out 150 ms, not reached
+    dials.length = 0;
+    const third = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(10);
+    expect((await third).address).toBe('127.0.0.3');
+    expect(dials).toEqual(['127.0.0.3']);
+  });
+
+  it('an address proven live whose dial is reached but not done is not passed over before HANDSHAKE_PATIENCE attempt delays', async () => {
+    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
+    const dials: string[] = [];
+    const plan: Plan = { '127.0.0.2': { tcp: 5, done: 10 }, '127.0.0.3': { tcp: 5, done: 10 } };
+    const open = phased(clock, plan, dials);
+    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(10);
+    expect((await first).address).toBe('127.0.0.2');
+    plan['127.0.0.2'] = { tcp: 5, done: 350 }; // a slow handshake
+    dials.length = 0;
+    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(300); // .2's dial out 300 ms, reached: a handshake under way, not a dead address
+    const third = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(400);
+    expect([(await second).address, (await third).address]).toEqual(['127.0.0.2', '127.0.0.2']);
+    expect(dials).toEqual(['127.0.0.2', '127.0.0.2']);
+  });
+
+  it('an address the name no longer resolves to is no longer proven: back in its answer, it starts over', async () => {
+    const { clock, breaker } = setup([]);
+    let answer = ['127.0.0.2', '127.0.0.3'];
+    const lookup = ((_h: string, _o: unknown, cb: (err: null, list: Array<{ address: string; family: number }>) => void) =>
+      queueMicrotask(() => cb(null, answer.map((address) => ({ address, family: 4 }))))) as unknown as net.LookupFunction;
+    const dials: string[] = [];
+    const plan: Plan = { '127.0.0.2': { tcp: 5, done: 10 }, '127.0.0.3': { tcp: 5, done: 10 }, '127.0.0.4': { tcp: 5, done: 10 } };
+    const open = phased(clock, plan, dials);
+    const call = async (ms: number): Promise<string> => {
+      const c = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+      await clock.tick(ms);
+      return (await c).address;
+    };
+    expect(await call(10)).toBe('127.0.0.2'); // proven
+    answer = ['127.0.0.3', '127.0.0.4'];
+    expect(await call(10)).toBe('127.0.0.3');
+    answer = ['127.0.0.2', '127.0.0.3'];
+    plan['127.0.0.2'] = { tcp: 5, done: 300 };
+    expect(await call(110)).toBe('127.0.0.3'); // not proven any more: .3 joined after one attempt delay
+  });
+
+  it("a probe beside the paced dial that reaches its proven address does not stretch the pacer's attempt delay", async () => {
+    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3', '127.0.0.4']);
+    const dials: string[] = [];
+    const plan: Plan = { '127.0.0.2': { tcp: 5, done: 10 }, '127.0.0.3': { tcp: 5, done: 10 }, '127.0.0.4': { tcp: 5, done: 10 } };
+    const open = phased(clock, plan, dials);
+    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(10);
+    expect((await first).address).toBe('127.0.0.2'); // proven
+    plan['127.0.0.2'] = { tcp: 5, done: 'refused' };
+    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(10); // .2 refused: opens; .3 serves
+    expect((await second).address).toBe('127.0.0.3');
+    await clock.tick(30_000); // .2's window ends: its next dial is a probe, beside the next address
+    plan['127.0.0.2'] = { tcp: 5, done: 'hold' };
+    plan['127.0.0.3'] = { tcp: 60_000, done: 'hold' }; // SYNs unanswered: .4 joins it after one attempt delay
+    dials.length = 0;
+    const t0 = clock.now();
+    const third = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    await clock.tick(99);
+    expect(dials.slice(0, 2)).toEqual(['127.0.0.2', '127.0.0.3']); // the probe, and .3 paced
+    await clock.tick(11);
+    expect((await third).address).toBe('127.0.0.4');
+    expect(clock.now() - t0).toBe(110); // .4 joined .3 after one attempt delay, whatever the probe reached
   });
 
   it('an address never proven that accepts and holds gets company after one attempt delay', async () => {

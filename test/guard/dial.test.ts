@@ -259,3 +259,42 @@ describe('dial: what it reports and what it leaves behind', () => {
     expect(sharedBreaker().state(host)?.failures).toBe(0);
   });
 });
+
+describe('dial: the phase tells the permit the host was reached', () => {
+  it("ctx.phase moving past 'tcp' calls permit.progressed(), once per change; 'lookup' and 'tcp' do not", async () => {
+    const { clock, breaker } = setup();
+    const d = deferred<string>();
+    const done = dial(H, d.establish, { breaker, clock });
+    const ctx = d.calls[0]!;
+    let progressed = 0;
+    const real = ctx.permit.progressed.bind(ctx.permit);
+    (ctx.permit as { progressed: () => void }).progressed = () => {
+      progressed++;
+      real();
+    };
+    ctx.phase = 'lookup';
+    ctx.phase = 'tcp';
+    expect(progressed).toBe(0);
+    expect(ctx.phase).toBe('tcp');
+    ctx.phase = 'tls';
+    ctx.phase = 'handshake';
+    expect([progressed, ctx.phase]).toEqual([2, 'handshake']);
+    d.resolve('conn');
+    await expect(done).resolves.toBe('conn');
+  });
+
+  it('a trial whose dial reached its host lets the callers of its transport join past TRIAL_GRACE (a slow handshake had them refused)', async () => {
+    const { clock, breaker } = setup();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:wrong.example').failed();
+    const d = deferred<string>();
+    const trial = dial(H, d.establish, { breaker, clock, transport: 'tls:good.example', timeout: 60_000 });
+    d.calls[0]!.phase = 'tls';
+    clock.advance(300);
+    const joined = breaker.tryAdmit(H, undefined, 'tls:good.example');
+    expect(joined).not.toBeInstanceOf(HostUnavailableError);
+    (joined as { abandoned(): void }).abandoned();
+    d.resolve('conn');
+    await expect(trial).resolves.toBe('conn');
+    expect(breaker.state(H)?.state).toBe('closed');
+  });
+});

@@ -2,7 +2,7 @@ import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it } from 'vitest';
 import { proportionalJitter } from '../../src/core/backoff.js';
 import { DialguardError, ErrorCodes, HostUnavailableError, isPermanent } from '../../src/core/errors.js';
-import { type DialPermit, HostBreaker, type HostBreakerOptions, TRIAL_GRACE } from '../../src/guard/host-breaker.js';
+import { type DialPermit, HostBreaker, type HostBreakerOptions, TRIAL_GRACE, TRIAL_PATIENCE } from '../../src/guard/host-breaker.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 
 const H = 'pod-a:443';
@@ -677,6 +677,59 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:good.example')).state).toBe('open');
     const stats = breaker.stats();
     expect([stats.opened, stats.probesGranted]).toEqual([1, 0]); // trials are not the host's probes
+  });
+
+  it('a trial one of whose dials reached the host (TCP up, handshake under way) lets dials join up to TRIAL_PATIENCE, 16 out at most; then the rest wait as before', () => {
+    const { clock, breaker } = make({ probeTimeout: 5_000 });
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:wrong.example').failed();
+    const first = admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'));
+    first.progressed(); // a slow handshake, not a blackhole
+    const joined: DialPermit[] = [first];
+    clock.advance(TRIAL_GRACE);
+    joined.push(admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'))); // was refused: past the grace
+    expect(breaker.state(H, undefined, 'tls:good.example')).toMatchObject({ state: 'closed', probing: false }); // a dial would join
+    clock.advance(TRIAL_PATIENCE - TRIAL_GRACE - 1);
+    joined.push(admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'))); // the last instant
+    clock.advance(1);
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:good.example'))).toMatchObject({ state: 'half-open', retryAfter: 5_000 - TRIAL_PATIENCE });
+    expect(breaker.state(H, undefined, 'tls:good.example')).toMatchObject({ state: 'half-open', probing: true });
+    // At most 16 dials out while it waits on a reached host: a host that accepts and never
+    // answers must not be dialled by every caller for a second.
+    clock.advance(5_000); // the trial's dials went unreported past probeTimeout: the next starts afresh
+    const again = admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'));
+    first.progressed(); // a dial of the old trial: nothing
+    clock.advance(TRIAL_GRACE);
+    expect(breaker.tryAdmit(H, undefined, 'tls:good.example')).toBeInstanceOf(HostUnavailableError); // not reached: the grace alone
+    again.progressed();
+    for (let i = 1; i < 16; i++) admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'));
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:good.example')).state).toBe('half-open'); // the 17th waits
+    again.succeeded();
+    expect(breaker.state(H)?.state).toBe('closed');
+  });
+
+  it('progressed() moves nothing but a trial: a settled permit, a dial, a probe and a disabled breaker\'s permit ignore it', () => {
+    const { clock, breaker } = make();
+    const dial = breaker.admit(H);
+    dial.progressed();
+    dial.succeeded();
+    dial.progressed();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:wrong.example').failed();
+    const trial = admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'));
+    trial.abandoned();
+    trial.progressed(); // settled: the next trial of its transport is not its
+    const next = admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'));
+    clock.advance(TRIAL_GRACE);
+    expect(breaker.tryAdmit(H, undefined, 'tls:good.example')).toBeInstanceOf(HostUnavailableError);
+    next.abandoned();
+    clock.advance(30_000);
+    const probe = breaker.admit(H);
+    expect(probe.probe).toBe(true);
+    probe.progressed();
+    expect(breaker.tryAdmit(H)).toBeInstanceOf(HostUnavailableError); // the probe is still out
+    probe.abandoned();
+    const off = new HostBreaker({ failureThreshold: 0 }).admit(H);
+    off.progressed();
+    expect(off.settled).toBe(false);
   });
 
   it("a trial that succeeds closes the host for every transport; once closed, each transport's dials overlap again", () => {

@@ -76,11 +76,21 @@ describe('the breaker: a TLS dial by server name', () => {
 });
 
 /** A TLS server (h2 and http/1.1) serving 'localhost' and hanging up on any other name; counts connections. */
-async function sniServer(): Promise<{ port: number; connections: () => number }> {
+/** `handshakeDelay`: ms the right name's certificate takes to come (a slow certificate store, a busy server). */
+async function sniServer(handshakeDelay = 0): Promise<{ port: number; connections: () => number }> {
   const context = tls.createSecureContext({ cert: TEST_CERT, key: TEST_KEY });
   let connections = 0;
+  const timers = new Set<NodeJS.Timeout>();
+  const answer = (cb: (err: Error | null, ctx?: tls.SecureContext) => void): void => {
+    if (handshakeDelay === 0) return cb(null, context);
+    const t = setTimeout(() => {
+      timers.delete(t);
+      cb(null, context);
+    }, handshakeDelay);
+    timers.add(t);
+  };
   const server = http2.createSecureServer(
-    { cert: TEST_CERT, key: TEST_KEY, allowHTTP1: true, SNICallback: (name, cb) => (name === 'localhost' ? cb(null, context) : cb(new Error('unknown name'))) },
+    { cert: TEST_CERT, key: TEST_KEY, allowHTTP1: true, SNICallback: (name, cb) => (name === 'localhost' ? answer(cb) : cb(new Error('unknown name'))) },
     (_req, res) => res.end('ok'),
   );
   const sockets = new Set<net.Socket>();
@@ -94,6 +104,7 @@ async function sniServer(): Promise<{ port: number; connections: () => number }>
   cleanup.push(
     () =>
       new Promise<void>((resolve) => {
+        for (const t of timers) clearTimeout(t);
         for (const s of sockets) s.destroy();
         server.close(() => resolve());
       }),
@@ -141,6 +152,30 @@ describe('a client with a wrong servername beside a right one, on one breaker, a
     );
     expect(outcomes).toEqual(Array(30).fill('ok'));
     expect(connections() - before).toBe(30);
+  });
+
+  it('connect(): a right name whose handshake takes 400 ms, called every 50 ms while the host is open for the wrong name: every call served (with the 250 ms grace alone, those between it and the end of the first handshake were refused)', async () => {
+    const { port, connections } = await sniServer(400);
+    const breaker = quickBreaker();
+    const target = { host: '127.0.0.1', port };
+    await connect(target, { breaker, timeout: 2_000, tls: { servername: 'wrong.example', ca: TEST_CERT } }).catch(() => undefined);
+    expect(breaker.state(`127.0.0.1:${port}`, undefined, tlsTransport('wrong.example'))?.state).toBe('open');
+    const before = connections();
+    const calls: Promise<string>[] = [];
+    for (let i = 0; i < 12; i++) {
+      calls.push(
+        connect(target, { breaker, timeout: 2_000, tls: { servername: 'localhost', ca: TEST_CERT } }).then(
+          (s) => {
+            s.destroy();
+            return 'ok';
+          },
+          (e: { code?: string }) => String(e.code),
+        ),
+      );
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(await Promise.all(calls)).toEqual(Array(12).fill('ok'));
+    expect(connections() - before).toBe(12);
   });
 
   it('undici GuardedAgent, node:https GuardedHttpsAgent and Http2Client, each beside a wrong-name client of its kind: every right-name request served, as with the plain clients', async () => {
