@@ -196,7 +196,7 @@ function endTrial(entry: Entry, transport: string, admittedAt: number): void {
 }
 
 /** One dial of `transport`'s trial on `entry`, admitted at `admittedAt`, reached the host (one of an older trial of it: nothing). */
-function reachTrial(entry: Entry, transport: string, admittedAt: number): void {
+function reachTrial(entry: Entry, transport: Transport | undefined, admittedAt: number): void {
   const trial = entry.trials?.find((t) => t.transport === transport && admittedAt >= t.since);
   if (trial !== undefined) trial.reached = true;
 }
@@ -279,9 +279,11 @@ class Permit implements DialPermit {
   }
 
   progressed(): void {
-    // Only a trial waits differently for a dial that reached its host; an unsettled one, since a
-    // settled dial's trial may be a newer one of the transport.
-    if (this.#kind === TRIAL && this.#breaker !== undefined) reachTrial(this.#entry, this.#transport!, this.#admittedAt);
+    // Only a trial waits differently for a dial that reached its host. Any permit may report: one
+    // of another kind finds no trial of its transport admitted before it (trials are granted only
+    // while the host is open, to transports none of whose dials failed, so neither a dial nor a
+    // probe has one). Unsettled only: a settled dial's transport may have a newer trial.
+    if (this.#breaker !== undefined) reachTrial(this.#entry, this.#transport, this.#admittedAt);
   }
 
   #settle(outcome: Outcome, error?: unknown): void {

@@ -707,6 +707,16 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     expect(breaker.state(H)?.state).toBe('closed');
   });
 
+  it("a dial reaching the host marks its own transport's trial only", () => {
+    const { clock, breaker } = make();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:wrong.example').failed();
+    admitted(breaker.tryAdmit(H, undefined, 'plain')); // a trial of its own, first in the list
+    admitted(breaker.tryAdmit(H, undefined, 'tls:good.example')).progressed();
+    clock.advance(TRIAL_GRACE);
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'plain')).state).toBe('half-open');
+    admitted(breaker.tryAdmit(H, undefined, 'tls:good.example'));
+  });
+
   it('progressed() moves nothing but a trial: a settled permit, a dial, a probe and a disabled breaker\'s permit ignore it', () => {
     const { clock, breaker } = make();
     const dial = breaker.admit(H);
