@@ -11,15 +11,14 @@
  * - Addresses are tried in the resolver's order, families interleaved (RFC 8305). One whose entry
  *   is open is skipped without I/O. A dial that has not connected after `attemptDelay` gets
  *   company from the next address (after `HANDSHAKE_PATIENCE` (4) of them once its TCP is up to
- *   an address that has served: its handshake is under way); the first to connect wins, and the others run to their own end
- *   in the background so that their outcome is recorded (a late socket is closed; a TCP connect
- *   still pending holds the event loop, unref or not, so a process with nothing else to do exits
- *   when they end, at most the timeout later). A probe (an
+ *   an address that has served: its handshake is under way); the first to connect wins, and the
+ *   others run to their own end in the background so that their outcome is recorded (a late
+ *   socket is closed; a TCP connect still pending holds the event loop, unref or not, so a
+ *   process with nothing else to do exits when they end, at most the timeout later). A probe (an
  *   address whose window ended) or a suspect (closed, but its last dial failed) is dialled beside
  *   the next address at once (one dial to a suspect at a time, whoever the caller), so no caller
  *   waits on it; its failure hands nothing over while a dial is out inside its attempt delay
- *   (that dial goes on alone), and at most one probe per connect is out
- *   at a time. A dead address thus costs callers nothing once its first dial has failed, opens
+ *   (that dial goes on alone), and at most one probe per connect is out at a time. A dead address thus costs callers nothing once its first dial has failed, opens
  *   after the breaker's rounds, and is dialled once per open window after that.
  * - The name is refused, without a lookup, only when every address it last resolved to is open:
  *   the refusal ({@link HostUnavailableError}) carries each address's own refusal.

@@ -453,8 +453,8 @@ export class HostBreaker {
    *   {@link Transport}). Given, an open host still lets through dials by a transport none of
    *   whose dials failed (one client's wrong transport must not close the host for the others),
    *   as a trial: those that come while its first has been out less than {@link TRIAL_GRACE}
-   *   join it, later ones are refused half-open until it settles; left out, the dial counts as
-   *   any.
+   *   (or {@link TRIAL_PATIENCE} once one reached the host) join it, later ones are refused
+   *   half-open until it settles; left out, the dial counts as any.
    */
   admit(host: string, port?: number, transport?: Transport): DialPermit {
     const answer = this.tryAdmit(host, port, transport);
@@ -523,7 +523,8 @@ export class HostBreaker {
 
   /**
    * An admit of `transport` to open `entry` when none of its dials failed: a trial. Dials join it
-   * while its first has been out less than {@link TRIAL_GRACE}; later ones are refused half-open
+   * while its first has been out less than {@link TRIAL_GRACE} (up to {@link TRIAL_PATIENCE}, 16 out
+   * at most, once one of them reached the host: a slow handshake); later ones are refused half-open
    * until its dials settle or its probeTimeout passes (each caller of a name a blackholed host
    * had not failed yet dialled it until that name's first dial timed out: 3 times the dials of
    * one refusal for all, in an outside review).
@@ -553,7 +554,8 @@ export class HostBreaker {
   }
 
   /**
-   * Where `trial` stands: `young` (dials join it), `holding` (out past {@link TRIAL_GRACE}: its
+   * Where `trial` stands: `young` (dials join it), `holding` (out past {@link TRIAL_GRACE}, or
+   * once one of its dials reached the host, past {@link TRIAL_PATIENCE} or with 16 dials out: its
    * transport's others are refused), or `over` (its dials unreported past probeTimeout).
    */
   #stage(trial: Trial, now: number): 'young' | 'holding' | 'over' {
