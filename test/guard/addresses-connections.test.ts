@@ -199,6 +199,24 @@ describe('a dial whose TCP connected, its handshake under way (HANDSHAKE_PATIENC
       if (done !== 'hold') clock.setTimeout(() => resolve({ address, disposed: false }), done);
     });
   };
+  /** `addresses` on a manual clock, each connecting in 10 ms until a test changes its plan; `call()` starts one connect. */
+  const racing = (addresses: string[], lookupOf?: net.LookupFunction) => {
+    const { clock, breaker, lookup } = setup(addresses);
+    const dials: string[] = [];
+    const plan: Plan = Object.fromEntries(addresses.map((a) => [a, { tcp: 5, done: 10 }]));
+    const open = phased(clock, plan, dials);
+    const call = (): Promise<Conn> => connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookupOf ?? lookup), () => {});
+    return { clock, dials, plan, call };
+  };
+  /** {@link racing}, once a first call was served by the first address (proven live), its dials forgotten. */
+  const proven = async (addresses: string[]) => {
+    const race = racing(addresses);
+    const first = race.call();
+    await race.clock.tick(10);
+    expect((await first).address).toBe(addresses[0]);
+    race.dials.length = 0;
+    return race;
+  };
 
   it('an address proven live is waited on: a handshake slower than the attempt delay costs no second dial (every call dialled both)', async () => {
     const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
@@ -219,18 +237,11 @@ describe('a dial whose TCP connected, its handshake under way (HANDSHAKE_PATIENC
   });
 
   it('an address proven live that now accepts and holds: the next joins after HANDSHAKE_PATIENCE attempt delays, and later callers dial it last', async () => {
-    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
-    const dials: string[] = [];
-    const plan: Plan = { '127.0.0.2': { tcp: 5, done: 10 }, '127.0.0.3': { tcp: 5, done: 10 } };
-    const open = phased(clock, plan, dials);
-    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
-    await clock.tick(10);
-    expect((await first).address).toBe('127.0.0.2');
+    const { clock, dials, plan, call } = await proven(['127.0.0.2', '127.0.0.3']);
     plan['127.0.0.2'] = { tcp: 5, done: 'hold' }; // its process hangs: the kernel still accepts
-    dials.length = 0;
     let at: number | undefined;
     const t0 = clock.now();
-    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {}).then((c) => {
+    const second = call().then((c) => {
       at = clock.now() - t0;
       return c;
     });
@@ -240,84 +251,61 @@ describe('a dial whose TCP connected, its handshake under way (HANDSHAKE_PATIENC
     expect(at).toBe(410);
     expect((await second).address).toBe('127.0.0.3');
     dials.length = 0;
-    const third = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    const third = call();
     await clock.tick(10);
     expect((await third).address).toBe('127.0.0.3'); // .2's dial out 410 ms with none connecting: it goes last
     expect(dials).toEqual(['127.0.0.3']);
   });
 
   it('an address proven live that stops answering SYNs gets company after one attempt delay, and a later caller dials it last after one too', async () => {
-    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
-    const dials: string[] = [];
-    const plan: Plan = { '127.0.0.2': { tcp: 5, done: 10 }, '127.0.0.3': { tcp: 5, done: 10 } };
-    const open = phased(clock, plan, dials);
-    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
-    await clock.tick(10);
-    expect((await first).address).toBe('127.0.0.2');
+    const { clock, dials, plan, call } = await proven(['127.0.0.2', '127.0.0.3']);
     plan['127.0.0.2'] = { tcp: 60_000, done: 'hold' }; // blackholed: its TCP never connects
-    dials.length = 0;
     const t0 = clock.now();
-    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    const second = call();
     await clock.tick(110);
     expect((await second).address).toBe('127.0.0.3');
     expect(clock.now() - t0).toBe(110); // proven, but its TCP never came up: one attempt delay
     await clock.tick(40); // .2's dial out 150 ms, not reached
     dials.length = 0;
-    const third = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    const third = call();
     await clock.tick(10);
     expect((await third).address).toBe('127.0.0.3');
     expect(dials).toEqual(['127.0.0.3']);
   });
 
   it('an address proven live whose dial is reached but not done is not passed over before HANDSHAKE_PATIENCE attempt delays', async () => {
-    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3']);
-    const dials: string[] = [];
-    const plan: Plan = { '127.0.0.2': { tcp: 5, done: 10 }, '127.0.0.3': { tcp: 5, done: 10 } };
-    const open = phased(clock, plan, dials);
-    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
-    await clock.tick(10);
-    expect((await first).address).toBe('127.0.0.2');
+    const { clock, dials, plan, call } = await proven(['127.0.0.2', '127.0.0.3']);
     plan['127.0.0.2'] = { tcp: 5, done: 350 }; // a slow handshake
-    dials.length = 0;
-    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    const second = call();
     await clock.tick(300); // .2's dial out 300 ms, reached: a handshake under way, not a dead address
-    const third = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    const third = call();
     await clock.tick(400);
     expect([(await second).address, (await third).address]).toEqual(['127.0.0.2', '127.0.0.2']);
     expect(dials).toEqual(['127.0.0.2', '127.0.0.2']);
   });
 
   it('an address the name no longer resolves to is no longer proven: back in its answer, it starts over', async () => {
-    const { clock, breaker } = setup([]);
     let answer = ['127.0.0.2', '127.0.0.3'];
     const lookup = ((_h: string, _o: unknown, cb: (err: null, list: Array<{ address: string; family: number }>) => void) =>
       queueMicrotask(() => cb(null, answer.map((address) => ({ address, family: 4 }))))) as unknown as net.LookupFunction;
-    const dials: string[] = [];
-    const plan: Plan = { '127.0.0.2': { tcp: 5, done: 10 }, '127.0.0.3': { tcp: 5, done: 10 }, '127.0.0.4': { tcp: 5, done: 10 } };
-    const open = phased(clock, plan, dials);
-    const call = async (ms: number): Promise<string> => {
-      const c = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    const { clock, plan, call } = racing(['127.0.0.2', '127.0.0.3', '127.0.0.4'], lookup);
+    const served = async (ms: number): Promise<string> => {
+      const c = call();
       await clock.tick(ms);
       return (await c).address;
     };
-    expect(await call(10)).toBe('127.0.0.2'); // proven
+    expect(await served(10)).toBe('127.0.0.2'); // proven
     answer = ['127.0.0.3', '127.0.0.4'];
-    expect(await call(10)).toBe('127.0.0.3');
+    expect(await served(10)).toBe('127.0.0.3');
     answer = ['127.0.0.2', '127.0.0.3'];
     plan['127.0.0.2'] = { tcp: 5, done: 300 };
-    expect(await call(110)).toBe('127.0.0.3'); // not proven any more: .3 joined after one attempt delay
+    expect(await served(110)).toBe('127.0.0.3'); // not proven any more: .3 joined after one attempt delay
   });
 
   it("a probe beside the paced dial that reaches its proven address does not stretch the pacer's attempt delay", async () => {
-    const { clock, breaker, lookup } = setup(['127.0.0.2', '127.0.0.3', '127.0.0.4']);
-    const dials: string[] = [];
-    const plan: Plan = { '127.0.0.2': { tcp: 5, done: 10 }, '127.0.0.3': { tcp: 5, done: 10 }, '127.0.0.4': { tcp: 5, done: 10 } };
-    const open = phased(clock, plan, dials);
-    const first = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
-    await clock.tick(10);
-    expect((await first).address).toBe('127.0.0.2'); // proven
+    const { clock, dials, plan, call } = await proven(['127.0.0.2', '127.0.0.3', '127.0.0.4']);
     plan['127.0.0.2'] = { tcp: 5, done: 'refused' };
-    const second = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    const second = call();
     await clock.tick(10); // .2 refused: opens; .3 serves
     expect((await second).address).toBe('127.0.0.3');
     await clock.tick(30_000); // .2's window ends: its next dial is a probe, beside the next address
@@ -325,7 +313,7 @@ describe('a dial whose TCP connected, its handshake under way (HANDSHAKE_PATIENC
     plan['127.0.0.3'] = { tcp: 60_000, done: 'hold' }; // SYNs unanswered: .4 joins it after one attempt delay
     dials.length = 0;
     const t0 = clock.now();
-    const third = connectAddresses<Conn>('svc.test', 7, NAME, open, options(clock, breaker, lookup), () => {});
+    const third = call();
     await clock.tick(99);
     expect(dials.slice(0, 2)).toEqual(['127.0.0.2', '127.0.0.3']); // the probe, and .3 paced
     await clock.tick(11);
