@@ -18,7 +18,7 @@ import { sharedRetryBudget } from '../../retry/budget.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import { ChannelConnector, type PooledChannel, channelTransport } from './channel-connector.js';
 import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
-import { type GrpcGuardOptions, grpcSettings, serviceConfigRetries } from './options.js';
+import { type GrpcGuardOptions, checkChannelOptions, grpcSettings, serviceConfigRetries } from './options.js';
 import { type ChannelSpec, SpecTable, grpcHostKey, targetOfKey } from './target.js';
 
 /** grpc-js's `channelFactoryOverride` client option. */
@@ -129,6 +129,8 @@ export class GrpcGuard {
     if (typeof credentials !== 'object' || credentials === null) throw new TypeError('credentials must be grpc ChannelCredentials');
     if (this.#closing !== undefined) throw new Error('Channel has been shut down');
     grpcHostKey(target); // a target that names no host fails here, not on the first call
+    // A reconnect backoff grpc-js would take as a redial loop, refused before anything is kept.
+    if (typeof options === 'object' && options !== null) checkChannelOptions('options', options);
     const spec = this.#specs.acquire(target, credentials, options);
     if (spec.clients === 1) {
       // A new channel spec: grpc-js checks it as a raw client's constructor would (a service

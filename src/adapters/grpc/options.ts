@@ -188,6 +188,27 @@ function checkBoolean(name: string, value: unknown): boolean {
   return value;
 }
 
+/** The grpc-js reconnect backoff options {@link checkChannelOptions} bounds. */
+const RECONNECT_BACKOFF_KEYS = ['grpc.initial_reconnect_backoff_ms', 'grpc.max_reconnect_backoff_ms'] as const;
+
+/**
+ * Checks the grpc-js channel options a channel would be made with (`where` names them in the
+ * error): each reconnect backoff (`grpc.initial_reconnect_backoff_ms`,
+ * `grpc.max_reconnect_backoff_ms`), when given, must be a duration of 1 ms to 2^31-1 ms. Raw
+ * grpc-js takes a negative one as given and its backoff never grows past it: it redialled a peer
+ * that resets 870 times in a second (seed 001's spiral), its timers throwing unhandled rejections.
+ * One past 2^31-1 ms fires at once (Node's timers); 0 becomes grpc-js's 1 s default. The guard's
+ * connector fell back to that default for all of them: silently not what the user set.
+ *
+ * @throws TypeError/RangeError naming the option.
+ */
+export function checkChannelOptions(where: string, options: grpc.ChannelOptions): void {
+  for (const key of RECONNECT_BACKOFF_KEYS) {
+    const value: unknown = options[key];
+    if (value !== undefined) checkDuration(`${where}['${key}']`, value, 1);
+  }
+}
+
 /**
  * Applies the defaults and checks every option.
  *
@@ -201,6 +222,7 @@ export function grpcSettings(options: GrpcGuardOptions): GrpcSettings {
   if (typeof whileIdle !== 'boolean') throw new TypeError(`keepAliveWhileIdle must be a boolean, got ${show(whileIdle)}`);
   const extra = opt(options.channelOptions, {});
   if (typeof extra !== 'object' || extra === null) throw new TypeError(`channelOptions must be an object, got ${show(extra)}`);
+  checkChannelOptions('channelOptions', extra);
   const keepAlive: grpc.ChannelOptions =
     interval > 0
       ? { 'grpc.keepalive_time_ms': interval, 'grpc.keepalive_timeout_ms': timeout, 'grpc.keepalive_permit_without_calls': whileIdle ? 1 : 0 }
