@@ -1,7 +1,7 @@
 /**
  * bench/undici: dialguard's GuardedAgent against a raw undici Agent, in one run.
  *
- *   node dist/bench/undici.js [--quick] [--timeout MS] [--rounds N] [--round-ms MS] [--lane-pairs N] [--calibrate] [--one-process] [--healthy-only] [--no-netns]
+ *   node dist/bench/undici.js [--quick] [--timeout MS] [--rounds N] [--round-ms MS] [--lane-pairs N] [--calibrate] [--floor] [--one-process] [--healthy-only] [--no-netns]
  *
  * - healthy_ratio: requests per second through a GuardedAgent / through a raw undici Agent, 64
  *   concurrent callers against a node:http server in a child process (so it does not share the
@@ -10,7 +10,10 @@
  *   bench/grpc does: a user's process runs one kind of client, where two agents in one process
  *   share undici's JIT feedback and heap. (`--one-process` runs both in this process, the method
  *   before; on the same machine it read 0.956-0.965 in three runs, and this one 0.952.)
- *   `--calibrate` adds raw against raw by the same method.
+ *   `--calibrate` adds raw against raw by the same method. `--floor` adds raw against an Agent
+ *   whose dispatch() wraps each request's handler in a bare forwarding handler and nothing else:
+ *   what any layer that sees each request's events costs on undici (one object and one call more
+ *   per event), the least the retrying layer could cost.
  * - wrapper_cpu_us_per_call: the retrying layer alone (GuardedAgent's dispatch path) over an
  *   in-process dispatcher stand-in that answers on the next microtask (no socket), against
  *   undici's `request()` on the same stand-in, in a child process of its own, `--wrapper-rounds`
@@ -33,6 +36,7 @@ import { Agent, Dispatcher, fetch as undiciFetch, request } from 'undici';
 import { GuardedAgent } from '../src/adapters/undici/index.js';
 import { UNDICI_TIMEOUT, retrySettings } from '../src/adapters/undici/options.js';
 import { dispatchGuarded } from '../src/adapters/undici/retry-interceptor.js';
+import type { LegacyHandler, RawHeaders } from '../src/adapters/undici/handlers.js';
 import { HostBreaker } from '../src/index.js';
 import { type Blackhole, blackhole } from '../src/testing/index.js';
 import { inBenchNetns, reexecInNetns } from './lib/netns.js';
@@ -56,6 +60,7 @@ const LANE_CHILD = '--lane-child'; // then 'raw' or 'guarded' and the URL: a hea
 const LANE_GENERATION = Math.max(1, numberFlag('--lane-pairs', 25)); // see LaneRun.generation
 const ONE_PROCESS = process.argv.includes('--one-process');
 const calibrate = process.argv.includes('--calibrate');
+const FLOOR = process.argv.includes('--floor');
 const WRAPPER_CHILD = '--wrapper-child'; // set on the child process that runs the wrapper lane
 const WRAPPER_ROUNDS = numberFlag('--wrapper-rounds', quick ? 10 : 40);
 const REQUESTS = 100;
@@ -76,15 +81,15 @@ async function get(dispatcher: Dispatcher, url: string): Promise<void> {
   await res.body.dump();
 }
 
-async function healthy(): Promise<Paired & { calibration: Paired | undefined }> {
+async function healthy(): Promise<Healthy> {
   progress(
     `healthy: ${CALLERS} concurrent callers, ${HEALTHY_ROUNDS} alternating pairs of ${HEALTHY_MS} ms rounds, ${ONE_PROCESS ? 'both agents in this process' : `each agent in a process of its own, fresh processes every ${LANE_GENERATION} pairs`}`,
   );
   const server = await serverProcess();
   const url = `${server.origin}/`;
   try {
-    if (ONE_PROCESS) return { ...(await oneProcess(url)), calibration: undefined };
-    return await healthyLanes({ flag: LANE_CHILD, url, rounds: HEALTHY_ROUNDS, ms: HEALTHY_MS, generation: LANE_GENERATION, warmUpMs: 1_000, calibrate: calibrate });
+    if (ONE_PROCESS) return { ...(await oneProcess(url)), calibration: undefined, floor: undefined };
+    return await healthyLanes({ flag: LANE_CHILD, url, rounds: HEALTHY_ROUNDS, ms: HEALTHY_MS, generation: LANE_GENERATION, warmUpMs: 1_000, calibrate, floor: FLOOR ? 'forward' : undefined });
   } finally {
     await server.stop();
   }
@@ -105,11 +110,54 @@ async function oneProcess(url: string): Promise<Paired> {
   }
 }
 
-/** A healthy lane's process: one agent of its kind, running the rounds it is asked for. */
+/** The healthy lanes' figures: raw against guarded, and the calibration and the floor when asked. */
+type Healthy = Paired & { calibration: Paired | undefined; floor: Paired | undefined };
+
+/** The handler undici's events pass through on the floor lane: each forwarded, nothing else done. */
+class Forward implements Dispatcher.DispatchHandler {
+  readonly #h: LegacyHandler;
+  constructor(handler: Dispatcher.DispatchHandler) {
+    this.#h = handler as LegacyHandler;
+  }
+  onConnect(abort: (err?: Error) => void, context?: unknown): void {
+    this.#h.onConnect?.(abort, context);
+  }
+  onRequestSent(): void {
+    this.#h.onRequestSent?.();
+  }
+  onBodySent(chunk: unknown): void {
+    this.#h.onBodySent?.(chunk);
+  }
+  onResponseStarted(): void {
+    this.#h.onResponseStarted?.();
+  }
+  onHeaders(status: number, rawHeaders: RawHeaders, resume: () => void, statusText: string): boolean {
+    return this.#h.onHeaders?.(status, rawHeaders, resume, statusText) ?? true;
+  }
+  onData(chunk: Buffer): boolean {
+    return this.#h.onData?.(chunk) ?? true;
+  }
+  onComplete(trailers: RawHeaders | null): void {
+    this.#h.onComplete?.(trailers);
+  }
+  onError(err: Error): void {
+    this.#h.onError?.(err);
+  }
+}
+
+/** The floor lane's agent: undici's own, each request's handler wrapped in a {@link Forward}. */
+class ForwardingAgent extends Agent {
+  override dispatch(options: Agent.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    return super.dispatch(options, new Forward(handler));
+  }
+}
+
+/** A healthy lane's process: one agent of its kind (raw, guarded, forward), running the rounds it is asked for. */
 function laneChild(): void {
   const i = process.argv.indexOf(LANE_CHILD);
   const url = process.argv[i + 2]!;
-  const agent = process.argv[i + 1] === 'guarded' ? new GuardedAgent({ breaker: new HostBreaker() }) : new Agent();
+  const kind = process.argv[i + 1];
+  const agent = kind === 'guarded' ? new GuardedAgent({ breaker: new HostBreaker() }) : kind === 'forward' ? new ForwardingAgent() : new Agent();
   serveLane(CALLERS, () => get(agent, url), async () => {
     await agent.destroy();
     return {};
@@ -229,8 +277,9 @@ async function deadGuarded(peer: Blackhole, exact: boolean): Promise<DeadResult 
 }
 
 /** The healthy figures, for the table and the JSON line. */
-function healthyRows(health: Paired & { calibration: Paired | undefined }): { rows: Row[]; json: Record<string, unknown> } {
+function healthyRows(health: Healthy): { rows: Row[]; json: Record<string, unknown> } {
   const c = health.calibration;
+  const f = health.floor;
   return {
     rows: [
       {
@@ -258,11 +307,23 @@ function healthyRows(health: Paired & { calibration: Paired | undefined }): { ro
               note: `what the method reads when there is nothing to find; spread ${c.ratioMin.toFixed(3)}-${c.ratioMax.toFixed(3)}; ${cpuNote(c)}`,
             },
           ]),
+      ...(f === undefined
+        ? []
+        : [
+            {
+              measure: 'floor: raw against a bare forwarding handler (requests/s)',
+              raw: f.raw,
+              guarded: f.guarded,
+              'guarded/raw': f.ratio,
+              note: `what any layer that sees each request's events costs; spread ${f.ratioMin.toFixed(3)}-${f.ratioMax.toFixed(3)}; ${cpuNote(f)}`,
+            },
+          ]),
     ],
     json: {
       callers: CALLERS,
       healthy_method: ONE_PROCESS ? 'one process' : `a process per agent, replaced every ${LANE_GENERATION} pairs`,
       ...(c === undefined ? {} : { calibration_ratio: round(c.ratio), calibration_cpu_extra_us: round(c.cpuExtraUs), calibration_cpu_total_extra_us: round(c.cpuTotalUsPerCall.extra) }),
+      ...(f === undefined ? {} : { floor_ratio: round(f.ratio), floor_cpu_extra_us: round(f.cpuExtraUs), floor_cpu_total_extra_us: round(f.cpuTotalUsPerCall.extra) }),
       healthy_rounds: health.rounds,
       healthy_ratio: round(health.ratio),
       healthy_ratio_spread: [round(health.ratioMin), round(health.ratioMax)],

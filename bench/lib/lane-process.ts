@@ -175,11 +175,16 @@ export interface HealthyLanes extends Omit<LaneRun, 'a' | 'b'> {
   readonly url: string;
   /** Also raw against raw by the same method: what it reads when there is nothing to find. */
   readonly calibrate: boolean;
+  /**
+   * Also raw against this lane kind by the same method (the child finds it where it finds `raw`):
+   * the least any layer of that kind costs, for the guarded lane to be read against.
+   */
+  readonly floor?: string | undefined;
 }
 
-/** Raw (lane A) against guarded (lane B) by {@link pairedLanes}, and the raw-against-raw calibration when asked. */
-export async function healthyLanes(run: HealthyLanes): Promise<Paired & { calibration: Paired | undefined }> {
-  const { flag, url, calibrate, ...lane } = run;
+/** Raw (lane A) against guarded (lane B) by {@link pairedLanes}, and the calibration and the floor when asked. */
+export async function healthyLanes(run: HealthyLanes): Promise<Paired & { calibration: Paired | undefined; floor: Paired | undefined }> {
+  const { flag, url, calibrate, floor: floorKind, ...lane } = run;
   const lanes = async (a: string, b: string): Promise<Paired> => (await pairedLanes({ ...lane, a: [flag, a, url], b: [flag, b, url] })).paired;
   const main = await lanes('raw', 'guarded');
   let calibration: Paired | undefined;
@@ -187,5 +192,10 @@ export async function healthyLanes(run: HealthyLanes): Promise<Paired & { calibr
     progress(`calibration: raw against raw, ${run.rounds} pairs, each in a process of its own`);
     calibration = await lanes('raw', 'raw');
   }
-  return { ...main, calibration };
+  let floor: Paired | undefined;
+  if (floorKind !== undefined) {
+    progress(`floor: raw against ${floorKind}, ${run.rounds} pairs, each in a process of its own`);
+    floor = await lanes('raw', floorKind);
+  }
+  return { ...main, calibration, floor };
 }
