@@ -38,7 +38,7 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { Agent, Dispatcher, fetch as undiciFetch, request } from 'undici';
 import { GuardedAgent } from '../src/adapters/undici/index.js';
-import { UNDICI_TIMEOUT, retrySettings } from '../src/adapters/undici/options.js';
+import { type RetrySettings, UNDICI_TIMEOUT, retrySettings } from '../src/adapters/undici/options.js';
 import { dispatchGuarded } from '../src/adapters/undici/retry-interceptor.js';
 import type { LegacyHandler, RawHeaders } from '../src/adapters/undici/handlers.js';
 import { HostBreaker } from '../src/index.js';
@@ -168,16 +168,23 @@ function laneChild(): void {
   });
 }
 
+/** The stand-ins' answer: 200, `ok`. */
+const STAND_IN_HEADERS = [Buffer.from('content-length'), Buffer.from('2')];
+const STAND_IN_BODY = Buffer.from('ok');
+
+/** The retrying layer's settings as GuardedAgent builds them (its defaults, undici's own timeouts). */
+function standInSettings(): RetrySettings {
+  return Object.assign(retrySettings({}), { dispatcherTimeouts: { headers: UNDICI_TIMEOUT, body: UNDICI_TIMEOUT } });
+}
+
 /** A dispatcher that answers every request (200, `ok`) on the next microtask: no socket. */
 class StandIn extends Dispatcher {
-  static readonly #headers = [Buffer.from('content-length'), Buffer.from('2')];
-  static readonly #body = Buffer.from('ok');
   override dispatch(_opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     const h = handler as Required<Pick<Dispatcher.DispatchHandler, 'onConnect' | 'onHeaders' | 'onData' | 'onComplete'>>;
     h.onConnect(() => {});
     queueMicrotask(() => {
-      h.onHeaders(200, StandIn.#headers, () => {}, 'OK');
-      h.onData(StandIn.#body);
+      h.onHeaders(200, STAND_IN_HEADERS, () => {}, 'OK');
+      h.onData(STAND_IN_BODY);
       h.onComplete([]);
     });
     return true;
@@ -192,7 +199,7 @@ class StandIn extends Dispatcher {
 
 /** The stand-in behind the retrying layer as GuardedAgent dispatches (its defaults, undici's own timeouts). */
 class GuardedStandIn extends StandIn {
-  readonly #settings = Object.assign(retrySettings({}), { dispatcherTimeouts: { headers: UNDICI_TIMEOUT, body: UNDICI_TIMEOUT } });
+  readonly #settings = standInSettings();
   readonly #inner: Dispatcher.Dispatch = (opts, handler) => super.dispatch(opts, handler);
   override dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     return dispatchGuarded(this.#settings, this.#inner, opts, handler);
@@ -250,18 +257,16 @@ class HotCaller {
  * real process's would be (alone, in a fresh process, the same loop read 167 ns).
  */
 function hotLoop(): HotLoop {
-  const headers = [Buffer.from('content-length'), Buffer.from('2')];
-  const body = Buffer.from('ok');
   const noop = (): void => {};
   const inner = (_opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean => {
     const h = handler as LegacyHandler;
     h.onConnect?.(noop);
-    h.onHeaders?.(200, headers, noop, 'OK');
-    h.onData?.(body);
+    h.onHeaders?.(200, STAND_IN_HEADERS, noop, 'OK');
+    h.onData?.(STAND_IN_BODY);
     h.onComplete?.([]);
     return true;
   };
-  const settings = Object.assign(retrySettings({}), { dispatcherTimeouts: { headers: UNDICI_TIMEOUT, body: UNDICI_TIMEOUT } });
+  const settings = standInSettings();
   const opts: Dispatcher.DispatchOptions = { origin: 'http://127.0.0.1:1', path: '/', method: 'GET' };
   const kinds: Record<keyof HotLoop, () => boolean> = {
     raw: () => inner(opts, new HotCaller() as Dispatcher.DispatchHandler),
