@@ -36,6 +36,23 @@ export function channelFor(name: string): diagnosticsChannel.Channel {
 }
 
 /**
+ * Who would hear one event of one {@link EventHub}: its direct listeners and its diagnostics
+ * channel. A hot path holds it (see {@link EventHub.audience}) and asks {@link Audience.heard}
+ * before building a payload: two fields read, no lookup.
+ */
+export class Audience {
+  /** The event's direct listeners. @internal */
+  readonly listeners = new Set<Listener<never>>();
+  /** @param channel - the event's diagnostics channel, `dialguard:<component>:<event>`. */
+  constructor(readonly channel: diagnosticsChannel.Channel) {}
+
+  /** Whether anyone would hear the event now: a listener, or a subscriber of its channel. */
+  get heard(): boolean {
+    return this.listeners.size > 0 || this.channel.hasSubscribers;
+  }
+}
+
+/**
  * Typed events for one component. A listener that throws, or returns a promise that rejects (an
  * `async` one), is isolated: its first error becomes a process
  * warning (once per listener, so a per-call event cannot flood the log) and never unwinds the state machine that emitted. (A subscriber added with
@@ -44,12 +61,12 @@ export function channelFor(name: string): diagnosticsChannel.Channel {
  */
 export class EventHub<Events extends { [K in keyof Events]: object }> {
   readonly #prefix: string;
-  readonly #listeners = new Map<keyof Events, Set<Listener<never>>>();
   /**
-   * Each event's channel, looked up once: `active()` runs per call, and building the channel's
-   * name to look it up again cost more than everything else it does (~0.7 µs, measured).
+   * Each event's audience, made the first time the event is named: its channel is looked up
+   * once (building the channel's name to look it up again cost more than everything else
+   * `active()` does, ~0.7 µs, measured), and its listeners and channel sit in one record.
    */
-  readonly #channels = new Map<keyof Events, diagnosticsChannel.Channel>();
+  readonly #audiences = new Map<keyof Events, Audience>();
 
   /** @param component - names the diagnostics channels: `dialguard:<component>:<event>`. */
   constructor(component: string) {
@@ -58,11 +75,7 @@ export class EventHub<Events extends { [K in keyof Events]: object }> {
 
   /** Calls `listener` with every `event`; returns the function that stops it. */
   on<K extends keyof Events>(event: K, listener: Listener<Events[K]>): Unsubscribe {
-    let set = this.#listeners.get(event);
-    if (set === undefined) {
-      set = new Set();
-      this.#listeners.set(event, set);
-    }
+    const set = this.audience(event).listeners;
     set.add(listener as Listener<never>);
     return unsubscriber(() => {
       set.delete(listener as Listener<never>);
@@ -74,24 +87,28 @@ export class EventHub<Events extends { [K in keyof Events]: object }> {
    * building the payload of an event that fires per call, so nobody listening costs nothing.
    */
   active<K extends keyof Events>(event: K): boolean {
-    const set = this.#listeners.get(event);
-    return (set !== undefined && set.size > 0) || this.#channel(event).hasSubscribers;
+    return this.audience(event).heard;
   }
 
-  #channel(event: keyof Events): diagnosticsChannel.Channel {
-    let ch = this.#channels.get(event);
-    if (ch === undefined) {
-      ch = channelFor(this.#prefix + String(event));
-      this.#channels.set(event, ch);
+  /**
+   * The record of who hears `event`, the same object for the hub's life: a path that asks per
+   * call holds it and reads {@link Audience.heard}, which sees a listener or a subscriber added
+   * at any time, without the map lookup `active()` makes.
+   */
+  audience<K extends keyof Events>(event: K): Audience {
+    let audience = this.#audiences.get(event);
+    if (audience === undefined) {
+      audience = new Audience(channelFor(this.#prefix + String(event)));
+      this.#audiences.set(event, audience);
     }
-    return ch;
+    return audience;
   }
 
   /** Delivers `payload` to the listeners of `event` and its diagnostics channel, if any. */
   emit<K extends keyof Events>(event: K, payload: Events[K]): void {
-    const set = this.#listeners.get(event);
-    if (set !== undefined && set.size > 0) {
-      for (const listener of set) {
+    const { listeners, channel } = this.audience(event);
+    if (listeners.size > 0) {
+      for (const listener of listeners) {
         try {
           const answer: unknown = (listener as Listener<Events[K]>)(payload);
           // An async listener (TypeScript takes one for `=> void`) whose promise rejects: the same warning.
@@ -101,7 +118,6 @@ export class EventHub<Events extends { [K in keyof Events]: object }> {
         }
       }
     }
-    const ch = this.#channel(event);
-    if (ch.hasSubscribers) ch.publish(payload);
+    if (channel.hasSubscribers) channel.publish(payload);
   }
 }

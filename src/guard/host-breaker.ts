@@ -395,6 +395,8 @@ export class HostBreaker {
   /** Spellings in the index, all ports. */
   #spellingCount = 0;
   readonly #events = new EventHub<HostBreakerEvents>('breaker');
+  /** Who hears `refused`: asked on every refusal, so held rather than looked up each time. */
+  readonly #refusedAudience = this.#events.audience('refused');
   #lastSweep: number;
   readonly #stats: Omit<HostBreakerStats, 'hosts'> = {
     refused: 0,
@@ -759,7 +761,7 @@ export class HostBreaker {
   #counted(entry: Entry, state: 'open' | 'half-open'): void {
     this.#stats.refused++;
     // Stryker disable next-line ConditionalExpression: spares building the payload; emit itself delivers to no one when no one listens
-    if (this.#events.active('refused')) this.#events.emit('refused', { host: entry.key, state });
+    if (this.#refusedAudience.heard) this.#events.emit('refused', { host: entry.key, state });
   }
 
   /** The refusal for `entry`'s current window: made on the first refusal, then reused. */

@@ -259,6 +259,8 @@ export interface Http2ClientEvents {
 }
 
 const events = new EventHub<Http2ClientEvents>('http2');
+/** Who hears `settled`: asked on every request, so held rather than looked up each time. */
+const settledAudience = events.audience('settled');
 
 /** An HTTP/2 client: one guarded, watched session per origin. */
 export class Http2Client {
@@ -451,7 +453,7 @@ export class Http2Client {
             },
       );
     });
-    if (!events.active('settled')) return call;
+    if (!settledAudience.heard) return call;
     return call.then(
       (r) => {
         events.emit('settled', { ok: true, latency: r.latency, status: r.status, kind: undefined });

@@ -42,6 +42,8 @@ export interface RetryEvents {
 
 
 const events = new EventHub<RetryEvents>('retry');
+/** Who hears `settled`: asked on every call's end, so held rather than looked up each time. */
+const settledAudience = events.audience('settled');
 
 /** Listens for the retry loop's events (every call in the process); returns the function that stops. */
 export function onRetryEvent<K extends keyof RetryEvents>(event: K, listener: Listener<RetryEvents[K]>): Unsubscribe {
@@ -56,7 +58,7 @@ export function onRetryEvent<K extends keyof RetryEvents>(event: K, listener: Li
  * @internal
  */
 export function settledHeard(onResult?: (result: RetryResult) => void): boolean {
-  return onResult !== undefined || events.active('settled');
+  return onResult !== undefined || settledAudience.heard;
 }
 
 /**
@@ -67,7 +69,7 @@ export function settledHeard(onResult?: (result: RetryResult) => void): boolean 
  * @internal
  */
 export function reportSettled(result: RetryResult, onResult?: (result: RetryResult) => void): void {
-  if (events.active('settled')) {
+  if (settledAudience.heard) {
     events.emit('settled', { ok: result.ok, attempts: result.attempts, elapsed: result.elapsed, kind: result.classification?.kind });
   }
   if (onResult === undefined) return;
