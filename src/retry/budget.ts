@@ -15,11 +15,17 @@
  * per channel rather than capping retries per call; a ratio of calls is easier to state, to test
  * and to reason about for a fleet, which is why this one was chosen.)
  *
- * The window is a ring of `slots` counters; time only comes from the injected clock.
+ * The window is a ring of `slots` counters; time only comes from the injected clock. A deposit,
+ * made once per call however it went, does not read the clock while the slot it last saw is
+ * still the current one: a timer (unref'd, one a slot at most, only while calls come) marks the
+ * slot's end. On a healthy call that read was the retrying layer's largest single cost (~21 % of
+ * its synchronous work on undici, measured). A timer that fires late (a busy event loop) files
+ * that lateness's deposits in the slot before: they expire early by as much, so the budget errs
+ * small, never large. A clock without timers is read on every deposit.
  *
  * @module
  */
-import { type Clock, checkedClock, systemClock } from '../core/clock.js';
+import { type Clock, checkedClock, systemClock, unrefTimer } from '../core/clock.js';
 import { checkDuration, checkFunction, checkInteger, checkNumber, opt } from '../core/validate.js';
 
 /** Options of a {@link RetryBudget}; every one has a default. */
@@ -80,6 +86,10 @@ export class RetryBudget {
   #deposited = 0;
   #withdrawn = 0;
   #refused = 0;
+  /** The clock arms timers: a deposit may skip reading it while {@link #headCurrent}. */
+  readonly #timed: boolean;
+  /** `#head` is the current slot: set by a clock read, cleared by the timer at the slot's end. */
+  #headCurrent = false;
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: RetryBudgetOptions = {}) {
@@ -89,6 +99,7 @@ export class RetryBudget {
     const slots = checkInteger('slots', opt(options.slots, 10), 1, 1_000);
     this.#clock = checkedClock(options.clock, false);
     checkFunction('clock.now', this.#clock.now);
+    this.#timed = typeof this.#clock.setTimeout === 'function';
     this.#floor = (perSec * this.#ttl) / 1_000;
     this.#slotWidth = this.#ttl / slots;
     this.#calls = new Array<number>(slots).fill(0);
@@ -98,7 +109,7 @@ export class RetryBudget {
 
   /** Records one call (its first attempt). Call it once per logical call, never per retry. */
   deposit(): void {
-    this.#advance();
+    if (!this.#headCurrent) this.#advance();
     this.#calls[this.#at(this.#head)]! += 1;
     this.#callSum++;
     this.#deposited++;
@@ -148,7 +159,18 @@ export class RetryBudget {
 
   /** Expires the slots that fell out of the window since the last call (at most all of them). */
   #advance(): void {
-    const slot = Math.floor(this.#clock.now() / this.#slotWidth);
+    const now = this.#clock.now();
+    const slot = Math.floor(now / this.#slotWidth);
+    if (this.#timed && !this.#headCurrent) {
+      this.#headCurrent = true;
+      // At most 1 s: a budget dropped by its owner is not held for a long slot (a ttl of hours).
+      const left = Math.min((slot + 1) * this.#slotWidth - now, 1_000);
+      unrefTimer(
+        this.#clock.setTimeout(() => {
+          this.#headCurrent = false;
+        }, left),
+      );
+    }
     if (slot <= this.#head) return;
     const n = this.#calls.length;
     const steps = Math.min(slot - this.#head, n);

@@ -109,3 +109,69 @@ describe('RetryBudget: options', () => {
     expect(sharedRetryBudget()).toBeInstanceOf(RetryBudget);
   });
 });
+
+describe('RetryBudget: a deposit reads the clock once a slot, not once a call', () => {
+  // The healthy path deposits on every call; the clock read was the largest single cost of the
+  // retrying layer's synchronous work on undici. A timer at the slot's end says when to read again.
+  class CountingClock extends ManualClock {
+    reads = 0;
+    override now(): number {
+      this.reads++;
+      return super.now();
+    }
+  }
+
+  it('reads once while the slot lasts, again once it ended, and files each deposit in its own slot', () => {
+    const clock = new CountingClock(0);
+    const budget = new RetryBudget({ clock, ttl: 10 * S, slots: 10, minRetriesPerSec: 0, percentCanRetry: 1 });
+    const base = clock.reads; // the constructor's
+    deposit(budget, 1_000);
+    expect(clock.reads - base).toBe(1);
+    clock.advance(999);
+    deposit(budget, 1); // still slot 0: no read
+    expect(clock.reads - base).toBe(1);
+    clock.advance(1); // slot 1 begins: the timer marks it
+    deposit(budget, 1_000);
+    expect(clock.reads - base).toBe(2);
+    clock.advance(9 * S); // slot 0's 1 001 expire at 10 s, slot 1's stay
+    expect(budget.stats()).toMatchObject({ calls: 1_000 });
+    clock.advance(1 * S);
+    expect(budget.stats()).toMatchObject({ calls: 0 });
+  });
+
+  it('a clock with no timers is read on every deposit, and the window is the same', () => {
+    const manual = new ManualClock(0);
+    let reads = 0;
+    const clock = {
+      now: () => {
+        reads++;
+        return manual.now();
+      },
+    };
+    const budget = new RetryBudget({ clock: clock as never, minRetriesPerSec: 0, percentCanRetry: 1 });
+    reads = 0;
+    deposit(budget, 10);
+    expect(reads).toBe(10);
+    manual.advance(10 * S);
+    expect(budget.stats()).toMatchObject({ calls: 0 });
+  });
+
+  it('on the system clock its timer does not hold the process open', () => {
+    const budget = new RetryBudget();
+    const before = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    budget.deposit();
+    expect(process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length).toBe(before);
+    expect(budget.stats().calls).toBe(1);
+  });
+
+  it('a long slot is re-read within a second, so a dropped budget is not held for hours', () => {
+    const clock = new CountingClock(0);
+    const budget = new RetryBudget({ clock, ttl: 36_000 * S, slots: 10 }); // slots of an hour
+    const base = clock.reads;
+    deposit(budget, 3);
+    clock.advance(1_000);
+    deposit(budget, 3);
+    expect(clock.reads - base).toBe(2);
+    expect(clock.pending).toBe(1); // the next second's timer, not the hour's
+  });
+});
