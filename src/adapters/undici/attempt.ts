@@ -80,12 +80,17 @@ export interface AttemptOwner {
 /**
  * The handler of one undici attempt; its owner's `ended()` hears how it ended (an error, or
  * nothing). A method, not a callback given per attempt: a closure per attempt was two allocations
- * on every healthy request.
+ * on every healthy request. A call is its own first attempt (it extends this class): a healthy
+ * request, which makes only that one, allocates no attempt of its own.
  */
 export class Attempt implements LegacyHandler {
   readonly #owner: AttemptOwner;
   readonly number: number;
-  readonly deadline: number;
+  /**
+   * When the attempt must be over, on the clock (Infinity: no deadline). Set once, before the
+   * attempt is dispatched: a call that is its own first attempt knows it only at its start.
+   */
+  deadline: number;
   #abort: ((err?: Error) => void) | undefined;
   /** The response (or part of it) went to the caller: from now on it is not retried. */
   forwarded = false;
@@ -95,8 +100,9 @@ export class Attempt implements LegacyHandler {
   #abandoned: Error | undefined;
   #held: { status: number; rawHeaders: RawHeaders; resume: () => void; statusText: string; chunks: Buffer[]; size: number } | undefined;
 
-  constructor(owner: AttemptOwner, number: number, deadline: number) {
-    this.#owner = owner;
+  /** @param owner - the call it belongs to; undefined: the attempt is the call's own (see above). */
+  constructor(owner: AttemptOwner | undefined, number: number, deadline: number) {
+    this.#owner = owner ?? (this as unknown as AttemptOwner);
     this.number = number;
     this.deadline = deadline;
   }

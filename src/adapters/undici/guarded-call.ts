@@ -66,8 +66,11 @@ function cut(base: number | undefined, remaining: number): number | undefined {
   return base === 0 ? left : Math.min(base, left);
 }
 
-/** One request, retried underneath its caller's handler. */
-export class GuardedCall implements AttemptOwner {
+/**
+ * One request, retried underneath its caller's handler. The call is also the handler of its own
+ * first attempt (hence `extends Attempt`); each retry is an {@link Attempt} of its own.
+ */
+export class GuardedCall extends Attempt implements AttemptOwner {
   readonly #s: RetrySettings;
   readonly #dispatch: Dispatcher.Dispatch;
   readonly #opts: Dispatcher.DispatchOptions;
@@ -89,7 +92,6 @@ export class GuardedCall implements AttemptOwner {
    * first failure reads it then (see #elapsed).
    */
   #started = Number.NaN;
-  #deadline = Infinity;
   /**
    * When the request's own `headersTimeout` (not 0) runs out, on the clock: the whole call's
    * wait for headers, spent across its attempts (seed 004: a long poll retried at minute 4 of 5
@@ -126,6 +128,7 @@ export class GuardedCall implements AttemptOwner {
   #inCallerContext: ((run: () => void) => void) | undefined;
 
   constructor(s: RetrySettings, dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions, caller: LegacyHandler) {
+    super(undefined, 1, Infinity); // its own first attempt: the deadline is set at start()
     this.#s = s;
     this.#dispatch = dispatch;
     this.#opts = opts;
@@ -186,13 +189,13 @@ export class GuardedCall implements AttemptOwner {
       return true;
     }
     if (s.timeout !== Infinity) {
-      this.#deadline = this.#started + s.timeout;
+      this.deadline = this.#started + s.timeout;
       this.#timer = unrefTimer(s.clock.setTimeout(() => this.#firstTimedOut(), s.timeout));
     }
     this.#dispatching = true;
     let ready: boolean;
     try {
-      ready = this.#run(new Attempt(this, 1, this.#deadline), this.#started);
+      ready = this.#run(this, this.#started);
     } finally {
       this.#dispatching = false;
     }
@@ -528,7 +531,7 @@ export class GuardedCall implements AttemptOwner {
     // call with the last attempt's own error, as undici alone would have failed: the deadline has
     // not passed (a refused port with timeout 300 said "deadline exceeded" after 5 ms). After
     // more than one attempt that cause is retry()'s RetriesExhaustedError, itself unwrapped in turn.
-    const early = err instanceof DeadlineExceededError && err.cause instanceof Error && this.#s.clock.now() < this.#deadline;
+    const early = err instanceof DeadlineExceededError && err.cause instanceof Error && this.#s.clock.now() < this.deadline;
     const own = ownError(early ? err.cause : err);
     this.caller.onError?.(asError(isRefusal(own) && this.#lastFailure !== undefined ? this.#lastFailure : own));
   }
