@@ -21,7 +21,9 @@
  * slot's end. On a healthy call that read was the retrying layer's largest single cost (~21 % of
  * its synchronous work on undici, measured). A timer that fires late (a busy event loop) files
  * that lateness's deposits in the slot before: they expire early by as much, so the budget errs
- * small, never large. A clock without timers is read on every deposit.
+ * small, never large. A timer that never fires (a test's fake timers, uninstalled) cannot stall
+ * it: every 64th deposit, and every withdrawal, reads the clock anyway, and a read that finds a
+ * newer slot arms a timer again. A clock without timers is read on every deposit.
  *
  * @module
  */
@@ -90,6 +92,8 @@ export class RetryBudget {
   readonly #timed: boolean;
   /** `#head` is the current slot: set by a clock read, cleared by the timer at the slot's end. */
   #headCurrent = false;
+  /** Deposits since the clock was last read (see {@link UNREAD_DEPOSITS}). */
+  #unread = 0;
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: RetryBudgetOptions = {}) {
@@ -109,7 +113,7 @@ export class RetryBudget {
 
   /** Records one call (its first attempt). Call it once per logical call, never per retry. */
   deposit(): void {
-    if (!this.#headCurrent) this.#advance();
+    if (!this.#headCurrent || ++this.#unread >= UNREAD_DEPOSITS) this.#advance();
     this.#calls[this.#at(this.#head)]! += 1;
     this.#callSum++;
     this.#deposited++;
@@ -161,7 +165,10 @@ export class RetryBudget {
   #advance(): void {
     const now = this.#clock.now();
     const slot = Math.floor(now / this.#slotWidth);
-    if (this.#timed && !this.#headCurrent) {
+    this.#unread = 0;
+    // A read that finds a newer slot while the last one was thought current: its timer is late
+    // or lost; another is armed.
+    if (this.#timed && (!this.#headCurrent || slot > this.#head)) {
       this.#headCurrent = true;
       // At most 1 s: a budget dropped by its owner is not held for a long slot (a ttl of hours).
       const left = Math.min((slot + 1) * this.#slotWidth - now, 1_000);
@@ -184,6 +191,12 @@ export class RetryBudget {
     this.#head = slot;
   }
 }
+
+/**
+ * Deposits made without reading the clock, at most, before one reads it anyway: bounds what a
+ * late or lost slot timer can misfile, for ~1/64 of a clock read a call.
+ */
+const UNREAD_DEPOSITS = 64;
 
 let shared: RetryBudget | undefined;
 

@@ -125,14 +125,15 @@ describe('RetryBudget: a deposit reads the clock once a slot, not once a call', 
     const clock = new CountingClock(0);
     const budget = new RetryBudget({ clock, ttl: 10 * S, slots: 10, minRetriesPerSec: 0, percentCanRetry: 1 });
     const base = clock.reads; // the constructor's
+    const perThousand = 1 + Math.floor(999 / 64); // the first deposit's, then every 64th's (see the next describe)
     deposit(budget, 1_000);
-    expect(clock.reads - base).toBe(1);
+    expect(clock.reads - base).toBe(perThousand);
     clock.advance(999);
     deposit(budget, 1); // still slot 0: no read
-    expect(clock.reads - base).toBe(1);
+    expect(clock.reads - base).toBe(perThousand);
     clock.advance(1); // slot 1 begins: the timer marks it
     deposit(budget, 1_000);
-    expect(clock.reads - base).toBe(2);
+    expect(clock.reads - base).toBe(2 * perThousand);
     clock.advance(9 * S); // slot 0's 1 001 expire at 10 s, slot 1's stay
     expect(budget.stats()).toMatchObject({ calls: 1_000 });
     clock.advance(1 * S);
@@ -173,5 +174,38 @@ describe('RetryBudget: a deposit reads the clock once a slot, not once a call', 
     deposit(budget, 3);
     expect(clock.reads - base).toBe(2);
     expect(clock.pending).toBe(1); // the next second's timer, not the hour's
+  });
+});
+
+describe('RetryBudget: a slot timer that never fires', () => {
+  // Fake timers installed and then removed take the budget's timer with them: the budget must
+  // still follow time, from its own reads.
+  it('every 64th deposit and every withdrawal read the clock, and a newer slot is seen', () => {
+    const manual = new ManualClock(0);
+    let armed = 0;
+    let reads = 0;
+    const clock = {
+      now: () => {
+        reads++;
+        return manual.now();
+      },
+      setTimeout: () => {
+        armed++;
+        return {} as never; // never fires
+      },
+      clearTimeout: () => {},
+    };
+    const budget = new RetryBudget({ clock, ttl: 10 * S, slots: 10, minRetriesPerSec: 0, percentCanRetry: 1 });
+    reads = 0;
+    deposit(budget, 128);
+    expect(reads).toBe(2); // the first, and the 64th after it
+    expect(armed).toBe(1);
+    manual.advance(5 * S);
+    deposit(budget, 64); // the 64th of these reads the clock: slot 5, a timer armed again
+    expect(armed).toBe(2);
+    manual.advance(5 * S); // slot 0's 128 expire; slot 5's 64 stay
+    expect(budget.stats()).toMatchObject({ calls: 64 });
+    manual.advance(5 * S);
+    expect(budget.stats()).toMatchObject({ calls: 0 });
   });
 });
