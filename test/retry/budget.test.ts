@@ -140,6 +140,16 @@ describe('RetryBudget: a deposit reads the clock once a slot, not once a call', 
     expect(budget.stats()).toMatchObject({ calls: 0 });
   });
 
+  it('a budget made mid-slot reads again at that slot’s end, not a whole slot later', () => {
+    const clock = new CountingClock(500);
+    const budget = new RetryBudget({ clock, ttl: 10 * S, slots: 10, minRetriesPerSec: 0, percentCanRetry: 1 });
+    deposit(budget, 10); // slot 0, at 500 ms
+    clock.advance(500); // slot 1 begins at 1 000 ms
+    deposit(budget, 10);
+    clock.advance(9 * S); // 10 000 ms: slot 0 expired, slot 1 not
+    expect(budget.stats()).toMatchObject({ calls: 10 });
+  });
+
   it('a clock with no timers is read on every deposit, and the window is the same', () => {
     const manual = new ManualClock(0);
     let reads = 0;
