@@ -16,8 +16,9 @@
  *   per event), the least the retrying layer could cost.
  * - hot_loop_ns: the retrying layer's own work per request in a synchronous loop on a stand-in
  *   (no I/O, no promise), against the caller's handler bare and behind a bare forwarding handler
- *   (see `hotLoop`): 196-240 ns over five runs here (one outlier at 372, the machine busy), so
- *   it shows a change of a few tens of ns, where the lanes do not resolve a tenth of a µs.
+ *   (see `hotLoop`): 196-240 ns over five runs here (one outlier at 372, the machine busy), 128
+ *   after the budget's clock read, the event checks' lookups and the first attempt's own object
+ *   went, so it shows a change of a few tens of ns, where the lanes do not resolve a tenth of a µs.
  * - wrapper_cpu_us_per_call: the retrying layer alone (GuardedAgent's dispatch path) over an
  *   in-process dispatcher stand-in that answers on the next microtask (no socket), against
  *   undici's `request()` on the same stand-in, in a child process of its own, `--wrapper-rounds`
