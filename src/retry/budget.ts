@@ -53,7 +53,10 @@ export interface RetryBudgetOptions {
    * 1 s steps, precise enough for a 10 s window at 10 small counters' cost.
    */
   slots?: number;
-  /** Time source. Default {@link systemClock}. */
+  /**
+   * Time source. Default {@link systemClock}. Its timers, when it has them, mark each slot's end,
+   * so a deposit need not read it (see the module); only `now()` is required.
+   */
   clock?: Clock;
 }
 
