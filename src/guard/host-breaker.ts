@@ -47,6 +47,7 @@ import {
   type HostSnapshot,
   type Transport,
 } from './host-breaker-types.js';
+import { checkOptionNames, optionNames } from '../core/option-names.js';
 
 export {
   adaptiveOpenWindow,
@@ -58,6 +59,9 @@ export {
   type HostSnapshot,
   type Transport,
 };
+
+/** The option names a HostBreaker takes: any other is warned about (see checkOptionNames). */
+const BREAKER_OPTIONS = optionNames<HostBreakerOptions>({ failureThreshold: true, minOutage: true, openDuration: true, probeTimeout: true, idleRetention: true, capacity: true, sweepInterval: true, clock: true, random: true });
 
 interface Entry {
   // The fields a refusal and a warm admit read come first, so that they share the entry's first
@@ -419,6 +423,7 @@ export class HostBreaker {
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: HostBreakerOptions = {}) {
+    checkOptionNames('HostBreaker', options, BREAKER_OPTIONS);
     this.#threshold = checkInteger('failureThreshold', opt(options.failureThreshold, 3), 0);
     this.#minOutage = checkDuration('minOutage', opt(options.minOutage, 1_500));
     const open = opt<number | Schedule>(options.openDuration, adaptiveOpenWindow);

@@ -34,6 +34,10 @@ import type { Trip } from '../pool/trip.js';
 import { type Streaming, exchange, runExchange } from './exchange.js';
 import { SessionConnector } from './session-connector.js';
 import { onCallerAbort } from '../core/shared-signal.js';
+import { checkOptionNames, optionNames } from '../core/option-names.js';
+
+/** The option names an Http2Client takes: any other is warned about (see checkOptionNames). */
+const CLIENT_OPTIONS = optionNames<Http2ClientOptions>({ connectTimeout: true, breaker: true, lookup: true, keepAliveInterval: true, keepAliveTimeout: true, requestTimeout: true, tls: true, settings: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, closeTimeout: true, retry: true, clock: true });
 
 /**
  * `tls.connect` options a caller may put at the top level by mistake: ignored there, a `ca` given
@@ -279,6 +283,7 @@ export class Http2Client {
         throw new TypeError(`${key} is a TLS option: pass it as tls: { ${key} } (at the top level it was ignored)`);
       }
     }
+    checkOptionNames('Http2Client', options, CLIENT_OPTIONS); // after: a TLS option at the top level is its TypeError alone
     this.#clock = checkedClock(options.clock);
     this.#requestTimeout = checkDuration('requestTimeout', opt(options.requestTimeout, Number.POSITIVE_INFINITY), 1, true);
     const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;

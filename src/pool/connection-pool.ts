@@ -37,8 +37,12 @@ import { askSafely, classifySafely, closeSafely, unwatchSafely } from './user-co
 import { unguarded } from './unguarded.js';
 import type { ConnectionPoolEvents, ConnectionPoolOptions, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 import { onCallerAbort } from '../core/shared-signal.js';
+import { checkOptionNames, optionNames } from '../core/option-names.js';
 
 export type { ConnectionPoolEvents, ConnectionPoolOptions, ConnectionWatch, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
+
+/** The option names a ConnectionPool takes: any other is warned about (see checkOptionNames). */
+const POOL_OPTIONS = optionNames<ConnectionPoolOptions<unknown>>({ connector: true, connectTimeout: true, breaker: true, hostOf: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, mayResend: true, closeTimeout: true, classify: true, clock: true });
 
 interface Slot<C> {
   /** The breaker key of the slot's target, from `hostOf` (computed before the slot exists). */
@@ -89,6 +93,7 @@ export class ConnectionPool<C> {
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: ConnectionPoolOptions<C>) {
+    checkOptionNames('ConnectionPool', options, POOL_OPTIONS);
     const connector = options?.connector;
     if (connector === null || typeof connector !== 'object') {
       throw new TypeError('connector must be an object with connect() and close()');

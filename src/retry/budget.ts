@@ -29,6 +29,10 @@
  */
 import { type Clock, checkedClock, systemClock, unrefTimer } from '../core/clock.js';
 import { checkDuration, checkFunction, checkInteger, checkNumber, opt } from '../core/validate.js';
+import { checkOptionNames, optionNames } from '../core/option-names.js';
+
+/** The option names a RetryBudget takes: any other is warned about (see checkOptionNames). */
+const BUDGET_OPTIONS = optionNames<RetryBudgetOptions>({ ttl: true, percentCanRetry: true, minRetriesPerSec: true, slots: true, clock: true });
 
 /** Options of a {@link RetryBudget}; every one has a default. */
 export interface RetryBudgetOptions {
@@ -100,6 +104,7 @@ export class RetryBudget {
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: RetryBudgetOptions = {}) {
+    checkOptionNames('RetryBudget', options, BUDGET_OPTIONS);
     this.#ttl = checkDuration('ttl', opt(options.ttl, 10_000), 1);
     this.#percent = checkNumber('percentCanRetry', opt(options.percentCanRetry, 0.2), 0, 1_000);
     const perSec = checkNumber('minRetriesPerSec', opt(options.minRetriesPerSec, 10), 0, 1e9);

@@ -15,6 +15,13 @@ import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import { DEFAULT_ATTEMPT_DELAY } from '../../guard/addresses.js';
 import type { HostBreaker } from '../../guard/host-breaker.js';
 import { RetryBudget } from '../../retry/budget.js';
+import { checkOptionNames, optionNames } from '../../core/option-names.js';
+
+/** The option names a GrpcGuard's `retry` takes: any other is warned about (see checkOptionNames). */
+const RETRY_OPTIONS = optionNames<GrpcRetryOptions>({ maxAttempts: true, backoff: true, budget: true, retryableStatusCodes: true });
+
+/** The option names a GrpcGuard takes: any other is warned about (see checkOptionNames). */
+const GUARD_OPTIONS = optionNames<GrpcGuardOptions>({ connectTimeout: true, breaker: true, keepAliveInterval: true, keepAliveTimeout: true, keepAliveWhileIdle: true, channelOptions: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, closeTimeout: true, replayBufferSize: true, idempotent: true, retry: true, hostOf: true, perAddress: true, lookup: true, attemptDelay: true, clock: true });
 
 /** How guarded calls are retried (see {@link GrpcGuardOptions.retry}). */
 export interface GrpcRetryOptions {
@@ -216,6 +223,8 @@ export function checkChannelOptions(where: string, options: grpc.ChannelOptions)
  */
 export function grpcSettings(options: GrpcGuardOptions): GrpcSettings {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
+  checkOptionNames('GrpcGuard', options, GUARD_OPTIONS);
+  if (typeof options.retry === 'object') checkOptionNames('GrpcGuard retry', options.retry, RETRY_OPTIONS);
   const interval = checkKeepAlive('keepAliveInterval', opt(options.keepAliveInterval, 10_000));
   const timeout = checkDuration('keepAliveTimeout', opt(options.keepAliveTimeout, 10_000), 1);
   const whileIdle = opt(options.keepAliveWhileIdle, true);

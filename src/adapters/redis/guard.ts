@@ -57,8 +57,12 @@ import {
 } from './internals.js';
 import { gatedHost, poolMemberOptions, withEndpointType } from './pool.js';
 import { FIRST_ROUND_CAP, RedialRounds, type RoundOutcome, type RoundPolicy } from './redial.js';
+import { checkOptionNames, optionNames } from '../../core/option-names.js';
 
 export type { EventClient, IoredisOptions, NodeRedisOptions } from './internals.js';
+
+/** The option names a RedisGuard takes: any other is warned about (see checkOptionNames). */
+const GUARD_OPTIONS = optionNames<RedisGuardOptions>({ breaker: true, connectTimeout: true, maxBackoff: true, random: true });
 
 /**
  * The redial rounds of each breaker: rounds belong with the breaker's keys, one per node per
@@ -169,6 +173,7 @@ export class RedisGuard {
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: RedisGuardOptions = {}) {
     if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
+    checkOptionNames('RedisGuard', options, GUARD_OPTIONS);
     // null is refused, not taken as "the shared one": every other adapter reads null as "no
     // breaker", and a guard with none has nothing to gate (use the plain client for that).
     const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;

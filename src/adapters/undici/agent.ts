@@ -33,6 +33,10 @@ import { type GuardedConnectorOptions, guardedConnector } from './connector.js';
 import { type GuardedRetryOptions, type RetrySettings, UNDICI_TIMEOUT, retrySettings } from './options.js';
 import { dispatchGuarded } from './retry-interceptor.js';
 import { undiciConnectOptions } from './undici-connect.js';
+import { checkOptionNames, optionNames } from '../../core/option-names.js';
+
+/** The option names a GuardedAgent takes: any other is warned about (see checkOptionNames). */
+const AGENT_OPTIONS = optionNames<GuardedAgentOptions>({ timeout: true, maxAttempts: true, backoff: true, budget: true, retryStatuses: true, maxRetryAfter: true, headersTimeout: true, bodyTimeout: true, retryable: true, breaker: true, classify: true, onResult: true, clock: true, random: true, connectTimeout: true, socket: true, socketPath: true, connector: true, tls: true, maxCachedSessions: true, keepAliveInitialDelay: true, allowH2: true, undici: true });
 
 /**
  * undici Agent options that pass through. `headersTimeout` and `bodyTimeout` are dialguard's:
@@ -172,6 +176,7 @@ export class GuardedAgent extends Agent {
     // start. Each listener goes with its dial.
     setMaxListeners(0, closing.signal);
     super(agentOptions(options, breaker, closing.signal));
+    checkOptionNames('GuardedAgent', options, AGENT_OPTIONS); // after agentOptions: an undici option given at the top level is its TypeError alone
     this.breaker = breaker;
     this[DIALS] = new DialsClosing(closing, opt(options.clock, systemClock));
     this.#settings = retrySettings({ ...options, breaker });

@@ -23,6 +23,10 @@ import { HostBreaker, tlsTransport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { DialScout } from './dial-scout.js';
 import { watchErrors } from './tls-alert.js';
+import { checkOptionNames, optionNames } from '../../core/option-names.js';
+
+/** The option names guardedConnector() takes: any other is warned about (see checkOptionNames). */
+const CONNECTOR_OPTIONS = optionNames<GuardedConnectorOptions>({ connectTimeout: true, socket: true, socketPath: true, connector: true, breaker: true, tls: true, maxCachedSessions: true, keepAliveInitialDelay: true, allowH2: true, clock: true, closing: true });
 
 /** An undici connector: what the `connect` option of an Agent, Pool or Client accepts. */
 export type UndiciConnector = buildConnector.connector;
@@ -221,6 +225,7 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
  * @throws TypeError/RangeError naming the option, for any invalid option.
  */
 export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciConnector {
+  checkOptionNames('guardedConnector', options, CONNECTOR_OPTIONS);
   const s = settings(options);
   const scout = new DialScout();
   const plainOptions = { timeout: s.timeout, breaker: s.breaker, clock: s.clock, dispose: destroy, signal: s.closing, transport: 'plain' as const };

@@ -17,6 +17,10 @@ import { type Dispatcher, errors } from 'undici';
 import { GuardedCall } from './guarded-call.js';
 import { type LegacyHandler, legacy } from './handlers.js';
 import { type GuardedRetryOptions, type RetrySettings, retrySettings } from './options.js';
+import { checkOptionNames, optionNames } from '../../core/option-names.js';
+
+/** The option names guardedRetry() takes: any other is warned about (see checkOptionNames). */
+const RETRY_OPTIONS = optionNames<GuardedRetryOptions>({ timeout: true, maxAttempts: true, backoff: true, budget: true, retryStatuses: true, maxRetryAfter: true, headersTimeout: true, bodyTimeout: true, retryable: true, breaker: true, classify: true, onResult: true, clock: true, random: true });
 
 /**
  * Dispatches one request through the retrying layer onto `dispatch` (upgrades, and options that
@@ -67,6 +71,7 @@ function handlerProblem(handler: LegacyHandler): string | undefined {
  * @throws TypeError/RangeError naming the option, for any invalid option.
  */
 export function guardedRetry(options: GuardedRetryOptions = {}): Dispatcher.DispatcherComposeInterceptor {
+  checkOptionNames('guardedRetry', options, RETRY_OPTIONS);
   const s = retrySettings(options);
   return (dispatch) =>
     function guardedRetryDispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
