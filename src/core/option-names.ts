@@ -37,7 +37,8 @@ const warned = new Set<string>();
 const MAX_WARNED = 1_024;
 
 /**
- * Warns, once per `where` and name, about each own string key of `options` that `known` lacks.
+ * Warns, once per `where` and name, about each own enumerable string key of `options` that
+ * `known` lacks and whose value is not undefined.
  * `options` that is not an object is left to the constructor's own check.
  *
  * @param where - the constructor or factory, as the warning names it (`'HostBreaker'`).
@@ -45,8 +46,9 @@ const MAX_WARNED = 1_024;
  */
 export function checkOptionNames(where: string, options: unknown, known: ReadonlySet<string>): void {
   if (typeof options !== 'object' || options === null) return;
-  for (const name of Object.keys(options)) {
-    if (known.has(name)) continue;
+  for (const [name, value] of Object.entries(options)) {
+    // Undefined is unset, as for every option (a spread config): it changes nothing to warn of.
+    if (known.has(name) || value === undefined) continue;
     const pair = `${where}\0${name}`;
     if (warned.has(pair) || warned.size >= MAX_WARNED) continue;
     warned.add(pair);
