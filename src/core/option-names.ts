@@ -59,17 +59,17 @@ export function checkOptionNames(where: string, options: unknown, known: Readonl
 }
 
 /**
- * The known name closest to `name`: the same letters in another case, or within an edit distance
- * of 2 (3 for names of 12 letters or more), the nearest first; undefined when none is that near.
+ * The known name closest to `name`, case aside: within an edit distance of 2 (3 for names of 12
+ * letters or more), the first of the nearest in `known`'s order; undefined when none is that near.
  */
 function nearest(name: string, known: ReadonlySet<string>): string | undefined {
   const lower = name.toLowerCase();
   const limit = name.length >= 12 ? 3 : 2;
   let best: string | undefined;
-  let bestDistance = limit + 1;
+  let bestDistance = Infinity;
   for (const candidate of known) {
-    const d = candidate.toLowerCase() === lower ? 0 : distance(lower, candidate.toLowerCase(), bestDistance);
-    if (d < bestDistance) {
+    const d = distance(lower, candidate.toLowerCase());
+    if (d <= limit && d < bestDistance) {
       best = candidate;
       bestDistance = d;
     }
@@ -77,20 +77,13 @@ function nearest(name: string, known: ReadonlySet<string>): string | undefined {
   return best;
 }
 
-/** Levenshtein distance of `a` and `b`, or `cap` once it is sure to reach it (short names, short rows). */
-function distance(a: string, b: string, cap: number): number {
-  if (Math.abs(a.length - b.length) >= cap) return cap;
+/** Levenshtein distance of `a` and `b`: option names are short, and this runs once per unknown name. */
+function distance(a: string, b: string): number {
   let row = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
     const next = [i];
-    let least = i;
-    for (let j = 1; j <= b.length; j++) {
-      const d = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-      next.push(d);
-      if (d < least) least = d;
-    }
-    if (least >= cap) return cap;
+    for (let j = 1; j <= b.length; j++) next.push(Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)));
     row = next;
   }
-  return Math.min(row[b.length]!, cap);
+  return row[b.length]!;
 }
