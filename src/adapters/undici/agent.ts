@@ -29,14 +29,20 @@ import { checkFunction, opt, show } from '../../core/validate.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import type { HostBreaker } from '../../guard/host-breaker.js';
 import { SETTLE_TIMEOUT } from '../../pool/connection-pool.js';
-import { type GuardedConnectorOptions, guardedConnector } from './connector.js';
+import { CONNECTOR_OPTION_NAMES, type GuardedConnectorOptions, guardedConnector } from './connector.js';
 import { type GuardedRetryOptions, type RetrySettings, UNDICI_TIMEOUT, retrySettings } from './options.js';
-import { dispatchGuarded } from './retry-interceptor.js';
+import { RETRY_OPTION_NAMES, dispatchGuarded } from './retry-interceptor.js';
 import { undiciConnectOptions } from './undici-connect.js';
-import { checkOptionNames, optionNames } from '../../core/option-names.js';
+import { type OptionNames, checkOptionNames, optionNames } from '../../core/option-names.js';
 
-/** The option names a GuardedAgent takes: any other is warned about (see checkOptionNames). */
-const AGENT_OPTIONS = optionNames<GuardedAgentOptions>({ timeout: true, maxAttempts: true, backoff: true, budget: true, retryStatuses: true, maxRetryAfter: true, headersTimeout: true, bodyTimeout: true, retryable: true, breaker: true, classify: true, onResult: true, clock: true, random: true, connectTimeout: true, socket: true, socketPath: true, connector: true, tls: true, maxCachedSessions: true, keepAliveInitialDelay: true, allowH2: true, undici: true });
+/** The option names a GuardedAgent takes, guardedRetry()'s and guardedConnector()'s (but `closing`) and `undici`: any other is warned about (see checkOptionNames). */
+const AGENT_OPTIONS = optionNames<GuardedAgentOptions>({ ...RETRY_OPTION_NAMES, ...connectorNames(), undici: true });
+
+/** guardedConnector()'s option names but `closing`, which the agent sets itself. */
+function connectorNames(): OptionNames<Omit<GuardedConnectorOptions, 'closing'>> {
+  const { closing: _closing, ...names } = CONNECTOR_OPTION_NAMES;
+  return names;
+}
 
 /**
  * undici Agent options that pass through. `headersTimeout` and `bodyTimeout` are dialguard's:

@@ -23,10 +23,11 @@ import { HostBreaker, tlsTransport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { DialScout } from './dial-scout.js';
 import { watchErrors } from './tls-alert.js';
-import { checkOptionNames, optionNames } from '../../core/option-names.js';
+import { type OptionNames, checkOptionNames, optionNames } from '../../core/option-names.js';
 
-/** The option names guardedConnector() takes: any other is warned about (see checkOptionNames). */
-const CONNECTOR_OPTIONS = optionNames<GuardedConnectorOptions>({ connectTimeout: true, socket: true, socketPath: true, connector: true, breaker: true, tls: true, maxCachedSessions: true, keepAliveInitialDelay: true, allowH2: true, clock: true, closing: true });
+/** The option names guardedConnector() takes (a GuardedAgent takes them too, but `closing`): any other is warned about (see checkOptionNames). @internal */
+export const CONNECTOR_OPTION_NAMES: OptionNames<GuardedConnectorOptions> = { connectTimeout: true, socket: true, socketPath: true, connector: true, breaker: true, tls: true, maxCachedSessions: true, keepAliveInitialDelay: true, allowH2: true, clock: true, closing: true };
+const CONNECTOR_OPTIONS = optionNames(CONNECTOR_OPTION_NAMES);
 
 /** An undici connector: what the `connect` option of an Agent, Pool or Client accepts. */
 export type UndiciConnector = buildConnector.connector;

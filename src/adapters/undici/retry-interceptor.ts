@@ -17,10 +17,11 @@ import { type Dispatcher, errors } from 'undici';
 import { GuardedCall } from './guarded-call.js';
 import { type LegacyHandler, legacy } from './handlers.js';
 import { type GuardedRetryOptions, type RetrySettings, retrySettings } from './options.js';
-import { checkOptionNames, optionNames } from '../../core/option-names.js';
+import { type OptionNames, checkOptionNames, optionNames } from '../../core/option-names.js';
 
-/** The option names guardedRetry() takes: any other is warned about (see checkOptionNames). */
-const RETRY_OPTIONS = optionNames<GuardedRetryOptions>({ timeout: true, maxAttempts: true, backoff: true, budget: true, retryStatuses: true, maxRetryAfter: true, headersTimeout: true, bodyTimeout: true, retryable: true, breaker: true, classify: true, onResult: true, clock: true, random: true });
+/** The option names guardedRetry() takes (a GuardedAgent takes them too): any other is warned about (see checkOptionNames). @internal */
+export const RETRY_OPTION_NAMES: OptionNames<GuardedRetryOptions> = { timeout: true, maxAttempts: true, backoff: true, budget: true, retryStatuses: true, maxRetryAfter: true, headersTimeout: true, bodyTimeout: true, retryable: true, breaker: true, classify: true, onResult: true, clock: true, random: true };
+const RETRY_OPTIONS = optionNames(RETRY_OPTION_NAMES);
 
 /**
  * Dispatches one request through the retrying layer onto `dispatch` (upgrades, and options that
