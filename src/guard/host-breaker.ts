@@ -492,7 +492,7 @@ export class HostBreaker {
     if (entry === undefined) {
       entry = this.#hosts.get(key);
       if (entry === undefined) {
-        if (this.#hosts.size >= this.#capacity) this.#evictOldest();
+        if (this.#hosts.size >= this.#capacity) this.#evictOldest(now);
         entry = this.#fresh(key, now);
         this.#hosts.set(key, entry);
         this.#append(entry);
@@ -647,7 +647,7 @@ export class HostBreaker {
     const now = this.#clock.now();
     let entry = this.#hosts.get(key);
     if (entry !== undefined) this.#forget(entry);
-    else if (this.#hosts.size >= this.#capacity) this.#evictOldest();
+    else if (this.#hosts.size >= this.#capacity) this.#evictOldest(now);
     entry = this.#fresh(key, now);
     entry.isolatedUntil = now + duration; // 0 ms: already over, and the next admit clears it
     this.#hosts.set(key, entry);
@@ -901,12 +901,16 @@ export class HostBreaker {
    * they were put there, at most {@link SECOND_CHANCES} of them: past that, the one at the stale
    * end goes, so that no admit walks the table.
    */
-  #evictOldest(): void {
+  #evictOldest(now: number): void {
+    // An isolated host is passed over like a used one: an operator's isolate() lasts until its
+    // time or its release, not until the table fills (it was evicted, and the host dialled again).
     // Stryker disable next-line OptionalChaining: only called at capacity (>= 1 host), so there is always an oldest
-    for (let chances = SECOND_CHANCES; chances > 0 && this.#oldest?.used === true; chances--) this.#moveToFresh(this.#oldest);
+    for (let chances = SECOND_CHANCES; chances > 0 && (this.#oldest?.used === true || this.#oldest!.isolatedUntil > now); chances--) this.#moveToFresh(this.#oldest!);
     const oldest = this.#oldest;
+    // Past its chances, an isolated host at the stale end stays: the table holds one more, for as
+    // long as isolations fill more than SECOND_CHANCES of the stale end (the operator's count).
     // Stryker disable next-line ConditionalExpression: only called at capacity (>= 1 host), so there is always an oldest
-    if (oldest !== undefined) {
+    if (oldest !== undefined && !(oldest.isolatedUntil > now)) {
       this.#forget(oldest);
       this.#stats.evictedCapacity++;
     }

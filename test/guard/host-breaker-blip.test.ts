@@ -462,6 +462,28 @@ describe('HostBreaker: operator control', () => {
     expect(breaker.state('c:1')).toMatchObject({ isolated: true, retryAfter: 9_000 });
   });
 
+  it('an isolated host is never evicted for capacity: a stream of other hosts leaves it refused until its time (an outside review)', () => {
+    const { clock, breaker } = make({ capacity: 4 });
+    breaker.isolate('10.0.0.1:443', 5_000);
+    for (let i = 0; i < 200; i++) breaker.admit(`h${i}:1`).succeeded(); // 50 times the capacity, the isolated one never asked
+    expect(breaker.state('10.0.0.1:443')).toMatchObject({ isolated: true, retryAfter: 5_000 });
+    expect(() => breaker.admit('10.0.0.1:443')).toThrow(HostUnavailableError);
+    expect(breaker.stats().hosts).toBe(4); // the others still evicted: the bound holds
+    expect(breaker.stats().evictedCapacity).toBe(197);
+    clock.advance(5_000); // over: an ordinary host again, evicted like any other
+    for (let i = 200; i < 210; i++) breaker.admit(`h${i}:1`).succeeded();
+    expect(breaker.state('10.0.0.1:443')).toBeUndefined();
+  });
+
+  it('more isolated hosts than the capacity: each stays (the table holds them beyond it), and other hosts still come and go', () => {
+    const { breaker } = make({ capacity: 2 });
+    for (let i = 0; i < 40; i++) breaker.isolate(`i${i}:1`);
+    breaker.admit('x:1').succeeded();
+    breaker.admit('y:1').succeeded();
+    for (let i = 0; i < 40; i++) expect(breaker.state(`i${i}:1`)).toMatchObject({ isolated: true });
+    expect(breaker.stats().hosts).toBeLessThanOrEqual(42);
+  });
+
   it('isolate(host, 0) isolates nothing: the next dial is admitted', () => {
     const { breaker } = make();
     breaker.isolate(H, 0);
