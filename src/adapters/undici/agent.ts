@@ -194,6 +194,10 @@ export class GuardedAgent extends Agent {
     this.#settings.shutdown = this[DIALS].shutdown.signal;
     const servername = (options.tls as { servername?: unknown } | undefined)?.servername;
     if (typeof servername === 'string' && servername !== '') this.#settings.servername = servername;
+    // A unix socket is its own host (see guardedConnector): an early refusal asks by its path.
+    // By the origin, a socket agent was refused for as long as that TCP host:port was open.
+    const socketPath = options.socketPath ?? undiciConnectOptions(opt<UndiciAgentOptions>(options.undici, {})).connector.socketPath;
+    if (typeof socketPath === 'string' && socketPath !== '') this.#settings.socketPath = socketPath;
     // Each attempt enters undici's own Agent dispatch (its checks, its pools).
     const base = Agent.prototype.dispatch;
     this.#inner = (opts, handler) => base.call(this, opts, handler);

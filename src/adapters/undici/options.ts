@@ -135,6 +135,11 @@ export interface RetrySettings {
    * undefined (the origin's host): the breaker's transport for a suspect origin's early refusal.
    */
   servername: string | undefined;
+  /**
+   * The unix socket the agent's dials take (its `socketPath`), else undefined: its dials are
+   * filed by that path, never by the origin, and so is a suspect origin's early refusal.
+   */
+  socketPath: string | undefined;
 }
 
 /** undici's default headers and body timeouts (300 s). */
@@ -179,5 +184,6 @@ export function retrySettings(options: GuardedRetryOptions): RetrySettings {
     shutdown: undefined,
     suspects: new Set(),
     servername: undefined,
+    socketPath: undefined,
   };
 }

@@ -536,6 +536,24 @@ describe("undici's connect options are honoured", () => {
     }
   });
 
+  it("a unix socket agent's early refusal asks by its path: the TCP origin open in the same breaker never refuses it (was: refused for as long as host:port was, the daemon serving; an outside review)", async () => {
+    const sock = path.join(os.tmpdir(), `dialguard-back-${process.pid}-${Date.now()}.sock`);
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+    const { agent } = guarded({ breaker, maxAttempts: 1, socketPath: sock });
+    await failure(request('http://127.0.0.1:7/', { dispatcher: agent })); // the daemon not there yet: the origin is suspect
+    const server = http.createServer((_req, res) => res.end('daemon back'));
+    await new Promise<void>((resolve) => server.listen(sock, () => resolve()));
+    try {
+      breaker.reset(sock); // the daemon is back (its own entry closed)
+      breaker.isolate('127.0.0.1:7'); // the TCP host:port of the same origin, refused
+      const res = await request('http://127.0.0.1:7/', { dispatcher: agent });
+      expect(await res.body.text()).toBe('daemon back');
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
   it('a connector function opens the sockets, its dials still reported to the breaker', async () => {
     await using server = await httpServer(answer(200, 'custom'));
     let calls = 0;
