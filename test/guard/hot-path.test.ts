@@ -30,7 +30,7 @@ describe('HostBreaker: recency when the newest host is asked again', () => {
     const breaker = new HostBreaker({ capacity: 3 });
     breaker.admit('a:1').succeeded();
     breaker.admit('b:1').succeeded(); // b newest
-    breaker.isolate('c:1', 60_000); // c inserted after b
+    breaker.isolate('c:1', 0); // c inserted after b (its isolation over at once: an isolated host is never evicted)
     breaker.admit('b:1').succeeded(); // b must move behind c
     breaker.admit('d:1').succeeded(); // evicts a
     breaker.admit('e:1').succeeded(); // evicts the least recent of c and b: c
