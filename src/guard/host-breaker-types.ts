@@ -59,7 +59,9 @@ export interface HostBreakerOptions {
   idleRetention?: number;
   /**
    * Most hosts tracked at once; the least recently used goes first. Default 4096 (seed 000): a
-   * hard bound on memory however many distinct hosts are named.
+   * hard bound on memory however many distinct hosts are named. A host under
+   * {@link HostBreaker.isolate} is never evicted, here or as idle: its isolation lasts its time
+   * (the table holds it beyond the bound; the operator's isolations are the excess).
    */
   capacity?: number;
   /**
