@@ -522,8 +522,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     let key: string;
     let transport: Transport = 'plain';
     try {
-      const path = this.#s.socketPath;
-      key = path === undefined ? hostKey(this.#origin) : hostKey(path); // filed as the connector files its dials
+      key = hostKey(this.#s.socketPath ?? this.#origin); // filed as the connector files its dials
       if (this.#origin.startsWith('https:')) transport = this.#tlsTransport();
     } catch {
       return undefined;
