@@ -341,6 +341,7 @@ function callHost(channel: grpc.ChannelInterface, target: string): { host: CallH
     clock,
     replayBufferSize: 262_144,
     idempotent: () => false,
+    idempotentUse: { idempotent: true, resends: 2 },
     retry: { maxAttempts: 3, backoff: undefined, budget: new RetryBudget(), clock, statuses: new Set() },
     reconnect: () => {},
     onChange: () => () => {},

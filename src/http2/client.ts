@@ -113,7 +113,9 @@ export interface Http2ClientOptions {
 export interface Http2RetryOptions {
   /**
    * Most attempts of one request, the first included; 1: none. Default 3, as every adapter's:
-   * with the default backoff, the three dials span a 0.3-1 s restart.
+   * with the default backoff, the three dials span a 0.3-1 s restart. Also bounds the sends of an
+   * idempotent request whose session died under it (it may have run each time): at most
+   * `maxAttempts` in all; with `retry: false`, one.
    */
   maxAttempts?: number;
   /**
@@ -123,8 +125,7 @@ export interface Http2RetryOptions {
   backoff?: Schedule;
   /**
    * The budget every request deposits into and every retry withdraws from, a request resent on a
-   * fresh session after its own died under it included (with `maxAttempts: 1` too: no dial is
-   * tried again, but resends still draw on it). Default the process-wide one
+   * fresh session after its own died under it included. Default the process-wide one
    * (`sharedRetryBudget()`: retries at most 20 % of calls); `null`: none.
    */
   budget?: RetryBudget | null;
@@ -249,8 +250,10 @@ function normalizedMethod(method: string): string {
   return NORMALIZED.has(upper) ? upper : method;
 }
 
-/** The pool's options of a call without a signal: shared, not built per call. */
-const IDEMPOTENT_USE: UseOptions = Object.freeze({ idempotent: true });
+/**
+ * The pool's options of a call without a signal that is not idempotent, or of a retry's attempt
+ * (whose every send the retry's attempts count): shared, not built per call.
+ */
 const NOT_IDEMPOTENT_USE: UseOptions = Object.freeze({ idempotent: false });
 
 /** Payloads of the HTTP/2 client's events (on `dialguard:http2:<event>`). */
@@ -272,6 +275,13 @@ export class Http2Client {
   readonly #requestTimeout: number;
   readonly #clock: Clock;
   readonly #redial: RedialPolicy | undefined;
+  /**
+   * How many times the pool may send an idempotent request again after its session died under
+   * it: what the retry policy's attempts leave (`maxAttempts - 1`; 0 with `retry: false`).
+   */
+  readonly #resends: number;
+  /** The pool's options of an idempotent call without a signal (per client: they carry `#resends`). */
+  readonly #idempotentUse: UseOptions;
   /** Aborted by close(): a request waiting to dial again ends at once, with PoolClosedError. */
   readonly #closing = new AbortController();
 
@@ -295,6 +305,8 @@ export class Http2Client {
     // maxAttempts 1: no dial again, but the budget still bounds resends (was: ignored with it),
     // so every call still deposits in it (#again dials only when maxAttempts allows).
     this.#redial = policy;
+    this.#resends = policy === undefined ? 0 : policy.maxAttempts - 1;
+    this.#idempotentUse = Object.freeze({ idempotent: true, resends: this.#resends });
     setMaxListeners(0, this.#closing.signal); // one listener per request waiting to dial again
     const connector = new SessionConnector({
       connectTimeout,
@@ -421,7 +433,7 @@ export class Http2Client {
         caller?.removeEventListener('abort', onCaller);
       };
     }
-    const use = signal === undefined ? (idempotent ? IDEMPOTENT_USE : NOT_IDEMPOTENT_USE) : { signal, idempotent };
+    const use = signal === undefined ? (idempotent ? this.#idempotentUse : NOT_IDEMPOTENT_USE) : { signal, idempotent, resends: this.#resends };
     const origin = target.origin;
     const clock = this.#clock;
     const redial = this.#redial;
@@ -452,9 +464,9 @@ export class Http2Client {
             },
         redial === undefined
           ? failed
-          : (err) => {
+          : (err, resent = 0) => {
               const work = (lease: Lease<http2.ClientHttp2Session>): Promise<Http2Response> => exchange(lease, target, method, options, signal, started, clock, streaming);
-              void this.#again(err, redial, origin, work, use, timeout, started, signal).then(done, failed);
+              void this.#again(err, resent, redial, origin, work, signal === undefined ? NOT_IDEMPOTENT_USE : { signal, idempotent: false }, timeout, started, signal).then(done, failed);
             },
       );
     });
@@ -476,9 +488,12 @@ export class Http2Client {
    * again as `retry()` would (backoff, budget, the same deadline), handing it that failure as its
    * own first attempt. Out of attempts, budget or time before the next wait, it fails as its last
    * dial did (ECONNREFUSED, as raw node:http2 says); the deadline passing, with RequestTimeoutError.
+   * `resent`: how many times the pool sent the request again in that first attempt, spent from
+   * the attempts; `use` lets the pool send no attempt again (the attempts count every send).
    */
   #again(
     err: unknown,
+    resent: number,
     redial: RedialPolicy,
     origin: string,
     fn: (lease: Lease<http2.ClientHttp2Session>) => Promise<Http2Response>,
@@ -488,7 +503,8 @@ export class Http2Client {
     signal: AbortSignal | undefined,
   ): Promise<Http2Response> {
     const deadline = started + timeout; // Infinity: none
-    if (redial.maxAttempts === 1 || !dialFailed(err) || signal?.aborted === true || this.#closing.signal.aborted) {
+    const maxAttempts = redial.maxAttempts - resent;
+    if (maxAttempts <= 1 || !dialFailed(err) || signal?.aborted === true || this.#closing.signal.aborted) {
       redial.budget?.deposit();
       return Promise.reject(err);
     }
@@ -504,7 +520,7 @@ export class Http2Client {
       {
         deadline: Number.isFinite(deadline) ? deadline : undefined,
         start: started,
-        maxAttempts: redial.maxAttempts,
+        maxAttempts,
         backoff: redial.backoff,
         budget: redial.budget,
         clock: this.#clock,

@@ -126,15 +126,15 @@ export class ConnectionPool<C> {
    */
   use<T>(target: string, fn: (lease: Lease<C>) => Promise<T>, options: UseOptions = {}): Promise<T> {
     let signal: AbortSignal | undefined;
-    let idempotent: boolean;
+    let resends: number;
     try {
       checkFunction('fn', fn); // before anything is allocated: no connection opened for a call that cannot run
-      idempotent = checkBoolean('idempotent', options.idempotent, false);
+      resends = this.#resendsOf(options);
       signal = checkSignal('signal', options.signal);
     } catch (err) {
       return Promise.reject(err);
     }
-    return new Promise<T>((resolve, reject) => this.#board(target, fn, false, signal, idempotent, resolve as (value: unknown) => void, reject));
+    return new Promise<T>((resolve, reject) => this.#board(target, fn, false, signal, resends, resolve as (value: unknown) => void, reject));
   }
 
   /**
@@ -145,16 +145,24 @@ export class ConnectionPool<C> {
    * by a dead connection or the caller's abort, a sibling's retired connection sending it back).
    * No promise is made on the warm path: for an adapter whose transport already calls back
    * (grpc-js's listener), a ride through `use()` cost three promises and eleven closures more.
-   * Neither settler may throw.
+   * Neither settler may throw. `reject`'s second argument is how many times the pool sent the
+   * request again after its connection died under it (see {@link UseOptions.resends}), so that a
+   * retry loop above spends those sends from its own attempts.
    *
    * @internal For dialguard's adapters.
    */
-  ride(target: string, board: (trip: Trip<C>) => void, options: UseOptions, resolve: (value: unknown) => void, reject: (reason: unknown) => void): void {
+  ride(target: string, board: (trip: Trip<C>) => void, options: UseOptions, resolve: (value: unknown) => void, reject: (reason: unknown, resent?: number) => void): void {
     try {
-      this.#board(target, board as (lease: Lease<C>) => unknown, true, checkSignal('signal', options.signal), checkBoolean('idempotent', options.idempotent, false), resolve, reject);
+      this.#board(target, board as (lease: Lease<C>) => unknown, true, checkSignal('signal', options.signal), this.#resendsOf(options), resolve, reject);
     } catch (err) {
       reject(err); // a signal that cannot be listened to, as use() rejects with it
     }
+  }
+
+  /** How many times a call with `options` may be sent again after its connection died under it: 0 unless idempotent. */
+  #resendsOf(options: UseOptions): number {
+    if (!checkBoolean('idempotent', options.idempotent, false)) return 0;
+    return options.resends === undefined ? this.#retiredRetries : checkInteger('resends', options.resends, 0, 100);
   }
 
   /**
@@ -169,20 +177,20 @@ export class ConnectionPool<C> {
     fn: (lease: Lease<C>) => unknown,
     ends: boolean,
     signal: AbortSignal | undefined,
-    idempotent: boolean,
+    resends: number,
     resolve: (value: unknown) => void,
-    reject: (reason: unknown) => void,
+    reject: (reason: unknown, resent?: number) => void,
   ): void {
     const now = this.#clock.now();
     this.#sweep.ifDue(now);
     if (this.#closed === undefined && signal?.aborted !== true) {
       const conn = this.#slots.get(target)?.current;
       if (conn !== undefined) {
-        this.#embark(conn, fn, ends, signal, idempotent, 1, 0, resolve, reject);
+        this.#embark(conn, fn, ends, signal, resends, 0, 1, 0, resolve, reject);
         return;
       }
     }
-    void this.#useSlow(target, fn, ends, signal, idempotent, 1, 0, resolve, reject);
+    void this.#useSlow(target, fn, ends, signal, resends, 0, 1, 0, resolve, reject);
   }
 
   /**
@@ -196,11 +204,12 @@ export class ConnectionPool<C> {
     fn: (lease: Lease<C>) => unknown,
     ends: boolean,
     signal: AbortSignal | undefined,
-    idempotent: boolean,
+    resends: number,
+    resent: number,
     turn: number,
     stale: number,
     resolve: (value: unknown) => void,
-    reject: (reason: unknown) => void,
+    reject: (reason: unknown, resent?: number) => void,
   ): Promise<void> {
     try {
       // A turn going back may start inside the release of its connection (markGone releasing each
@@ -215,7 +224,7 @@ export class ConnectionPool<C> {
           // attempt aborted it, in a microtask between): it leaves, never rides. Listening to an
           // aborted signal hears nothing, so boarding would have ridden and resolved.
           if (signal?.aborted === true) throw signal.reason;
-          this.#embark(conn, fn, ends, signal, idempotent, turn, stale, resolve, reject);
+          this.#embark(conn, fn, ends, signal, resends, resent, turn, stale, resolve, reject);
           return;
         }
         // Retired (or found dead) in the microtasks between the attempt handing it over and this
@@ -223,7 +232,7 @@ export class ConnectionPool<C> {
         if (++stale >= STALE_PASSES) throw new ConnectionGoneError(target, conn.id);
       }
     } catch (err) {
-      reject(err);
+      reject(err, resent);
     }
   }
 
@@ -455,13 +464,14 @@ export class ConnectionPool<C> {
     fn: (lease: Lease<C>) => unknown,
     ends: boolean,
     signal: AbortSignal | undefined,
-    idempotent: boolean,
+    resends: number,
+    resent: number,
     turn: number,
     stale: number,
     resolve: (value: unknown) => void,
-    reject: (reason: unknown) => void,
+    reject: (reason: unknown, resent?: number) => void,
   ): void {
-    const trip = new Trip(conn, turn, signal, fn, ends, idempotent, stale, this.#land, resolve, reject);
+    const trip = new Trip(conn, turn, signal, fn, ends, resends, resent, stale, this.#land, resolve, reject);
     // First: a signal that cannot be listened to rejects the call before it boards.
     if (signal !== undefined) onCallerAbort(signal, trip);
     conn.addRide(trip);
@@ -509,10 +519,10 @@ export class ConnectionPool<C> {
     const err = value;
     // The caller's own abort says nothing about the connection, whatever `classify` thinks.
     // Stryker disable next-line ConditionalExpression: an abort releases the ride at once, with the reason, so a failure landing after it is always that reason; the comparison keeps the rule explicit.
-    if (caller?.aborted === true && err === caller.reason) return trip.reject(err);
+    if (caller?.aborted === true && err === caller.reason) return trip.reject(err, trip.resent);
     // Released by close(): a shutdown stops the call at once (PoolClosedError is 'cancelled',
     // so no retry loop spends budget or a backoff on it).
-    if (err instanceof ConnectionGoneError && err.connectionId === conn.id && err.cause instanceof PoolClosedError) return trip.reject(err.cause);
+    if (err instanceof ConnectionGoneError && err.connectionId === conn.id && err.cause instanceof PoolClosedError) return trip.reject(err.cause, trip.resent);
     // Was it already retired or gone before this failure reached us? Then a sibling (or the
     // transport watcher) got there first, and this failure is most likely theirs.
     const retiredUnderUs = !conn.usable;
@@ -536,12 +546,16 @@ export class ConnectionPool<C> {
     // (Go's transport keeps the same rule: a request cut on a fresh connection is not retried).
     // A status, a reset, a timeout or anything unrecognised is final, and so is any failure of a
     // call whose answer has begun (committed).
-    const safe = !trip.committed && (notSent || (trip.idempotent && transportDied && conn.proven));
-    if (!(retiredUnderUs && safe && trip.turn <= this.#retiredRetries) || this.#closed !== undefined) return trip.reject(err);
+    // A request that may have been sent goes again only within its own count of resends (the
+    // caller's attempts: with `retry: false` or `maxAttempts: 1` never; was bounded only by
+    // retiredRetries, and a handler ran twice with retries off; an outside review).
+    const safe = !trip.committed && (notSent || (trip.resends > 0 && transportDied && conn.proven));
+    if (!(retiredUnderUs && safe && trip.turn <= this.#retiredRetries) || this.#closed !== undefined) return trip.reject(err, trip.resent);
     // A request that may have been sent goes again only if the caller's budget allows a resend.
-    if (!notSent && this.#mayResend !== undefined && !askSafely(this.#mayResend)) return trip.reject(err);
+    if (!notSent && this.#mayResend !== undefined && !askSafely(this.#mayResend)) return trip.reject(err, trip.resent);
     this.#counts.turns++;
-    void this.#useSlow(conn.target, trip.fn, trip.ends, caller, trip.idempotent, trip.turn + 1, trip.stale, trip.resolve, trip.reject);
+    const again = notSent ? 0 : 1;
+    void this.#useSlow(conn.target, trip.fn, trip.ends, caller, trip.resends - again, trip.resent + again, trip.turn + 1, trip.stale, trip.resolve, trip.reject);
   };
 
   /** No new requests on `conn`; closed once its last request ends. */

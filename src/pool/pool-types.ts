@@ -118,6 +118,14 @@ export interface UseOptions {
    * the server's answer (a status, a reset) never goes back. Default false.
    */
   idempotent?: boolean;
+  /**
+   * How many times an idempotent request may be sent again after its connection died under it
+   * (it may have run on the server each time), 0 to 100. Default the pool's `retiredRetries`.
+   * A caller with its own count of attempts passes what is left of it (`maxAttempts - 1`;
+   * 0 for retries off): the pool's resends are sends like a retry's, and were not counted in
+   * it. Resends of a request certainly not sent are not counted here (`retiredRetries` bounds them).
+   */
+  resends?: number;
 }
 
 /** Counters and gauges of a pool. */

@@ -24,11 +24,14 @@ export class Trip<C> extends Ride<C> {
     readonly fn: (lease: Lease<C>) => unknown,
     /** The work reports its own end ({@link Trip.end}), rather than by `fn`'s promise. */
     readonly ends: boolean,
-    readonly idempotent: boolean,
+    /** How many more times the call may be sent again after its connection died under it (0: not idempotent). */
+    readonly resends: number,
+    /** How many times it was sent again so far, before this ride. */
+    readonly resent: number,
     readonly stale: number,
     readonly land: (trip: Trip<C>, ok: boolean, value: unknown) => void,
     readonly resolve: (value: unknown) => void,
-    readonly reject: (reason: unknown) => void,
+    readonly reject: (reason: unknown, resent?: number) => void,
   ) {
     super(conn, turn);
   }

@@ -9,14 +9,14 @@
 import http2 from 'node:http2';
 import { describe, expect, it } from 'vitest';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
-import { Http2Client } from '../../src/http2/client.js';
+import { Http2Client, type Http2ClientOptions } from '../../src/http2/client.js';
 import { http2Peer } from '../../src/testing/http2-peer.js';
 import { leakCheckEach } from '../helpers/leaks.js';
 
 const cleanup = leakCheckEach();
 
-function client(): Http2Client {
-  const c = new Http2Client({ breaker: new HostBreaker() });
+function client(options: Http2ClientOptions = {}): Http2Client {
+  const c = new Http2Client({ breaker: new HostBreaker(), ...options });
   cleanup.push(() => c.close());
   return c;
 }
@@ -109,6 +109,34 @@ describe('Http2Client: an answer cut short after its headers', () => {
     cutNext = true;
     await expect(c.request(`${peer.origin}/`, { method: 'POST' })).rejects.toBeInstanceOf(Error);
     expect(served).toBe(5); // the POST was sent once
+  });
+
+  it('request() with retries off, or maxAttempts 2, a warm session destroyed mid-body: the GET is sent as often as the attempts allow (was: once more, whatever they said)', async () => {
+    for (const [retry, sends] of [
+      [false, 1],
+      [{ maxAttempts: 1 }, 1],
+      [{ maxAttempts: 2 }, 2],
+    ] as const) {
+      let served = 0;
+      let cut = 0;
+      await using peer = await http2Peer({
+        handler: (stream) => {
+          served++;
+          stream.respond({ ':status': 200 });
+          if (cut > 0) {
+            cut--;
+            stream.write('part;', () => setTimeout(() => stream.session?.destroy(), 10));
+          } else stream.end('whole');
+        },
+      });
+      const c = client({ retry });
+      expect((await c.request(`${peer.origin}/`)).body.toString()).toBe('whole'); // the session works
+      served = 0;
+      cut = 5; // every send cut mid-body
+      await expect(c.request(`${peer.origin}/`)).rejects.toBeInstanceOf(Error);
+      expect({ retry, served }).toEqual({ retry, served: sends });
+      await c.close();
+    }
   });
 
   it('request(), a fresh session destroyed mid-body under its first GET: sent once, as node:http2 alone (the session may have died of it)', async () => {

@@ -216,7 +216,6 @@ describe('Http2Client: a request whose session died under it goes back only as t
     for (const [budget, maxAttempts] of [
       [null, 10],
       [new RetryBudget({ percentCanRetry: 0, minRetriesPerSec: 0 }), 10],
-      [new RetryBudget({ percentCanRetry: 0, minRetriesPerSec: 0 }), 1], // no dial again, but the budget holds (was: ignored)
     ] as const) {
       let holds = 0;
       await using peer = await http2Peer({
@@ -241,6 +240,28 @@ describe('Http2Client: a request whose session died under it goes back only as t
         expect(holds).toBe(3);
         expect(budget.stats()).toMatchObject({ refused: 3, withdrawn: 0 });
       }
+    }
+  });
+  it('maxAttempts 1 or retry: false: a GET whose warm session died under it is sent once, the budget not even asked (was: resent, up to retiredRetries)', async () => {
+    for (const retry of [{ maxAttempts: 1, budget: new RetryBudget() }, false] as const) {
+      let holds = 0;
+      await using peer = await http2Peer({
+        handler: (stream, headers) => {
+          if (headers[':path'] === '/hold' && ++holds <= 3) return;
+          stream.respond({ ':status': 200 });
+          stream.end('ok');
+        },
+      });
+      const c = client({ retry });
+      await c.request(`${peer.origin}/warm`);
+      const calls = Promise.allSettled(Array.from({ length: 3 }, () => c.request(`${peer.origin}/hold`)));
+      while (holds < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+      await peer.kill();
+      await peer.listen();
+      expect((await calls).map(code)).toEqual(Array(3).fill('DIALGUARD_CONNECTION_GONE'));
+      expect(holds).toBe(3);
+      if (retry !== false) expect(retry.budget.stats()).toMatchObject({ refused: 0, withdrawn: 0 });
+      expect(c.stats().turns).toBe(0);
     }
   });
 });

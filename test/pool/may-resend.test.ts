@@ -99,3 +99,50 @@ describe('ConnectionPool: mayResend', () => {
     expect(() => setup({ mayResend: true as unknown as () => boolean })).toThrow(/^mayResend must be a function/);
   });
 });
+
+/** An idempotent request (with `resends`) cut on every send by its connection's death; counts its sends and the resends `ride()` reports. */
+async function cutEvery(pool: ConnectionPool<FakeConnection>, connector: FakeConnector, resends: number | undefined): Promise<{ sends: number; resent: unknown; err: unknown }> {
+  await pool.use(T, async () => 'served');
+  let sends = 0;
+  return new Promise((resolve) => {
+    pool.ride(
+      T,
+      (trip) => {
+        sends++;
+        // Proven, then killed: each fresh connection served a call before this send dies with it.
+        const conn = connector.opened[connector.opened.length - 1]!;
+        trip.signal.addEventListener('abort', () => trip.end(false, trip.signal.reason));
+        queueMicrotask(() => conn.watch!.gone(new Error('killed')));
+      },
+      resends === undefined ? { idempotent: true } : { idempotent: true, resends },
+      () => resolve({ sends, resent: undefined, err: undefined }),
+      (err, resent) => resolve({ sends, resent, err }),
+    );
+  });
+}
+
+describe('ConnectionPool: resends (a call\'s own bound on sends that may have run)', () => {
+  it.each([
+    [0, 1, 0],
+    [1, 2, 1],
+    [2, 3, 2],
+    [undefined, 4, 3], // the default: retiredRetries (3)
+  ])('resends %s: sent %s times in all, and ride() reports %s resends with the failure', async (resends, sends, resent) => {
+    const { connector, pool } = setup({});
+    // Every fresh connection is proven by a call first, so each death may send the cut call again.
+    pool.on('opened', () => queueMicrotask(() => void pool.use(T, async () => 'prove').catch(() => {})));
+    const got = await cutEvery(pool, connector, resends);
+    expect(got.err).toBeInstanceOf(ConnectionGoneError);
+    expect({ sends: got.sends, resent: got.resent }).toEqual({ sends, resent });
+    await pool.close();
+  });
+
+  it('is checked: not an integer in 0..100 rejects the call, no connection opened', async () => {
+    const { connector, pool } = setup({});
+    await expect(pool.use(T, async () => 1, { idempotent: true, resends: -1 })).rejects.toThrow(RangeError);
+    await expect(pool.use(T, async () => 1, { idempotent: true, resends: 1.5 })).rejects.toThrow(/resends/);
+    expect(connector.opened.length).toBe(0);
+    await pool.close();
+  });
+});
+

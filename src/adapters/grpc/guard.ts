@@ -94,6 +94,7 @@ export class GrpcGuard {
       clock: s.clock,
       replayBufferSize: s.replayBufferSize,
       idempotent: s.idempotent,
+      idempotentUse: Object.freeze({ idempotent: true, resends: s.retry === false ? 0 : s.retry.maxAttempts - 1 }),
       retry:
         s.retry === false
           ? undefined

@@ -31,7 +31,7 @@ import { classify } from '../../core/classify.js';
 import { CLIENT_MADE, SERVER_ANSWERED, answeredByServer } from '../../core/classify-grpc.js';
 import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js';
 import { MAX_DURATION } from '../../core/validate.js';
-import type { ConnectionPool } from '../../pool/connection-pool.js';
+import type { ConnectionPool, UseOptions } from '../../pool/connection-pool.js';
 import type { Trip } from '../../pool/trip.js';
 import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import { retry } from '../../retry/retry.js';
@@ -57,7 +57,12 @@ export interface CallHost {
   readonly clock: Clock;
   readonly replayBufferSize: number;
   idempotent(method: string): boolean;
-  /** How calls are retried; undefined: not at all (the pool may still resend one, see above). */
+  /**
+   * The pool's options of an idempotent call's first attempt: it may be sent again after its
+   * channel died under it at most `retry.maxAttempts - 1` times (never with retries off).
+   */
+  readonly idempotentUse: UseOptions;
+  /** How calls are retried; undefined: not at all (and the pool sends no call again that may have run). */
   readonly retry: CallRetry | undefined;
   /**
    * Asks for a connection to `spec`'s target: at once, or once grpc's reconnect backoff and the
@@ -91,8 +96,11 @@ function channelClosedStatus(): grpc.StatusObject {
 }
 
 const OK = grpc.status.OK;
-const IDEMPOTENT = Object.freeze({ idempotent: true });
-const NOT_IDEMPOTENT = Object.freeze({ idempotent: false });
+/**
+ * The pool's options of a call that is not idempotent, or of a retry's attempt (the retry's
+ * attempts count its every send: the pool sends none again that may have run).
+ */
+const NOT_IDEMPOTENT: UseOptions = Object.freeze({ idempotent: false });
 const READY = grpc.connectivityState.READY;
 let callNumbers = 0;
 
@@ -162,7 +170,7 @@ export class GuardedCall implements GrpcCall {
    * The first attempt's ride failed. Decided a microtask later: the pool may be releasing every
    * ride of a dead channel, which is still in its slot until the release is over.
    */
-  readonly #rideFailed = (err: unknown): void => queueMicrotask(() => this.#retryOrFail(err));
+  readonly #rideFailed = (err: unknown, resent = 0): void => queueMicrotask(() => this.#retryOrFail(err, resent));
 
   constructor(
     host: CallHost,
@@ -229,7 +237,7 @@ export class GuardedCall implements GrpcCall {
    * promise at all.
    */
   #run(): void {
-    this.#host.pool.ride(this.#spec.key, this.#board, this.#host.idempotent(this.#method) ? IDEMPOTENT : NOT_IDEMPOTENT, this.#ridden, this.#rideFailed);
+    this.#host.pool.ride(this.#spec.key, this.#board, this.#host.idempotent(this.#method) ? this.#host.idempotentUse : NOT_IDEMPOTENT, this.#ridden, this.#rideFailed);
   }
 
   /** Whether the call waits for a channel rather than fail on `err` (wait-for-ready, never sent, no channel to be had). */
@@ -276,15 +284,17 @@ export class GuardedCall implements GrpcCall {
    * fails with that status unless it is OK.
    */
   #attempt(): Promise<grpc.StatusObject> {
-    const options = this.#host.idempotent(this.#method) ? IDEMPOTENT : NOT_IDEMPOTENT;
-    return new Promise<unknown>((resolve, reject) => this.#host.pool.ride(this.#spec.key, this.#board, options, resolve, reject)).then(() => {
+    return new Promise<unknown>((resolve, reject) => this.#host.pool.ride(this.#spec.key, this.#board, NOT_IDEMPOTENT, resolve, reject)).then(() => {
       const status = this.#rideStatus!;
       return status.code === OK ? status : Promise.reject(status);
     });
   }
 
-  /** The first attempt failed with `err`: retries it if `retry()` would, else ends the call. */
-  #retryOrFail(err: unknown): void {
+  /**
+   * The first attempt failed with `err`: retries it if `retry()` would, else ends the call.
+   * `resent`: how many times the pool sent it again in that attempt, spent from the attempts.
+   */
+  #retryOrFail(err: unknown, resent = 0): void {
     if (this.#done) return;
     if (this.#waitsFor(err)) {
       this.#awaitReady();
@@ -293,7 +303,8 @@ export class GuardedCall implements GrpcCall {
     const policy = this.#host.retry;
     const idempotent = this.#host.idempotent(this.#method);
     const left = remaining(this.#deadline);
-    if (policy === undefined || policy.maxAttempts <= 1 || !this.#sent.resendable || left <= 0 || this.#owner.closed || !worthRetrying(err, idempotent, policy.statuses)) {
+    const maxAttempts = policy === undefined ? 0 : policy.maxAttempts - resent;
+    if (policy === undefined || maxAttempts <= 1 || !this.#sent.resendable || left <= 0 || this.#owner.closed || !worthRetrying(err, idempotent, policy.statuses)) {
       policy?.budget?.deposit();
       this.#fail(err);
       return;
@@ -320,7 +331,7 @@ export class GuardedCall implements GrpcCall {
         deadline: Number.isFinite(left) ? policy.clock.now() + left : undefined,
         // The whole call: connecting, every attempt and the backoff between them (seed 003).
         start: this.#startedOnClock,
-        maxAttempts: policy.maxAttempts,
+        maxAttempts,
         backoff: paced,
         budget: policy.budget,
         clock: policy.clock,

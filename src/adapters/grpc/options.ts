@@ -116,8 +116,8 @@ export interface GrpcGuardOptions {
   replayBufferSize?: number;
   /**
    * Which methods (full path, `/package.Service/Method`) may run twice without harm. A call of
-   * one whose connection died under it is resent; other calls are only resent when the server
-   * certainly never saw them. Default none: grpc cannot tell. Called synchronously: only `true`
+   * one whose connection died under it is resent, each send counted in `retry.maxAttempts` (never
+   * with `retry: false`); other calls are only resent when the server certainly never saw them. Default none: grpc cannot tell. Called synchronously: only `true`
    * is a yes; any other answer (a promise from an `async` function, `'true'`, `1`) is a no, as is a
    * throw (the safe side), each with a process warning the first time: it never fails or strands
    * a call.
@@ -127,8 +127,11 @@ export interface GrpcGuardOptions {
    * Retries, with `retry()`'s rule (a failure the server never saw, for any call; one it may have
    * seen, for an idempotent method; never a refusal by the breaker or a status the server sent),
    * jittered backoff and retry budget. Every attempt gets what remains of the call's deadline, and
-   * a call is retried only until the server answers it (streaming calls included). `false` leaves
-   * retrying to the caller. Default `{}`.
+   * a call is retried only until the server answers it (streaming calls included). `maxAttempts`
+   * counts every send of a call that may have run, the pool's resend on a fresh channel included.
+   * `false` leaves retrying to the caller: a call that may have run is never sent again (a call
+   * the server certainly never saw, say one a GOAWAY excluded, still goes to a fresh channel).
+   * Default `{}`.
    */
   retry?: GrpcRetryOptions | false;
   /**

@@ -310,6 +310,7 @@ export function testCallHost(pool: ConnectionPool<PooledChannel>, specs: SpecTab
     clock,
     replayBufferSize: 1_024,
     idempotent: () => false,
+    idempotentUse: { idempotent: true, resends: 0 },
     retry: undefined,
     reconnect: () => {},
     onChange: () => () => {},

@@ -66,7 +66,7 @@ describe('grpc guard: a call over the replay buffer', () => {
   it('once a grpc-js call took it, the limit holds: reset under it, it is not sent again, and a call riding with it is resent on the fresh channel as if alone', async () => {
     const { address, calls, up, relay, server } = await downServer();
     await up();
-    const { client, guard } = setup(address, { idempotent: () => true, retry: false });
+    const { client, guard } = setup(address, { idempotent: () => true, retry: { maxAttempts: 2, backoff: () => 5_000, budget: null } });
     expect(String(await call(client, 'Echo', 'warm'))).toBe('warm'); // a channel that served
     const big = failure(call(client, 'Hold', BIG));
     const small = call(client, 'Hold', 'small');
@@ -108,7 +108,7 @@ describe('grpc guard: a call over the replay buffer', () => {
     cleanup.push(() => server.forceShutdown());
     const relay = await countingRelay({ host: '127.0.0.1', port });
     cleanup.push(() => relay.close());
-    const guard = new GrpcGuard({ connectTimeout: 1_000, closeTimeout: 100, replayBufferSize: LIMIT, idempotent: () => true, retry: false, breaker: new HostBreaker({ failureThreshold: 100 }) });
+    const guard = new GrpcGuard({ connectTimeout: 1_000, closeTimeout: 100, replayBufferSize: LIMIT, idempotent: () => true, retry: { maxAttempts: 2, backoff: () => 5_000, budget: null }, breaker: new HostBreaker({ failureThreshold: 100 }) });
     const Client = grpc.makeGenericClientConstructor(service, 'S');
     const client = new Client(relay.address, grpc.credentials.createInsecure(), guard.clientOptions());
     cleanup.push(() => guard.close());

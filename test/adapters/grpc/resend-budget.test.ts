@@ -25,7 +25,7 @@ describe('grpc guard: the pool sends a cut call again only from the retry budget
     const relay = await countingRelay(server);
     cleanup.push(() => relay.close());
     const budget = new RetryBudget(budgetOptions);
-    const guard = new GrpcGuard({ breaker: new HostBreaker(), idempotent: () => true, closeTimeout: 100, retry: { maxAttempts: 1, budget } });
+    const guard = new GrpcGuard({ breaker: new HostBreaker(), idempotent: () => true, closeTimeout: 100, retry: { maxAttempts: 2, backoff: () => 5_000, budget } });
     cleanup.push(() => guard.close());
     const client = new EchoClient(relay.address, grpc.credentials.createInsecure(), guard.clientOptions());
     cleanup.push(() => client.close());
@@ -43,5 +43,46 @@ describe('grpc guard: the pool sends a cut call again only from the retry budget
     else for (const r of results) expect((r as grpc.ServiceError).code).toBe(grpc.status.UNAVAILABLE);
     expect(server.calls.Hold).toBe(runs);
     expect(budget.stats().withdrawn).toBe(withdrawn);
+  });
+
+  it.each([
+    ['retry: false', false as const],
+    ['maxAttempts 1', { maxAttempts: 1, budget: new RetryBudget() }],
+  ])('%s: a cut call is sent once, though the budget has room (was: sent again by the pool, up to retiredRetries)', async (_name, retry) => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const relay = await countingRelay(server);
+    cleanup.push(() => relay.close());
+    const guard = new GrpcGuard({ breaker: new HostBreaker(), idempotent: () => true, closeTimeout: 100, retry });
+    cleanup.push(() => guard.close());
+    const client = new EchoClient(relay.address, grpc.credentials.createInsecure(), guard.clientOptions());
+    cleanup.push(() => client.close());
+    expect(String(await call(client, 'Echo', 'warm'))).toBe('warm');
+    const held = Array.from({ length: 4 }, (_, i) => call(client, 'Hold', String(i)).then(String, (err: grpc.ServiceError) => err));
+    await eventually(() => server.held.size, (n) => n === 4);
+    await relay.resetConnections();
+    for (const r of await Promise.all(held)) expect((r as grpc.ServiceError).code).toBe(grpc.status.UNAVAILABLE);
+    expect(server.calls.Hold).toBe(4);
+    expect(guard.stats().turns).toBe(0);
+  });
+
+  it('maxAttempts 2, cut twice: each call runs twice in all, the pool\'s resend spent from its attempts (was: a retry more, three runs)', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const relay = await countingRelay(server);
+    cleanup.push(() => relay.close());
+    const guard = new GrpcGuard({ breaker: new HostBreaker(), idempotent: () => true, closeTimeout: 100, retry: { maxAttempts: 2, backoff: () => 20, budget: new RetryBudget() } });
+    cleanup.push(() => guard.close());
+    const client = new EchoClient(relay.address, grpc.credentials.createInsecure(), guard.clientOptions());
+    cleanup.push(() => client.close());
+    expect(String(await call(client, 'Echo', 'warm'))).toBe('warm');
+    const held = Array.from({ length: 4 }, (_, i) => call(client, 'Hold', String(i)).then(String, (err: grpc.ServiceError) => err));
+    await eventually(() => server.held.size, (n) => n === 4);
+    await relay.resetConnections();
+    await eventually(() => server.calls.Hold, (n) => n === 8); // each sent again once, by the pool
+    await eventually(() => server.held.size, (n) => n === 4);
+    await relay.resetConnections();
+    for (const r of await Promise.all(held)) expect((r as grpc.ServiceError).code).toBe(grpc.status.UNAVAILABLE);
+    expect(server.calls.Hold).toBe(8);
   });
 });

@@ -39,7 +39,7 @@ describe('grpc guard: a streaming call sent again', () => {
     cleanup.push(() => new Promise<void>((resolve) => server.tryShutdown(() => resolve())));
     const relay = await countingRelay({ host: '127.0.0.1', port });
     cleanup.push(() => relay.close());
-    const guard = new GrpcGuard({ breaker: new HostBreaker(), retry: false, idempotent: () => true, closeTimeout: 100 });
+    const guard = new GrpcGuard({ breaker: new HostBreaker(), retry: { maxAttempts: 2, backoff: () => 5_000, budget: null }, idempotent: () => true, closeTimeout: 100 });
     cleanup.push(() => guard.close());
     const client = new EchoClient(relay.address, grpc.credentials.createInsecure(), guard.clientOptions());
     cleanup.push(() => client.close());

@@ -215,7 +215,7 @@ describe('grpc guard: a call resent on a fresh channel', () => {
     cleanup.push(() => server.close());
     const relay = await countingRelay(server);
     cleanup.push(() => relay.close());
-    const { client, guard } = setup(relay.address, { idempotent: everything, retry: false });
+    const { client, guard } = setup(relay.address, { idempotent: everything, retry: { maxAttempts: 2, backoff: () => 5_000, budget: null } });
     expect(String(await call(client, 'Echo', 'warm'))).toBe('warm'); // the channel works
     const held = Promise.all(Array.from({ length: 4 }, (_, i) => call(client, 'Hold', String(i))));
     await eventually(() => server.held.size, (n) => n === 4);
