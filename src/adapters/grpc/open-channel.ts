@@ -64,8 +64,9 @@ export function openChannel(spec: ChannelSpec, target: string, options: grpc.Cha
         return;
       }
       // The peer sent HTTP/2-layer bytes: a protocol answer (say an HTTP/1.1 server's reply to
-      // the preface) from a live host, never a failed dial against it (DESIGN rule 1).
-      if (tracker.answered) ctx.answered = true;
+      // the preface) from a live host, never a failed dial against it (DESIGN rule 1). So is a
+      // certificate the client's own identity check refused (or threw on).
+      if (tracker.answered || tracker.certificatePresented) ctx.answered = true;
       tracker.abort();
       closeChannel(pooled);
       reject(err);

@@ -16,8 +16,10 @@
  * @module
  */
 import type net from 'node:net';
+import type { PeerCertificate } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import type { ConnectPhase } from '../../core/errors.js';
+import { caughtIdentityCheck } from '../../guard/identity-check.js';
 
 type CreateSecureConnector = grpc.ChannelCredentials['_createSecureConnector'];
 type SecureConnector = ReturnType<CreateSecureConnector>;
@@ -35,6 +37,11 @@ export class ConnectTracker {
    * certificate, hostname or ALPN verdict keeps its `code` here, where grpc-js keeps only its text.
    */
   handshakeError: unknown;
+  /**
+   * Whether the peer presented its certificate (the client's own `checkServerIdentity` was asked
+   * about it): the host answered, whatever that check then said.
+   */
+  certificatePresented = false;
   readonly #sockets = new Set<net.Socket>();
   /** The sockets HTTP/2 was to run over (a TLS socket counts cleartext), kept after they close. */
   readonly #carriers: net.Socket[] = [];
@@ -140,6 +147,7 @@ class TrackedCredentials extends grpc.ChannelCredentials {
   override _createSecureConnector(...args: Parameters<CreateSecureConnector>): SecureConnector {
     const inner = this.#inner._createSecureConnector(...args);
     const tracker = this.#tracker;
+    catchIdentityCheck(inner, tracker);
     const secure = this.#inner._isSecure();
     return {
       waitForReady: () => {
@@ -185,4 +193,23 @@ class TrackedCredentials extends grpc.ChannelCredentials {
       destroy: () => inner.destroy(),
     };
   }
+}
+
+/**
+ * Makes the user's `checkServerIdentity` (grpc's `verifyOptions`, wrapped by grpc-js for
+ * `grpc.ssl_target_name_override`) unable to throw, in the TLS options grpc-js built for this one
+ * connector: a throw escaped uncaught from the handshake, the dial waited out its connect timeout,
+ * and counted against the host, so one client's broken callback got the host refused for every
+ * client of the breaker (an outside review). Returned, the error fails the handshake as a rejected
+ * certificate does. Credentials that build their TLS options per connect (grpc-js's certificate
+ * providers) keep no options here and are left as they are.
+ */
+function catchIdentityCheck(connector: object, tracker: ConnectTracker): void {
+  const options = (connector as { connectionOptions?: { checkServerIdentity?: unknown } }).connectionOptions;
+  if (typeof options !== 'object' || options === null || typeof options.checkServerIdentity !== 'function') return;
+  const caught = caughtIdentityCheck(options.checkServerIdentity as Parameters<typeof caughtIdentityCheck>[0]);
+  options.checkServerIdentity = function checkServerIdentity(this: unknown, host: string, cert: PeerCertificate) {
+    tracker.certificatePresented = true;
+    return caught.call(this, host, cert);
+  };
 }

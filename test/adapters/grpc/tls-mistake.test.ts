@@ -120,6 +120,37 @@ describe('grpc guard: a client’s TLS mistake is not the host’s failure', () 
     expect(String(await call(right, 'Echo', 'ok'))).toBe('ok');
   });
 
+  it.each([
+    ['its own verifyOptions', {}],
+    ['behind ssl_target_name_override', { 'grpc.ssl_target_name_override': 'localhost' }],
+  ])('a client whose checkServerIdentity throws (%s): fails at once with that error, nothing uncaught, never counted against the host (was: uncaught, the dial timed out and counted)', async (_name, channelOptions) => {
+    const server = await tlsEchoServer();
+    const breaker = strictBreaker();
+    const guard = guarded({ breaker, retry: false });
+    const thrown = new Error('identity callback bug');
+    const broken = grpc.credentials.createSsl(Buffer.from(TEST_CERT), null, null, {
+      checkServerIdentity: () => {
+        throw thrown;
+      },
+    });
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown): void => void uncaught.push(err);
+    process.on('uncaughtException', onUncaught);
+    cleanup.push(() => void process.off('uncaughtException', onUncaught));
+    const wrong = client(server.address, broken, guard, channelOptions);
+    const right = client(server.address, trusted(), guarded({ breaker, retry: false }));
+    const t0 = performance.now();
+    for (let i = 0; i < 4; i++) {
+      const err = await failure(call(wrong, 'Echo'));
+      expect(err).not.toBeInstanceOf(HostUnavailableError);
+      expect(err.cause).toBe(thrown);
+    }
+    expect(performance.now() - t0).toBeLessThan(1_500); // one connect timeout is 2 s
+    expect(uncaught).toEqual([]);
+    expect(String(await call(right, 'Echo', 'ok'))).toBe('ok');
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
+  });
+
   it('a wrong server name (ssl_target_name_override) never counts against the host either', async () => {
     const server = await tlsEchoServer();
     const breaker = strictBreaker();
