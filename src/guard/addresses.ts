@@ -158,6 +158,24 @@ interface Remembered {
 
 const memos = new WeakMap<HostBreaker, Memo>();
 
+/** Per breaker, the breaker each resolver of a client's own counts its lookups in (see {@link lookupBreaker}). */
+const lookupBreakers = new WeakMap<HostBreaker, WeakMap<net.LookupFunction, HostBreaker>>();
+
+/**
+ * @internal The breaker `lookup`'s failures (a name it cannot resolve, a lookup that hangs) are counted in:
+ * one of `breaker`'s options, kept apart for that resolver. Counted under the name in `breaker`
+ * itself, one client's resolver answering ENOTFOUND got the name refused for every client of the
+ * breaker, though the others resolved it (an outside review). `dns.lookup`'s failures stay in
+ * `breaker`: every client that uses it shares them. The addresses' dials are always `breaker`'s.
+ */
+export function lookupBreaker(breaker: HostBreaker, lookup: net.LookupFunction): HostBreaker {
+  let own = lookupBreakers.get(breaker);
+  if (own === undefined) lookupBreakers.set(breaker, (own = new WeakMap()));
+  let found = own.get(lookup);
+  if (found === undefined) own.set(lookup, (found = breaker.sibling()));
+  return found;
+}
+
 /** How a caller resolves a name: what makes two callers' answers for it comparable. */
 export type Resolution = Partial<Pick<AddressDialOptions, 'lookup' | 'family' | 'hints'>>;
 
@@ -299,7 +317,8 @@ export function connectAddresses<C = net.Socket>(
   const { breaker } = options;
   const started = clock.now();
   const lookup = options.lookup ?? (dns.lookup as unknown as net.LookupFunction);
-  return dialWith(name, (ctx) => resolve(lookup, host, options, ctx), { timeout: options.timeout, signal: options.signal, breaker, clock }, undefined, true).then(
+  const lookups = options.lookup === undefined ? breaker : lookupBreaker(breaker, options.lookup);
+  return dialWith(name, (ctx) => resolve(lookup, host, options, ctx), { timeout: options.timeout, signal: options.signal, breaker: lookups, clock }, undefined, true).then(
     (resolved) => {
       const keys = resolved.map((a) => hostKey(a.address, port));
       const { proven } = remember(breaker, memoKey(name, options), keys, clock.now());

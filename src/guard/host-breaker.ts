@@ -360,6 +360,8 @@ const NO_PORT: unique symbol = Symbol('no port');
 /** A per-host circuit breaker fed only by dial outcomes. See the module docs for the states. */
 export class HostBreaker {
   readonly #threshold: number;
+  /** The options it was made with (see {@link HostBreaker.sibling}). */
+  readonly #options: HostBreakerOptions;
   readonly #minOutage: number;
   readonly #openDuration: Schedule;
   /** Whether the default schedule is in use, whose window after a refused probe is {@link RESTART_PROBE_WINDOW}. */
@@ -424,6 +426,7 @@ export class HostBreaker {
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: HostBreakerOptions = {}) {
     checkOptionNames('HostBreaker', options, BREAKER_OPTIONS);
+    this.#options = { ...options };
     this.#threshold = checkInteger('failureThreshold', opt(options.failureThreshold, 3), 0);
     this.#minOutage = checkDuration('minOutage', opt(options.minOutage, 1_500));
     const open = opt<number | Schedule>(options.openDuration, adaptiveOpenWindow);
@@ -444,6 +447,14 @@ export class HostBreaker {
     const random = options.random === undefined ? Math.random : unitRandom(checkFunction('random', options.random));
     this.#random = random;
     this.#lastSweep = this.#clock.now();
+  }
+
+  /**
+   * @internal A new, empty breaker with this one's options: for what must be counted with the
+   * same rules but apart from this breaker's hosts (a client's own resolver's lookups).
+   */
+  sibling(): HostBreaker {
+    return new HostBreaker(this.#options);
   }
 
   /** Whether the breaker records anything (`failureThreshold > 0`). */

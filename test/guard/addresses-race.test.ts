@@ -8,7 +8,7 @@ import { getEventListeners } from 'node:events';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError, HostUnavailableError } from '../../src/core/errors.js';
-import { ADDRESS_RECHECK, connectAddresses, refuseFromMemory } from '../../src/guard/addresses.js';
+import { ADDRESS_RECHECK, connectAddresses, lookupBreaker, refuseFromMemory } from '../../src/guard/addresses.js';
 import type { DialContext } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { hostKey } from '../../src/guard/host-key.js';
@@ -115,7 +115,9 @@ function rig(opts: { timeout?: number; attemptDelay?: number; threshold?: number
     clock.advance(opts.openDuration ?? 30_000);
     expect(breaker.state(key(address))?.state).toBe('half-open');
   };
-  return { clock, breaker, dials, call, settle, halfOpen, order: () => dials.map((d) => d.address), lookups: () => lookups };
+  // The rig's own lookup counts its failures apart from the addresses' breaker (see lookupBreaker).
+  const names = lookupBreaker(breaker, lookup);
+  return { clock, breaker, names, dials, call, settle, halfOpen, order: () => dials.map((d) => d.address), lookups: () => lookups };
 }
 
 describe('per-address racing: which address is dialled, and when', () => {
@@ -160,7 +162,8 @@ describe('per-address racing: which address is dialled, and when', () => {
     expect(r.clock.pending).toBe(0); // neither C's attempt delay nor any dial timeout is left
     await r.clock.tick(5_000);
     expect(r.order()).toEqual([A, B]); // C never dialled
-    expect(r.breaker.stats()).toMatchObject({ succeeded: 3, failed: 0 }); // the lookup, A and B
+    expect(r.breaker.stats()).toMatchObject({ succeeded: 2, failed: 0 }); // A and B
+    expect(r.names.stats()).toMatchObject({ succeeded: 1, failed: 0 }); // the lookup
   });
 
   it('a loser failing after the winner dials nothing more, and is recorded against its own address only', async () => {
@@ -174,7 +177,7 @@ describe('per-address racing: which address is dialled, and when', () => {
     expect(out.value).toBe(r.dials[1]!.socket);
     expect(r.order()).toEqual([A, B]);
     expect(r.breaker.state(key(A))?.failures).toBe(1);
-    expect(r.breaker.state(NAME)?.failures).toBe(0);
+    expect(r.names.state(NAME)?.failures).toBe(0);
   });
 
   it('a failure hands over at once, and the next address then gets its own full attemptDelay', async () => {
@@ -572,7 +575,7 @@ describe('per-address racing: the lookup', () => {
       expect(none.value).toBeInstanceOf(Error);
       expect(none.value).toMatchObject({ message: 'svc.test resolved to no address', code: 'ENOTFOUND', hostname: 'svc.test' });
     }
-    expect(r.breaker.state(NAME)?.failures).toBe(3); // each failed lookup is a failed dial of the name
+    expect(r.names.state(NAME)?.failures).toBe(3); // each failed lookup is a failed dial of the name
     expect(r.order()).toEqual([B]);
   });
 
@@ -617,7 +620,8 @@ describe('per-address racing: the caller leaving, and late dials', () => {
     ac.abort(new Error('late'));
     await r.settle(r.dials[0], 'connect'); // the loser still runs to its end: recorded, then closed
     expect(r.dials[0]!.socket.destroyed).toBe(true);
-    expect(r.breaker.stats()).toMatchObject({ succeeded: 3, abandoned: 0 }); // the lookup, A and B
+    expect(r.breaker.stats()).toMatchObject({ succeeded: 2, abandoned: 0 }); // A and B
+    expect(r.names.stats()).toMatchObject({ succeeded: 1, abandoned: 0 }); // the lookup
   });
 
   it('a caller who aborts just as the lookup answers gets its reason, and no address is dialled', async () => {

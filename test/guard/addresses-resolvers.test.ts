@@ -43,6 +43,35 @@ describe('a name resolved differently by two clients of one breaker', () => {
     expect(dead.calls()).toBe(1);
   });
 
+  it("a lookup that answers ENOTFOUND opens the name for its own client only: another resolver's client, and dns.lookup's, are served (was: refused)", async () => {
+    const live = await echoPeer({ host: '127.0.0.2' });
+    cleanup.push(() => live.close());
+    const breaker = quickBreaker();
+    let failedLookups = 0;
+    const broken = ((host: string, _o: unknown, cb: (err: Error) => void) => {
+      failedLookups++;
+      queueMicrotask(() => cb(Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND', hostname: host })));
+    }) as unknown as net.LookupFunction;
+    const good = lookupTo(['127.0.0.2']);
+    const target = { host: 'svc.test', port: live.port };
+    await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup: broken } })).rejects.toMatchObject({ code: 'ENOTFOUND' });
+    // Its own client learns: refused without a lookup.
+    await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup: broken } })).rejects.toBeInstanceOf(HostUnavailableError);
+    expect(failedLookups).toBe(1);
+    for (let i = 0; i < 5; i++) {
+      const s = await connect(target, { breaker, timeout: 1_000, socket: { lookup: good.lookup } }); // was HostUnavailableError
+      expect(s.remoteAddress).toBe('127.0.0.2');
+      s.destroy();
+    }
+    // dns.lookup's client (localhost: loopback) is not refused by another resolver's failure either.
+    const local = await echoPeer({ host: '127.0.0.1' });
+    cleanup.push(() => local.close());
+    await expect(connect({ host: 'localhost', port: local.port }, { breaker, timeout: 1_000, socket: { lookup: broken, family: 4 } })).rejects.toMatchObject({ code: 'ENOTFOUND' });
+    const s = await connect({ host: 'localhost', port: local.port }, { breaker, timeout: 1_000, socket: { family: 4 } });
+    s.destroy();
+    expect(breaker.state(`svc.test:${live.port}`)?.failures ?? 0).toBe(0);
+  });
+
   it('one lookup, two families: the family-4 answer (dead, open) does not refuse the default-family client', async () => {
     const live = await echoPeer({ host: '127.0.0.2' });
     cleanup.push(() => live.close());

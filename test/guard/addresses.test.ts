@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { HostUnavailableError } from '../../src/core/errors.js';
 import { connect } from '../../src/guard/connect.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { lookupBreaker } from '../../src/guard/addresses.js';
 import { type TcpPeer, echoPeer } from '../../src/testing/tcp-peers.js';
 import { blackhole } from '../../src/testing/blackhole.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
@@ -54,7 +55,7 @@ describe('connect: per-address guarding', () => {
       expect(r).toEqual({ ok: 20, errors: [] });
       expect(dials.get(`127.0.0.3:${peers.port}`)).toBe(1); // once, then open and skipped
       expect(breaker.state(`127.0.0.3:${peers.port}`)?.state).toBe('open');
-      expect(breaker.state(`svc.test:${peers.port}`)?.state).toBe('closed');
+      expect(lookupBreaker(breaker, lookup).state(`svc.test:${peers.port}`)?.state).toBe('closed'); // the lookups' own entry
       expect(peers.live[0]!.attempts + peers.live[1]!.attempts).toBe(20);
     } finally {
       await peers.close();
@@ -162,7 +163,7 @@ describe('connect: per-address guarding', () => {
     }
   });
 
-  it("the breaker's capacity bounds address entries too: a name and its addresses share one table", async () => {
+  it("the breaker's capacity bounds address entries too, and a lookup's own names (kept apart, with the same capacity)", async () => {
     const peers = await twoLive();
     try {
       const breaker = new HostBreaker({ capacity: 4 });
@@ -170,15 +171,17 @@ describe('connect: per-address guarding', () => {
       for (const name of ['a.test', 'b.test', 'c.test']) {
         (await connect({ host: name, port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } })).destroy();
       }
-      // 3 names + 1 address actually dialled (the first, each time): 4 keys, at capacity.
-      expect(breaker.stats().hosts).toBeLessThanOrEqual(4);
+      // 3 names (apart: the lookup's own) + 1 address actually dialled (the first, each time).
+      const names = lookupBreaker(breaker, lookup);
+      expect(breaker.stats().hosts).toBe(1);
+      expect(names.stats().hosts).toBe(3);
       expect(breaker.state(`127.0.0.2:${peers.port}`)?.state).toBe('closed');
       for (const name of ['d.test', 'e.test']) {
         (await connect({ host: name, port: peers.port }, { breaker, timeout: 1_000, socket: { lookup } })).destroy();
       }
-      // Two more names evict the two least recently used names; the address, dialled each time, stays.
-      expect(breaker.stats()).toMatchObject({ hosts: 4, evictedCapacity: 2 });
-      expect(breaker.state('a.test', peers.port)).toBeUndefined();
+      // Two more names evict the least recently used name; the address, dialled each time, stays.
+      expect(names.stats()).toMatchObject({ hosts: 4, evictedCapacity: 1 });
+      expect(names.state('a.test', peers.port)).toBeUndefined();
       expect(breaker.state(`127.0.0.2:${peers.port}`)).toBeDefined();
     } finally {
       await peers.close();
@@ -238,8 +241,8 @@ describe('connect: per-address guarding', () => {
     const notFound = Object.assign(new Error('getaddrinfo ENOTFOUND gone.test'), { code: 'ENOTFOUND' });
     const lookup = ((_h: string, _o: unknown, cb: (err: Error) => void) => queueMicrotask(() => cb(notFound))) as unknown as net.LookupFunction;
     await expect(connect({ host: 'gone.test', port: 80 }, { breaker, socket: { lookup } })).rejects.toBe(notFound);
-    expect(breaker.state('gone.test:80')?.failures).toBe(1);
-    expect(breaker.stats().hosts).toBe(1); // no address entry
+    expect(lookupBreaker(breaker, lookup).state('gone.test:80')?.failures).toBe(1); // the entry its resolver's lookups count in
+    expect(breaker.stats().hosts).toBe(0); // no address entry
   });
 
   it("a lookup that throws (a caller's bug, not an answer) counts nothing against the name: a caller on the system resolver is not refused", async () => {
@@ -289,13 +292,15 @@ describe('connect: a caller restricted to one address family', () => {
         void process.nextTick(cb, Object.assign(new Error('getaddrinfo ENOTFOUND gone.test'), { code: 'ENOTFOUND' }))) as unknown as net.LookupFunction;
       const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
       await expect(connect({ host: 'gone.test', port: 1 }, { breaker, perAddress, socket: { lookup: noName } })).rejects.toMatchObject({ code: 'ENOTFOUND' });
-      expect(breaker.stats()).toMatchObject({ failed: 1 });
+      // Per address, a resolver of the caller's own counts apart (another client's lookup may find the name).
+      const counted = (b: HostBreaker): HostBreaker => (perAddress ? lookupBreaker(b, noName) : b);
+      expect(counted(breaker).stats()).toMatchObject({ failed: 1 });
       await expect(connect({ host: 'gone.test', port: 1 }, { breaker, perAddress, socket: { lookup: noName } })).rejects.toBeInstanceOf(HostUnavailableError);
       // `hints: 0` and `family: 0` restrict nothing (Node's own defaults, spelled out): still the name's failure.
       for (const socket of [{ hints: 0 }, { family: 0 }, { family: 0, hints: 0 }]) {
         const spelled = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
         await expect(connect({ host: 'gone.test', port: 1 }, { breaker: spelled, perAddress, socket: { ...socket, lookup: noName } })).rejects.toMatchObject({ code: 'ENOTFOUND' });
-        expect(spelled.stats()).toMatchObject({ failed: 1 });
+        expect(counted(spelled).stats()).toMatchObject({ failed: 1 });
       }
       // A refused connect under a restriction is still the host's (only "no address" is the caller's).
       const refused = await echoPeer();

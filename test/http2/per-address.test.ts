@@ -30,6 +30,18 @@ async function once(url: string, breaker: HostBreaker, lookup: net.LookupFunctio
 }
 
 describe('Http2Client: a name is guarded per address', () => {
+  it("a client whose lookup answers ENOTFOUND never gets the name refused for a client resolving it (was: refused for both on the shared breaker)", async () => {
+    await using a = await http2Peer({ host: '127.0.0.2' });
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
+    const broken = ((host: string, _o: unknown, cb: (err: Error) => void) =>
+      queueMicrotask(() => cb(Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND', hostname: host })))) as unknown as net.LookupFunction;
+    const { lookup } = lookupTo(['127.0.0.2']);
+    for (let i = 0; i < 3; i++) {
+      await expect(once(`http://svc.test:${a.port}/`, breaker, broken)).rejects.toBeInstanceOf(Error);
+      expect(await once(`http://svc.test:${a.port}/`, breaker, lookup)).toBe(200);
+    }
+  });
+
   it('one refusing address of three: every request is served by the live two, the dead one is dialled once then skipped, nothing is refused', async () => {
     await using a = await http2Peer({ host: '127.0.0.2' });
     await using b = await http2Peer({ host: '127.0.0.4', port: a.port });

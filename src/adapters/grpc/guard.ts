@@ -15,6 +15,7 @@ import type { Listener, Unsubscribe } from '../../core/events.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../../pool/connection-pool.js';
 import { MAX_DURATION } from '../../core/validate.js';
 import { sharedRetryBudget } from '../../retry/budget.js';
+import { lookupBreaker } from '../../guard/addresses.js';
 import { sharedBreaker } from '../../guard/dial.js';
 import { ChannelConnector, type PooledChannel, channelTransport } from './channel-connector.js';
 import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
@@ -68,8 +69,10 @@ export class GrpcGuard {
       s.perAddress && breaker !== null ? { breaker, timeout: s.connectTimeout, lookup: s.lookup, attemptDelay: s.attemptDelay, hostOf } : undefined;
     this.#connector = new ChannelConnector(this.#specs, s.clock, dialing);
     this.#clock = s.clock;
-    // The name's own entry (its lookups; every target guarded by name), or all its addresses open.
-    this.#retryAfter = (spec) => Math.max(breaker?.state(hostOf(spec.target), undefined, channelTransport(spec))?.retryAfter ?? 0, this.#connector.addressWait(spec));
+    // The name's own entry (its lookups: the guard's own resolver's apart, see lookupBreaker; every
+    // target guarded by name), or all its addresses open.
+    const names = dialing !== undefined && s.lookup !== undefined ? lookupBreaker(breaker!, s.lookup) : breaker;
+    this.#retryAfter = (spec) => Math.max(names?.state(hostOf(spec.target), undefined, channelTransport(spec))?.retryAfter ?? 0, this.#connector.addressWait(spec));
     // One budget for the retry loop and the pool's resends (see mayResend below); null: none.
     const budget = s.retry === false ? null : s.retry.budget === undefined ? sharedRetryBudget() : s.retry.budget;
     this.#pool = new ConnectionPool<PooledChannel>({

@@ -5,11 +5,13 @@
  * a channel. Counts dials per breaker key (`dialguard:dial:settled`), the calls each server
  * answered, and the calls refused.
  */
+import type net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HostUnavailableError } from '../../../src/core/errors.js';
 import { ChannelConnectError, GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { lookupBreaker } from '../../../src/guard/addresses.js';
 import { freePort } from '../../../src/testing/local-process.js';
 import { acceptAndHold } from '../../../src/testing/tcp-peers.js';
 import { blackhole } from '../../../src/testing/blackhole.js';
@@ -79,6 +81,19 @@ async function calls(n: number, target: string, options: GrpcGuardOptions, befor
 }
 
 describe('GrpcGuard: a name is guarded per address', () => {
+  it('a guard whose lookup answers ENOTFOUND never gets the name refused for a guard resolving it (was: refused on the shared breaker)', async () => {
+    const a = await serve('127.0.0.2');
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 30_000 });
+    const broken = ((host: string, _o: unknown, cb: (err: Error) => void) =>
+      queueMicrotask(() => cb(Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND', hostname: host })))) as unknown as net.LookupFunction;
+    const { lookup } = lookupTo(['127.0.0.2']);
+    for (let i = 0; i < 3; i++) {
+      await expect(once(`svc.test:${a.port}`, { breaker, lookup: broken })).rejects.toBeInstanceOf(Error);
+      await once(`svc.test:${a.port}`, { breaker, lookup }); // was: UNAVAILABLE, refused
+    }
+    expect(a.calls.Echo).toBe(3);
+  });
+
   it('one refusing address of three: every call is served by the live two, the dead one is dialled once then skipped, none refused', async () => {
     const a = await serve('127.0.0.2');
     const b = await serve('127.0.0.4', a.port);
@@ -272,7 +287,7 @@ describe('GrpcGuard: a name is guarded per address', () => {
     const failures = await calls(3, 'svc.test:50051', { breaker, lookup });
     expect(failures).toHaveLength(3);
     expect(lookups).toBe(1);
-    expect(breaker.state('svc.test:50051')?.state).toBe('open');
+    expect(lookupBreaker(breaker, lookup!).state('svc.test:50051')?.state).toBe('open'); // the entry its lookups count in
     expect((failures[2] as { cause?: unknown }).cause).toBeInstanceOf(HostUnavailableError);
   });
 

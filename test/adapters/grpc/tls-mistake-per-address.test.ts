@@ -9,6 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { GrpcGuard } from '../../../src/adapters/grpc/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
+import { lookupBreaker } from '../../../src/guard/addresses.js';
 import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
 import { EchoClient, call, echoService, failure } from './helpers.js';
@@ -45,6 +46,7 @@ describe('grpc guard: a TLS mistake of the client, per address', () => {
     expect(err.cause).toBeInstanceOf(AggregateError);
     // One attempt: each address answered once (a certificate: alive), and the name's own entry
     // with them: 4 successes recorded, where three attempts recorded 12.
-    expect(breaker.stats()).toMatchObject({ hosts: 4, succeeded: 4, failed: 0 });
+    expect(breaker.stats()).toMatchObject({ hosts: 3, succeeded: 3, failed: 0 }); // the addresses
+    expect(lookupBreaker(breaker, lookup as never).stats()).toMatchObject({ hosts: 1, succeeded: 1, failed: 0 }); // the name's lookup
   });
 });
