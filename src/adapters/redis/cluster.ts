@@ -23,6 +23,7 @@ import {
   defaultConnector,
   nodeRedisGivesUp,
   nodeRedisTarget,
+  nodeRedisSilentOnConnect,
   roundKey,
   withoutUrl,
 } from './internals.js';
@@ -111,7 +112,14 @@ export function nodeRedisCluster<O, C extends EventClient>(guard: GuardInternals
   if (socket.tls !== undefined && socket.tls !== false) throw new TypeError('dialguard: nodeRedisCluster does not support TLS clusters');
   const own = socket.reconnectStrategy;
   socket.connectTimeout = guard.timeout;
-  socket.lookup = clusterLookup(guard, pending, socket.lookup as net.LookupFunction | undefined);
+  // Node clients are made of `defaults` (a root node's over them) with the cluster's RESP, and
+  // READONLY for replicas.
+  const silent =
+    options.RESP === undefined &&
+    options.useReplicas !== true &&
+    nodeRedisSilentOnConnect(defaults) &&
+    (options.rootNodes ?? []).every((root) => nodeRedisSilentOnConnect({ ...defaults, ...root }));
+  socket.lookup = clusterLookup(guard, pending, socket.lookup as net.LookupFunction | undefined, silent);
   watchConnectingSockets();
   socket.reconnectStrategy = (retries: number, cause: unknown) => {
     if (own === undefined && nodeRedisGivesUp(cause)) return false; // as node-redis's default
@@ -130,10 +138,13 @@ export function nodeRedisCluster<O, C extends EventClient>(guard: GuardInternals
     const socket = { ...(root.socket ?? {}) };
     return { ...withoutUrl(root, socket), socket: { ...socket, host: gateName(host, port), port } };
   });
+  // A node that knows no address of its own (a one-node Redis 7 cluster without
+  // cluster-announce-ip) lists an empty host: Node dials that as localhost, as plain node-redis
+  // does. Gated as "", its name failed the breaker's key check in a listener and connect() rejected.
   const nodeAddressMap = (address: string): { host: string; port: number } => {
     const mapped = typeof mapAddress === 'function' ? mapAddress(address) : mapAddress?.[address];
     const at = address.lastIndexOf(':');
-    const host = mapped?.host ?? address.slice(0, at);
+    const host = mapped?.host || address.slice(0, at) || 'localhost';
     const port = mapped?.port ?? Number(address.slice(at + 1));
     return { ...(mapped ?? {}), host: gateName(host, port), port };
   };
@@ -164,7 +175,7 @@ export function nodeRedisCluster<O, C extends EventClient>(guard: GuardInternals
  * outcome comes from its socket ({@link takeConnectingSocket}), or failing that from the
  * cluster's node events, in order per node (`pending`).
  */
-function clusterLookup(guard: GuardInternals, pending: Map<string, ClientState[]>, lookup: net.LookupFunction | undefined): net.LookupFunction {
+function clusterLookup(guard: GuardInternals, pending: Map<string, ClientState[]>, lookup: net.LookupFunction | undefined, silent: boolean): net.LookupFunction {
   const resolve = resolverOf(lookup);
   return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
     const target = ungateName(hostname);
@@ -178,7 +189,7 @@ function clusterLookup(guard: GuardInternals, pending: Map<string, ClientState[]
       list.push(state);
       pending.set(target.key, list);
     };
-    socketReportedDial(guard, state, guard.timeout, false, unseen, cb, () => answerLookup(resolve, target.host, opts, cb));
+    socketReportedDial(guard, state, guard.timeout, false, unseen, cb, () => answerLookup(resolve, target.host, opts, cb), silent);
   }) as net.LookupFunction;
 }
 
@@ -212,6 +223,7 @@ export function socketReportedDial(
   unseen: () => void,
   cb: (...answer: unknown[]) => void,
   answer: () => void,
+  silent = false,
 ): void {
   const socket = takeConnectingSocket();
   const go = (refusal: RoundOutcome): void => {
@@ -222,8 +234,9 @@ export function socketReportedDial(
     if (socket === undefined) unseen();
     else {
       state.socket = socket;
-      watchNodeDial(guard, state, socket);
-      guard.boundHandshake(state, state.permit, socket, true);
+      watchNodeDial(guard, state, socket, silent);
+      // A client that sends nothing on connect hears nothing until its first command: no byte to wait for.
+      if (!silent) guard.boundHandshake(state, state.permit, socket, true);
     }
     answer();
   };
@@ -240,9 +253,13 @@ export function socketReportedDial(
  * the server's first byte is a success (TCP connected alone is not: a frozen node connects from
  * its backlog), an error before that a failure (the handshake bound's `ConnectTimeoutError`
  * among them), a close with no error (the cluster destroyed) abandoned. Once it answered, a close
- * is a lost connection: the node's redials go in rounds from then on.
+ * is a lost connection: the node's redials go in rounds from then on. `silent`: the client sends
+ * nothing on connect (no handshake, see {@link nodeRedisSilentOnConnect}), so the server says
+ * nothing until a command: TCP connected is the success. Waiting for a byte there, an idle
+ * connection was destroyed at the connect timeout and counted as a failed dial, and a pool's
+ * healthy node opened for every client of the breaker (an outside review).
  */
-export function watchNodeDial(guard: GuardInternals, state: ClientState, socket: net.Socket): void {
+export function watchNodeDial(guard: GuardInternals, state: ClientState, socket: net.Socket, silent = false): void {
   const done = (outcome: 'answered' | 'abandoned' | Error): void => {
     socket.off('connect', onConnect);
     socket.off('data', onAnswer);
@@ -255,7 +272,8 @@ export function watchNodeDial(guard: GuardInternals, state: ClientState, socket:
   // node-redis adds its own 'data' listener just after 'connect' (a microtask later), before any
   // byte can arrive: listening here loses nothing.
   const onConnect = (): void => {
-    socket.once('data', onAnswer);
+    if (silent) onAnswer();
+    else socket.once('data', onAnswer);
   };
   const onAnswer = (): void => {
     done('answered');

@@ -32,6 +32,24 @@ export interface NodeRedisOptions {
   [key: string]: unknown;
 }
 
+/**
+ * The node-redis options that make a client send commands of its own as it connects (node-redis
+ * 5's handshake: HELLO for any `RESP`, AUTH, CLIENT SETNAME, SELECT, READONLY, CLIENT SETINFO
+ * unless `disableClientInfo`, CLIENT TRACKING). A `url` may carry credentials or a database.
+ */
+const HANDSHAKE_OPTIONS = ['RESP', 'username', 'password', 'credentialsProvider', 'name', 'database', 'readonly', 'clientSideCache', 'emitInvalidate', 'url'] as const;
+
+/**
+ * Whether a node-redis client with `options` sends nothing as it connects, so its server sends
+ * nothing until the first command: `disableClientInfo: true` and none of {@link HANDSHAKE_OPTIONS}.
+ * Unsure is false (a handshake is then waited for, as before).
+ */
+export function nodeRedisSilentOnConnect(options: Record<string, unknown>): boolean {
+  if (options.disableClientInfo !== true) return false;
+  for (const key of HANDSHAKE_OPTIONS) if (options[key] !== undefined && options[key] !== false && options[key] !== 0 && options[key] !== '') return false;
+  return true;
+}
+
 /** ioredis options, the parts the guard reads and sets. */
 export interface IoredisOptions {
   host?: string;

@@ -20,7 +20,7 @@ import dns from 'node:dns';
 import net from 'node:net';
 import { answerLookup, resolverOf, socketReportedDial } from './cluster.js';
 import { watchConnectingSockets } from './handshake.js';
-import { ClientState, type GuardInternals, NODE_REDIS_LONGEST_WAIT, type NodeRedisOptions, nodeRedisGivesUp, withoutUrl } from './internals.js';
+import { ClientState, type GuardInternals, NODE_REDIS_LONGEST_WAIT, type NodeRedisOptions, nodeRedisGivesUp, nodeRedisSilentOnConnect, withoutUrl } from './internals.js';
 
 /**
  * Member options for a pool of `options`' node, each dial gated and reported on its own; the
@@ -33,7 +33,8 @@ export function poolMemberOptions(guard: GuardInternals, options: NodeRedisOptio
   if (base.tls) return options;
   const { name, ip } = gatedHost(socket.host ?? 'localhost');
   socket.host = name;
-  socket.lookup = memberLookup(guard, base, ip, socket.lookup as net.LookupFunction | undefined);
+  const silent = nodeRedisSilentOnConnect(options);
+  socket.lookup = memberLookup(guard, base, ip, socket.lookup as net.LookupFunction | undefined, silent);
   watchConnectingSockets();
   const own = socket.reconnectStrategy;
   socket.reconnectStrategy = (retries: number, cause: unknown) => {
@@ -84,17 +85,18 @@ export function gatedHost(host: string): { name: string; ip: string | undefined 
 
 /**
  * A pool member's lookup: a dial state of its own (key, bound and rounds policy from `base`),
- * reported from its socket as a cluster node's dial is ({@link socketReportedDial}). A dial whose
+ * reported from its socket as a cluster node's dial is ({@link socketReportedDial}; `silent`: the
+ * members send nothing as they connect, so connected is the success). A dial whose
  * socket was not seen (never: net.connect publishes every socket it makes) goes unreported rather
  * than hold the node's round; a pool destroyed while a dial waits for its round takes no permit.
  */
-function memberLookup(guard: GuardInternals, base: ClientState, ip: string | undefined, lookup: net.LookupFunction | undefined): net.LookupFunction {
+function memberLookup(guard: GuardInternals, base: ClientState, ip: string | undefined, lookup: net.LookupFunction | undefined, silent: boolean): net.LookupFunction {
   const resolve = resolverOf(lookup);
   const bound = base.timeout > 0 ? base.timeout : guard.timeout;
   return ((hostname: string, opts: dns.LookupOptions, cb: (...answer: unknown[]) => void) => {
     const state = new ClientState(base.key, true, false);
     state.timeout = base.timeout;
     state.policy = base.policy;
-    socketReportedDial(guard, state, bound, true, () => guard.abandon(state), cb, () => answerLookup(resolve, ip ?? hostname, opts, cb));
+    socketReportedDial(guard, state, bound, true, () => guard.abandon(state), cb, () => answerLookup(resolve, ip ?? hostname, opts, cb), silent);
   }) as net.LookupFunction;
 }

@@ -9,13 +9,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import type net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { Cluster, Redis } from 'ioredis';
 import { createCluster } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { RedisGuard } from '../../../src/adapters/redis/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
-import { freePort, nodeOf, startCluster } from './redis-server.js';
+import { RedisServer, freePort, nodeOf, startCluster } from './redis-server.js';
 
 const cleanups = leakCheckEach();
 
@@ -93,6 +94,50 @@ describe('RedisGuard: an ioredis Cluster where one node of three dies', () => {
     expect(rawDials).toBeGreaterThan(2 * Math.ceil(rawMs / 500));
     expect(guardedDials).toBeLessThanOrEqual(Math.ceil(guardedMs / 500) + 2);
   }, 60_000);
+
+  it('node-redis createCluster on a one-node cluster whose CLUSTER SLOTS lists an empty host: connects and serves, as plain (was: connect() rejected, TypeError)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dialguard-redis-cluster-'));
+    const port = await freePort();
+    const server = await new RedisServer(port, ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--dir', dir]).start();
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }), () => server.kill());
+    expect(spawnSync('redis-cli', ['-p', String(port), 'cluster', 'addslotsrange', '0', '16383'], { encoding: 'utf8' }).stdout).toContain('OK');
+    for (let i = 0; i < 200 && !spawnSync('redis-cli', ['-p', String(port), 'cluster', 'info'], { encoding: 'utf8' }).stdout.includes('cluster_state:ok'); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const slots = spawnSync('redis-cli', ['-p', String(port), 'cluster', 'slots'], { encoding: 'utf8' }).stdout.split('\n');
+    expect(slots[2]).toBe(''); // the node's host: empty
+    const breaker = new HostBreaker();
+    const guarded = new RedisGuard({ breaker }).nodeRedisCluster(createCluster, { rootNodes: [{ socket: { host: '127.0.0.1', port } }] });
+    const errors: string[] = [];
+    guarded.on('error', (e: Error) => void errors.push(e.message));
+    cleanups.push(() => guarded.destroy());
+    await guarded.connect();
+    await guarded.set('k', 'v');
+    expect(await guarded.get('k')).toBe('v');
+    expect(errors).toEqual([]);
+    expect(breaker.stats()).toMatchObject({ failed: 0 });
+    expect(breaker.state(`localhost:${port}`)?.state).toBe('closed');
+  });
+
+  it('node-redis createCluster with disableClientInfo: true (nodes send nothing as they connect): idle node connections live, no dial counted failed (was: killed at connectTimeout, nodes opened)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dialguard-redis-cluster-'));
+    const ports = [await freePort(), await freePort(), await freePort()];
+    const servers = await startCluster(ports, dir);
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }), () => Promise.all(servers.map((s) => s.kill())));
+    const breaker = new HostBreaker();
+    const guard = new RedisGuard({ breaker, connectTimeout: 200 });
+    const guarded = guard.nodeRedisCluster(createCluster, { rootNodes: [{ socket: { host: '127.0.0.1', port: ports[0]! } }], defaults: { disableClientInfo: true } });
+    const errors: string[] = [];
+    guarded.on('error', (e: Error) => void errors.push(e.message));
+    cleanups.push(() => guarded.destroy());
+    await guarded.connect();
+    await new Promise((resolve) => setTimeout(resolve, 700)); // three connect timeouts, idle from the start
+    const keys = Array.from({ length: 10 }, (_, i) => `k${i}`);
+    await Promise.all(keys.map((k) => guarded.set(k, 'v')));
+    expect(await Promise.all(keys.map((k) => guarded.get(k)))).toEqual(keys.map(() => 'v'));
+    expect(errors).toEqual([]);
+    expect(breaker.stats()).toMatchObject({ failed: 0, opened: 0 });
+  });
 
   it('node-redis createCluster: the live nodes keep serving; the dead node is dialled once per breaker window (unguarded: every reconnect)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'dialguard-redis-cluster-'));

@@ -47,6 +47,23 @@ async function connected(make: (typeof makers)[number][1]): Promise<{ server: Re
 }
 
 describe('RedisGuard: node-redis client pools', () => {
+  it('disableClientInfo: true (members send nothing as they connect): idle members and a BLPOP longer than the connect timeout live, no dial counted failed (was: each killed at connectTimeout, the node opened)', async () => {
+    const server = await new RedisServer(await freePort()).start();
+    cleanups.push(() => server.kill());
+    const breaker = new HostBreaker();
+    const guard = new RedisGuard({ breaker, connectTimeout: 200 });
+    const pool = guard.nodeRedisPool(createClientPool, { disableClientInfo: true, socket: { host: '127.0.0.1', port: server.port } }, { minimum: 3 });
+    const errors: string[] = [];
+    pool.on('error', (e: Error) => void errors.push(e.message));
+    cleanups.push(() => pool.isOpen && pool.destroy());
+    await pool.connect();
+    await sleep(600); // three connect timeouts, idle
+    expect(await pool.blPop('dialguard-q', 0.5)).toBeNull(); // blocks 500 ms: no byte meanwhile
+    expect(await pool.ping()).toBe('PONG');
+    expect(errors).toEqual([]);
+    expect(breaker.stats()).toMatchObject({ succeeded: 3, failed: 0, opened: 0 });
+  });
+
   for (const [name, make] of makers) {
     it(`${name}: ${MEMBERS} members connect to a healthy node, each dial a success of its own (was: 6 counted failed, the node opened, 2.9 s)`, async () => {
       const { breaker, pool, errors } = await connected(make);
