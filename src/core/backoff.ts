@@ -120,3 +120,26 @@ export function drawDelay(schedule: Schedule, n: number, previous: number, rando
     return safeDelay(previous);
   }
 }
+
+/**
+ * A caller's `random` made safe for a consumer that cannot fail: an answer outside [0, 1) (NaN,
+ * Infinity, 7) or a throw is replaced by `fallback()`, a throw reported once as a process
+ * warning (`who`: whose random). A breaker falls back to 0 (unchecked, a throw lost a probe's
+ * settle and an Infinity held a host refused for ever); a retry loop to `Math.random` (a NaN
+ * answered a 0 ms backoff: every client retried at once; an outside review).
+ *
+ * @internal
+ */
+export function unitRandom(random: () => number, fallback: () => number, who: string): () => number {
+  return () => {
+    let r: unknown;
+    try {
+      r = random();
+    } catch (err) {
+      warnOnce(`${who} random threw (replaced; reported once)`, random, err);
+      return fallback();
+    }
+    // Stryker disable next-line EqualityOperator: r > 0 answers the same for a 0 where the fallback is 0
+    return typeof r === 'number' && r >= 0 && r < 1 ? r : fallback();
+  };
+}

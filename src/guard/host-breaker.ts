@@ -28,13 +28,12 @@
  *
  * @module
  */
-import { type Schedule, drawDelay } from '../core/backoff.js';
+import { type Schedule, drawDelay, unitRandom } from '../core/backoff.js';
 import { type Clock, checkedClock } from '../core/clock.js';
 import { HostUnavailableError } from '../core/errors.js';
 import { releaseFrames } from '../core/release-frames.js';
 import { EventHub, type Unsubscribe, type Listener } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
-import { warnOnce } from '../core/warn-once.js';
 import { refusedAtOnce } from './dial-outcome.js';
 import { hostKey, reserveHostKeys } from './host-key.js';
 import {
@@ -59,6 +58,9 @@ export {
   type HostSnapshot,
   type Transport,
 };
+
+/** What a breaker's `random` that answers outside [0, 1) or throws is taken to answer. */
+const zero = (): number => 0;
 
 /** The option names a HostBreaker takes: any other is warned about (see checkOptionNames). */
 const BREAKER_OPTIONS = optionNames<HostBreakerOptions>({ failureThreshold: true, minOutage: true, openDuration: true, probeTimeout: true, idleRetention: true, capacity: true, sweepInterval: true, clock: true, random: true });
@@ -444,7 +446,7 @@ export class HostBreaker {
     reserveHostKeys(this.#capacity); // every host it tracks keeps its spelling memoised
     this.#sweepInterval = checkDuration('sweepInterval', opt(options.sweepInterval, 60_000), 0);
     this.#clock = checkedClock(options.clock, false);
-    const random = options.random === undefined ? Math.random : unitRandom(checkFunction('random', options.random));
+    const random = options.random === undefined ? Math.random : unitRandom(checkFunction('random', options.random), zero, "a breaker's");
     this.#random = random;
     this.#lastSweep = this.#clock.now();
   }
@@ -963,22 +965,4 @@ export class HostBreaker {
   }
 }
 
-/**
- * A caller's `random` made safe for a breaker, which draws from it while a dial settles (from a
- * timer, or a probe's failure): an answer outside [0, 1) (NaN, Infinity, 7) is taken as 0, and
- * one that throws is a process warning (once) answered 0. Unchecked, a throw lost the probe's
- * settle and an Infinity held the host refused for ever (an outside review).
- */
-function unitRandom(random: () => number): () => number {
-  return () => {
-    let r: unknown;
-    try {
-      r = random();
-    } catch (err) {
-      warnOnce("a breaker's random threw (answered 0; reported once)", random, err);
-      return 0;
-    }
-    // Stryker disable next-line EqualityOperator: r > 0 answers the same 0 for a 0
-    return typeof r === 'number' && r >= 0 && r < 1 ? r : 0;
-  };
-}
+

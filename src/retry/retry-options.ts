@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { fullJitter, type Schedule } from '../core/backoff.js';
+import { fullJitter, type Schedule, unitRandom } from '../core/backoff.js';
 import { type Classification, type ClassifyOptions, checkClassifyOptions } from '../core/classify.js';
 import { type Clock, checkedClock, systemClock } from '../core/clock.js';
 import { checkBoolean, checkDuration, checkFunction, checkInteger, checkNumber, checkSignal, opt, show } from '../core/validate.js';
@@ -133,7 +133,11 @@ export interface RetryOptions {
   budget?: RetryBudget | null;
   /** Time source for the deadline and the waits. Default {@link systemClock}. */
   clock?: Clock;
-  /** Uniform [0, 1) source for the backoff's jitter. Default `Math.random`. */
+  /**
+   * Uniform [0, 1) source for the backoff's jitter. Default `Math.random`. An answer outside
+   * [0, 1) (NaN, Infinity) or a throw is replaced by a `Math.random` draw (a throw is also a
+   * process warning, once): a NaN made every client's backoff 0 ms.
+   */
   random?: () => number;
   /** Patterns and hook for `classify` (the caller's signal is added). Default none. */
   classify?: ClassifyOptions;
@@ -236,7 +240,7 @@ export function settings(options: RetryOptions): Settings {
     retryable: options.retryable === undefined ? undefined : checkFunction<RetryPredicate>('retryable', options.retryable),
     budget,
     clock,
-    random: checkFunction<() => number>('random', opt(options.random, Math.random)),
+    random: options.random === undefined ? Math.random : unitRandom(checkFunction<() => number>('random', options.random), Math.random, "retry()'s"),
     classify: options.classify,
     signal: checkSignal('signal', options.signal),
     shutdown: checkSignal('shutdown', options.shutdown),

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { constant, decorrelatedJitter, fullJitter } from '../../src/core/backoff.js';
 import {
   DeadlineExceededError,
@@ -463,6 +463,31 @@ describe('retry: backoff', () => {
     expect(sorted[199]).toBeGreaterThan(90);
     expect(sorted[199]).toBeLessThanOrEqual(100);
     expect(new Set(retryAt).size).toBeGreaterThan(150); // not a synchronised wave
+  });
+
+  it.each([
+    ['NaN', () => NaN],
+    ['Infinity', () => Infinity],
+    ['7', () => 7],
+    ['a throw', () => {
+      throw new Error('rng bug');
+    }],
+  ])('a random answering %s: the backoff draws Math.random instead (was: NaN, a 0 ms backoff for every client)', async (_name, random) => {
+    const clock = new ManualClock(0);
+    const drawn: number[] = [];
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    run(clock, () => Promise.reject(refusedConnect()), {
+      backoff: (_n, _p, r) => {
+        drawn.push(r());
+        return 10;
+      },
+      random,
+      maxAttempts: 3,
+    });
+    await clock.tick(S);
+    expect(drawn).toHaveLength(2);
+    for (const r of drawn) expect(r >= 0 && r < 1).toBe(true);
+    warn.mockRestore();
   });
 
   it('decorrelated jitter works as a drop-in schedule', async () => {
