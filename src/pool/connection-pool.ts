@@ -162,7 +162,10 @@ export class ConnectionPool<C> {
   /** How many times a call with `options` may be sent again after its connection died under it: 0 unless idempotent. */
   #resendsOf(options: UseOptions): number {
     if (!checkBoolean('idempotent', options.idempotent, false)) return 0;
-    return options.resends === undefined ? this.#retiredRetries : checkInteger('resends', options.resends, 0, 100);
+    const resends = options.resends;
+    if (resends === undefined) return this.#retiredRetries;
+    // The adapters' per-client value, on every call: checked in full only when it is not plainly good.
+    return Number.isInteger(resends) && resends >= 0 && resends <= 100 ? resends : checkInteger('resends', resends, 0, 100);
   }
 
   /**
