@@ -162,11 +162,12 @@ const memos = new WeakMap<HostBreaker, Memo>();
 const lookupBreakers = new WeakMap<HostBreaker, WeakMap<net.LookupFunction, HostBreaker>>();
 
 /**
- * @internal The breaker `lookup`'s failures (a name it cannot resolve, a lookup that hangs) are counted in:
- * one of `breaker`'s options, kept apart for that resolver. Counted under the name in `breaker`
- * itself, one client's resolver answering ENOTFOUND got the name refused for every client of the
- * breaker, though the others resolved it (an outside review). `dns.lookup`'s failures stay in
- * `breaker`: every client that uses it shares them. The addresses' dials are always `breaker`'s.
+ * @internal The breaker a client's own `lookup` counts its lookups in (a name it cannot resolve,
+ * a lookup that hangs): a sibling of `breaker` (same options), one per function. Counted under the
+ * name in `breaker` itself, one client's resolver answering ENOTFOUND got the name refused for
+ * every client of the breaker, though the others resolved it (an outside review). `dns.lookup`'s
+ * lookups stay in `breaker`: every client that uses it shares them. The addresses' dials are
+ * always `breaker`'s.
  */
 export function lookupBreaker(breaker: HostBreaker, lookup: net.LookupFunction): HostBreaker {
   let own = lookupBreakers.get(breaker);

@@ -964,5 +964,3 @@ export class HostBreaker {
     entry.newer = undefined;
   }
 }
-
-
