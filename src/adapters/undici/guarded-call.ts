@@ -101,6 +101,8 @@ class Rare {
   /** The last held response, until a later attempt fails on its own or holds another. */
   held: HeldResponse | undefined = undefined;
   retryAfter = 0;
+  /** The first attempt failed as a reused connection does when its server had closed it (see {@link staleConnection}). */
+  stale = false;
   /** The last error an attempt failed with (undici's refusals aside). */
   lastFailure: unknown = undefined;
   /** What the caller's onError threw when undici refused the request inside dispatch(). */
@@ -392,7 +394,9 @@ export class GuardedCall extends Attempt implements AttemptOwner {
       timeout: s.timeout,
       maxAttempts: s.maxAttempts,
       idempotent: this.#idempotent,
-      backoff: (n, previous, random) => Math.max(this.#more.retryAfter, s.backoff(n, previous, random)),
+      // A keep-alive connection the server had closed as it was reused: the first retry goes at
+      // once, on a fresh connection (as Go's transport does); it waited out 400-600 ms.
+      backoff: (n, previous, random) => Math.max(this.#more.retryAfter, n === 1 && this.#more.stale ? 0 : s.backoff(n, previous, random)),
       retryable: (err, classification, attempt) => this.#retryable(err, classification, attempt),
       budget: s.budget,
       clock: s.clock,
@@ -503,6 +507,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
   }
 
   #retryable(...[err, classification, attempt]: Parameters<RetryPredicate>): ReturnType<RetryPredicate> {
+    this.#more.stale = attempt.number === 1 && staleConnection(err);
     // Never again once the caller has the response, once a one-shot body has been read, or once
     // the agent underneath is closing (undici would refuse the retry).
     if (this.#current?.forwarded === true || this.#body.consumed || this.#reason !== undefined || this.#s.shutdown?.aborted === true) return false;
@@ -690,4 +695,16 @@ function serverNameOf(host: string | undefined): string | undefined {
   if (host === undefined || host === '') return undefined;
   const name = host.startsWith('[') ? host.slice(1, Math.max(1, host.indexOf(']'))) : host.split(':')[0]!;
   return name === '' || isLiteral(name) ? undefined : name;
+}
+
+/**
+ * Whether `err` is undici's "other side closed" on a connection that had already carried bytes
+ * from its server (`socket.bytesRead > 0`, as undici reports the socket): most often a keep-alive
+ * connection the server closed as this request went out on it. A fresh connection's close before
+ * any byte (a server dying, or dying of the request) reads 0, and waits out the backoff as before.
+ */
+function staleConnection(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null || (err as { code?: unknown }).code !== 'UND_ERR_SOCKET') return false;
+  const read = (err as { socket?: { bytesRead?: unknown } | null }).socket?.bytesRead;
+  return typeof read === 'number' && read > 0;
 }

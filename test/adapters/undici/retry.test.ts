@@ -94,6 +94,43 @@ describe('maybe sent: retried only when idempotent, and never once the caller ha
     expect(breaker.stats()).toMatchObject({ failed: 0 }); // the dial succeeded: the host is alive
   });
 
+  it('a GET on a kept-alive connection the server closes as it arrives is retried at once on a fresh one, no backoff waited (was: 400-600 ms)', async () => {
+    // The second request on the first connection finds it closed (as a server's keep-alive
+    // timeout racing the request does); a fresh connection's request is answered.
+    await using server = await httpServer((req, res, n) => {
+      req.resume();
+      req.on('end', () => (n === 2 ? req.socket.destroy() : res.end(`answer ${n}`)));
+    });
+    let backoffs = 0;
+    const { agent } = guarded({
+      backoff: () => {
+        backoffs++;
+        return 5_000;
+      },
+    });
+    expect(await (await undiciFetch(`${server.origin}/`, { dispatcher: agent })).text()).toBe('answer 1');
+    await new Promise((resolve) => setTimeout(resolve, 20)); // the connection back in the pool
+    expect(await (await undiciFetch(`${server.origin}/`, { dispatcher: agent })).text()).toBe('answer 3');
+    expect(server.connections).toBe(2);
+    expect(backoffs).toBe(0); // the schedule was not asked: no wait at all
+  });
+
+  it('a GET whose fresh connection is closed before any byte still waits out the backoff (a server dying of requests gets no burst)', async () => {
+    await using server = await httpServer((req, res, n) => {
+      req.resume();
+      req.on('end', () => (n === 1 ? req.socket.destroy() : res.end(`answer ${n}`)));
+    });
+    let backoffs = 0;
+    const { agent } = guarded({
+      backoff: () => {
+        backoffs++;
+        return 20;
+      },
+    });
+    expect(await (await undiciFetch(`${server.origin}/`, { dispatcher: agent })).text()).toBe('answer 2');
+    expect(backoffs).toBe(1);
+  });
+
   it('a GET whose server dies mid-request is retried on a fresh connection (the dead one is not reused)', async () => {
     await using server = await httpServer(killAfterRequest(1));
     const results: RetryResult[] = [];
