@@ -46,7 +46,8 @@ const HANDSHAKE_OPTIONS = ['RESP', 'username', 'password', 'credentialsProvider'
  */
 export function nodeRedisSilentOnConnect(options: Record<string, unknown>): boolean {
   if (options.disableClientInfo !== true) return false;
-  for (const key of HANDSHAKE_OPTIONS) if (options[key] !== undefined && options[key] !== false && options[key] !== 0 && options[key] !== '') return false;
+  // Truthiness, as node-redis reads them (`database: 0` selects nothing).
+  for (const key of HANDSHAKE_OPTIONS) if (options[key]) return false;
   return true;
 }
 

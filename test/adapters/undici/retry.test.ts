@@ -74,6 +74,18 @@ describe('never sent: retried for any method', () => {
   });
 });
 
+/** A constant `ms` backoff that counts how often it was asked. */
+function countedBackoff(ms: number): { backoff: () => number; asked: () => number } {
+  let asked = 0;
+  return {
+    backoff: () => {
+      asked++;
+      return ms;
+    },
+    asked: () => asked,
+  };
+}
+
 describe('maybe sent: retried only when idempotent, and never once the caller has the response', () => {
   /** Reads the request, then kills the connection without answering (the first `kills` times). */
   const killAfterRequest = (kills: number) => (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse, n: number) => {
@@ -101,18 +113,13 @@ describe('maybe sent: retried only when idempotent, and never once the caller ha
       req.resume();
       req.on('end', () => (n === 2 ? req.socket.destroy() : res.end(`answer ${n}`)));
     });
-    let backoffs = 0;
-    const { agent } = guarded({
-      backoff: () => {
-        backoffs++;
-        return 5_000;
-      },
-    });
+    const schedule = countedBackoff(5_000);
+    const { agent } = guarded({ backoff: schedule.backoff });
     expect(await (await undiciFetch(`${server.origin}/`, { dispatcher: agent })).text()).toBe('answer 1');
     await new Promise((resolve) => setTimeout(resolve, 20)); // the connection back in the pool
     expect(await (await undiciFetch(`${server.origin}/`, { dispatcher: agent })).text()).toBe('answer 3');
     expect(server.connections).toBe(2);
-    expect(backoffs).toBe(0); // the schedule was not asked: no wait at all
+    expect(schedule.asked()).toBe(0); // the schedule was not asked: no wait at all
   });
 
   it('a GET whose fresh connection is closed before any byte still waits out the backoff (a server dying of requests gets no burst)', async () => {
@@ -120,15 +127,10 @@ describe('maybe sent: retried only when idempotent, and never once the caller ha
       req.resume();
       req.on('end', () => (n === 1 ? req.socket.destroy() : res.end(`answer ${n}`)));
     });
-    let backoffs = 0;
-    const { agent } = guarded({
-      backoff: () => {
-        backoffs++;
-        return 20;
-      },
-    });
+    const schedule = countedBackoff(20);
+    const { agent } = guarded({ backoff: schedule.backoff });
     expect(await (await undiciFetch(`${server.origin}/`, { dispatcher: agent })).text()).toBe('answer 2');
-    expect(backoffs).toBe(1);
+    expect(schedule.asked()).toBe(1);
   });
 
   it('a GET whose server dies mid-request is retried on a fresh connection (the dead one is not reused)', async () => {
