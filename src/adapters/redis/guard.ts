@@ -46,10 +46,13 @@ import {
   type ConnectorClass,
   type EventClient,
   type GuardInternals,
+  type IoredisArguments,
   type IoredisOptions,
   NODE_REDIS_LONGEST_WAIT,
   type NodeRedisOptions,
   defaultConnector,
+  ioredisKey,
+  ioredisOptions,
   nodeRedisGivesUp,
   nodeRedisTarget,
   serverReplied,
@@ -59,7 +62,7 @@ import { gatedHost, poolMemberOptions, withEndpointType } from './pool.js';
 import { FIRST_ROUND_CAP, RedialRounds, type RoundOutcome, type RoundPolicy } from './redial.js';
 import { checkOptionNames, optionNames } from '../../core/option-names.js';
 
-export type { EventClient, IoredisOptions, NodeRedisOptions } from './internals.js';
+export type { EventClient, IoredisArguments, IoredisOptions, NodeRedisOptions } from './internals.js';
 
 /** The option names a RedisGuard takes: any other is warned about (see checkOptionNames). */
 const GUARD_OPTIONS = optionNames<RedisGuardOptions>({ breaker: true, connectTimeout: true, maxBackoff: true, random: true });
@@ -303,6 +306,9 @@ export class RedisGuard {
    * An ioredis client (v5) whose every dial asks the breaker first:
    * `guard.ioredis(Redis, { host: 'cache', port: 6379 })`. The gate is its `Connector`: a refusal
    * is a connect that failed at once, with no packet sent, and `retryStrategy` schedules the next.
+   * After `Redis`, the arguments `new Redis()` takes, read by ioredis itself: options, a port, a URL
+   * (`'redis://cache:6380/2'`) or a unix socket path, a port and a host, each with options after it
+   * (see {@link IoredisArguments}). A unix socket client is filed by its path.
    *
    * Sentinel (`{ sentinels, name }`) works as unguarded: the sentinels are asked for the master
    * (their own connections are not gated), and the dial to the address they name asks the breaker
@@ -312,8 +318,8 @@ export class RedisGuard {
    * @throws TypeError naming `sentinels` if this ioredis's Sentinel connector has no `resolve()`
    *   to gate (a silent dial to the wrong server is not an option).
    */
-  ioredis<O, C extends EventClient>(Redis: new (options: O) => C, clientOptions?: O): C {
-    const options = (clientOptions ?? {}) as IoredisOptions;
+  ioredis<C extends EventClient>(Redis: new (...args: never[]) => C, ...args: IoredisArguments): C {
+    const options = ioredisOptions(Redis, args);
     const Client = Redis as unknown as new (options: IoredisOptions) => EventClient;
     const given = options.Connector as ConnectorClass | undefined;
     // ioredis picks its SentinelConnector for `sentinels` (unless given a Connector of the user's):
@@ -326,7 +332,7 @@ export class RedisGuard {
     // A Sentinel client's key is set to the resolved address before each dial (never used before).
     // ioredis dials a Sentinel's master with TLS only given enableTLSForSentinelMode.
     const tls = Boolean(options.tls) && (!sentinel || Boolean(options.enableTLSForSentinelMode));
-    const state = new ClientState(sentinel ? `sentinel:${String(options.name)}` : hostKey(options.host ?? 'localhost', options.port ?? 6379), true, tls);
+    const state = new ClientState(sentinel ? `sentinel:${String(options.name)}` : ioredisKey(options), true, tls);
     const guarded: IoredisOptions = {
       ...options,
       connectTimeout: this.#own(state, options.connectTimeout, 'connectTimeout'),
@@ -345,14 +351,14 @@ export class RedisGuard {
       },
       Connector: sentinel ? this.#gatedSentinelConnector(Base, state) : this.#gatedConnector(Base, state),
     };
-    const client = new Redis(guarded as O);
+    const client = new (Redis as unknown as new (options: IoredisOptions) => C)(guarded);
     // ioredis tells its own SentinelConnector its client (for its 'failoverSubscribed' and
     // 'sentinelReconnecting' events), not a Connector given in the options.
     const connector = (client as unknown as { connector?: { emitter?: unknown } }).connector;
     if (sentinel && connector !== undefined && connector.emitter == null) connector.emitter = client;
     this.#watch(client, state, true);
     // ioredis builds a duplicate from this client's options, as `{ ...options, ...override }`.
-    return guardedDuplicates(client, (override) => this.ioredis(Redis, { ...options, ...override } as O));
+    return guardedDuplicates(client, (override) => this.ioredis(Redis, { ...options, ...override }));
   }
 
   /**

@@ -15,4 +15,4 @@
  *
  * @module
  */
-export { type EventClient, type IoredisOptions, type NodeRedisOptions, RedisGuard, type RedisGuardOptions } from './guard.js';
+export { type EventClient, type IoredisArguments, type IoredisOptions, type NodeRedisOptions, RedisGuard, type RedisGuardOptions } from './guard.js';

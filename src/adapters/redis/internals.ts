@@ -6,7 +6,9 @@
  *
  * @module
  */
+import { show } from '../../core/validate.js';
 import type { DialPermit, Transport } from '../../guard/host-breaker.js';
+import { hostKey } from '../../guard/host-key.js';
 import type { RedialRounds, RoundOutcome, RoundPolicy } from './redial.js';
 
 /**
@@ -55,6 +57,8 @@ export function nodeRedisSilentOnConnect(options: Record<string, unknown>): bool
 export interface IoredisOptions {
   host?: string;
   port?: number;
+  /** A unix socket, dialled instead of host and port. */
+  path?: string;
   connectTimeout?: number;
   retryStrategy?: unknown;
   Connector?: unknown;
@@ -176,6 +180,57 @@ export interface GuardInternals {
 export function defaultConnector(Redis: new (options: IoredisOptions) => EventClient, options: IoredisOptions = {}): ConnectorClass {
   const { Connector: _ignored, ...rest } = options;
   return (new Redis({ ...rest, lazyConnect: true }) as unknown as { connector: IoredisConnector }).connector.constructor as ConnectorClass;
+}
+
+/**
+ * What `new Redis(...args)` may be given, as ioredis v5 and v6 take it: an options object; a port;
+ * a URL (`redis://`, `rediss://`) or a unix socket path; a port and a host; any of these followed
+ * by an options object.
+ */
+export type IoredisArguments = [options?: object | null] | [portOrUrl: number | string, options?: object | null] | [port: number, host: string, options?: object | null];
+
+/**
+ * The options of an ioredis client made with `args`, as ioredis itself reads them (its own
+ * parser: a URL's host, port, database, credentials and `rediss:`, a path, a port, the first
+ * given value of a key winning), without its defaults: only what the arguments said. One options
+ * object is returned as it is. Before, anything but an object was spread as options, so
+ * `guard.ioredis(Redis, 'redis://cache:6380/2')` or `guard.ioredis(Redis, 6380)` dialled
+ * localhost:6379 (an outside review), a server the user never named.
+ *
+ * @throws TypeError for an argument ioredis does not take, or more than three; or a URL or port
+ *   given to an ioredis whose client has no `parseOptions` to read it with.
+ */
+export function ioredisOptions(Redis: abstract new (...args: never[]) => unknown, args: readonly unknown[]): IoredisOptions {
+  if (args.length > 3) throw new TypeError(`ioredis takes at most three arguments (port, host, options), got ${args.length}`);
+  for (const arg of args) {
+    if (arg != null && typeof arg !== 'object' && typeof arg !== 'string' && typeof arg !== 'number') {
+      throw new TypeError(`an ioredis argument must be a port, a URL or path, a host or an options object, got ${show(arg)}`);
+    }
+  }
+  const given = args.filter((arg) => arg != null);
+  if (given.length === 0) return {};
+  if (given.length === 1 && typeof given[0] === 'object') return given[0] as IoredisOptions;
+  const probe = Object.create(Redis.prototype as object) as { parseOptions?: (...a: unknown[]) => void; options?: Record<string, unknown> };
+  if (typeof probe.parseOptions !== 'function') {
+    throw new TypeError('dialguard: this ioredis client has no parseOptions() to read a port or URL with; pass one options object: guard.ioredis(Redis, { host, port })');
+  }
+  probe.parseOptions(...args); // ioredis's own reading (and its own error for what it refuses)
+  const parsed = probe.options ?? {};
+  const defaults = ((Redis as unknown as { defaultOptions?: Record<string, unknown> }).defaultOptions ?? {}) as Record<string, unknown>;
+  const own = new Set(given.flatMap((arg) => (typeof arg === 'object' ? Object.keys(arg as object) : [])));
+  const options: IoredisOptions = {};
+  for (const [key, value] of Object.entries(parsed)) if (own.has(key) || value !== defaults[key]) options[key] = value;
+  return options;
+}
+
+/**
+ * The breaker key of an ioredis client of one node: its unix socket's path when it has one (a
+ * socket is its own host; no host name holds a '/'), else its host and port. A path client was
+ * filed under localhost:6379, and refused when that TCP node was open (an outside review).
+ */
+export function ioredisKey(options: IoredisOptions): string {
+  if (typeof options.path === 'string' && options.path !== '') return hostKey(options.path);
+  return hostKey(options.host ?? 'localhost', options.port ?? 6379);
 }
 
 /** Host and port of a node-redis client: its url's, or `socket.host`/`socket.port`. */
