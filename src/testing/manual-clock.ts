@@ -28,8 +28,14 @@ export class ManualClock implements Clock {
   #nextId = 1;
   #timers: Pending[] = [];
 
-  /** @param start - the initial `now()`, ms. Default 0. */
+  /**
+   * @param start - the initial `now()`, ms. Default 0.
+   * @throws TypeError for a start that is not a number; RangeError for NaN or an infinite one
+   *   (every later `now()` would be NaN, and no timer would ever fire).
+   */
   constructor(start = 0) {
+    if (typeof start !== 'number') throw new TypeError(`start must be a number, got ${show(start)}`);
+    if (!Number.isFinite(start)) throw new RangeError(`start must be a finite number, got ${show(start)}`);
     this.#now = start;
   }
 
@@ -71,7 +77,7 @@ export class ManualClock implements Clock {
       this.#now = Math.max(this.#now, timer.due);
       timer.callback();
     }
-    this.#now = end;
+    this.#now = Math.max(this.#now, end); // a timer's callback may have moved it further: never back
   }
 
   /**
@@ -88,7 +94,8 @@ export class ManualClock implements Clock {
       timer.callback();
       await flushMicrotasks();
     }
-    this.#now = end;
+    // An advance() or tick() while this one awaited may have moved it past `end`: never back.
+    this.#now = Math.max(this.#now, end);
     await flushMicrotasks();
   }
 

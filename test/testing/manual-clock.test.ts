@@ -42,4 +42,30 @@ describe('ManualClock', () => {
     clock.advance(0.5);
     expect(clock.now()).toBe(5.5);
   });
+
+  // An outside review: advance(20) while a tick(5) awaited left now() at 5, and a NaN start was kept.
+  it('an advance() while a tick() awaits: time never moves back when the tick ends', async () => {
+    const clock = new ManualClock();
+    const fired: number[] = [];
+    clock.setTimeout(() => fired.push(clock.now()), 3);
+    clock.setTimeout(() => fired.push(clock.now()), 15);
+    const ticking = clock.tick(5);
+    clock.advance(20);
+    await ticking;
+    expect(clock.now()).toBe(20);
+    expect(fired).toEqual([3, 15]);
+    // A timer's callback that advances past the outer advance's end: the outer leaves it there.
+    clock.setTimeout(() => clock.advance(50), 1);
+    clock.advance(2);
+    expect(clock.now()).toBe(71);
+  });
+
+  it.each([Number.NaN, Infinity, -Infinity])('new ManualClock(%s) is a RangeError', (start) => {
+    expect(() => new ManualClock(start)).toThrow(new RangeError(`start must be a finite number, got ${String(start)}`));
+  });
+
+  it('new ManualClock("5") is a TypeError; a negative or fractional start is a start', () => {
+    expect(() => new ManualClock('5' as unknown as number)).toThrow(new TypeError('start must be a number, got "5"'));
+    expect(new ManualClock(-5.5).now()).toBe(-5.5);
+  });
 });
