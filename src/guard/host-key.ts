@@ -15,8 +15,9 @@ const schemePorts: Readonly<Record<string, number>> = {
 };
 
 /**
- * Normalises a host into the key a {@link HostBreaker} files it under: lower case, no trailing
- * dot, IPv6 in brackets, and `:port` when a port is known (given, or implied by a URL's scheme).
+ * Normalises a host into the key a {@link HostBreaker} files it under: lower case, IPv6 in
+ * brackets, and `:port` when a port is known (given, or implied by a URL's scheme). A trailing dot
+ * stays: `name.` and `name` may resolve differently (search domains), so they are two hosts.
  *
  * Accepts `host`, `host:port`, `[v6]`, `[v6]:port`, a bare IPv6 address, or a URL
  * (`scheme://host[:port]/...`). `port` overrides any port in `host`.
@@ -239,10 +240,11 @@ function normalise(host: string, port: number | string | undefined): string {
 }
 
 function canonicalName(name: string): string {
-  let out = name.toLowerCase();
-  if (out.endsWith('.') && out.length > 1) out = out.slice(0, -1);
-  if (out.charCodeAt(0) !== 91 && out.includes(':')) out = `[${out}]`;
-  return out;
+  // A trailing dot is kept: `redis.` is the absolute name, `redis` goes through the resolver's
+  // search domains, and the two can resolve to different hosts or to nothing (an outside review:
+  // `localhost.`'s ENOTFOUND got the live `localhost` refused when both were one key).
+  const lower = name.toLowerCase();
+  return lower.charCodeAt(0) !== 91 && lower.includes(':') ? `[${lower}]` : lower;
 }
 
 function checkPort(port: string, host: string): number {

