@@ -342,7 +342,7 @@ function callHost(channel: grpc.ChannelInterface, target: string): { host: CallH
     replayBufferSize: 262_144,
     idempotent: () => false,
     idempotentUse: { idempotent: true, resends: 2 },
-    retry: { maxAttempts: 3, backoff: undefined, budget: new RetryBudget(), clock, statuses: new Set() },
+    retry: { maxAttempts: 3, backoff: undefined, budget: new RetryBudget(), clock, statuses: new Set(), shutdown: new AbortController().signal },
     reconnect: () => {},
     onChange: () => () => {},
     closed: false,

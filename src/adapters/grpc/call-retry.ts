@@ -31,6 +31,8 @@ export interface CallRetry {
   readonly clock: Clock;
   /** Status codes the server sent that an idempotent method is retried on (see retryableStatusCodes). */
   readonly statuses: ReadonlySet<number>;
+  /** Aborted when the guard closes: a retry waiting out its backoff ends at once. */
+  readonly shutdown: AbortSignal;
 }
 
 /** The trailer in which a server vetoes or paces a retry (grpc's retry design, A6). */

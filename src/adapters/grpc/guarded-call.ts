@@ -337,6 +337,7 @@ export class GuardedCall implements GrpcCall {
         clock: policy.clock,
         idempotent,
         signal: controller.signal,
+        shutdown: policy.shutdown,
         // Never once the server has answered, or more was sent than could be kept, nor after a
         // connect the client's own TLS configuration failed.
         // A status in retryableStatusCodes the server sent an idempotent method, before

@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { GrpcGuard } from '../../../src/adapters/grpc/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
-import { acceptAndHold } from '../../../src/testing/tcp-peers.js';
+import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
 import { EchoClient, call, echoServer, failure } from './helpers.js';
 
@@ -54,5 +54,25 @@ describe('grpc guard: client.close() with calls waiting for a connection', () =>
     expect(String(await held)).toBe('under way');
     expect(String(await call(other, 'Echo', 'still served'))).toBe('still served');
     expect((await failure(call(closing, 'Echo'))).message).toMatch(/closed|shut down/i);
+  });
+
+  // An outside review: guard.close() left a call waiting out its retry's backoff until the wait
+  // ended (~430 ms after close() resolved here; a 5 s backoff, 5 s).
+  it('guard.close() ends a call waiting out a retry backoff at once, with UNAVAILABLE; nothing dials after it', async () => {
+    const peer = await refusing();
+    cleanup.push(() => peer.close());
+    const breaker = new HostBreaker();
+    const guard = new GrpcGuard({ breaker, retry: { maxAttempts: 3, backoff: () => 5_000, budget: null } });
+    const client = new EchoClient(peer.address, grpc.credentials.createInsecure(), guard.clientOptions());
+    cleanup.push(() => client.close());
+    const settled = new Promise<grpc.ServiceError | null>((resolve) => client.Echo(Buffer.from('x'), new grpc.Metadata(), {}, (err) => resolve(err)));
+    for (let i = 0; i < 100 && breaker.stats().failed === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(breaker.stats().failed).toBe(1); // the first attempt's dial was refused: the call waits out 5 s
+    const closedAt = performance.now();
+    await guard.close();
+    const err = await settled;
+    expect(performance.now() - closedAt).toBeLessThan(500); // was the rest of the 5 s backoff
+    expect(err?.code).toBe(grpc.status.UNAVAILABLE);
+    expect(breaker.stats().failed + breaker.stats().succeeded).toBe(1);
   });
 });

@@ -312,7 +312,7 @@ describe('GuardedCall: its parent (`{ parent: call }`), honoured as grpc-js does
 
   it("backing off between retries: the parent's cancellation ends it, and no further attempt is made", async () => {
     const h = harness();
-    (h.host as { retry: unknown }).retry = { maxAttempts: 3, backoff: () => 1_000, budget: null, clock: h.clock, statuses: new Set<number>() };
+    (h.host as { retry: unknown }).retry = { maxAttempts: 3, backoff: () => 1_000, budget: null, clock: h.clock, statuses: new Set<number>(), shutdown: new AbortController().signal };
     const parent = new FakeParent();
     h.newCall(Infinity, parent.asParent, undefined);
     await h.failConnectNext(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }));
