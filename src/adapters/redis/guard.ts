@@ -351,7 +351,7 @@ export class RedisGuard {
       },
       Connector: sentinel ? this.#gatedSentinelConnector(Base, state) : this.#gatedConnector(Base, state),
     };
-    const client = new (Redis as unknown as new (options: IoredisOptions) => C)(guarded);
+    const client = new Client(guarded) as C; // `Client`: the same class, typed for one options object
     // ioredis tells its own SentinelConnector its client (for its 'failoverSubscribed' and
     // 'sentinelReconnecting' events), not a Connector given in the options.
     const connector = (client as unknown as { connector?: { emitter?: unknown } }).connector;
