@@ -5,11 +5,23 @@
  *
  * @module
  */
+import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { asError } from '../../core/validate.js';
 import type { LegacyHandler, RawHeaders } from './handlers.js';
 
 /** Most body bytes of a held response buffered; past it the response goes to the caller. */
 const MAX_HELD = 64 * 1024;
+
+/**
+ * Longest a response is held while its body arrives, in ms; past it the response goes to the
+ * caller as it comes, and is not sent again. A retryable status's body is short and comes with
+ * its headers (nginx's 503 page is one packet); one still arriving after this is slow or never
+ * ends, and holding it for its end cost the caller the whole body's time on every attempt (an
+ * outside review: a body trickling for 3 s reached the caller after ~8 s and three sends, raw
+ * undici at 9-17 ms; one that never ended never reached it). The window is the most a slow body
+ * delays a response raw undici would have handed over at once.
+ */
+export const HOLD_WINDOW_MS = 250;
 
 const noop = (): void => {};
 
@@ -65,6 +77,8 @@ export function completeOrFail(caller: LegacyHandler, trailers: RawHeaders | nul
 export interface AttemptOwner {
   /** The caller's handler, which a response that is not held back goes to. */
   readonly caller: LegacyHandler;
+  /** The call's clock, which times how long a response is held (see {@link HOLD_WINDOW_MS}). */
+  readonly clock: Clock;
   /** Whether a response with `status` should be held back for a possible retry. */
   hold(attempt: Attempt, status: number, rawHeaders: RawHeaders): boolean;
   /** The response went to the caller in full. */
@@ -98,7 +112,7 @@ export class Attempt implements LegacyHandler {
   settled: ((err: unknown) => void) | undefined;
   #settled = false;
   #abandoned: Error | undefined;
-  #held: { status: number; rawHeaders: RawHeaders; resume: () => void; statusText: string; chunks: Buffer[]; size: number } | undefined;
+  #held: Holding | undefined;
 
   /** @param owner - the call it belongs to; undefined: the attempt is the call's own (see above). */
   constructor(owner: AttemptOwner | undefined, number: number, deadline: number) {
@@ -115,8 +129,49 @@ export class Attempt implements LegacyHandler {
   /** The call left this attempt: stop it, and ignore whatever it reports from now on. */
   abandon(reason: Error): void {
     if (this.#settled || this.#abandoned !== undefined) return;
+    // A response held while its body still arrives goes to the caller now, headers and what came
+    // of its body, whose end the call's error will be: raw undici had handed it over, and the
+    // abort (or deadline) then failed its body. Dropped, the server's answer became the error.
+    if (this.#held !== undefined) {
+      try {
+        this.#release();
+      } catch {
+        // the caller's own callbacks threw: the call ends with `reason` all the same
+      }
+    }
     this.#abandoned = reason;
     this.#abort?.(reason);
+  }
+
+  /**
+   * The held response goes to the caller as it has come so far; the rest follows as it arrives,
+   * and the attempt is not retried. Returns the caller's last onData answer (false: pause).
+   */
+  #release(): boolean {
+    const held = this.#held!;
+    this.#held = undefined;
+    this.#owner.clock.clearTimeout(held.timer);
+    this.forwarded = true;
+    const caller = this.#owner.caller;
+    caller.onResponseStarted?.();
+    caller.onHeaders?.(held.status, held.rawHeaders, held.resume, held.statusText);
+    let more = true;
+    for (const c of held.chunks) more = caller.onData?.(c) ?? true;
+    return more;
+  }
+
+  /**
+   * The hold window ran out with the body still arriving: the response goes to the caller. What
+   * the caller's callbacks throw here (a timer, outside undici) ends the attempt with it, as
+   * undici does with a handler that throws.
+   */
+  #windowEnded(): void {
+    if (this.#held === undefined || !this.running) return;
+    try {
+      this.#release();
+    } catch (err) {
+      this.#abort?.(asError(err));
+    }
   }
 
   /** Ends the attempt with `err` (undefined: success) unless it already ended or was left. */
@@ -144,7 +199,8 @@ export class Attempt implements LegacyHandler {
     const caller = this.#owner.caller;
     if (status < 200) return caller.onHeaders?.(status, rawHeaders, resume, statusText) ?? true; // 1xx: passed on
     if (this.#owner.hold(this, status, rawHeaders)) {
-      this.#held = { status, rawHeaders, resume, statusText, chunks: [], size: 0 };
+      const timer = unrefTimer(this.#owner.clock.setTimeout(() => this.#windowEnded(), HOLD_WINDOW_MS));
+      this.#held = { status, rawHeaders, resume, statusText, chunks: [], size: 0, timer };
       return true;
     }
     this.forwarded = true;
@@ -159,21 +215,15 @@ export class Attempt implements LegacyHandler {
     held.chunks.push(chunk);
     held.size += chunk.length;
     if (held.size <= MAX_HELD) return true;
-    // Too big to hold back: the caller gets it as it comes, and it will not be retried.
-    this.#held = undefined;
-    this.forwarded = true;
-    const caller = this.#owner.caller;
-    caller.onResponseStarted?.();
-    caller.onHeaders?.(held.status, held.rawHeaders, held.resume, held.statusText);
-    let more = true;
-    for (const c of held.chunks) more = caller.onData?.(c) ?? true;
-    return more;
+    return this.#release(); // too big to hold back: the caller gets it as it comes, and it will not be retried
   }
 
   onComplete(trailers: RawHeaders | null): void {
     if (this.#settled || this.#abandoned !== undefined) return;
     const held = this.#held;
     if (held !== undefined) {
+      this.#held = undefined;
+      this.#owner.clock.clearTimeout(held.timer);
       this.#settle(new HeldResponse(held.status, held.rawHeaders, held.statusText, held.chunks, trailers));
       return;
     }
@@ -186,6 +236,22 @@ export class Attempt implements LegacyHandler {
   }
 
   onError(err: Error): void {
+    const held = this.#held;
+    if (held !== undefined) {
+      this.#held = undefined;
+      this.#owner.clock.clearTimeout(held.timer);
+    }
     this.#settle(err);
   }
+}
+
+/** A response being held back: what came of it so far, and the timer of its window. */
+interface Holding {
+  readonly status: number;
+  readonly rawHeaders: RawHeaders;
+  readonly resume: () => void;
+  readonly statusText: string;
+  readonly chunks: Buffer[];
+  size: number;
+  readonly timer: TimerHandle;
 }

@@ -30,9 +30,10 @@
 import { AsyncResource } from 'node:async_hooks';
 import { type Dispatcher, errors } from 'undici';
 import { classify } from '../../core/classify.js';
-import { type TimerHandle, unrefTimer } from '../../core/clock.js';
+import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { asError } from '../../core/validate.js';
+import { warnOnce } from '../../core/warn-once.js';
 import { releaseFrames } from '../../core/release-frames.js';
 import { isLiteral, tlsTransportFor } from '../../guard/connect.js';
 import type { Transport } from '../../guard/host-breaker.js';
@@ -107,6 +108,8 @@ class Rare {
   lastFailure: unknown = undefined;
   /** What the caller's onError threw when undici refused the request inside dispatch(). */
   thrown: { error: unknown } | undefined = undefined;
+  /** What the user's backoff or retryable (`by`) last threw. */
+  threw: { error: unknown; by: object } | undefined = undefined;
   /**
    * Runs a function in the caller's async context, taken at start() when someone traces calls:
    * the first failure arrives from the socket's events, in the context of whichever request
@@ -173,6 +176,11 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     const givenHeaders = 'headersTimeout' in opts ? opts.headersTimeout : undefined;
     const givenBody = 'bodyTimeout' in opts ? opts.bodyTimeout : undefined;
     this.#own = givenHeaders == null && givenBody == null ? undefined : ownTimeouts(givenHeaders, givenBody);
+  }
+
+  /** The call's clock (AttemptOwner: it times how long an attempt holds a response). */
+  get clock(): Clock {
+    return this.#s.clock;
   }
 
   /** {@link Rare}'s fields, made now if this is the first time the call needs one. */
@@ -396,7 +404,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
       idempotent: this.#idempotent,
       // A keep-alive connection the server had closed as it was reused: the first retry goes at
       // once, on a fresh connection (as Go's transport does); it waited out 400-600 ms.
-      backoff: (n, previous, random) => Math.max(this.#more.retryAfter, n === 1 && this.#more.stale ? 0 : s.backoff(n, previous, random)),
+      backoff: (n, previous, random) => Math.max(this.#more.retryAfter, n === 1 && this.#more.stale ? 0 : this.#usersOwn(s.backoff, () => s.backoff(n, previous, random))),
       retryable: (err, classification, attempt) => this.#retryable(err, classification, attempt),
       budget: s.budget,
       clock: s.clock,
@@ -514,7 +522,20 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     if (err instanceof HeldResponse) return true; // decided when it was held
     if (this.#headersBy !== Infinity && this.#s.clock.now() >= this.#headersBy) return false; // its own wait for headers is spent
     const own = this.#s.retryable;
-    return own === undefined ? undefined : answerOf(own, err, classification, attempt);
+    return own === undefined ? undefined : this.#usersOwn(own, () => answerOf(own, err, classification, attempt));
+  }
+
+  /**
+   * Runs the user's `fn` (its backoff, its retryable) through `run`; what it throws is noted, so
+   * that a call ending with a held response in its place can say so (see #fail), and thrown on.
+   */
+  #usersOwn<T>(fn: object, run: () => T): T {
+    try {
+      return run();
+    } catch (err) {
+      this.#more.threw = { error: err, by: fn };
+      throw err;
+    }
   }
 
   /**
@@ -579,16 +600,24 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     if (this.#finished) return;
     this.#finished = true;
     this.#s.shutdown?.removeEventListener('abort', this);
-    this.#current?.abandon(asError(err));
+    const current = this.#current;
+    current?.abandon(asError(err));
     // A deadline that cut a run of failed dials still marks the origin: what failed was dialling.
     const kind = classify(err instanceof DeadlineExceededError && err.cause !== undefined ? err.cause : err).kind;
     if (kind === 'dial' || kind === 'refused') this.#suspect();
     // The caller's own abort too: the answer was held only because a retry might follow, and raw
     // undici would have handed it over before the abort came (a 503 stays a 503, not the
-    // caller's TimeoutError; an outside review found the swap).
+    // caller's TimeoutError; an outside review found the swap). Not when the attempt under way
+    // already gave the caller a response (one streaming, or one held whose body was still
+    // arriving, handed over by abandon()): its body ends with the error; a second set of headers
+    // after it would have ended that body with the held response's bytes.
     const held = this.#rare?.held;
-    if (held !== undefined) {
+    if (held !== undefined && current?.forwarded !== true) {
       this.#s.suspects.delete(this.#origin); // it answered
+      // The user's backoff or retryable threw, which ended the retries: the caller gets the
+      // response, so the throw is told as a warning (it was swallowed, the retries silently off).
+      const threw = this.#rare?.threw;
+      if (threw !== undefined && threw.error === err) warnOnce("a GuardedAgent's backoff or retryable threw; the call ended with the response it held", threw.by, err);
       held.deliver(this.caller);
       return;
     }

@@ -79,3 +79,28 @@ describe('GuardedAgent: a handler whose end callback throws', () => {
     expect(seen).toEqual(['complete', `error: refused in ${style === 'legacy' ? 'onComplete' : 'onResponseEnd'}`]);
   });
 });
+
+describe('GuardedAgent: a backoff that throws while a 503 is held', () => {
+  // (`retryable` is not asked about a held status: holding it was the decision.)
+  it.each(['backoff'] as const)('a throwing %s: the caller gets the held 503 and the throw is a process warning (was: swallowed, retries silently off)', async (which) => {
+    await using server = await httpServer(answer(503, 'busy'));
+    const thrower = (): never => {
+      throw new Error(`${which} bug`);
+    };
+    const { agent } = guarded({ [which]: thrower });
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => {
+      warnings.push(w.message);
+    };
+    process.on('warning', onWarning);
+    try {
+      const r = await request(`${server.origin}/`, { dispatcher: agent });
+      expect({ status: r.statusCode, body: await r.body.text() }).toEqual({ status: 503, body: 'busy' });
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+      expect(warnings.filter((m) => m.includes(`${which} bug`))).toHaveLength(1);
+      expect(server.requests).toBe(1);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
