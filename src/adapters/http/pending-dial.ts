@@ -264,8 +264,11 @@ export class AgentGuard {
     let own = false;
     let ownTcp = false;
     let down: (() => void) | undefined;
+    // Requests with the same agent key share a scout only when their own dial options (which the
+    // key leaves out) are the same too: see ownDialOptions.
+    const scoutKey = key + ownDialOptions(options);
     const attempt = this.#scout.run(
-      key,
+      scoutKey,
       () => {
         own = true;
         if (unlisten !== undefined) {
@@ -287,7 +290,7 @@ export class AgentGuard {
             establish(() => (loop.socket = open()), secure, byName, options, ctx, () => {
               ownTcp = true;
               onTcp();
-              down = this.#connected.up(key);
+              down = this.#connected.up(scoutKey);
             }),
           { timeout, breaker, clock: tracked, dispose: destroySocket, signal: stop.signal, transport },
         );
@@ -304,18 +307,18 @@ export class AgentGuard {
     );
     // This dial scouts (or the host is proven, and nobody is held): the latest such dial's name.
     const scouting = own && secure ? { name } : undefined;
-    if (scouting !== undefined) this.#scoutNames.set(key, scouting);
+    if (scouting !== undefined) this.#scoutNames.set(scoutKey, scouting);
     if (!own) {
-      unlisten = this.#connected.listen(key, () => {
+      unlisten = this.#connected.listen(scoutKey, () => {
         onTcp();
-        if (secure && this.#scoutNames.get(key)?.name !== name && (breaker === null || (breaker.state(key, undefined, transport)?.state ?? 'closed') === 'closed')) goEarly!();
+        if (secure && this.#scoutNames.get(scoutKey)?.name !== name && (breaker === null || (breaker.state(key, undefined, transport)?.state ?? 'closed') === 'closed')) goEarly!();
       });
     }
     const settle = (): void => {
       dialing.delete(slot);
       if (dialing.size === 0 && this.#dialing.get(key) === dialing) this.#dialing.delete(key);
       loop.attach(); // its socket may go on to serve a request
-      if (scouting !== undefined && this.#scoutNames.get(key) === scouting) this.#scoutNames.delete(key);
+      if (scouting !== undefined && this.#scoutNames.get(scoutKey) === scouting) this.#scoutNames.delete(scoutKey);
       unlisten?.();
       down?.();
       req?.off('socket', servedElsewhere);
@@ -588,6 +591,43 @@ function ownTls(err: unknown, name: string, pastTcp: boolean): never {
 function sharedTls(err: unknown, name: string): boolean {
   const failed = typeof err === 'object' && err !== null ? tlsFailures.get(err) : undefined;
   return failed === undefined || failed === name;
+}
+
+/**
+ * A request's own options that shape its dial and that Node's `_agentKey` leaves out: where its
+ * name resolves (`lookup`, `hints`), the port it binds (`localPort`), and whether it accepts the
+ * certificate (`checkServerIdentity`). Requests that differ in any of them must not take each
+ * other's dial outcome: request A with a `lookup` that failed, or a `localPort` in use, or a
+ * pin its `checkServerIdentity` refused, failed request B sent with it, which had none of these
+ * and which Node's own agent serves (an outside review, 3 of 3 rounds for each).
+ */
+const OWN_DIAL_OPTIONS = ['lookup', 'hints', 'localPort', 'checkServerIdentity'] as const;
+
+/** A number per function or object given as a dial option, so options compare by identity. */
+const optionIds = new WeakMap<object, number>();
+let lastOptionId = 0;
+
+/**
+ * What `options` sets of {@link OWN_DIAL_OPTIONS}, as a suffix for the scout's key: '' when
+ * none (the usual case, and an agent-wide one, which every request carries alike, is the same
+ * for all). Functions compare by identity.
+ */
+function ownDialOptions(options: ConnectionOptions): string {
+  let tag = '';
+  for (const name of OWN_DIAL_OPTIONS) {
+    const value = (options as Record<string, unknown>)[name];
+    if (value === undefined || value === null) continue;
+    let shown: string;
+    if (typeof value === 'object' || typeof value === 'function') {
+      let id = optionIds.get(value);
+      if (id === undefined) optionIds.set(value, (id = ++lastOptionId));
+      shown = `#${id}`;
+    } else {
+      shown = String(value);
+    }
+    tag += `\0${name}=${shown}`;
+  }
+  return tag;
 }
 
 /** Node's error for a request destroyed without a reason before it had a response. */
