@@ -266,7 +266,7 @@ export class AgentGuard {
     let down: (() => void) | undefined;
     // Requests with the same agent key share a scout only when their own dial options (which the
     // key leaves out) are the same too: see ownDialOptions.
-    const scoutKey = key + ownDialOptions(options);
+    const scoutKey = key + ownDialOptions(options, byName, secure);
     const attempt = this.#scout.run(
       scoutKey,
       () => {
@@ -608,13 +608,17 @@ const optionIds = new WeakMap<object, number>();
 let lastOptionId = 0;
 
 /**
- * What `options` sets of {@link OWN_DIAL_OPTIONS}, as a suffix for the scout's key: '' when
- * none (the usual case, and an agent-wide one, which every request carries alike, is the same
- * for all). Functions compare by identity.
+ * What `options` sets of {@link OWN_DIAL_OPTIONS} that can shape this dial, as a suffix for the
+ * scout's key: '' when none (the usual case, and an agent-wide one, which every request carries
+ * alike, is the same for all). Functions compare by identity. A lookup is not asked for an
+ * address (`byName` false), nor a certificate checked without TLS: those are left out, so
+ * requests differing only there still share (axios wraps a user's `lookup` in a new function per
+ * request).
  */
-function ownDialOptions(options: ConnectionOptions): string {
+function ownDialOptions(options: ConnectionOptions, byName: boolean, secure: boolean): string {
   let tag = '';
   for (const name of OWN_DIAL_OPTIONS) {
+    if ((!byName && (name === 'lookup' || name === 'hints')) || (!secure && name === 'checkServerIdentity')) continue;
     const value = (options as Record<string, unknown>)[name];
     if (value === undefined || value === null) continue;
     let shown: string;

@@ -13,6 +13,7 @@ import nodeHttp from 'node:http';
 import nodeHttps from 'node:https';
 import type net from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { blackhole } from '../../../src/testing/blackhole.js';
 import { TEST_CERT } from '../../../src/testing/test-cert.js';
 import { type CountingServer, countingServer, get, guardedHttp, guardedHttps, leakChecked, plain } from './helpers.js';
 
@@ -76,5 +77,23 @@ describe("the guarded agents: one request's own dial options never fail another'
     // No TLS session cache: Node skips checkServerIdentity on a resumed session.
     expect(await rounds(plain(new nodeHttps.Agent({ ca: TEST_CERT, maxCachedSessions: 0 })), url, own(server) as http.RequestOptions)).toEqual(expected);
     expect(await rounds(guardedHttps({ maxCachedSessions: 0 }), url, own(server) as http.RequestOptions)).toEqual(expected);
+  });
+});
+
+describe('the guarded agents: options that cannot shape a dial do not split the scout', () => {
+  it('to an address, requests each with its own lookup (as axios wraps one per request) still wait for one scout: one SYN to a blackhole, not five', async () => {
+    const hole = await blackhole();
+    cleanups.push(() => hole.close());
+    const agent = guardedHttp({ connectTimeout: 300 });
+    const lookup = (): net.LookupFunction => ((_h: string, _o: unknown, cb: (...args: unknown[]) => void) => cb(null, '127.0.0.1', 4)) as unknown as net.LookupFunction;
+    const outcomes = await Promise.all(
+      Array.from({ length: 5 }, () => get(`http://127.0.0.1:${hole.port}/`, agent, { lookup: lookup() }).then(
+        () => 'served',
+        (e: NodeJS.ErrnoException) => e.code,
+      )),
+    );
+    expect(outcomes).toHaveLength(5);
+    expect(outcomes.every((o) => o !== 'served')).toBe(true);
+    expect(hole.attempts).toBe(1);
   });
 });
