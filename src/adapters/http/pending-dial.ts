@@ -229,6 +229,13 @@ export class AgentGuard {
     };
     const slot = new PendingDial();
     hold(books, name, slot);
+    // The request this dial watches (its destroy, its timeouts, a socket serving it elsewhere):
+    // none when another dial out watches it already. Node's removeSocket dials for the first
+    // queued request whenever a socket closes, whether a dial is out for it or not (as Node's own
+    // agent does: the socket then goes to whoever is first); each such dial watching it too added
+    // its listeners and timers to one request (11 'socket' listeners: Node warned of a leak).
+    const watched = req !== undefined && !dialledFor.has(req) ? req : undefined;
+    if (watched !== undefined) dialledFor.add(watched);
     // Another dial of this host:port may be the one this waits on (a scout): it holds the process again.
     let dialing = this.#dialing.get(key);
     if (dialing === undefined) this.#dialing.set(key, (dialing = new Set()));
@@ -321,7 +328,10 @@ export class AgentGuard {
       if (scouting !== undefined && this.#scoutNames.get(scoutKey) === scouting) this.#scoutNames.delete(scoutKey);
       unlisten?.();
       down?.();
-      req?.off('socket', servedElsewhere);
+      if (watched !== undefined) {
+        watched.off('socket', servedElsewhere);
+        dialledFor.delete(watched);
+      }
     };
     // Node arms a request's own `timeout` before its socket connects ('timeout' on the request,
     // for the caller to act on). The socket is Node's only once the dial is over: armed here.
@@ -329,9 +339,9 @@ export class AgentGuard {
     const arm = (wait: unknown): void => {
       if (timer !== undefined) clock.clearTimeout(timer);
       timer = undefined;
-      if (req !== undefined && typeof wait === 'number' && wait > 0 && Number.isFinite(wait)) {
+      if (watched !== undefined && typeof wait === 'number' && wait > 0 && Number.isFinite(wait)) {
         // Node holds a longer timeout at 2^31-1 ms; a timer given more fires after 1 ms.
-        timer = unrefTimer(clock.setTimeout(() => void req.emit('timeout'), Math.min(wait, MAX_DURATION)));
+        timer = unrefTimer(clock.setTimeout(() => void watched.emit('timeout'), Math.min(wait, MAX_DURATION)));
       }
     };
     arm(options.timeout);
@@ -370,7 +380,7 @@ export class AgentGuard {
       asked = ms;
       if (tcpUp) arm(ms);
     };
-    const unwatch = req === undefined ? undefined : watchRequest(req, setTimeoutCalled, (reason) => giveUp(reason ?? socketHangUp()));
+    const unwatch = watched === undefined ? undefined : watchRequest(watched, setTimeoutCalled, (reason) => giveUp(reason ?? socketHangUp()));
     // Served meanwhile by a socket that freed (a request dialled for from the queue): its
     // timeout is that socket's now, as Node arms it there. Was: this dial's timer still fired
     // 'timeout' on it, after its response.
@@ -378,7 +388,7 @@ export class AgentGuard {
       unwatch?.();
       arm(undefined);
     };
-    req?.once('socket', servedElsewhere);
+    watched?.once('socket', servedElsewhere);
     slot.onDestroy = () => {
       giveUp(agentDestroyed());
       // This agent's own doing: abandoned, so a request dialled next (one queued behind) is
@@ -671,7 +681,10 @@ function next(books: AgentBooks, name: string, options: ConnectionOptions, faile
       leaveQueue(books.requests, gone);
     }
   }
-  let req = books.requests[name]?.find((r) => r !== failed);
+  // The first queued request with no dial out: picked whether or not it had one, a request
+  // behind 10 failing dials carried 10 dials and 10 'socket' listeners at once (Node warned of a
+  // leak on every refused request). Every queued one has its dial: nobody needs this slot's.
+  let req = books.requests[name]?.find((r) => r !== failed && !dialledFor.has(r));
   // Its own options, as Node's removeSocket dials it: the failed request's would give it their
   // `timeout` (armed on its dial), `lookup`, `localPort` and `checkServerIdentity`.
   let reqOptions: object = (req === undefined ? undefined : requestOptionsOf(req)) ?? options;
@@ -681,6 +694,7 @@ function next(books: AgentBooks, name: string, options: ConnectionOptions, faile
     for (const [other, queue] of Object.entries(books.requests)) {
       if ((books.sockets[other]?.length ?? 0) > 0) break;
       const first = queue?.[0];
+      if (first !== undefined && dialledFor.has(first)) break;
       const own = first === undefined ? undefined : requestOptionsOf(first);
       if (own === undefined) break;
       req = first;
@@ -700,6 +714,9 @@ function next(books: AgentBooks, name: string, options: ConnectionOptions, faile
     if (leaveQueue(books.requests, queued)) failQueued(queued, err);
   });
 }
+
+/** The requests a dial out watches (see {@link AgentGuard.connect} and {@link next}). */
+const dialledFor = new WeakSet<http.ClientRequest>();
 
 /** Whether `req` waits in the agent's queue for `name`. */
 function isQueued(requests: AgentBooks['requests'], name: string, req: http.ClientRequest): boolean {
