@@ -25,6 +25,7 @@ import {
   nodeRedisTarget,
   nodeRedisSilentOnConnect,
   roundKey,
+  strategyAnswer,
   withoutUrl,
 } from './internals.js';
 import type { RoundOutcome } from './redial.js';
@@ -130,7 +131,7 @@ export function nodeRedisCluster<O, C extends EventClient>(guard: GuardInternals
     // what the breaker would not let through, so a guarded cluster dials no more than a plain one.
     if (own === undefined) return Math.max(delay, Math.min(2 ** Math.min(retries, 16) * 50, NODE_REDIS_LONGEST_WAIT));
     const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
-    return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
+    return strategyAnswer(theirs, delay);
   };
   defaults.socket = socket;
   const rootNodes = (options.rootNodes ?? []).map((root) => {

@@ -56,6 +56,7 @@ import {
   nodeRedisGivesUp,
   nodeRedisTarget,
   serverReplied,
+  strategyAnswer,
   withoutUrl,
 } from './internals.js';
 import { gatedHost, poolMemberOptions, withEndpointType } from './pool.js';
@@ -235,7 +236,7 @@ export class RedisGuard {
       // The client's own strategy still decides whether to go on, and may ask for a longer wait.
       if (own === undefined) return delay;
       const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
-      return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
+      return strategyAnswer(theirs, delay);
     };
     const guarded = withEndpointType({ ...withoutUrl(options, socket), socket }, gated.ip);
     client = createClient(guarded as O);
@@ -347,7 +348,7 @@ export class RedisGuard {
         // 0) ends the client at its first close (was: only null did; false and 0 reconnected).
         if (typeof options.retryStrategy !== 'function') return options.retryStrategy === undefined ? delay : null;
         const theirs: unknown = (options.retryStrategy as (t: number) => unknown)(times);
-        return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
+        return strategyAnswer(theirs, delay);
       },
       Connector: sentinel ? this.#gatedSentinelConnector(Base, state) : this.#gatedConnector(Base, state),
     };

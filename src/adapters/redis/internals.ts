@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { show } from '../../core/validate.js';
+import { MAX_DURATION, show } from '../../core/validate.js';
 import type { DialPermit, Transport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import type { RedialRounds, RoundOutcome, RoundPolicy } from './redial.js';
@@ -280,4 +280,19 @@ export function withoutUrl(options: NodeRedisOptions, socket: Record<string, unk
  */
 export function nodeRedisGivesUp(cause: unknown): boolean {
   return cause instanceof Error && (cause.constructor.name === 'SocketTimeoutError' || cause.message.startsWith('Socket timeout timeout.'));
+}
+
+/**
+ * What a guarded client's reconnect strategy answers, given what the client's own strategy
+ * answered (`theirs`) and the guard's wait (`delay`, ms): a number is a wait, no shorter than the
+ * guard's; anything else (false, null, an Error) is the client's own decision to stop, passed on.
+ * A number no timer can wait (NaN, Infinity, 2^31 ms or more) is the guard's wait: the client
+ * hands its answer to `setTimeout`, which fires those after 1 ms, and `Math.max` kept them, so a
+ * strategy answering NaN redialled (or was refused) every millisecond, ~1 200 times in a 1.5 s
+ * outage, and spent ioredis's 20 retries per command in 20 ms of the guard's refusals after the
+ * restart, where the plain client's own 1 ms redials found the node back (an outside review).
+ */
+export function strategyAnswer(theirs: unknown, delay: number): unknown {
+  if (typeof theirs !== 'number') return theirs;
+  return theirs >= 0 && theirs <= MAX_DURATION ? Math.max(theirs, delay) : delay;
 }

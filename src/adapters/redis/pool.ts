@@ -20,7 +20,7 @@ import dns from 'node:dns';
 import net from 'node:net';
 import { answerLookup, resolverOf, socketReportedDial } from './cluster.js';
 import { watchConnectingSockets } from './handshake.js';
-import { ClientState, type GuardInternals, NODE_REDIS_LONGEST_WAIT, type NodeRedisOptions, nodeRedisGivesUp, nodeRedisSilentOnConnect, withoutUrl } from './internals.js';
+import { ClientState, type GuardInternals, NODE_REDIS_LONGEST_WAIT, type NodeRedisOptions, nodeRedisGivesUp, nodeRedisSilentOnConnect, strategyAnswer, withoutUrl } from './internals.js';
 
 /**
  * Member options for a pool of `options`' node, each dial gated and reported on its own; the
@@ -44,7 +44,7 @@ export function poolMemberOptions(guard: GuardInternals, options: NodeRedisOptio
     const delay = Math.min(guard.delayFor(base.key, retries, base.roundKey, base.transport, floor), NODE_REDIS_LONGEST_WAIT);
     if (own === undefined) return delay;
     const theirs: unknown = typeof own === 'function' ? (own as (r: number, c: unknown) => unknown)(retries, cause) : own;
-    return typeof theirs === 'number' ? Math.max(theirs, delay) : theirs;
+    return strategyAnswer(theirs, delay);
   };
   return withEndpointType({ ...withoutUrl(options, socket), socket }, ip);
 }
