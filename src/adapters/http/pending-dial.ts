@@ -622,8 +622,8 @@ let lastOptionId = 0;
  * scout's key: '' when none (the usual case, and an agent-wide one, which every request carries
  * alike, is the same for all). Functions compare by identity. A lookup is not asked for an
  * address (`byName` false), nor a certificate checked without TLS: those are left out, so
- * requests differing only there still share (axios wraps a user's `lookup` in a new function per
- * request).
+ * requests differing only there still share (a client may wrap a user's `lookup` in a new
+ * function per request, as older axios versions did).
  */
 function ownDialOptions(options: ConnectionOptions, byName: boolean, secure: boolean): string {
   let tag = '';

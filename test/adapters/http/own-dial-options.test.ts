@@ -81,7 +81,7 @@ describe("the guarded agents: one request's own dial options never fail another'
 });
 
 describe('the guarded agents: options that cannot shape a dial do not split the scout', () => {
-  it('to an address, requests each with its own lookup (as axios wraps one per request) still wait for one scout: one SYN to a blackhole, not five', async () => {
+  it('to an address, requests each with its own lookup (as a client wrapping a lookup per request gives) still wait for one scout: one SYN to a blackhole, not five', async () => {
     const hole = await blackhole();
     cleanups.push(() => hole.close());
     const agent = guardedHttp({ connectTimeout: 300 });
