@@ -148,9 +148,7 @@ export class Attempt implements LegacyHandler {
    * and the attempt is not retried. Returns the caller's last onData answer (false: pause).
    */
   #release(): boolean {
-    const held = this.#held!;
-    this.#held = undefined;
-    this.#owner.clock.clearTimeout(held.timer);
+    const held = this.#unhold()!;
     this.forwarded = true;
     const caller = this.#owner.caller;
     caller.onResponseStarted?.();
@@ -220,10 +218,8 @@ export class Attempt implements LegacyHandler {
 
   onComplete(trailers: RawHeaders | null): void {
     if (this.#settled || this.#abandoned !== undefined) return;
-    const held = this.#held;
+    const held = this.#unhold();
     if (held !== undefined) {
-      this.#held = undefined;
-      this.#owner.clock.clearTimeout(held.timer);
       this.#settle(new HeldResponse(held.status, held.rawHeaders, held.statusText, held.chunks, trailers));
       return;
     }
@@ -236,12 +232,17 @@ export class Attempt implements LegacyHandler {
   }
 
   onError(err: Error): void {
-    const held = this.#held;
-    if (held !== undefined) {
-      this.#held = undefined;
-      this.#owner.clock.clearTimeout(held.timer);
-    }
+    this.#unhold();
     this.#settle(err);
+  }
+
+  /** Stops holding: the response held (its window's timer stopped), or undefined if none was. */
+  #unhold(): Holding | undefined {
+    const held = this.#held;
+    if (held === undefined) return undefined;
+    this.#held = undefined;
+    this.#owner.clock.clearTimeout(held.timer);
+    return held;
   }
 }
 
