@@ -280,9 +280,13 @@ export class AgentGuard {
         own = true;
         if (unlisten !== undefined) {
           // Held behind the scout until now: its connect was the scout's, this dial's is ahead.
-          // A `req.setTimeout` armed from the scout's is disarmed, and armed again at this one's.
+          // Its `timeout` option starts again, as Node's runs from the request's own socket's
+          // creation (a dial made now): run from the request, it spanned the scout's dial and
+          // its own, and fired where Node's agent served (3 requests, 250 ms lookups, timeout
+          // 400: two timed out at 401 ms; an outside review). A `req.setTimeout` armed from the
+          // scout's connect is disarmed with it, and armed again at this one's.
           unlisten();
-          if (tcpUp && asked !== undefined) arm(undefined);
+          arm(options.timeout);
           tcpUp = false;
         }
         // The dial's timer and socket, kept so an abandoned dial can stop holding the process.

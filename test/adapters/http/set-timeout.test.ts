@@ -97,3 +97,35 @@ describe('node:https agents: req.setTimeout() and another request\'s dial', () =
     }
   });
 });
+
+describe('node:http agents: the timeout option of a request held behind the first dial', () => {
+  it("a request's own `timeout` option, held behind the first dial of a new host, runs from its own dial (was: from the request, so it spanned both dials and fired where Node's agent served)", async () => {
+    // Three requests together, 250 ms lookups, timeout 400: each of Node's has its own socket at
+    // once, so its 400 ms spans one lookup; two of the guarded ones wait for the first dial and
+    // then dial themselves (another 250 ms lookup).
+    const lookup250 = ((_host: string, opts: { all?: boolean }, cb: (...a: unknown[]) => void) =>
+      void setTimeout(() => (opts.all === true ? cb(null, [{ address: '127.0.0.1', family: 4 }]) : cb(null, '127.0.0.1', 4)), 250)) as unknown as net.LookupFunction;
+    const server = await countingServer();
+    cleanups.push(() => server.close());
+    const one = (agent: http.Agent, options: http.RequestOptions): Promise<string> =>
+      new Promise((resolve) => {
+        const req = http.get({ host: 'slow.test', port: server.port, path: '/', agent, ...options }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(String(res.statusCode)));
+        });
+        req.on('timeout', () => req.destroy(new Error('timed out')));
+        req.on('error', (e) => resolve(e.message));
+      });
+    const lanes: Array<[string, () => http.Agent, http.RequestOptions]> = [
+      ['raw, per request', () => new http.Agent({ lookup: lookup250 } as http.AgentOptions), { timeout: 400 }],
+      ['guarded, per request', () => new GuardedHttpAgent({ lookup: lookup250, breaker: new HostBreaker(), connectTimeout: 2_000 } as http.AgentOptions), { timeout: 400 }],
+      ['guarded, agent-wide', () => new GuardedHttpAgent({ lookup: lookup250, timeout: 400, breaker: new HostBreaker(), connectTimeout: 2_000 } as http.AgentOptions), {}],
+    ];
+    for (const [lane, make, options] of lanes) {
+      const agent = make();
+      cleanups.push(() => agent.destroy());
+      const outcomes = await Promise.all([one(agent, options), one(agent, options), one(agent, options)]);
+      expect({ lane, outcomes }).toEqual({ lane, outcomes: ['200', '200', '200'] });
+    }
+  });
+});
