@@ -675,15 +675,31 @@ function ownError(err: unknown): unknown {
  * (an error not worth retrying, a deadline, an abort).
  *
  * A GuardedAgent (or `guardedRetry`) fails a call with its last attempt's own error, so code that
- * checks `err.code` works as with undici alone; this is where the attempts before it are. The
+ * checks `err.code` works as with undici alone; this is where the attempts before it are. Given
+ * fetch()'s `TypeError: fetch failed` (or another wrapper), it reads the story from its `cause`
+ * chain, up to 4 errors deep. The
  * story rides on the error object itself: when undici fails several requests with one error
  * object (a failed connect fails every request queued for it), it holds the story of the call
  * that ended last.
  */
 export function retriesOf(err: unknown): RetriesExhaustedError | RetryBudgetExhaustedError | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const story = (err as { [RETRIES]?: unknown })[RETRIES];
-  return story instanceof RetriesExhaustedError || story instanceof RetryBudgetExhaustedError ? story : undefined;
+  // fetch() rejects with its own TypeError('fetch failed') whose `cause` is the call's error: the
+  // story is read through it (was: undefined for every fetch error, the README's first example).
+  // A few causes deep at most: a wrapper of the caller's own around that is read too.
+  let at: unknown = err;
+  for (let depth = 0; depth < 4 && typeof at === 'object' && at !== null; depth++) {
+    let story: unknown;
+    let cause: unknown;
+    try {
+      story = (at as { [RETRIES]?: unknown })[RETRIES];
+      cause = (at as { cause?: unknown }).cause;
+    } catch {
+      return undefined; // a throwing getter (a hostile proxy): no story to read
+    }
+    if (story instanceof RetriesExhaustedError || story instanceof RetryBudgetExhaustedError) return story;
+    at = cause;
+  }
+  return undefined;
 }
 
 

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { Agent, type Dispatcher, EventSource, FormData, buildConnector, getGlobalDispatcher, setGlobalDispatcher, WebSocket, errors, fetch as undiciFetch, interceptors, pipeline, request, stream } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { GuardedAgent, retriesOf } from '../../../src/adapters/undici/index.js';
+import { GuardedAgent, forFetch, retriesOf } from '../../../src/adapters/undici/index.js';
 import { RetriesExhaustedError } from '../../../src/core/errors.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { lookupBreaker } from '../../../src/guard/addresses.js';
@@ -94,6 +94,17 @@ describe('1. errors: the caller sees the last attempt’s own error, the retry s
     const story = retriesOf(error);
     expect(story).toBeInstanceOf(RetriesExhaustedError);
     expect((story as RetriesExhaustedError).errors.map((e) => (e as { code: string }).code)).toEqual(['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED']);
+  });
+
+  it("fetch(): retriesOf() reads the story through fetch's TypeError('fetch failed') as well (was: undefined, only its cause had it)", async () => {
+    const peer = await refusing();
+    const { agent } = guarded({ breaker: manualBreaker(10).breaker });
+    const { error } = await failure(fetch(`http://${peer.address}/`, { dispatcher: forFetch(agent) }));
+    expect(error).toMatchObject({ name: 'TypeError', cause: { code: 'ECONNREFUSED' } });
+    const story = retriesOf(error);
+    expect(story).toBeInstanceOf(RetriesExhaustedError);
+    expect((story as RetriesExhaustedError).errors).toHaveLength(3);
+    expect(retriesOf(new TypeError('fetch failed', { cause: new Error('plain') }))).toBeUndefined();
   });
 
   it("a connect timeout is undici's ConnectTimeoutError, as with a plain Agent; dialguard's (phase, host, timeout) is its cause", async () => {
