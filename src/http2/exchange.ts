@@ -12,7 +12,7 @@ import { h2Name } from '../core/classify-rules.js';
 import { TransportClosedError } from '../core/errors.js';
 import type { Lease } from '../pool/pooled-connection.js';
 import type { Http2RequestOptions, Http2Response, Http2StreamingResponse } from './client.js';
-import { goawayOf } from './session-connector.js';
+import { goawayOf, retireRefusing } from './session-connector.js';
 
 /** What a streamed call needs: the body's buffer bound, and where its headers go. */
 export interface Streaming {
@@ -227,6 +227,7 @@ export function runExchange(
       failed(err);
     });
     stream.on('close', () => {
+      if (stream.rstCode === http2.constants.NGHTTP2_ENHANCE_YOUR_CALM) retireRefusing(session);
       if (!settled) failed(closedError(stream.rstCode, responded));
     });
     // end() rather than the endStream option: measured faster on Node 20 (A/B, same run), for

@@ -58,6 +58,22 @@ const goaways = new WeakMap<http2.ClientHttp2Session, GoawayReceived>();
  */
 const sockets = new WeakMap<http2.ClientHttp2Session, net.Socket>();
 
+/** How to retire each watched session from outside its watch (see {@link retireRefusing}). */
+const retirers = new WeakMap<http2.ClientHttp2Session, () => void>();
+
+/**
+ * Retires `session` (no new requests; its streams finish) when one of its streams was reset with
+ * ENHANCE_YOUR_CALM. node:http2 caps the memory a session may hold (`maxSessionMemory`, 10 MB):
+ * past it (a big upload the server answered without reading it, uploads that timed out, big
+ * downloads cancelled) the session refuses every new stream with that code, for good, while the
+ * server runs each request and PINGs still pass. Kept ("a reset retires nothing"), every request
+ * to the origin failed: 50 of 50 in 10 s, each run at the server (an outside review). A peer
+ * saying it too (rate limiting) gets a new session, as a client honouring it would open.
+ */
+export function retireRefusing(session: http2.ClientHttp2Session): void {
+  retirers.get(session)?.();
+}
+
 /**
  * @internal The GOAWAY `session` received, if any (recorded for its whole life, before anyone else
  * hears of it). A session that has one takes no new request, and a stream above `lastStreamID`
@@ -228,6 +244,7 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
 
   watch(session: http2.ClientHttp2Session, watch: ConnectionWatch, origin: string): () => void {
     const onGoaway = (): void => watch.retire('goaway');
+    retirers.set(session, () => watch.retire('refusing'));
     const onClose = (): void => watch.gone(new TransportClosedError(origin, 'HTTP/2 session'));
     const onError = (err: Error): void => watch.gone(err);
     session.on('goaway', onGoaway);
@@ -236,6 +253,7 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
     const stopKeepAlive = this.#keepAlive(session, watch);
     return () => {
       stopKeepAlive();
+      retirers.delete(session);
       session.off('goaway', onGoaway);
       session.off('close', onClose);
       session.off('error', onError);

@@ -32,8 +32,12 @@ export interface Lease<C> {
   commit(): void;
 }
 
-/** Why a connection stopped taking requests while its transport was still alive. */
-export type RetireReason = 'goaway' | 'idle' | 'closing';
+/**
+ * Why a connection stopped taking requests while its transport was still alive: the peer's
+ * GOAWAY, idle past its timeout, the pool closing, or `refusing`: it refuses new requests while
+ * alive (an HTTP/2 session resetting streams with ENHANCE_YOUR_CALM, see `Http2Client`).
+ */
+export type RetireReason = 'goaway' | 'idle' | 'closing' | 'refusing';
 
 /**
  * @internal One request riding a connection: the lease handed to it. Released at most once, by

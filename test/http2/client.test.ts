@@ -115,7 +115,6 @@ describe('Http2Client: bounded establishment', () => {
 describe('Http2Client: what a failure does to the session', () => {
   it.each([
     ['REFUSED_STREAM', http2.constants.NGHTTP2_REFUSED_STREAM],
-    ['ENHANCE_YOUR_CALM', http2.constants.NGHTTP2_ENHANCE_YOUR_CALM],
     ['INTERNAL_ERROR', http2.constants.NGHTTP2_INTERNAL_ERROR],
   ])('RST_STREAM %s fails the request and retires nothing', async (_name, code) => {
     await using peer = await http2Peer();
@@ -127,6 +126,18 @@ describe('Http2Client: what a failure does to the session', () => {
     peer.serve();
     await c.request(`${peer.origin}/`);
     expect(peer.attempts).toBe(1);
+  });
+
+  it('RST_STREAM ENHANCE_YOUR_CALM fails the request and retires its session: the next request goes on a new one (see calm-session.test.ts)', async () => {
+    await using peer = await http2Peer();
+    const { client: c } = client();
+    await c.request(`${peer.origin}/`);
+    peer.rstStreams(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    const err = await c.request(`${peer.origin}/`).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ERR_HTTP2_STREAM_ERROR' });
+    peer.serve();
+    await c.request(`${peer.origin}/`);
+    expect(peer.attempts).toBe(2);
   });
 
   it('a request timeout fails that request only', async () => {

@@ -1,0 +1,57 @@
+/**
+ * A session that answers every new stream with RST_STREAM(ENHANCE_YOUR_CALM) is replaced (found
+ * by an outside review). node:http2 caps the memory one session may hold (`maxSessionMemory`,
+ * 10 MB): a big upload the server answers early (413 without reading it) leaves the client's
+ * session over its cap, and from then on that session refuses every stream with
+ * ENHANCE_YOUR_CALM, for good, while the server still runs each request and PINGs still pass.
+ * Http2Client kept the session ("a reset retires nothing"): 50 of 50 requests over the next
+ * 10 s failed, the server having run them all. A stream reset with ENHANCE_YOUR_CALM now retires
+ * its session (its other streams finish; new requests get a new session). Real h2c server.
+ */
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { Http2Client } from '../../src/http2/client.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+
+const cleanup = leakCheckEach();
+
+describe('Http2Client: a session that refuses streams with ENHANCE_YOUR_CALM', () => {
+  it('a 10 MB upload answered 413 unread, then 5 small POSTs: each served, on a new session (was: every one ENHANCE_YOUR_CALM, run at the server all the same)', async () => {
+    let sessions = 0;
+    const server = http2.createServer();
+    const open = new Set<http2.ServerHttp2Session>();
+    server.on('session', (s) => {
+      sessions++;
+      open.add(s);
+      s.on('error', () => {});
+      s.on('close', () => open.delete(s));
+    });
+    server.on('stream', (s, h) => {
+      s.on('error', () => {});
+      s.respond({ ':status': h[':path'] === '/upload' ? 413 : 200 });
+      s.end('resp');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanup.push(
+      () =>
+        new Promise<void>((resolve) => {
+          for (const s of open) s.destroy();
+          server.close(() => resolve());
+        }),
+    );
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const client = new Http2Client({ breaker: new HostBreaker() });
+    cleanup.push(() => client.close());
+    await client.request(`${origin}/upload`, { method: 'POST', body: Buffer.alloc(10 * 1024 * 1024, 1), timeout: 5_000 }).catch(() => undefined);
+    const outcomes: Array<number | string> = [];
+    for (let i = 0; i < 5; i++) {
+      outcomes.push(await client.request(`${origin}/x`, { method: 'POST', body: 'small', timeout: 2_000 }).then((r) => r.status, (e: Error) => e.message.slice(-27)));
+    }
+    // The first may still fail on the refusing session (it is what shows the refusal); the rest are served.
+    expect(outcomes.slice(1)).toEqual([200, 200, 200, 200]);
+    expect(sessions).toBeGreaterThanOrEqual(2);
+    expect(sessions).toBeLessThanOrEqual(3);
+  });
+});
