@@ -432,8 +432,8 @@ export class GuardedCall extends Attempt implements AttemptOwner {
   // --- attempts under retry() ---
 
   #attempt(a: RetryAttempt): Promise<void> {
-    // The held response stays until this attempt fails on its own or holds another: a retry
-    // undici refuses (the agent closed meanwhile) leaves the caller that response.
+    // The held response stays until another attempt holds another (see ended()): a retry that
+    // fails, or that undici refuses (the agent closed meanwhile), leaves the caller that response.
     const rare = this.#more;
     rare.retryAfter = 0;
     // The request's own wait for headers ran out during the backoff: no attempt is left to make.
@@ -453,12 +453,12 @@ export class GuardedCall extends Attempt implements AttemptOwner {
    */
   ended(attempt: Attempt, err: unknown): void {
     withTlsAlert(err); // a TLS alert undici lost becomes the cause: a refused handshake, not a dead connection
+    // A held response stays until another replaces it: a later attempt that fails on its own
+    // (a reset, a refused connect) says nothing better than the server's answer, which raw undici
+    // would have handed over (was: dropped, and a 503 became the retry's UND_ERR_SOCKET or
+    // ECONNREFUSED; an outside review).
     if (err instanceof HeldResponse) this.#more.held = err;
-    else if (err !== undefined && !isRefusal(err)) {
-      const rare = this.#more;
-      rare.held = undefined;
-      rare.lastFailure = err;
-    }
+    else if (err !== undefined && !isRefusal(err)) this.#more.lastFailure = err;
     if (attempt.settled !== undefined) attempt.settled(err);
     else if (err === undefined) this.#firstSucceeded();
     else if (this.#dispatching && !this.#connected && isRefusal(err)) this.#refused(err);
@@ -613,7 +613,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     // after it would have ended that body with the held response's bytes.
     const held = this.#rare?.held;
     if (held !== undefined && current?.forwarded !== true) {
-      this.#s.suspects.delete(this.#origin); // it answered
+      if (kind !== 'dial' && kind !== 'refused') this.#s.suspects.delete(this.#origin); // it answered, and no dial failed since
       // The user's backoff or retryable threw, which ended the retries: the caller gets the
       // response, so the throw is told as a warning (it was swallowed, the retries silently off).
       const threw = this.#rare?.threw;

@@ -193,3 +193,36 @@ describe('GuardedAgent: a retryable status whose body is slow', () => {
     }
   });
 });
+
+describe('GuardedAgent: a held 503, then a retry that fails on the connection', () => {
+  it('the retry\'s socket is reset: the caller gets the 503 and its body, as raw undici gives it (was: UND_ERR_SOCKET in its place)', async () => {
+    let answer503 = true; // the first request of each lane
+    await using server = await httpServer((req, res) => {
+      req.resume();
+      if (answer503) {
+        answer503 = false;
+        res.writeHead(503, { 'content-type': 'text/plain' });
+        res.end('maintenance until 12:00');
+        return;
+      }
+      req.socket.destroy(); // every retry: the connection is cut before any answer
+    });
+    const raw = new Agent();
+    const agent = new GuardedAgent({ breaker: null, budget: null, backoff: () => 0 });
+    try {
+      for (const dispatcher of [raw, agent]) {
+        const before = server.requests;
+        answer503 = true;
+        const r = await request(`${server.origin}/`, { dispatcher }).then(
+          async (res) => ({ status: res.statusCode, body: await res.body.text() }),
+          (e: unknown) => (e as { code?: string }).code,
+        );
+        expect(r).toEqual({ status: 503, body: 'maintenance until 12:00' });
+        if (dispatcher === raw) expect(server.requests - before).toBe(1);
+        else expect(server.requests - before).toBeGreaterThanOrEqual(2); // it did retry
+      }
+    } finally {
+      await Promise.all([raw.close(), agent.close()]);
+    }
+  });
+});
