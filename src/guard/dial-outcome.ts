@@ -72,7 +72,9 @@ function codeOf(err: unknown): string | undefined {
  * - `abandoned`: nobody's failure against the host: this process ran out of something (EMFILE,
  *   ENFILE, EADDRNOTAVAIL, ENOBUFS), the TLS layer refused our own configuration before the
  *   peer said anything (another `ERR_SSL_*` / `ERR_TLS_*`), the dial's own setup threw before
- *   any I/O ({@link localFailure}), or a breaker refused a dial made inside it (no I/O).
+ *   any I/O ({@link localFailure}), JavaScript's own error for a bug with no code on its chain
+ *   (a TypeError an `async` connector rejects with), or a breaker refused a dial made inside it
+ *   (no I/O).
  * - `failed`: the host did not answer (refused, reset, unreachable, timed out...).
  *
  * @param answered - whether the peer sent anything before the failure (see `DialContext.answered`).
@@ -88,7 +90,21 @@ export function dialFailureOutcome(err: unknown, answered = false): DialFailureO
   }
   if (answered) return 'succeeded';
   if (code !== undefined && (code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_'))) return 'abandoned';
+  if (code === undefined && programmingError(err)) return 'abandoned';
   return 'failed';
+}
+
+/**
+ * Whether `err` is JavaScript's own error for a bug (TypeError, ReferenceError, SyntaxError,
+ * RangeError, EvalError) with no code on its chain: this process's failure, whenever it is
+ * thrown. A connector that throws synchronously is marked a {@link localFailure}; an `async` one
+ * rejects instead, and its `TypeError('CONFIG is not set')` counted as the host's: 31 failed
+ * rounds opened a healthy memcached node for every other client on the breaker (an outside
+ * review). A network failure always carries a code (fetch's `TypeError: fetch failed` on its
+ * cause), which keeps it the host's.
+ */
+function programmingError(err: unknown): boolean {
+  return err instanceof TypeError || err instanceof ReferenceError || err instanceof SyntaxError || err instanceof RangeError || err instanceof EvalError;
 }
 
 /**

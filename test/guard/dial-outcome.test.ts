@@ -191,3 +191,45 @@ describe('connect: a client’s TLS mistake is not the host’s failure', () => 
     }
   });
 });
+
+describe('dialFailureOutcome: JavaScript\'s own error for a bug is this process\'s failure', () => {
+  it.each([
+    ['TypeError', new TypeError('CONFIG is not set')],
+    ['ReferenceError', new ReferenceError('x is not defined')],
+    ['SyntaxError', new SyntaxError('Unexpected token')],
+    ['RangeError', new RangeError('bad size')],
+    ['EvalError', new EvalError('no')],
+  ])('%s with no code: abandoned, never the host\'s', (_name, err) => {
+    expect(dialFailureOutcome(err)).toBe('abandoned');
+  });
+
+  it('one that carries a code on its chain stays the host\'s (fetch failed around ECONNREFUSED), as do other errors', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+    expect(dialFailureOutcome(new TypeError('fetch failed', { cause: refused }))).toBe('failed');
+    expect(dialFailureOutcome(new Error('handshake failed'))).toBe('failed');
+    expect(dialFailureOutcome(new TypeError('parse error'), true)).toBe('succeeded'); // the peer answered first
+  });
+
+  it('a pool whose async connector rejects with a TypeError before any I/O does not open the host for another pool on the same breaker (was: 31 failed rounds, the healthy node refused)', async () => {
+    const { ConnectionPool } = await import('../../src/pool/connection-pool.js');
+    const breaker = new HostBreaker({ minOutage: 0 });
+    let attempts = 0;
+    const bad = new ConnectionPool<object>({
+      breaker,
+      connector: {
+        connect: async () => {
+          attempts++;
+          throw new TypeError('CONFIG is not set');
+        },
+        close: () => undefined,
+      },
+    });
+    try {
+      for (let i = 0; i < 8; i++) await bad.use('127.0.0.1:6399', async () => 'never').catch(() => undefined);
+      expect(attempts).toBe(8); // every call reached the connector: none refused by the breaker
+      expect(breaker.state('127.0.0.1:6399')?.failures ?? 0).toBe(0);
+    } finally {
+      await bad.close();
+    }
+  });
+});
