@@ -9,11 +9,11 @@
  * its session (its other streams finish; new requests get a new session). Real h2c server.
  */
 import http2 from 'node:http2';
-import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { Http2Client } from '../../src/http2/client.js';
 import { leakCheckEach } from '../helpers/leaks.js';
+import { listenH2 } from './listen.js';
 
 const cleanup = leakCheckEach();
 
@@ -21,27 +21,17 @@ describe('Http2Client: a session that refuses streams with ENHANCE_YOUR_CALM', (
   it('a 10 MB upload answered 413 unread, then 5 small POSTs: each served, on a new session (was: every one ENHANCE_YOUR_CALM, run at the server all the same)', async () => {
     let sessions = 0;
     const server = http2.createServer();
-    const open = new Set<http2.ServerHttp2Session>();
     server.on('session', (s) => {
       sessions++;
-      open.add(s);
       s.on('error', () => {});
-      s.on('close', () => open.delete(s));
     });
     server.on('stream', (s, h) => {
       s.on('error', () => {});
       s.respond({ ':status': h[':path'] === '/upload' ? 413 : 200 });
       s.end('resp');
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    cleanup.push(
-      () =>
-        new Promise<void>((resolve) => {
-          for (const s of open) s.destroy();
-          server.close(() => resolve());
-        }),
-    );
-    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const port = await listenH2(server, cleanup);
+    const origin = `http://127.0.0.1:${port}`;
     const client = new Http2Client({ breaker: new HostBreaker() });
     cleanup.push(() => client.close());
     await client.request(`${origin}/upload`, { method: 'POST', body: Buffer.alloc(10 * 1024 * 1024, 1), timeout: 5_000 }).catch(() => undefined);

@@ -36,6 +36,18 @@ function trickle(dots: number | 'never'): (req: http.IncomingMessage, res: http.
   };
 }
 
+/** A 503 `busy` to the first request; to every later one a 200 whose body sends `part` and never ends. */
+function busyThenStreaming(req: http.IncomingMessage, res: http.ServerResponse, n: number): void {
+  req.resume();
+  if (n === 1) {
+    res.writeHead(503);
+    res.end('busy');
+    return;
+  }
+  res.writeHead(200);
+  res.write('part');
+}
+
 describe('GuardedAgent: a retryable status whose body is slow', () => {
   it('a body that takes 1.5 s: the 503 goes to the caller within the hold window (not after its body and two more sends), its body whole, sent once', async () => {
     expect(HOLD_WINDOW_MS).toBeLessThanOrEqual(500);
@@ -112,16 +124,7 @@ describe('GuardedAgent: a retryable status whose body is slow', () => {
   });
 
   it('a 503 held, then a retry whose 200 streams: an abort mid-body fails that body (was: the held 503 delivered after it, its bytes ending the 200 body as if whole)', async () => {
-    await using server = await httpServer((req, res, n) => {
-      req.resume();
-      if (n === 1) {
-        res.writeHead(503);
-        res.end('busy');
-        return;
-      }
-      res.writeHead(200);
-      res.write('part');
-    });
+    await using server = await httpServer(busyThenStreaming);
     const agent = new GuardedAgent({ breaker: null, budget: null, backoff: () => 0 });
     try {
       const ac = new AbortController();
@@ -145,16 +148,7 @@ describe('GuardedAgent: a retryable status whose body is slow', () => {
   });
 
   it('the same through a dispatch handler: one onHeaders (200), then onError with the abort; never the held 503 after it', async () => {
-    await using server = await httpServer((req, res, n) => {
-      req.resume();
-      if (n === 1) {
-        res.writeHead(503);
-        res.end('busy');
-        return;
-      }
-      res.writeHead(200);
-      res.write('part');
-    });
+    await using server = await httpServer(busyThenStreaming);
     const agent = new GuardedAgent({ breaker: null, budget: null, backoff: () => 0 });
     try {
       const events: string[] = [];
