@@ -34,6 +34,8 @@ export class HeldResponse extends Error {
     readonly statusText: string,
     readonly chunks: Buffer[],
     readonly trailers: RawHeaders | null,
+    /** What ended its body before the end (the connection cut, the agent destroyed); none: it came whole. */
+    readonly bodyError?: Error,
   ) {
     super(`the server answered ${statusCode}`);
   }
@@ -54,7 +56,8 @@ export class HeldResponse extends Error {
       caller.onError?.(asError(err));
       return;
     }
-    completeOrFail(caller, this.trailers);
+    if (this.bodyError !== undefined) caller.onError?.(this.bodyError);
+    else completeOrFail(caller, this.trailers);
   }
 }
 
@@ -232,8 +235,11 @@ export class Attempt implements LegacyHandler {
   }
 
   onError(err: Error): void {
-    this.#unhold();
-    this.#settle(err);
+    // A held response whose body fails (the connection cut, the agent destroyed) is still the
+    // server's answer: should no retry follow, the caller gets it with its body failing so, as
+    // raw undici hands it over (was: the error alone, in place of the 503; an outside review).
+    const held = this.#unhold();
+    this.#settle(held === undefined ? err : new HeldResponse(held.status, held.rawHeaders, held.statusText, held.chunks, null, err));
   }
 
   /** Stops holding: the response held (its window's timer stopped), or undefined if none was. */

@@ -123,6 +123,23 @@ describe('GuardedAgent: a retryable status whose body is slow', () => {
     }
   });
 
+  it('the agent is destroyed while the body is still arriving (the window not over): the 503 with its body failing with undici\'s error, as raw undici gives it (was: request() rejected with UND_ERR_DESTROYED)', async () => {
+    await using server = await httpServer(trickle('never'));
+    for (const kind of ['raw', 'guarded'] as const) {
+      const dispatcher = kind === 'raw' ? new Agent() : new GuardedAgent({ breaker: null, budget: null, clock: new ManualClock() });
+      const call = request(`${server.origin}/`, { dispatcher, signal: AbortSignal.timeout(5_000) }).then(
+        async (r) => ({ status: r.statusCode, body: await r.body.text().catch((e: unknown) => (e as { code?: string }).code) }),
+        (e: unknown) => (e as { code?: string }).code,
+      );
+      const before = server.requests;
+      for (let i = 0; i < 200 && server.requests === before; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      await new Promise((resolve) => setTimeout(resolve, 120)); // 'busy' and a dot or two are in
+      await dispatcher.destroy();
+      expect({ kind, answer: await call }).toEqual({ kind, answer: { status: 503, body: 'UND_ERR_DESTROYED' } });
+    }
+    expect(server.requests).toBe(2); // one each: destroyed, the guarded one did not retry
+  });
+
   it('a 503 held, then a retry whose 200 streams: an abort mid-body fails that body (was: the held 503 delivered after it, its bytes ending the 200 body as if whole)', async () => {
     await using server = await httpServer(busyThenStreaming);
     const agent = new GuardedAgent({ breaker: null, budget: null, backoff: () => 0 });
