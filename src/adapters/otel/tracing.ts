@@ -41,8 +41,13 @@ interface Traced {
   [key: string]: unknown;
 }
 
-/** An error's code, when it has a short string or number one (bounded: never a message). */
+/**
+ * An error's code, when it has a short string or number one (bounded: never a message). A
+ * DOMException (an AbortSignal's reason) goes by its name: its numeric `code` is a legacy one
+ * ('20' for AbortError, '23' for TimeoutError) that tells a reader of the span nothing.
+ */
 function codeOf(err: unknown): string | undefined {
+  if (err instanceof DOMException) return err.name;
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && code.length <= 64) return code;
   if (typeof code === 'number') return String(code);

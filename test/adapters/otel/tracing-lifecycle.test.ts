@@ -274,3 +274,22 @@ describe('traceSpans: a GuardedAgent call retried on a kept-alive socket', () =>
     }
   });
 });
+
+describe('traceSpans: error.type of a call the caller ended', () => {
+  it("an AbortSignal's DOMException is named (TimeoutError, AbortError), not by its legacy numeric code ('23', '20'; an outside review)", async () => {
+    const { tracer, exporter } = sdkTracer();
+    const stop = traceSpans({ tracer });
+    cleanups.push(stop);
+    const never = (a: { signal: AbortSignal }) => new Promise<never>((_, reject) => a.signal.addEventListener('abort', () => reject(a.signal.reason)));
+    const ac = new AbortController();
+    const aborted = retry(never, { signal: ac.signal }).catch((e: unknown) => e);
+    ac.abort();
+    const timedOut = retry(never, { signal: AbortSignal.timeout(5) }).catch((e: unknown) => e);
+    expect([((await aborted) as Error).name, ((await timedOut) as Error).name]).toEqual(['AbortError', 'TimeoutError']);
+    const calls = await eventually(
+      () => exporter.getFinishedSpans().filter((s) => s.name === 'dialguard.call'),
+      (spans) => spans.length === 2,
+    );
+    expect(calls.map((s) => s.attributes['error.type']).sort()).toEqual(['AbortError', 'TimeoutError']);
+  });
+});
