@@ -37,7 +37,7 @@ import { onCallerAbort } from '../core/shared-signal.js';
 import { checkOptionNames, optionNames } from '../core/option-names.js';
 
 /** The option names an Http2Client takes: any other is warned about (see checkOptionNames). */
-const CLIENT_OPTIONS = optionNames<Http2ClientOptions>({ connectTimeout: true, breaker: true, lookup: true, keepAliveInterval: true, keepAliveTimeout: true, requestTimeout: true, tls: true, settings: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, closeTimeout: true, retry: true, clock: true });
+const CLIENT_OPTIONS = optionNames<Http2ClientOptions>({ connectTimeout: true, breaker: true, lookup: true, keepAliveInterval: true, keepAliveTimeout: true, requestTimeout: true, tls: true, settings: true, sessionOptions: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, closeTimeout: true, retry: true, clock: true });
 
 /**
  * `tls.connect` options a caller may put at the top level by mistake: ignored there, a `ca` given
@@ -83,6 +83,14 @@ export interface Http2ClientOptions {
    * invalid value would otherwise fail every session after its TCP/TLS connect.
    */
   settings?: http2.Settings;
+  /**
+   * node:http2 session limits (`maxSessionMemory`, `maxHeaderListPairs`...), passed to each
+   * session as `http2.connect` takes them. Default Node's (`maxSessionMemory` 10 MB). Raise
+   * `maxSessionMemory` for big uploads a server may answer without reading: past it a session
+   * refuses new streams (ENHANCE_YOUR_CALM) and is replaced. Checked here (a TypeError/RangeError
+   * naming it): node:http2 coerces bad values without a word.
+   */
+  sessionOptions?: Http2SessionLimits;
   /** Close a session no request has used for this long, ms. Default 600 000 (see ConnectionPool). */
   idleTimeout?: number;
   /** Idle sweep at most once per this many ms. Default 60 000. */
@@ -108,6 +116,22 @@ export interface Http2ClientOptions {
   /** Time source. Default {@link systemClock}. */
   clock?: Clock;
 }
+
+/** The session limits an {@link Http2Client} passes to `http2.connect` (see `Http2ClientOptions.sessionOptions`). */
+export type Http2SessionLimits = Pick<http2.ClientSessionOptions, (typeof SESSION_LIMITS)[number]>;
+
+/** Each session limit, with its least value (node:http2's documented minimum; 0 where it has none). */
+const SESSION_LIMIT_MIN = {
+  maxSessionMemory: 1,
+  maxHeaderListPairs: 4,
+  maxOutstandingPings: 0,
+  maxSendHeaderBlockLength: 0,
+  maxDeflateDynamicTableSize: 0,
+  maxReservedRemoteStreams: 0,
+  peerMaxConcurrentStreams: 1,
+  paddingStrategy: 0,
+} as const;
+const SESSION_LIMITS = Object.keys(SESSION_LIMIT_MIN) as Array<keyof typeof SESSION_LIMIT_MIN>;
 
 /** How an {@link Http2Client} tries again a request whose session could not be established. */
 export interface Http2RetryOptions {
@@ -314,6 +338,7 @@ export class Http2Client {
       lookup,
       tls: opt(options.tls, {}),
       settings: checkSettings(options.settings),
+      session: checkSessionLimits(options.sessionOptions),
       keepAliveInterval: checkKeepAlive('keepAliveInterval', opt(options.keepAliveInterval, 10_000)),
       keepAliveTimeout: checkDuration('keepAliveTimeout', opt(options.keepAliveTimeout, 10_000), 1),
       clock: this.#clock,
@@ -579,6 +604,23 @@ function checkSettings(settings: http2.Settings | undefined): http2.Settings | u
     throw err instanceof TypeError ? new TypeError(message, { cause: err }) : new RangeError(message, { cause: err });
   }
   return settings;
+}
+
+/**
+ * `limits` as given, each a number node:http2 takes (an integer at least its minimum; padding
+ * 0-4). Unchecked, node:http2 coerced a bad one silently (a negative memory cap became 1 MB), or
+ * a key it does not know here (`createConnection`, `protocol`) would have replaced the client's own.
+ */
+function checkSessionLimits(limits: Http2SessionLimits | undefined): Http2SessionLimits {
+  if (limits === undefined) return {};
+  if (typeof limits !== 'object' || limits === null) throw new TypeError(`sessionOptions must be an object, got ${show(limits)}`);
+  const checked: Record<string, number> = {};
+  for (const [key, value] of Object.entries(limits)) {
+    if (!(key in SESSION_LIMIT_MIN)) throw new TypeError(`sessionOptions: unknown option ${key} (known: ${SESSION_LIMITS.join(', ')})`);
+    if (value === undefined) continue;
+    checked[key] = checkInteger(`sessionOptions.${key}`, value, SESSION_LIMIT_MIN[key as keyof typeof SESSION_LIMIT_MIN], key === 'paddingStrategy' ? 4 : 2 ** 32 - 1);
+  }
+  return checked;
 }
 
 /**

@@ -25,6 +25,8 @@ export interface SessionConnectorOptions {
   tls: tls.SecureContextOptions & Pick<tls.ConnectionOptions, 'rejectUnauthorized' | 'servername' | 'checkServerIdentity'>;
   /** Local SETTINGS. */
   settings: http2.Settings | undefined;
+  /** Session limits passed to `http2.connect` (`maxSessionMemory`...), checked. */
+  session: http2.ClientSessionOptions;
   /** PING interval, ms; 0 disables keep-alive. */
   keepAliveInterval: number;
   /** How long a PING may go unanswered before the session is gone, ms. */
@@ -160,6 +162,7 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
     // host (was: `:authority` said the address, and the server's default host answered).
     const { servername } = this.#options.tls;
     const session = http2.connect(origin, {
+      ...this.#options.session,
       createConnection: () => socket,
       settings: this.#options.settings,
       ...(servername !== undefined && servername !== '' && origin.startsWith('https:') ? { servername } : {}),

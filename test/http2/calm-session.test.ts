@@ -17,7 +17,49 @@ import { listenH2 } from './listen.js';
 
 const cleanup = leakCheckEach();
 
+/** An h2c server answering `/upload` 413 without reading it and everything else 200; counts sessions. */
+async function earlyAnswering(): Promise<{ origin: string; sessions: () => number }> {
+  let sessions = 0;
+  const server = http2.createServer();
+  server.on('session', (s) => {
+    sessions++;
+    s.on('error', () => {});
+  });
+  server.on('stream', (s, h) => {
+    s.on('error', () => {});
+    s.respond({ ':status': h[':path'] === '/upload' ? 413 : 200 });
+    s.end('resp');
+  });
+  const port = await listenH2(server, cleanup);
+  return { origin: `http://127.0.0.1:${port}`, sessions: () => sessions };
+}
+
 describe('Http2Client: a session that refuses streams with ENHANCE_YOUR_CALM', () => {
+  it('sessionOptions: { maxSessionMemory: 100 } (a user raising the cap for big uploads): the same upload, then 5 small POSTs, all on the one session (was: not an option)', async () => {
+    const { origin, sessions } = await earlyAnswering();
+    const client = new Http2Client({ breaker: new HostBreaker(), sessionOptions: { maxSessionMemory: 100 } });
+    cleanup.push(() => client.close());
+    await client.request(`${origin}/upload`, { method: 'POST', body: Buffer.alloc(10 * 1024 * 1024, 1), timeout: 5_000 }).catch(() => undefined);
+    const outcomes: Array<number | string> = [];
+    for (let i = 0; i < 5; i++) {
+      outcomes.push(await client.request(`${origin}/x`, { method: 'POST', body: 'small', timeout: 2_000 }).then((r) => r.status, (e: Error) => e.message.slice(-27)));
+    }
+    expect(outcomes).toEqual([200, 200, 200, 200, 200]);
+    expect(sessions()).toBe(1);
+  });
+
+  it.each([
+    [5, TypeError, /^sessionOptions must be an object/],
+    [{ maxSessionMemory: 0 }, RangeError, /^sessionOptions\.maxSessionMemory must be/],
+    [{ maxSessionMemory: 1.5 }, RangeError, /^sessionOptions\.maxSessionMemory must be an integer/],
+    [{ maxHeaderListPairs: Number.NaN }, RangeError, /^sessionOptions\.maxHeaderListPairs/],
+    [{ paddingStrategy: 9 }, RangeError, /^sessionOptions\.paddingStrategy/],
+    [{ createConnection: () => null }, TypeError, /^sessionOptions: unknown option createConnection/],
+  ])('sessionOptions %o is an error naming it at construction (node:http2 would coerce it silently, or it would replace the client\'s own connection)', (session, type, message) => {
+    expect(() => new Http2Client({ breaker: null, sessionOptions: session as never })).toThrow(type);
+    expect(() => new Http2Client({ breaker: null, sessionOptions: session as never })).toThrow(message);
+  });
+
   it('a 10 MB upload answered 413 unread, then 5 small POSTs: each served, on a new session (was: every one ENHANCE_YOUR_CALM, run at the server all the same)', async () => {
     let sessions = 0;
     const server = http2.createServer();
