@@ -10,6 +10,9 @@
  * @module
  */
 import { setMaxListeners } from 'node:events';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { PoolClosedError } from '../../core/errors.js';
@@ -140,6 +143,7 @@ export class GrpcGuard {
   channel(target: string, credentials: grpc.ChannelCredentials, options?: grpc.ChannelOptions): GuardedChannel {
     if (typeof target !== 'string' || target.length === 0) throw new TypeError('target must be a non-empty string');
     if (typeof credentials !== 'object' || credentials === null) throw new TypeError('credentials must be grpc ChannelCredentials');
+    if (!(credentials instanceof grpc.ChannelCredentials)) throw foreignCredentials(credentials);
     if (this.#closing !== undefined) throw new Error('Channel has been shut down');
     grpcHostKey(target); // a target that names no host fails here, not on the first call
     // A reconnect backoff grpc-js would take as a redial loop, refused before anything is kept.
@@ -270,4 +274,26 @@ export class GrpcGuard {
         this.#connector.notify(spec.key);
       });
   }
+}
+
+/**
+ * The error for `credentials` that are not dialguard's grpc-js ChannelCredentials: most often
+ * those of a second copy of @grpc/grpc-js (two versions installed side by side), whose classes are
+ * not this copy's. grpc-js's own "Channel credentials must be a ChannelCredentials object" named
+ * neither the cause nor the fix (an outside review).
+ */
+function foreignCredentials(credentials: object): TypeError {
+  const looksLike = typeof (credentials as { _isSecure?: unknown })._isSecure === 'function';
+  if (!looksLike) return new TypeError('credentials must be grpc ChannelCredentials');
+  let where = '';
+  try {
+    const pkg = createRequire(import.meta.url).resolve('@grpc/grpc-js/package.json');
+    where = ` (dialguard uses ${path.dirname(pkg)}, version ${(JSON.parse(fs.readFileSync(pkg, 'utf8')) as { version?: string }).version ?? '?'})`;
+  } catch {
+    // its place is only a hint
+  }
+  return new TypeError(
+    `credentials come from another copy of @grpc/grpc-js than the one dialguard uses${where}: grpc-js accepts only its own classes. ` +
+      'Install one copy (see `npm ls @grpc/grpc-js`; `npm dedupe`, or align the versions your dependencies ask for).',
+  );
 }
