@@ -46,6 +46,12 @@ import type { ChannelSpec, SpecTable } from './target.js';
 /** grpc-js's call interface, as its channels hand it out. */
 export type GrpcCall = ReturnType<grpc.ChannelInterface['createCall']>;
 type MessageContext = Parameters<GrpcCall['sendMessageWithContext']>[0];
+/**
+ * What a grpc-js call's `getAuthContext()` returns (grpc-js 1.14 added it); `null` for an older
+ * grpc-js, whose types have no such method: naming it outright failed every user's type-check
+ * on grpc-js 1.10-1.13, inside the peer range (an outside review).
+ */
+type AuthContextOf<C> = C extends { getAuthContext(): infer R } ? R : null;
 type ServerSurfaceCall = Parameters<grpc.ChannelInterface['createCall']>[3];
 
 /** What a call needs from its guard. */
@@ -444,7 +450,7 @@ export class GuardedCall implements GrpcCall {
     this.#turn?.call.setCredentials(credentials);
   }
 
-  getAuthContext(): ReturnType<GrpcCall['getAuthContext']> {
+  getAuthContext(): AuthContextOf<GrpcCall> {
     return this.#turn?.call.getAuthContext() ?? null;
   }
 

@@ -166,7 +166,7 @@ export class GuardedAgent extends Agent {
   /** The breaker this agent's dials report to (and its calls ask first), or null. */
   readonly breaker: HostBreaker | null;
   readonly #settings: RetrySettings;
-  readonly #inner: Dispatcher.Dispatch;
+  readonly #inner: Dispatcher['dispatch'];
   /**
    * @internal The dials' end. Symbol-keyed, not `#private`: `compose()` hands out a Proxy of the
    * agent, whose `close()` and `destroy()` run with the Proxy as `this`.

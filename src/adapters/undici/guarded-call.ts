@@ -133,7 +133,7 @@ class Rare {
  */
 export class GuardedCall extends Attempt implements AttemptOwner {
   readonly #s: RetrySettings;
-  readonly #dispatch: Dispatcher.Dispatch;
+  readonly #dispatch: Dispatcher['dispatch'];
   readonly #opts: Dispatcher.DispatchOptions;
   readonly caller: LegacyHandler;
   readonly #body: RequestBody;
@@ -159,7 +159,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
   /** The caller heard onRequestSent (once per call, whatever the attempts). */
   #requestSent = false;
 
-  constructor(s: RetrySettings, dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions, caller: LegacyHandler) {
+  constructor(s: RetrySettings, dispatch: Dispatcher['dispatch'], opts: Dispatcher.DispatchOptions, caller: LegacyHandler) {
     super(undefined, 1, Infinity); // its own first attempt: the deadline is set at start()
     this.#s = s;
     this.#dispatch = dispatch;

@@ -30,7 +30,7 @@ const RETRY_OPTIONS = optionNames(RETRY_OPTION_NAMES);
  *
  * @throws InvalidArgumentError when `handler` is not an object (as undici's own dispatchers do).
  */
-export function dispatchGuarded(s: RetrySettings, dispatch: Dispatcher.Dispatch, opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+export function dispatchGuarded(s: RetrySettings, dispatch: Dispatcher['dispatch'], opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
   if (typeof handler !== 'object' || handler === null) throw new errors.InvalidArgumentError('handler must be an object');
   if (typeof opts !== 'object' || opts === null) return dispatch(opts, handler);
   // `in` first: reading a field the caller did not set, on the object undici's request() and
