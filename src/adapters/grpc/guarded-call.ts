@@ -101,6 +101,16 @@ function channelClosedStatus(): grpc.StatusObject {
   return { code: grpc.status.UNAVAILABLE, details: 'Channel closed before call started', metadata: new grpc.Metadata(), [CLIENT_MADE]: true } as grpc.StatusObject;
 }
 
+/**
+ * The status a call grpc-js retried itself ends with: as grpc-js gave it, but for its "Channel
+ * closed before call started" (its last attempt found the guard had closed the dead channel),
+ * which would tell the caller, and any classifier, that nothing was sent: it is the loss of the
+ * connection an earlier attempt rode, as a dialguard status whose cause says so.
+ */
+function selfRetriedStatus(received: grpc.StatusObject, target: string, connectionId: number): grpc.StatusObject {
+  return received.details.startsWith('Channel closed before call started') ? statusFor(new ConnectionGoneError(target, connectionId)) : received;
+}
+
 const OK = grpc.status.OK;
 /**
  * The pool's options of a call that is not idempotent, or of a retry's attempt (the retry's
@@ -587,8 +597,22 @@ export class GuardedCall implements GrpcCall {
     const trailersOnly = received.code !== OK && answeredByServer(received);
     if (trailersOnly) turn.answered = true;
     const fromServer = trailersOnly || (turn.answered && received.code !== OK && !turn.pooled.tracker.transportClosed);
+    // grpc-js retried the call itself (its service config's retryPolicy or hedgingPolicy): a
+    // status it made says nothing of its earlier attempts, any of which may have run. The call
+    // is committed (the pool sends it nowhere again, the guard's retries leave it): was "never
+    // sent" whenever grpc-js's last attempt found the guard had closed the dead channel ("Channel
+    // closed before call started"), and a handler that had run was sent again, 4 times under a
+    // policy of 2, even for a method not idempotent with `retry: false` (an outside review).
+    const selfRetried = this.#spec.selfRetrying && turn.active && received.code !== OK && !fromServer;
+    if (selfRetried) this.#sent.commit();
     // Made by grpc-js with nothing of a response seen: its details may say it never left.
-    const status = fromServer ? { ...received, [SERVER_ANSWERED]: true } : turn.answered ? received : { ...received, [CLIENT_MADE]: true };
+    const status = fromServer
+      ? { ...received, [SERVER_ANSWERED]: true }
+      : selfRetried
+        ? selfRetriedStatus(received, this.#spec.target, turn.connectionId)
+        : turn.answered
+          ? received
+          : { ...received, [CLIENT_MADE]: true };
     if (turn.active) this.#lastStatus = status;
     if (status.code === OK) {
       // Nothing left to decide: the caller hears now, the pool's bookkeeping follows (and

@@ -6,6 +6,7 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import { hostKey } from '../../guard/host-key.js';
+import { serviceConfigRetries } from './options.js';
 
 /** grpc's default port, for a target that names none. */
 const GRPC_DEFAULT_PORT = 443;
@@ -53,6 +54,12 @@ export interface ChannelSpec {
   readonly credentials: grpc.ChannelCredentials;
   /** The final channel options (guard's, then the client's, then the forced ones). */
   readonly options: grpc.ChannelOptions;
+  /**
+   * grpc-js retries its calls itself (a service config `retryPolicy` or `hedgingPolicy`, retries
+   * not off): a status grpc-js made for a call proves nothing about its earlier attempts, any of
+   * which may have run at the server. See GuardedCall's #settle.
+   */
+  readonly selfRetrying: boolean;
   /** Clients holding it open. */
   clients: number;
   /** Calls started and not yet ended (they may still need a channel after their client closed). */
@@ -93,7 +100,7 @@ export class SpecTable {
     const key = this.#keyOf(target, `${target}\n${this.#credentialsId(credentials)}\n${this.#optionsKey(options)}`);
     let spec = this.#specs.get(key);
     if (spec === undefined) {
-      spec = { key, target, credentials, options, clients: 0, calls: 0, keepAlive: undefined };
+      spec = { key, target, credentials, options, selfRetrying: serviceConfigRetries(options), clients: 0, calls: 0, keepAlive: undefined };
       this.#specs.set(key, spec);
     }
     spec.clients++;
