@@ -343,8 +343,11 @@ export class GuardedCall implements GrpcCall {
         });
       },
       {
-        // The same deadline as the call's, on the retry loop's clock.
-        deadline: Number.isFinite(left) ? policy.clock.now() + left : undefined,
+        // The same deadline as the call's, on the retry loop's clock. One past the longest timer
+        // (~24.8 days; grpc-js takes deadlines thousands of years away) bounds nothing a retry
+        // loop of a few attempts could reach: none. Passed on, a deadline over 10 years away
+        // read as a Date.now() mix-up, a RangeError that ended the call (an outside review).
+        deadline: Number.isFinite(left) && left <= MAX_DURATION ? policy.clock.now() + left : undefined,
         // The whole call: connecting, every attempt and the backoff between them (seed 003).
         start: this.#startedOnClock,
         maxAttempts,

@@ -319,3 +319,21 @@ describe('grpc guard: a retry the deadline leaves no time for', () => {
   });
 });
 
+
+describe('grpc guard: a deadline far in the future', () => {
+  it.each([
+    ['20 years away', () => new Date(Date.now() + 20 * 365 * 86_400_000)],
+    ['1 000 years away (grpc-js takes up to ~11 000)', () => new Date(Date.now() + 1_000 * 365 * 86_400_000)],
+  ])('%s: a call to a port refusing, then served, is retried and answered (was: UNAVAILABLE, its cause a RangeError calling the deadline a Date.now() mix-up)', async (_name, deadline) => {
+    const server = await echoServer();
+    const port = server.port;
+    await server.close(); // refused until it listens again
+    const { client } = setup(`127.0.0.1:${port}`);
+    const answer = call(client, 'Echo', 'far', { deadline: deadline() });
+    await new Promise((resolve) => setTimeout(resolve, 150)); // the first attempt was refused
+    await server.listen(port);
+    cleanup.push(() => server.close());
+    expect(String(await answer)).toBe('far');
+    expect(server.calls.Echo).toBe(1);
+  });
+});
