@@ -196,11 +196,18 @@ function remember(spelling: string, key: string): void {
   memo.set(spelling, key);
 }
 
+/** An absolute unix socket path, or a grpc `unix:`, `unix-abstract:` or `vsock:` target. */
+const SOCKET_ADDRESS = /^(?:\/|unix:|unix-abstract:|vsock:)/;
+
 function normalise(host: string, port: number | string | undefined): string {
   built++;
   if (typeof host !== 'string' || host.length === 0) {
     throw new TypeError(`host must be a non-empty string, got ${describe(host)}`);
   }
+  // A unix socket's path (or a grpc target naming a socket) is its own key: a path is
+  // case-sensitive and may hold a colon. Lower-cased, a dead `/run/Svc.sock` refused a live
+  // `/run/svc.sock` (an outside review).
+  if (port === undefined && SOCKET_ADDRESS.test(host)) return host;
   let name: string;
   let parsedPort: string | undefined;
   if (host.includes('://')) {

@@ -25,6 +25,15 @@ describe('hostKey', () => {
     ['a.test:', undefined, 'a.test'], // an empty port is no port
     ['ftp://files.test/pub', undefined, 'files.test'], // a scheme with no known port
     ['svc.test', '8080', 'svc.test:8080'],
+    // A unix socket's path, or a grpc target naming one, is its own key: paths are case-sensitive
+    // and may hold a colon (was: lower-cased, so a dead `/run/Svc.sock` refused a live
+    // `/run/svc.sock`; and `a:b` read as a port; an outside review).
+    ['/run/Svc.sock', undefined, '/run/Svc.sock'],
+    ['/run/a:b.sock', undefined, '/run/a:b.sock'],
+    ['unix:/run/Svc.sock', undefined, 'unix:/run/Svc.sock'],
+    ['unix:///run/Svc.sock', undefined, 'unix:///run/Svc.sock'],
+    ['unix-abstract:Svc', undefined, 'unix-abstract:Svc'],
+    ['vsock:3:5000', undefined, 'vsock:3:5000'],
   ])('%s (port %s) -> %s', (host, port, key) => {
     expect(hostKey(host, port)).toBe(key);
     expect(hostKey(host, port)).toBe(key); // memoised path gives the same answer

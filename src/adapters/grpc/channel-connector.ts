@@ -434,7 +434,8 @@ function serverNameOf(spec: ChannelSpec): string | undefined {
   } catch {
     return undefined;
   }
+  if (/^(?:unix|unix-abstract|vsock):/.test(key)) return undefined; // a socket has no name to send
   const host = key.slice(0, key.lastIndexOf(':'));
-  // A list of addresses or a unix path is keyed with '/'; an address sends no name.
+  // A list of addresses is keyed with '/'; an address sends no name.
   return host === '' || host.includes('/') || isLiteral(host) ? undefined : host;
 }

@@ -32,7 +32,8 @@ export function grpcHostKey(target: string): string {
     if (list.length > 1) return hostKey(`${scheme}/${[...new Set(list.map(withDefaultPort))].sort().join(',')}`.replace(/:/g, '/'));
     rest = list[0] ?? '';
   } else if (scheme === 'unix' || scheme === 'unix-abstract' || scheme === 'vsock') {
-    return hostKey(target.replace(/:/g, '/'));
+    // The path as given (case and colons kept), under its scheme: see hostKey.
+    return hostKey(`${scheme}${target.slice(scheme.length)}`);
   }
   return withDefaultPort(rest);
 }

@@ -172,3 +172,34 @@ describe('grpc guard review: channel options grpc-js refuses', () => {
     expect(String(await call(client, 'Echo', 'ok'))).toBe('ok');
   });
 });
+
+describe('grpc guard review: unix socket targets', () => {
+  it('a dead socket does not refuse a live one whose path differs only in case (was: one breaker key, the live one refused 10 of 10)', async () => {
+    const fs = await import('node:fs');
+    const os = await import('node:os');
+    const path = await import('node:path');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dialguard-unix-'));
+    cleanup.push(() => fs.rmSync(dir, { recursive: true, force: true }));
+    let runs = 0;
+    const server = new grpc.Server();
+    server.addService(
+      (await import('./helpers.js')).echoService,
+      { Echo: (c: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => (runs++, cb(null, c.request)), Count: () => {}, Hold: () => {}, Fail: () => {}, Sum: () => {}, Chat: () => {} } as grpc.UntypedServiceImplementation,
+    );
+    const live = path.join(dir, 'svc.sock');
+    await new Promise<void>((resolve, reject) => server.bindAsync(`unix:${live}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+    cleanup.push(() => server.forceShutdown());
+    const breaker = new HostBreaker({ failureThreshold: 2, minOutage: 0 });
+    const guard = new GrpcGuard({ breaker, retry: false, closeTimeout: 500 });
+    cleanup.push(() => guard.close());
+    const dead = new EchoClient(`unix:${path.join(dir, 'Svc.sock')}`, grpc.credentials.createInsecure(), guard.clientOptions());
+    const alive = new EchoClient(`unix:${live}`, grpc.credentials.createInsecure(), guard.clientOptions());
+    cleanup.push(() => dead.close(), () => alive.close());
+    for (let i = 0; i < 4; i++) await failure(call(dead, 'Echo', 'x', { deadline: Date.now() + 2_000 }));
+    expect(breaker.stats().opened).toBeGreaterThanOrEqual(1); // the dead path is open
+    const answers = [];
+    for (let i = 0; i < 5; i++) answers.push(String(await call(alive, 'Echo', `${i}`, { deadline: Date.now() + 2_000 })));
+    expect(answers).toEqual(['0', '1', '2', '3', '4']);
+    expect(runs).toBe(5);
+  });
+});

@@ -32,7 +32,10 @@ describe('grpcHostKey: one breaker key per host, however the target is spelled',
     ['ipv6:[::1]:50051', '[::1]:50051'],
     ['[::1]:50051', '[::1]:50051'],
     ['::1', '[::1]:443'],
-    ['unix:/run/echo.sock', 'unix//run/echo.sock'],
+    ['unix:/run/echo.sock', 'unix:/run/echo.sock'],
+    ['unix:/run/Echo.sock', 'unix:/run/Echo.sock'], // a path is case-sensitive (was: one key with echo.sock)
+    ['unix:/run/a:b', 'unix:/run/a:b'], // and may hold a colon (was: one key with /run/a/b)
+    ['UNIX:/run/a', 'unix:/run/a'],
   ])('%s -> %s', (target, key) => {
     expect(grpcHostKey(target)).toBe(key);
   });
@@ -42,7 +45,7 @@ describe('grpcHostKey: one breaker key per host, however the target is spelled',
   });
 
   it('a key is its own key (the breaker normalises what it is given again)', () => {
-    for (const target of ['ipv4:127.0.0.2:50051,127.0.0.1:50051', 'ipv6:[::1]:1,[::1]:2', 'unix:/run/echo.sock', 'dns:///Echo.Internal.:50051']) {
+    for (const target of ['ipv4:127.0.0.2:50051,127.0.0.1:50051', 'ipv6:[::1]:1,[::1]:2', 'unix:/run/echo.sock', 'unix:/run/Echo:1.sock', 'dns:///Echo.Internal.:50051']) {
       const key = grpcHostKey(target);
       expect(hostKey(key)).toBe(key);
     }
