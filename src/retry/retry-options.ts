@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { fullJitter, type Schedule, unitRandom } from '../core/backoff.js';
+import { type Schedule, unitRandom } from '../core/backoff.js';
+import { restartSpanningBackoff } from '../core/restart-backoff.js';
 import { type Classification, type ClassifyOptions, checkClassifyOptions } from '../core/classify.js';
 import { type Clock, checkedClock, systemClock } from '../core/clock.js';
 import { checkBoolean, checkDuration, checkFunction, checkInteger, checkNumber, checkSignal, opt, show } from '../core/validate.js';
@@ -118,10 +119,12 @@ export interface RetryOptions {
    */
   retryWindow?: number;
   /**
-   * The wait before each retry. Default `fullJitter({ base: 100, max: 10_000 })`: clients that
-   * failed together retry at uniformly spread times (AWS's "full jitter"), the first retry within
-   * 100 ms, growing to at most 10 s. An answer of 2^31-1 ms or more (Infinity included: the
-   * longest a timer holds) ends the retries, as running out of attempts does.
+   * The wait before each retry. Default {@link restartSpanningBackoff} (400-600 ms, then
+   * 800-1 200 ms, doubling, capped at 10 s), as the adapters': three attempts span a 0.3-1 s
+   * server restart, and clients that failed together come back spread out. (It was full jitter
+   * from 100 ms: a deploy's restart took all three attempts within ~300 ms, and a long poll gave up
+   * with most of its deadline left; an outside review.) An answer of 2^31-1 ms or more (Infinity
+   * included: the longest a timer holds) ends the retries, as running out of attempts does.
    */
   backoff?: Schedule;
   /** Overrides the default retry decision (e.g. "no leader" is always safe). Default none. */
@@ -226,7 +229,7 @@ export function settings(options: RetryOptions): Settings {
   const budget = options.budget === undefined ? sharedRetryBudget() : options.budget;
   if (budget !== null && !(budget instanceof RetryBudget)) throw new TypeError(`budget must be a RetryBudget or null, got ${show(budget)}`);
   checkClassifyOptions('classify', options.classify);
-  defaultBackoff ??= fullJitter({ base: 100, max: 10_000 });
+  defaultBackoff ??= restartSpanningBackoff;
   return {
     start,
     deadline,

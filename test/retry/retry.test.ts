@@ -621,3 +621,27 @@ describe('retry: options are checked on every call', () => {
     await expect(retry(undefined as never)).rejects.toThrow(/fn must be a function/);
   });
 });
+
+describe('retry: the default backoff spans a server restart (an outside review)', () => {
+  it('a port refusing for 1 s (a deploy restarting the server) is reached by the defaults: the three attempts span more than 1.2 s (was: full jitter from 100 ms, all three within ~300 ms, RETRIES_EXHAUSTED with most of a long poll\'s deadline left)', async () => {
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const clock = new ManualClock(0);
+      const at: number[] = [];
+      const call = track(
+        retry(
+          () => {
+            at.push(clock.now());
+            if (clock.now() < 1_000) throw refusedConnect();
+            return 'polled';
+          },
+          { clock, budget: null, random: seeded(seed), timeout: 300 * S, idempotent: true },
+        ),
+        clock,
+      );
+      for (let i = 0; i < 40 && call.state === 'pending'; i++) await clock.tick(100);
+      expect({ seed, state: call.state, value: call.value }).toEqual({ seed, state: 'resolved', value: 'polled' });
+      expect(at.length).toBeLessThanOrEqual(3);
+      expect(at[1]! - at[0]!).toBeGreaterThanOrEqual(400); // the first wait: 400-600 ms
+    }
+  });
+});
