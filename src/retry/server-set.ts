@@ -15,6 +15,7 @@
  *
  * @module
  */
+import { fullJitter } from '../core/backoff.js';
 import { type Classification, type FailureKind, classify } from '../core/classify.js';
 import type { Clock } from '../core/clock.js';
 import { HostUnavailableError, NoServerAvailableError, findError } from '../core/errors.js';
@@ -23,6 +24,12 @@ import { dialFailureOutcome } from '../guard/dial-outcome.js';
 import { type DialPermit, HostBreaker } from '../guard/host-breaker.js';
 import { hostKey } from '../guard/host-key.js';
 import { type RetryAttempt, type RetryOptions, retry } from './retry.js';
+
+/**
+ * {@link ServerSet.run}'s default backoff: full jitter from 100 ms, doubling to 10 s. A retry goes
+ * to the next server, so the short wait of a failover, not one spanning the failed server's restart.
+ */
+export const FAILOVER_BACKOFF = fullJitter({ base: 100, max: 10_000 });
 
 /** Options of a {@link ServerSet}; every one has a default. */
 export interface ServerSetOptions<S> {
@@ -165,6 +172,8 @@ export class ServerSet<S> {
    * failed one has moved to the back, so a retry goes to the next). A server refused by a breaker
    * (here, or by the dial layer inside `fn`) is skipped without spending the attempt; when every
    * server is refused the call fails with {@link NoServerAvailableError}, which ends the loop.
+   * Its default `backoff` is {@link FAILOVER_BACKOFF}, not retry()'s restart-spanning one: a retry
+   * goes to another server, which need not wait for the failed one to come back.
    */
   run<T>(fn: (server: S, attempt: ServerAttempt<S>) => T | PromiseLike<T>, options: RetryOptions = {}): Promise<T> {
     try {
@@ -172,6 +181,7 @@ export class ServerSet<S> {
     } catch (err) {
       return Promise.reject(err); // like retry(): a bad argument rejects, never throws
     }
+    const settings = typeof options === 'object' && options !== null && options.backoff === undefined ? { ...options, backoff: FAILOVER_BACKOFF } : options;
     return retry(async (attempt) => {
       // retry() has checked the options by the time an attempt runs.
       const classifyOptions = options.signal === undefined ? options.classify : { ...options.classify, signal: options.signal };
@@ -210,7 +220,7 @@ export class ServerSet<S> {
         permit?.succeeded();
         return value;
       }
-    }, options);
+    }, settings);
   }
 
   /** The server to use, skipping `refused` ones; panic or NoServerAvailableError when none is admitted. */
