@@ -17,6 +17,7 @@ export {
   ConnectionGoneError,
   DeadlineExceededError,
   DialguardError,
+  type AnyDialguardError,
   type ErrorCode,
   ErrorCodes,
   HostUnavailableError,

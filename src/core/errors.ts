@@ -96,6 +96,8 @@ export interface RefusalDetails {
  * allocation and stack capture). Treat it as read-only; `retryAfter` is computed on each read.
  */
 export class HostUnavailableError extends DialguardError {
+  /** Always `DIALGUARD_HOST_UNAVAILABLE`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.HOST_UNAVAILABLE;
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.HOST_UNAVAILABLE}`);
   /** The breaker's key for the host (normalised `host:port`). */
   readonly host: string;
@@ -161,6 +163,8 @@ export type ConnectPhase = 'lookup' | 'tcp' | 'tls' | 'handshake' | (string & {}
  * took longer than `timeout`. Counted by the breaker as a failed dial.
  */
 export class ConnectTimeoutError extends DialguardError {
+  /** Always `DIALGUARD_CONNECT_TIMEOUT`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.CONNECT_TIMEOUT;
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.CONNECT_TIMEOUT}`);
   /** The dialled host, as `host:port`. */
   readonly host: string;
@@ -183,6 +187,8 @@ brand(ConnectTimeoutError);
  * dead), so the request was released at once instead of waiting for its own timeout.
  */
 export class ConnectionGoneError extends DialguardError {
+  /** Always `DIALGUARD_CONNECTION_GONE`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.CONNECTION_GONE;
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.CONNECTION_GONE}`);
   /** The connection's target. */
   readonly target: string;
@@ -202,6 +208,8 @@ brand(ConnectionGoneError);
  * frozen host, a dropped route). The connection is dead; everything riding it is released.
  */
 export class KeepAliveTimeoutError extends DialguardError {
+  /** Always `DIALGUARD_KEEPALIVE_TIMEOUT`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.KEEPALIVE_TIMEOUT;
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.KEEPALIVE_TIMEOUT}`);
   /** How often PINGs were sent, and how long this one waited, in ms. */
   readonly interval: number;
@@ -219,6 +227,8 @@ brand(KeepAliveTimeoutError);
  * connection is dead, not draining. What a connector reports to the pool as the cause.
  */
 export class TransportClosedError extends DialguardError {
+  /** Always `DIALGUARD_TRANSPORT_CLOSED`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.TRANSPORT_CLOSED;
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.TRANSPORT_CLOSED}`);
   /** The connection's target. */
   readonly target: string;
@@ -237,6 +247,8 @@ brand(TransportClosedError);
 
 /** The pool (or client) was closed; it takes no new requests. */
 export class PoolClosedError extends DialguardError {
+  /** Always `DIALGUARD_POOL_CLOSED`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.POOL_CLOSED;
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.POOL_CLOSED}`);
   constructor(what = 'pool') {
     super(ErrorCodes.POOL_CLOSED, `${what} is closed`);
@@ -246,6 +258,8 @@ brand(PoolClosedError);
 
 /** One request took longer than its own timeout. Says nothing about the connection it used. */
 export class RequestTimeoutError extends DialguardError {
+  /** Always `DIALGUARD_REQUEST_TIMEOUT`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.REQUEST_TIMEOUT;
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.REQUEST_TIMEOUT}`);
   /** The bound that was exceeded, in milliseconds. */
   readonly timeout: number;
@@ -261,6 +275,8 @@ brand(RequestTimeoutError);
  * rejects with the signal's reason).
  */
 export class DeadlineExceededError extends DialguardError {
+  /** Always `DIALGUARD_DEADLINE_EXCEEDED`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.DEADLINE_EXCEEDED;
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.DEADLINE_EXCEEDED}`);
   /** The overall budget that was spent, in milliseconds. */
   readonly timeout: number;
@@ -278,6 +294,8 @@ brand(DeadlineExceededError);
 
 /** Every attempt a retry loop was allowed failed; `errors` holds each attempt's error, in order. */
 export class RetriesExhaustedError extends DialguardError {
+  /** Always `DIALGUARD_RETRIES_EXHAUSTED`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.RETRIES_EXHAUSTED;
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.RETRIES_EXHAUSTED}`);
   /** Each attempt's error, first to last. The last one is also `cause`. */
   readonly errors: readonly unknown[];
@@ -295,6 +313,8 @@ brand(RetriesExhaustedError);
  * as much as it is allowed to, so this call fails with its last error as `cause`.
  */
 export class RetryBudgetExhaustedError extends DialguardError {
+  /** Always `DIALGUARD_RETRY_BUDGET_EXHAUSTED`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.RETRY_BUDGET_EXHAUSTED;
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.RETRY_BUDGET_EXHAUSTED}`);
   constructor(options?: { cause?: unknown }) {
     super(ErrorCodes.RETRY_BUDGET_EXHAUSTED, 'retry budget exhausted; not retrying', options);
@@ -304,6 +324,8 @@ brand(RetryBudgetExhaustedError);
 
 /** Every server of a set is refused by its breaker (or failed), so the call failed fast. */
 export class NoServerAvailableError extends DialguardError {
+  /** Always `DIALGUARD_NO_SERVER_AVAILABLE`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.NO_SERVER_AVAILABLE;
   static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.NO_SERVER_AVAILABLE}`);
   /** Milliseconds until the earliest server may be dialled again. */
   readonly retryAfter: number;
@@ -408,3 +430,20 @@ function findInChain(err: unknown, test: (node: object) => boolean): object | un
 export function isPermanent(err: unknown): boolean {
   return findInChain(err, (node) => node instanceof DialguardError && node.permanent) !== undefined;
 }
+
+/**
+ * Every error class of dialguard's, as a union discriminated by `code`: a `switch (err.code)` on
+ * one narrows `err` to its class (`case 'DIALGUARD_HOST_UNAVAILABLE': err.retryAfter`).
+ */
+export type AnyDialguardError =
+  | HostUnavailableError
+  | ConnectTimeoutError
+  | ConnectionGoneError
+  | KeepAliveTimeoutError
+  | TransportClosedError
+  | PoolClosedError
+  | RequestTimeoutError
+  | DeadlineExceededError
+  | RetriesExhaustedError
+  | RetryBudgetExhaustedError
+  | NoServerAvailableError;
