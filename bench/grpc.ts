@@ -346,6 +346,7 @@ function callHost(channel: grpc.ChannelInterface, target: string): { host: CallH
     reconnect: () => {},
     onChange: () => () => {},
     closed: false,
+    refused: () => false,
   };
   return { host, spec, pool };
 }

@@ -79,6 +79,8 @@ export interface CallHost {
   onChange(key: string, listener: () => void): () => void;
   /** Whether the guard was closed (a wait for a channel then ends: the pool says how). */
   readonly closed: boolean;
+  /** Whether the breaker refuses `spec`'s host now. */
+  refused(spec: ChannelSpec): boolean;
 }
 
 /**
@@ -363,9 +365,14 @@ export class GuardedCall implements GrpcCall {
         // committing the call (resendable), is retried. A status the server sent is paced by its
         // pushback, whichever rule retries it (a relayed EOF's UNAVAILABLE is retried by the
         // default rule): a veto (negative or malformed) ends the call, a wait is waited.
-        retryable: (e) => {
+        retryable: (e, classification, attempt) => {
           pushback = undefined;
           if (!this.#sent.resendable || this.#owner.closed || clientMistake(e)) return false;
+          // Its dials opened the host: the call stops, as every other call to it is refused now,
+          // instead of waiting out a backoff longer than the breaker's window to probe after each
+          // (with maxAttempts 6: 6 connects where 3 opened it; the undici adapter's twin, an
+          // outside review). Its last attempt ends as retries running out.
+          if (classification.kind === 'dial' && attempt.number < maxAttempts && this.#host.refused(this.#spec)) return false;
           if (isStatusObject(e) && answeredByServer(e)) {
             const asked = pushbackOf(e);
             if (asked === null) return false;

@@ -21,8 +21,6 @@ export interface ChannelHost extends CallHost {
   readonly connector: ChannelConnector;
   /** Starts connecting `spec`'s channel if nothing is (for `getConnectivityState(true)`). */
   warm(spec: ChannelSpec): void;
-  /** Whether the breaker refuses `spec`'s host now. */
-  refused(spec: ChannelSpec): boolean;
 }
 
 interface Watcher {

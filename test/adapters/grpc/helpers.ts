@@ -315,5 +315,6 @@ export function testCallHost(pool: ConnectionPool<PooledChannel>, specs: SpecTab
     reconnect: () => {},
     onChange: () => () => {},
     closed: false,
+    refused: () => false,
   };
 }

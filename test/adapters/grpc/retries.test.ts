@@ -150,7 +150,9 @@ describe('grpc guard: retries', () => {
     const peer = await refusing();
     const breaker = new HostBreaker({ minOutage: 0, failureThreshold: 1 });
     const { client } = setup(peer.address, { breaker });
-    expect(classify(await failure(call(client, 'Echo'))).kind).toBe('refused'); // 1 dial, then refused
+    // 1 dial, which opened the host: the call ends with that dial's own failure, not waiting a
+    // backoff to be refused (or to probe after the window).
+    expect(classify(await failure(call(client, 'Echo'))).kind).toBe('dial');
     const refusedBefore = breaker.stats().refused;
     const err = await failure(call(client, 'Echo'));
     expect(err.cause).toBeInstanceOf(HostUnavailableError);
@@ -335,5 +337,18 @@ describe('grpc guard: a deadline far in the future', () => {
     cleanup.push(() => server.close());
     expect(String(await answer)).toBe('far');
     expect(server.calls.Echo).toBe(1);
+  });
+});
+
+describe('grpc guard: a call whose dials open its host', () => {
+  it('maxAttempts 6 with a backoff longer than the breaker\'s window: the call stops once its dials opened the host (3 connects), not a probe after every window (was: 6; the undici adapter\'s twin, an outside review)', async () => {
+    const { acceptAndHold } = await import('../../../src/testing/tcp-peers.js');
+    await using peer = await acceptAndHold(); // TCP accepted, no HTTP/2 SETTINGS ever
+    const breaker = new HostBreaker({ failureThreshold: 3, minOutage: 0, openDuration: 100 });
+    const { client } = setup(peer.address, { breaker, connectTimeout: 100, retry: { maxAttempts: 6, backoff: () => 300, budget: null } });
+    const err = await failure(call(client, 'Echo', 'x', { deadline: Date.now() + 10_000 }));
+    expect(err.code).toBe(grpc.status.UNAVAILABLE);
+    expect(peer.attempts).toBe(3);
+    expect(breaker.stats()).toMatchObject({ failed: 3, opened: 1 });
   });
 });
