@@ -546,7 +546,11 @@ export class Http2Client {
         deadline: Number.isFinite(deadline) ? deadline : undefined,
         start: started,
         maxAttempts,
-        backoff: redial.backoff,
+        // After the pool's immediate resends (the session died under the request), the waits go
+        // on from where those left the schedule: they were the first retries, with no wait. Was
+        // the schedule's first wait again (400-600 ms), the only one left: a warm client's GETs
+        // failed a 600 ms restart 5 of 5, where a cold client's spanned it (an outside review).
+        backoff: resent === 0 ? redial.backoff : (n, previous, random) => redial.backoff(n + resent, previous, random),
         budget: redial.budget,
         clock: this.#clock,
         signal,
