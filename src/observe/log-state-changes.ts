@@ -24,14 +24,26 @@ export interface LogStateChangesOptions {
    * per refused retry.
    */
   budgetInterval?: number;
-  /** Clock for the budget interval, ms. Default `performance.now`. */
+  /**
+   * A host that stays down reopens after every failed probe (each window, from ~1 s): its
+   * `reopened` lines are written at most once per this many ms per host, with the number of
+   * reopens since its last line (`reopens`). Default 60 000: one refusing host wrote a line every
+   * ~300 ms, ~100 in its first 30 s (an outside review). Its first `opened` and its `closed` are
+   * always written.
+   */
+  reopenInterval?: number;
+  /** Clock for the budget and reopen intervals, ms. Default `performance.now`. */
   now?: () => number;
 }
+
+/** Hosts whose reopen lines are throttled, at most; past it the table starts over (a line more each). */
+const MAX_THROTTLED_HOSTS = 4_096;
 
 /**
  * Sends every dialguard state change in this process to `logger`; returns the function that stops.
  *
- * - warn `host unreachable: no longer dialling it` { host, failures, openForMs, reopened }
+ * - warn `host unreachable: no longer dialling it` { host, failures, openForMs, reopened, reopens? }
+ *   (a reopen at most once per `reopenInterval` per host, `reopens` counting those since its last line)
  * - info `host accepting connections again: dialling resumed` { host, openedForMs }
  * - warn `probe dial went unreported: allowing another` { host, probeTimeoutMs }
  * - warn `connection dead: released the requests riding it` { target, connectionId, released }
@@ -41,6 +53,7 @@ export function logStateChanges(logger: StateLogger, options: LogStateChangesOpt
   checkFunction('logger.warn', logger?.warn);
   checkFunction('logger.info', logger?.info);
   const interval = checkDuration('budgetInterval', opt(options.budgetInterval, 60_000));
+  const reopenInterval = checkDuration('reopenInterval', opt(options.reopenInterval, 60_000));
   const now = checkFunction<() => number>('now', opt(options.now, () => performance.now()));
   // A logger's answer is watched too: an async one that rejects is a warning, as a throw is.
   const safe = (fn: () => unknown): void => {
@@ -52,17 +65,31 @@ export function logStateChanges(logger: StateLogger, options: LogStateChangesOpt
   };
   let refused = 0;
   let lastBudgetLine = Number.NEGATIVE_INFINITY;
+  // Per host still down: when its last `opened` line was written, and the reopens held back since.
+  const reopens = new Map<string, { at: number; held: number }>();
   const stops = [
     subscribe('dialguard:breaker:opened', (e) =>
-      safe(() =>
-        logger.warn(
-          { host: e.host, failures: e.failures, openForMs: Math.round(e.openFor), reopened: e.reopened },
-          'dialguard: host unreachable: no longer dialling it',
-        ),
-      ),
+      safe(() => {
+        const fields: Record<string, unknown> = { host: e.host, failures: e.failures, openForMs: Math.round(e.openFor), reopened: e.reopened };
+        const t = now();
+        const seen = reopens.get(e.host);
+        if (e.reopened && seen !== undefined) {
+          if (t - seen.at < reopenInterval) {
+            seen.held++;
+            return;
+          }
+          fields.reopens = seen.held + 1;
+        }
+        if (seen === undefined && reopens.size >= MAX_THROTTLED_HOSTS) reopens.clear();
+        reopens.set(e.host, { at: t, held: 0 });
+        return logger.warn(fields, 'dialguard: host unreachable: no longer dialling it');
+      }),
     ),
     subscribe('dialguard:breaker:closed', (e) =>
-      safe(() => logger.info({ host: e.host, openedForMs: Math.round(e.openedFor) }, 'dialguard: host accepting connections again: dialling resumed')),
+      safe(() => {
+        reopens.delete(e.host);
+        return logger.info({ host: e.host, openedForMs: Math.round(e.openedFor) }, 'dialguard: host accepting connections again: dialling resumed');
+      }),
     ),
     subscribe('dialguard:breaker:probe-expired', (e) =>
       safe(() => logger.warn({ host: e.host, probeTimeoutMs: e.probeTimeout }, 'dialguard: probe dial went unreported: allowing another')),

@@ -47,6 +47,33 @@ describe('logStateChanges', () => {
     ]);
   });
 
+  it('a host that stays down reopens after every failed probe: one line for the outage, then a reopen at most once per reopenInterval with the count held back (was: a line per probe, ~100 in 30 s; an outside review)', async () => {
+    const { lines, logger } = recorder();
+    const clock = new ManualClock();
+    stop = logStateChanges(logger, { reopenInterval: 60_000, now: () => clock.now() });
+    // Every window 300 ms (a number: a constant window).
+    const breaker = new HostBreaker({ clock, minOutage: 0, failureThreshold: 1, openDuration: 300 });
+    const host = 'cache-7:11211';
+    const failProbe = () => dial(host, () => Promise.reject(refusedErr()), { breaker, clock }).catch(() => {});
+    await failProbe(); // opens
+    for (let i = 0; i < 99; i++) {
+      clock.advance(300);
+      await failProbe(); // the probe fails: reopened
+    }
+    expect(lines.length).toBe(1); // 29.7 s of reopens: the outage's first line only
+    clock.advance(60_000);
+    await failProbe();
+    expect(lines.length).toBe(2);
+    expect(lines[1]!.fields).toMatchObject({ host, reopened: true, reopens: 100 });
+    clock.advance(300);
+    await dial(host, () => Promise.resolve(1), { breaker, clock });
+    expect(lines.map((l) => l.level)).toEqual(['warn', 'warn', 'info']);
+    // Down again later: its first line is written at once.
+    await failProbe();
+    expect(lines.length).toBe(4);
+    expect(lines[3]!.fields).toMatchObject({ host, reopened: false });
+  });
+
   it('logs a lost probe and a dead connection', async () => {
     const { lines, logger } = recorder();
     stop = logStateChanges(logger);
