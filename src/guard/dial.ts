@@ -196,6 +196,7 @@ export function dialWith<C>(
   let timeout: number;
   let signal: AbortSignal | undefined;
   let clock: Clock;
+  let own = false;
   try {
     timeout = checkDuration('timeout', opt(options.timeout, DEFAULT_CONNECT_TIMEOUT), 1);
     // Before the breaker is asked: a permit taken for a dial that cannot start is never settled.
@@ -203,7 +204,10 @@ export function dialWith<C>(
     clock = checkedClock(options.clock);
     breaker = options.breaker === undefined ? sharedBreaker() : (options.breaker ?? noBreaker);
     const outer = (signal === undefined ? undefined : dialsBySignal.get(signal)) ?? establishing;
-    if (outer !== undefined && outer.open && outer.breaker === breaker && outer.key === hostKey(host, port)) breaker = noBreaker; // the outer dial's own
+    if (outer !== undefined && outer.open && outer.breaker === breaker && outer.key === hostKey(host, port)) {
+      breaker = noBreaker; // the outer dial's own: no permit, and nothing published of its own
+      own = true;
+    }
     const answer = breaker.tryAdmit(host, port, transport); // a refusal as a value: no throw on the hot path
     if (answer instanceof HostUnavailableError) return Promise.reject(answer);
     permit = answer;
@@ -219,10 +223,13 @@ export function dialWith<C>(
   const scope: OuterDial = { breaker, key: permit.host, open: true };
   dialsBySignal.set(controller.signal, scope);
   const started = clock.now();
-  // A trace only when someone listens (dialguard:dial): otherwise the dial runs as is.
-  const trace: DialTraceMessage | undefined = traced(dialTrace) ? { host: permit.host, probe: permit.probe, kind: lookup ? 'lookup' : 'dial' } : undefined;
+  // A trace only when someone listens (dialguard:dial): otherwise the dial runs as is. The outer
+  // dial's own is neither traced nor reported: the outer dial is (a pool whose connector used
+  // connect() counted every dial twice in dial:settled, the metrics and the spans; an outside review).
+  const trace: DialTraceMessage | undefined = !own && traced(dialTrace) ? { host: permit.host, probe: permit.probe, kind: lookup ? 'lookup' : 'dial' } : undefined;
   const hub: EventHub<DialEvents> = lookup ? lookupEvents : events;
   const report = (outcome: DialEvents['settled']['outcome']): void => {
+    if (own) return;
     if (trace !== undefined) {
       trace.outcome = outcome;
       trace.phase = String(ctx.phase);

@@ -5,6 +5,7 @@
  * breaker, or once the outer dial is over, it asks the breaker as any dial. And a breaker's
  * refusal inside a dial is never the host's failure.
  */
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it } from 'vitest';
 import { HostUnavailableError } from '../../src/core/errors.js';
 import { dial } from '../../src/guard/dial.js';
@@ -22,6 +23,27 @@ describe('a dial inside a dial', () => {
     const value = await dial('a.test:1', () => dial('a.test:1', async () => 'inner', { breaker }), { breaker });
     expect(value).toBe('inner');
     expect(breaker.stats()).toMatchObject({ succeeded: 1, failed: 0, abandoned: 0 });
+  });
+
+  it('the outer dial\'s own publishes nothing of its own: one dial:settled event and one dial trace, not two (was: every dial of a pool whose connector uses connect() counted twice; an outside review)', async () => {
+    const breaker = new HostBreaker();
+    const settledEvents: unknown[] = [];
+    const starts: unknown[] = [];
+    const onSettled = (m: unknown): void => void settledEvents.push(m);
+    const trace = diagnosticsChannel.tracingChannel('dialguard:dial');
+    const handlers = { start: (m: unknown) => void starts.push(m), end: () => {}, asyncStart: () => {}, asyncEnd: () => {}, error: () => {} };
+    diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
+    trace.subscribe(handlers);
+    try {
+      await dial('a.test:1', () => dial('a.test:1', async () => 'inner', { breaker }), { breaker });
+      await dial('a.test:1', (ctx) => dial('a.test:1', async () => Promise.reject(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' })), { breaker, signal: ctx.signal }), { breaker }).catch(() => {});
+    } finally {
+      diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled);
+      trace.unsubscribe(handlers);
+    }
+    expect(settledEvents.map((e) => (e as { outcome: string }).outcome)).toEqual(['succeeded', 'failed']);
+    expect(starts.length).toBe(2);
+    expect(breaker.stats()).toMatchObject({ succeeded: 1, failed: 1 });
   });
 
   it("made after an await, it is found by the outer dial's signal passed on; after the outer dial, that signal is anyone's", async () => {
