@@ -203,3 +203,23 @@ describe('grpc guard review: unix socket targets', () => {
     expect(runs).toBe(5);
   });
 });
+
+describe('grpc guard review: every call is reported once when it ends', () => {
+  it('calls that end on their first attempt publish retry:settled too (was: only retried calls; the call.duration histogram saw none of the rest, an outside review)', async () => {
+    const { onRetryEvent } = await import('../../../src/retry/retry.js');
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const { client } = setup(server.address);
+    const seen: Array<{ ok: boolean; attempts: number; kind: string | undefined }> = [];
+    const off = onRetryEvent('settled', (e) => void seen.push({ ok: e.ok, attempts: e.attempts, kind: e.kind }));
+    cleanup.push(off);
+    for (let i = 0; i < 3; i++) await call(client, 'Echo', `${i}`);
+    for (let i = 0; i < 3; i++) await failure(call(client, 'Fail', `${grpc.status.NOT_FOUND}:no such key`));
+    off();
+    expect(server.calls).toMatchObject({ Echo: 3, Fail: 3 });
+    expect(seen).toEqual([
+      ...Array(3).fill({ ok: true, attempts: 1, kind: undefined }),
+      ...Array(3).fill({ ok: false, attempts: 1, kind: 'application' }),
+    ]);
+  });
+});
