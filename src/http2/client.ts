@@ -29,6 +29,7 @@ import { ConnectionPool, type ConnectionPoolEvents, type PoolStats, type UseOpti
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { RetryBudget, sharedRetryBudget } from '../retry/budget.js';
 import { retry } from '../retry/retry.js';
+import { REPORTED_BY_CALLER } from '../retry/retry-options.js';
 import type { Lease } from '../pool/pooled-connection.js';
 import type { Trip } from '../pool/trip.js';
 import { type Streaming, exchange, runExchange } from './exchange.js';
@@ -556,6 +557,7 @@ export class Http2Client {
         signal,
         shutdown: this.#closing.signal,
         retryable: (e) => dialFailed(e),
+        [REPORTED_BY_CALLER]: true, // request() reports the whole call on http2:settled
       },
     ).catch((e: unknown) => {
       if (e instanceof RetriesExhaustedError || e instanceof RetryBudgetExhaustedError) throw last;

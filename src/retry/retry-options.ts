@@ -67,6 +67,16 @@ export interface RetryInfo {
  */
 export type RetryPredicate = (err: unknown, classification: Classification, attempt: RetryAttempt) => boolean | undefined;
 
+/**
+ * Set (true) on the options of a retry loop an adapter runs inside a call it reports itself
+ * (Http2Client's dials again, reported on `http2:settled`): its end is not published on
+ * `retry:settled`, so the call is heard once (it was heard twice: two `call.duration` records
+ * for one request; an outside review). Its `onResult` still hears it.
+ *
+ * @internal
+ */
+export const REPORTED_BY_CALLER: unique symbol = Symbol('dialguard.retry.reportedByCaller');
+
 /** Options of `retry`. Validated on every call; every one has a default. */
 export interface RetryOptions {
   /**
@@ -129,6 +139,8 @@ export interface RetryOptions {
   backoff?: Schedule;
   /** Overrides the default retry decision (e.g. "no leader" is always safe). Default none. */
   retryable?: RetryPredicate;
+  /** @internal See {@link REPORTED_BY_CALLER}. */
+  [REPORTED_BY_CALLER]?: boolean;
   /**
    * The retry budget to withdraw from. Default {@link sharedRetryBudget}, one per process; `null`
    * for none (every retry allowed by the rest of the options).

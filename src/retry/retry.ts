@@ -22,7 +22,7 @@ import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { type CallTraceMessage, attemptTrace, callTrace, traced } from '../observe/tracing.js';
 import { checkFunction, MAX_DURATION, show, thrownText } from '../core/validate.js';
 import { containAnswer, warnOnce } from '../core/warn-once.js';
-import { type RetryAttempt, type RetryOptions, type RetryPredicate, type RetryResult, settings } from './retry-options.js';
+import { REPORTED_BY_CALLER, type RetryAttempt, type RetryOptions, type RetryPredicate, type RetryResult, settings } from './retry-options.js';
 import { onCallerAbort } from '../core/shared-signal.js';
 
 export type { RetryAttempt, RetryInfo, RetryOptions, RetryPredicate, RetryResult } from './retry-options.js';
@@ -68,8 +68,8 @@ export function settledHeard(onResult?: (result: RetryResult) => void): boolean 
  *
  * @internal
  */
-export function reportSettled(result: RetryResult, onResult?: (result: RetryResult) => void): void {
-  if (settledAudience.heard) {
+export function reportSettled(result: RetryResult, onResult?: (result: RetryResult) => void, publish = true): void {
+  if (publish && settledAudience.heard) {
     events.emit('settled', { ok: result.ok, attempts: result.attempts, elapsed: result.elapsed, kind: result.classification?.kind });
   }
   if (onResult === undefined) return;
@@ -80,6 +80,7 @@ export function reportSettled(result: RetryResult, onResult?: (result: RetryResu
     process.emitWarning(`dialguard: retry onResult threw: ${thrownText(err)}`);
   }
 }
+
 
 /** Why the call was interrupted from outside an attempt's own outcome. */
 type Stop = 'caller' | 'shutdown' | 'deadline';
@@ -102,6 +103,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
   checkFunction('fn', fn);
   const s = settings(options);
   const { clock } = s;
+  const publish = options[REPORTED_BY_CALLER] !== true;
   const errors: unknown[] = [];
   let attempts = 0;
   let last: Classification | undefined;
@@ -168,7 +170,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
     if (timer !== undefined) clock.clearTimeout(timer);
     s.signal?.removeEventListener('abort', onCaller);
     s.shutdown?.removeEventListener('abort', onShutdown);
-    reportSettled(result, s.onResult);
+    reportSettled(result, s.onResult, publish);
   };
   const fail = (error: unknown): never => {
     finish({ ok: false, attempts, elapsed: clock.now() - s.start, error, ...(last === undefined ? {} : { classification: last }) });

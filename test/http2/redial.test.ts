@@ -341,3 +341,25 @@ describe('Http2Client: what is not tried again', () => {
     expect(() => new Http2Client({ retry: { budget: {} as never } })).toThrow(/^retry.budget must be a RetryBudget or null/);
   });
 });
+
+describe('Http2Client: every request is reported once when it ends', () => {
+  it('a request dialled again is on http2:settled only, not also on retry:settled (was: both, two call.duration records for one request; an outside review)', async () => {
+    const { subscribe } = await import('../../src/observe/channels.js');
+    await using peer = await http2Peer();
+    const port = peer.port;
+    await peer.kill(); // refused until it listens again
+    const c = client({ breaker: new HostBreaker({ minOutage: 5_000 }), retry: { backoff: constant(50), budget: null } });
+    const heard = { http2: 0, retry: 0 };
+    const stops = [subscribe('dialguard:http2:settled', () => void heard.http2++), subscribe('dialguard:retry:settled', () => void heard.retry++)];
+    try {
+      const calls = [0, 1, 2].map((i) => c.request(`http://127.0.0.1:${port}/${i}`, { timeout: 3_000 }));
+      const back = new Promise((resolve) => setTimeout(resolve, 80)).then(() => peer.listen());
+      const results = await Promise.allSettled(calls);
+      await back;
+      expect(results.map(code)).toEqual(['ok', 'ok', 'ok']); // each was dialled again, then served
+    } finally {
+      for (const stop of stops) stop();
+    }
+    expect(heard).toEqual({ http2: 3, retry: 0 });
+  });
+});

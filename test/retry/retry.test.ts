@@ -645,3 +645,16 @@ describe('retry: the default backoff spans a server restart (an outside review)'
     }
   });
 });
+
+describe('retry: a loop an adapter reports itself', () => {
+  it('with REPORTED_BY_CALLER its end is not published on settled (the adapter reports the call), but onResult still hears it', async () => {
+    const { REPORTED_BY_CALLER } = await import('../../src/retry/retry-options.js');
+    const settled = record('settled');
+    const results: boolean[] = [];
+    await retry(() => 'a', { budget: null, onResult: (r) => void results.push(r.ok) });
+    await retry(() => 'b', { budget: null, onResult: (r) => void results.push(r.ok), [REPORTED_BY_CALLER]: true });
+    await retry(() => Promise.reject(refusedConnect()), { budget: null, maxAttempts: 1, [REPORTED_BY_CALLER]: true }).catch(() => {});
+    expect(settled.map((e) => e.ok)).toEqual([true]); // the first call only
+    expect(results).toEqual([true, true]);
+  });
+});
