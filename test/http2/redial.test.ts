@@ -12,6 +12,7 @@ import { constant } from '../../src/core/backoff.js';
 import { HostUnavailableError, PoolClosedError, RequestTimeoutError } from '../../src/core/errors.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { Http2Client, type Http2ClientOptions } from '../../src/http2/client.js';
+import { subscribe } from '../../src/observe/channels.js';
 import { RetryBudget } from '../../src/retry/budget.js';
 import { http2Peer } from '../../src/testing/http2-peer.js';
 import { acceptAndHold } from '../../src/testing/tcp-peers.js';
@@ -344,7 +345,6 @@ describe('Http2Client: what is not tried again', () => {
 
 describe('Http2Client: every request is reported once when it ends', () => {
   it('a request dialled again is on http2:settled only, not also on retry:settled (was: both, two call.duration records for one request; an outside review)', async () => {
-    const { subscribe } = await import('../../src/observe/channels.js');
     await using peer = await http2Peer();
     const port = peer.port;
     await peer.kill(); // refused until it listens again

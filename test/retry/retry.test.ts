@@ -8,6 +8,7 @@ import {
   RetryBudgetExhaustedError,
 } from '../../src/core/errors.js';
 import { RetryBudget } from '../../src/retry/budget.js';
+import { REPORTED_BY_CALLER } from '../../src/retry/retry-options.js';
 import { type RetryAttempt, type RetryEvents, type RetryOptions, type RetryResult, onRetryEvent, retry } from '../../src/retry/retry.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import { after, hang, refusedConnect, resetMidRequest, seeded, track } from './helpers.js';
@@ -648,7 +649,6 @@ describe('retry: the default backoff spans a server restart (an outside review)'
 
 describe('retry: a loop an adapter reports itself', () => {
   it('with REPORTED_BY_CALLER its end is not published on settled (the adapter reports the call), but onResult still hears it', async () => {
-    const { REPORTED_BY_CALLER } = await import('../../src/retry/retry-options.js');
     const settled = record('settled');
     const results: boolean[] = [];
     await retry(() => 'a', { budget: null, onResult: (r) => void results.push(r.ok) });

@@ -13,7 +13,7 @@ import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { RetryBudget } from '../../../src/retry/budget.js';
 import { type RetryEvents, onRetryEvent } from '../../../src/retry/retry.js';
 import { blackhole } from '../../../src/testing/blackhole.js';
-import { refusing } from '../../../src/testing/tcp-peers.js';
+import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
 import { eventually } from '../../helpers/eventually.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
 import { EchoClient, call, countingRelay, echoServer, echoService, failure } from './helpers.js';
@@ -342,7 +342,6 @@ describe('grpc guard: a deadline far in the future', () => {
 
 describe('grpc guard: a call whose dials open its host', () => {
   it('maxAttempts 6 with a backoff longer than the breaker\'s window: the call stops once its dials opened the host (3 connects), not a probe after every window (was: 6; the undici adapter\'s twin, an outside review)', async () => {
-    const { acceptAndHold } = await import('../../../src/testing/tcp-peers.js');
     await using peer = await acceptAndHold(); // TCP accepted, no HTTP/2 SETTINGS ever
     const breaker = new HostBreaker({ failureThreshold: 3, minOutage: 0, openDuration: 100 });
     const { client } = setup(peer.address, { breaker, connectTimeout: 100, retry: { maxAttempts: 6, backoff: () => 300, budget: null } });

@@ -2,13 +2,17 @@
  * Defects of issue 12's classes found reviewing the gRPC adapter after the morning's merges, each
  * reproduced on loopback and counted (leases, calls the server saw), not only timed.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
 import { type Clock, type TimerHandle, systemClock } from '../../../src/core/clock.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
-import { EchoClient, call, echoServer, failure } from './helpers.js';
+import { onRetryEvent } from '../../../src/retry/retry.js';
+import { EchoClient, call, echoServer, echoService, failure } from './helpers.js';
 
 const cleanup = leakCheckEach();
 
@@ -175,15 +179,12 @@ describe('grpc guard review: channel options grpc-js refuses', () => {
 
 describe('grpc guard review: unix socket targets', () => {
   it('a dead socket does not refuse a live one whose path differs only in case (was: one breaker key, the live one refused 10 of 10)', async () => {
-    const fs = await import('node:fs');
-    const os = await import('node:os');
-    const path = await import('node:path');
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dialguard-unix-'));
     cleanup.push(() => fs.rmSync(dir, { recursive: true, force: true }));
     let runs = 0;
     const server = new grpc.Server();
     server.addService(
-      (await import('./helpers.js')).echoService,
+      echoService,
       { Echo: (c: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => (runs++, cb(null, c.request)), Count: () => {}, Hold: () => {}, Fail: () => {}, Sum: () => {}, Chat: () => {} } as grpc.UntypedServiceImplementation,
     );
     const live = path.join(dir, 'svc.sock');
@@ -206,7 +207,6 @@ describe('grpc guard review: unix socket targets', () => {
 
 describe('grpc guard review: every call is reported once when it ends', () => {
   it('calls that end on their first attempt publish retry:settled too (was: only retried calls; the call.duration histogram saw none of the rest, an outside review)', async () => {
-    const { onRetryEvent } = await import('../../../src/retry/retry.js');
     const server = await echoServer();
     cleanup.push(() => server.close());
     const { client } = setup(server.address);
