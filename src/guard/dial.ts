@@ -335,3 +335,51 @@ function disposeLate<C>(dispose: ((connection: C) => void) | undefined, connecti
     process.emitWarning(`dialguard: dispose threw while closing a connection that arrived after its dial was given up: ${thrownText(err)}`);
   }
 }
+
+/**
+ * `permit`, reporting the dial it stands for as {@link dial} reports its own: a `dial:settled`
+ * event and a `dialguard:dial` trace, each only when someone listens. For an adapter that admits
+ * a client's dials itself, with no promise to hand {@link dial} (RedisGuard: the client dials, the
+ * guard hears its events): those dials were on no event, metric nor span (an outside review).
+ * `phase` is read when the dial settles.
+ *
+ * @internal
+ */
+export function reportingPermit(permit: DialPermit, now: () => number, phase: () => ConnectPhase): DialPermit {
+  const tracing = traced(dialTrace);
+  if (!tracing && !events.active('settled')) return permit;
+  const started = now();
+  const trace: DialTraceMessage = { host: permit.host, probe: permit.probe, kind: 'dial' };
+  let end: ((err?: unknown) => void) | undefined;
+  if (tracing) {
+    const ended = new Promise<void>((resolve, reject) => {
+      end = (err) => (err === undefined ? resolve() : reject(err));
+    });
+    dialTrace.tracePromise(() => ended, trace).catch(() => {}); // the trace's copy: the client has the error
+  }
+  // The breaker hears how the dial ended, then the listeners, as for dial()'s own.
+  const settle = (outcome: DialEvents['settled']['outcome'], err?: unknown): void => {
+    if (permit.settled) return; // settled before: nothing new to report
+    if (outcome === 'failed') permit.failed(err);
+    else if (outcome === 'succeeded') permit.succeeded();
+    else permit.abandoned();
+    const at = String(phase());
+    trace.outcome = outcome;
+    trace.phase = at;
+    if (events.active('settled')) events.emit('settled', { host: permit.host, outcome, duration: now() - started, phase: at });
+    end?.(outcome === 'failed' ? (err ?? new Error('dial failed')) : undefined);
+  };
+  return {
+    host: permit.host,
+    probe: permit.probe,
+    get settled() {
+      return permit.settled;
+    },
+    succeeded: () => settle('succeeded'),
+    failed: (error?: unknown) => settle('failed', error),
+    abandoned: () => settle('abandoned'),
+    progressed() {
+      permit.progressed();
+    },
+  };
+}

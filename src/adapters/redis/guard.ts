@@ -35,7 +35,7 @@ import net from 'node:net';
 import { type PeerCertificate, checkServerIdentity as tlsCheck } from 'node:tls';
 import { ConnectTimeoutError, HostUnavailableError, TransportClosedError } from '../../core/errors.js';
 import { checkDuration, checkFunction, MAX_DURATION, opt, show } from '../../core/validate.js';
-import { sharedBreaker } from '../../guard/dial.js';
+import { reportingPermit, sharedBreaker } from '../../guard/dial.js';
 import { dialFailureOutcome } from '../../guard/dial-outcome.js';
 import { type DialPermit, HostBreaker, type Transport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
@@ -467,9 +467,9 @@ export class RedisGuard {
       if (state.rounds) this.#rounds.refused(state.roundKey, state, answer);
       return answer;
     }
-    state.permit = answer;
     state.socket = undefined;
     state.dialAt = this.#rounds.now();
+    state.permit = reportingPermit(answer, () => this.#rounds.now(), () => dialPhase(state.socket));
     return undefined;
   }
 
@@ -481,7 +481,6 @@ export class RedisGuard {
     if (state.rounds) this.#rounds.succeeded(state.roundKey);
   }
 
-  /** The client gave the dial in flight up: abandoned, and the clients waiting for it dial. */
   /**
    * The client disconnects with a dial in flight. ioredis also disconnects itself after the node
    * answered (a wrong password, a failed ready check: `recoverFromFatalError`): such a dial is a
@@ -496,9 +495,9 @@ export class RedisGuard {
   #abandon(state: ClientState): void {
     const permit = state.permit;
     state.permit = undefined;
-    state.socket = undefined;
     if (permit === undefined) return;
-    permit.abandoned();
+    permit.abandoned(); // before the socket is forgotten: the report reads its phase
+    state.socket = undefined;
     if (state.rounds) this.#rounds.released(state.roundKey, state);
   }
 
@@ -517,16 +516,17 @@ export class RedisGuard {
     // A TLS socket counts only application bytes: a handshake alone (a terminator in front of a
     // dead node) is not an answer.
     const answered = (state.socket?.bytesRead ?? 0) > 0;
-    state.socket = undefined;
     const outcome = serverReplied(cause) ? 'succeeded' : dialFailureOutcome(cause, answered);
+    // The permit first, the socket forgotten after: the report reads the dial's phase from it.
+    if (outcome === 'succeeded') permit.succeeded();
+    else if (outcome === 'abandoned') permit.abandoned();
+    else (permit.failed as (error?: unknown) => void)(cause);
+    state.socket = undefined;
     if (outcome === 'succeeded') {
-      permit.succeeded();
       if (state.rounds) this.#rounds.succeeded(state.roundKey);
     } else if (outcome === 'abandoned') {
-      permit.abandoned();
       if (state.rounds) this.#rounds.released(state.roundKey, state);
     } else {
-      (permit.failed as (error?: unknown) => void)(cause);
       if (state.rounds) this.#rounds.failed(state.roundKey, state, cause, state.dialAt, state.policy ?? this.#policy);
     }
   }
@@ -720,4 +720,12 @@ export class RedisGuard {
     if (!dialled) this.#rounds.lost(state.roundKey, cause);
     return this.#delayFor(state.key, attempt, state.roundKey, state.transport, floor);
   }
+}
+
+/**
+ * The stage a client's dial ended in, for its report: `tcp` until the client wrote or read a byte
+ * on the dial's socket (it writes only once connected), `handshake` after.
+ */
+function dialPhase(socket: { readonly bytesRead: number; readonly bytesWritten?: number } | undefined): 'tcp' | 'handshake' {
+  return socket !== undefined && (socket.bytesRead > 0 || (socket.bytesWritten ?? 0) > 0) ? 'handshake' : 'tcp';
 }
