@@ -16,13 +16,30 @@ import { asError } from '../core/validate.js';
 
 type IdentityCheck = NonNullable<tls.ConnectionOptions['checkServerIdentity']>;
 
-/** `check`, with what it throws returned as its verdict (an Error: the certificate is rejected). */
+/** The wrapper made for each check, and the wrappers themselves (wrapping one again is itself). */
+const wrapped = new WeakMap<IdentityCheck, IdentityCheck>();
+const wrappers = new WeakSet<IdentityCheck>();
+
+/**
+ * `check`, with what it throws returned as its verdict (an Error: the certificate is rejected).
+ * One wrapper per check: requests passing the same function get the same wrapper, so they still
+ * compare equal where a dial is shared by requests with the same options (got passes Node's own
+ * `tls.checkServerIdentity` on every https request; wrapped anew each time, no two of them shared
+ * a scout: 20 requests to a hung host, 20 dials; an outside review).
+ */
 export function caughtIdentityCheck(check: IdentityCheck): IdentityCheck {
-  return function checkServerIdentity(this: unknown, host, cert) {
-    try {
-      return check.call(this, host, cert);
-    } catch (err) {
-      return asError(err);
-    }
-  };
+  if (wrappers.has(check)) return check;
+  let caught = wrapped.get(check);
+  if (caught === undefined) {
+    caught = function checkServerIdentity(this: unknown, host, cert) {
+      try {
+        return check.call(this, host, cert);
+      } catch (err) {
+        return asError(err);
+      }
+    } as IdentityCheck;
+    wrapped.set(check, caught);
+    wrappers.add(caught);
+  }
+  return caught;
 }

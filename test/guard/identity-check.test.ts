@@ -54,4 +54,14 @@ describe('a checkServerIdentity that throws', () => {
     expect(fromString).toBeInstanceOf(Error);
     expect(fromString?.message).toContain('no SAN');
   });
+
+  it('one wrapper per check: the same function wrapped twice is the same wrapper (requests passing it still share a dial), and a wrapper is not wrapped again', () => {
+    const check = (): undefined => undefined;
+    const once = caughtIdentityCheck(check);
+    expect(once).not.toBe(check);
+    expect(caughtIdentityCheck(check)).toBe(once);
+    expect(caughtIdentityCheck(once)).toBe(once);
+    expect(caughtIdentityCheck(tls.checkServerIdentity)).toBe(caughtIdentityCheck(tls.checkServerIdentity));
+    expect(caughtIdentityCheck(() => undefined)).not.toBe(once);
+  });
 });

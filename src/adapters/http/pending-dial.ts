@@ -378,7 +378,10 @@ export class AgentGuard {
       arm(undefined);
       fail(reason);
       if (own) background();
-      else for (const other of dialing) if (other !== slot) other.idle?.(); // the scout it waited on
+      // The scout it waited on, and every other dial of this host that stayed attached while
+      // this one was wanted: ten requests with their own options, aborted together, left nine
+      // dials holding the process to their 5 s bound (an outside review).
+      for (const other of dialing) if (other !== slot) other.idle?.();
     };
     const setTimeoutCalled = (ms: unknown): void => {
       asked = ms;

@@ -16,6 +16,11 @@ const cleanups = leakChecked();
 
 /** Runs the child in `mode` against a peer that accepts and never answers; its JSON lines. */
 async function child(mode: string): Promise<Array<Record<string, unknown>>> {
+  return (await childCounted(mode)).lines;
+}
+
+/** {@link child}, with the connections the peer accepted. */
+async function childCounted(mode: string): Promise<{ lines: Array<Record<string, unknown>>; connections: number }> {
   const held: net.Socket[] = [];
   const peer = net.createServer((s) => void held.push(s.on('error', () => {})));
   await new Promise<void>((resolve) => peer.listen(0, '127.0.0.1', resolve));
@@ -33,7 +38,7 @@ async function child(mode: string): Promise<Array<Record<string, unknown>>> {
     proc.kill();
   });
   expect(await new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)))).toBe(0);
-  return out.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+  return { lines: out.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>), connections: held.length };
 }
 
 describe('node:https agent: an abandoned dial and the process', { timeout: 30_000 }, () => {
@@ -51,6 +56,19 @@ describe('node:https agent: an abandoned dial and the process', { timeout: 30_00
     expect(lines.map((l) => Object.keys(l)[0])).toEqual(['first', 'second', 'exit']);
     expect(lines[1]).toMatchObject({ second: 'ABORT_ERR' });
     expect(lines[2]!.exit as number).toBeLessThan(2_500);
+  });
+
+  // got passes a checkServerIdentity on every https request. Was: wrapped anew per request, so no
+  // two shared a scout (10 requests, 10 dials) and the process lived to the 5 s bound (an outside
+  // review). With a function of its own each, they dial apart, and still let the process go.
+  it.each([
+    ['ten-same-check', 1],
+    ['ten-own-checks', 10],
+  ] as const)('ten requests with checkServerIdentity, each aborted at 100 ms (%s): %i dial(s), and the process exits well before the 5 s connect timeout', async (mode, dials) => {
+    const { lines, connections } = await childCounted(mode);
+    expect(lines.filter((l) => Object.values(l)[0] === 'ABORT_ERR')).toHaveLength(10);
+    expect(connections).toBe(dials);
+    expect(lines.find((l) => 'exit' in l)!.exit as number).toBeLessThan(2_500);
   });
 
   // total-*: queued for the agent's one slot (maxTotalSockets 1) under another agent key; the
