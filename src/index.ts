@@ -31,6 +31,7 @@ export {
   RetryBudgetExhaustedError,
   KeepAliveTimeoutError,
   TransportClosedError,
+  ClientCertificateRejectedError,
   findError,
   isPermanent,
 } from './core/errors.js';

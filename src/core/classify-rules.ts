@@ -311,6 +311,9 @@ function dialguardVerdict(code: string): Verdict | undefined {
       return verdict('refused', code);
     case ErrorCodes.CONNECT_TIMEOUT:
       return verdict('dial', code);
+    case ErrorCodes.CLIENT_CERTIFICATE_REJECTED:
+      // The same certificate gets the same answer: never worth a retry.
+      return verdict('dial', code, { transient: false });
     case ErrorCodes.CONNECTION_GONE:
     case ErrorCodes.TRANSPORT_CLOSED:
     case ErrorCodes.KEEPALIVE_TIMEOUT: // a keep-alive PING went unanswered: the peer is silent

@@ -20,6 +20,7 @@ export const ErrorCodes = {
   NO_SERVER_AVAILABLE: 'DIALGUARD_NO_SERVER_AVAILABLE',
   KEEPALIVE_TIMEOUT: 'DIALGUARD_KEEPALIVE_TIMEOUT',
   TRANSPORT_CLOSED: 'DIALGUARD_TRANSPORT_CLOSED',
+  CLIENT_CERTIFICATE_REJECTED: 'DIALGUARD_CLIENT_CERTIFICATE_REJECTED',
 } as const;
 
 /** One of {@link ErrorCodes}' values. */
@@ -245,6 +246,33 @@ export class TransportClosedError extends DialguardError {
 }
 brand(TransportClosedError);
 
+/**
+ * The server hung up right after a TLS handshake in which it asked for this client's certificate
+ * and the client sent one, before sending a byte of its own: it most likely rejected the
+ * certificate (expired, not signed by a CA it trusts). Node's TLS servers check a client's
+ * certificate after the handshake and destroy the connection with no alert under TLS 1.3, so
+ * the client sees only a close, which looked like a dead host: one client's bad certificate got
+ * the host refused for every client on the breaker (an outside review). The server answered (it
+ * presented its certificate and asked for ours), so the dial is never counted against it, and
+ * the same certificate gets the same answer: never retried (`classify`: a `dial`, not transient).
+ */
+export class ClientCertificateRejectedError extends DialguardError {
+  /** Always `DIALGUARD_CLIENT_CERTIFICATE_REJECTED`: narrows `code` after `instanceof`, and in a `switch` on it. */
+  declare readonly code: typeof ErrorCodes.CLIENT_CERTIFICATE_REJECTED;
+  static override readonly brand: symbol = Symbol.for(`dialguard.error.${ErrorCodes.CLIENT_CERTIFICATE_REJECTED}`);
+  /** What was dialled (an origin, a host:port or a grpc target). */
+  readonly target: string;
+  constructor(target: string, options?: { cause?: unknown }) {
+    super(
+      ErrorCodes.CLIENT_CERTIFICATE_REJECTED,
+      `${target} closed the connection right after a TLS handshake in which it asked for this client's certificate, before answering: it most likely rejected the certificate (expired, or not signed by a CA it trusts)`,
+      options,
+    );
+    this.target = target;
+  }
+}
+brand(ClientCertificateRejectedError);
+
 /** The pool (or client) was closed; it takes no new requests. */
 export class PoolClosedError extends DialguardError {
   /** Always `DIALGUARD_POOL_CLOSED`: narrows `code` after `instanceof`, and in a `switch` on it. */
@@ -441,6 +469,7 @@ export type AnyDialguardError =
   | ConnectionGoneError
   | KeepAliveTimeoutError
   | TransportClosedError
+  | ClientCertificateRejectedError
   | PoolClosedError
   | RequestTimeoutError
   | DeadlineExceededError

@@ -85,7 +85,8 @@ export function dialFailureOutcome(err: unknown, answered = false): DialFailureO
   if (code !== undefined) {
     // A breaker's refusal (a dial made inside this one, refused): no I/O, nothing of the host.
     if (LOCAL_CODES.has(code) || code === ErrorCodes.HOST_UNAVAILABLE) return 'abandoned';
-    if (CERT_CODES.has(code)) return 'succeeded';
+    // A certificate the peer presented, or ours it asked for and then refused: it answered.
+    if (CERT_CODES.has(code) || code === ErrorCodes.CLIENT_CERTIFICATE_REJECTED) return 'succeeded';
     if (code.startsWith('ERR_SSL_') && (/ALERT|WRONG_VERSION_NUMBER/.test(code) || answered)) return 'succeeded';
   }
   if (answered) return 'succeeded';

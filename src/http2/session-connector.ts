@@ -13,7 +13,8 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import tls from 'node:tls';
 import { type Clock, type TimerHandle, unrefTimer } from '../core/clock.js';
-import { KeepAliveTimeoutError, TransportClosedError } from '../core/errors.js';
+import { ClientCertificateRejectedError, KeepAliveTimeoutError, TransportClosedError } from '../core/errors.js';
+import { certificateRejected, sentRequestedCertificate } from '../guard/client-certificate.js';
 import { connect, openSocket, tlsTransportFor } from '../guard/connect.js';
 import type { DialContext } from '../guard/dial.js';
 import type { HostBreaker, Transport } from '../guard/host-breaker.js';
@@ -168,6 +169,9 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
       ...(servername !== undefined && servername !== '' && origin.startsWith('https:') ? { servername } : {}),
     });
     sockets.set(session, socket);
+    // Read now, while the handshake's state is there: a hang-up without a byte after a server
+    // asked for our certificate is its refusal of it, not a dead host (see client-certificate.ts).
+    const sentCertificate = sentRequestedCertificate(socket);
     // Errors reach the pool through watch(); this keeps one arriving after unwatch from crashing.
     session.on('error', noop);
     // Registered first, so it is known before any stream hears of the GOAWAY (node emits 'goaway'
@@ -183,7 +187,9 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
         socket.off('error', onError);
         ctx.signal.removeEventListener('abort', onAbort);
       };
-      const fail = (err: unknown): void => {
+      const fail = (thrown: unknown): void => {
+        const hungUp = thrown instanceof TransportClosedError || ['ECONNRESET', 'EPIPE'].includes((thrown as { code?: unknown } | null)?.code as string);
+        const err = hungUp && certificateRejected(sentCertificate, socket) ? new ClientCertificateRejectedError(origin, { cause: thrown }) : thrown;
         // Bytes from the peer after TCP/TLS (a protocol answer: an HTTP/1.1 reply to the preface,
         // a GOAWAY) prove it alive, so this failure never counts against the host (DESIGN rule 1).
         // A peer that hangs up or stalls without a byte still does. (A TLS socket counts cleartext.)

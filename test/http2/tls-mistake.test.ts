@@ -10,12 +10,13 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { classify } from '../../src/core/classify.js';
-import { ErrorCodes, HostUnavailableError, TransportClosedError } from '../../src/core/errors.js';
+import { ClientCertificateRejectedError, ErrorCodes, HostUnavailableError, TransportClosedError } from '../../src/core/errors.js';
 import { sharedBreaker } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { Http2Client, type Http2ClientOptions } from '../../src/http2/client.js';
 import { TEST_CERT, TEST_KEY } from '../../src/testing/test-cert.js';
 import { leakCheckEach } from '../helpers/leaks.js';
+import { OTHER_CERT, OTHER_KEY } from '../helpers/other-cert.js';
 
 const cleanup = leakCheckEach();
 
@@ -156,6 +157,24 @@ describe('Http2Client: a client’s TLS mistake is not the host’s failure', ()
     }
     expect(streams()).toBe(4);
     expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
+  });
+
+  it('a client whose certificate an mTLS server rejects (TLS 1.3: Node\'s server hangs up after the handshake, no alert) fails at once, typed, one dial a request, and never gets the host refused for the right client (was: 0 of 10 served, an outside review)', async () => {
+    const { origin, streams } = await h2Server(true);
+    const breaker = strictBreaker();
+    const untrusted = h2Client({ breaker, tls: { ca: TEST_CERT, key: OTHER_KEY, cert: OTHER_CERT } });
+    const right = h2Client({ breaker, tls: { ca: TEST_CERT, key: TEST_KEY, cert: TEST_CERT } });
+    for (let i = 0; i < 5; i++) {
+      const err = await rejection(untrusted.request(`${origin}/`));
+      expect(err).toBeInstanceOf(ClientCertificateRejectedError);
+      expect(err.code).toBe(ErrorCodes.CLIENT_CERTIFICATE_REJECTED);
+      expect(err.message).toMatch(/asked for this client's certificate/);
+      expect(classify(err)).toMatchObject({ kind: 'dial', notSent: true, transient: false });
+    }
+    for (let i = 0; i < 5; i++) expect((await right.request(`${origin}/`)).body.toString()).toBe('ok');
+    expect(streams()).toBe(5);
+    // 5 dials of the untrusted client (never retried: the same certificate gets the same answer), 1 of the right one.
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0, succeeded: 6 });
   });
 
   it('an http: (h2c) client aimed at the TLS-only port opens the host for plain dials only: the https: client beside it is served, and its dial closes the host', async () => {

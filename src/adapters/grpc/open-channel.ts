@@ -10,6 +10,7 @@
 import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
 import type { Clock } from '../../core/clock.js';
+import { ClientCertificateRejectedError } from '../../core/errors.js';
 import type { DialContext } from '../../guard/dial.js';
 import { ChannelConnectError, lastError, markNotHttp2, quotedCause } from './connect-error.js';
 import type { ChannelSpec } from './target.js';
@@ -86,7 +87,7 @@ export function openChannel(spec: ChannelSpec, target: string, options: grpc.Cha
           probing = true;
           // A TLS handshake that failed is given as the cause itself, with its code: a
           // certificate, hostname or ALPN verdict proves the host alive (dialFailureOutcome).
-          void lastError(channel, clock).then((status) => settle(ctx.signal.aborted ? ctx.signal.reason : new ChannelConnectError(spec.target, status, causeOf(tracker, status.details))));
+          void lastError(channel, clock).then((status) => settle(ctx.signal.aborted ? ctx.signal.reason : connectError(spec.target, status, tracker)));
           return;
         case SHUTDOWN:
           settle(new Error(`channel to ${spec.target} shut down while connecting`));
@@ -96,7 +97,7 @@ export function openChannel(spec: ChannelSpec, target: string, options: grpc.Cha
           // closed during establishment (grpc-js would only try again for a queued call).
           if (started) {
             const details = 'No connection established. Last error: Connection closed before the HTTP/2 handshake completed';
-            settle(new ChannelConnectError(spec.target, { code: grpc.status.UNAVAILABLE, details, metadata: new grpc.Metadata() }, causeOf(tracker, details)));
+            settle(connectError(spec.target, { code: grpc.status.UNAVAILABLE, details, metadata: new grpc.Metadata() }, tracker));
             return;
           }
           break;
@@ -110,6 +111,19 @@ export function openChannel(spec: ChannelSpec, target: string, options: grpc.Cha
     channel.getConnectivityState(true);
     check();
   });
+}
+
+/**
+ * The error of a failed connect, with its cause (see {@link causeOf}); a client certificate the
+ * server asked for and then hung up on (see `client-certificate.ts`) is named as such.
+ */
+function connectError(target: string, status: grpc.StatusObject, tracker: ConnectTracker): ChannelConnectError {
+  if (tracker.handshakeError === undefined && tracker.certificateRejected) {
+    // grpc-js says only that the connection closed: the details say what it most likely was.
+    const rejected = new ClientCertificateRejectedError(target, { cause: quotedCause(status.details) ?? new Error(status.details) });
+    return new ChannelConnectError(target, { ...status, details: `${status.details} (${rejected.message})` }, rejected);
+  }
+  return new ChannelConnectError(target, status, causeOf(tracker, status.details));
 }
 
 /**

@@ -16,6 +16,7 @@
  * @module
  */
 import type net from 'node:net';
+import { certificateRejected, sentRequestedCertificate } from '../../guard/client-certificate.js';
 import type { PeerCertificate } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import type { ConnectPhase } from '../../core/errors.js';
@@ -42,6 +43,12 @@ export class ConnectTracker {
    * about it): the host answered, whatever that check then said.
    */
   certificatePresented = false;
+  /**
+   * Whether the server asked for this client's certificate in the last TLS handshake and the
+   * client sent one: a hang-up with no byte after it is the server's refusal of the certificate
+   * (see `client-certificate.ts`), not a dead host.
+   */
+  certificateSent = false;
   readonly #sockets = new Set<net.Socket>();
   /** The sockets HTTP/2 was to run over (a TLS socket counts cleartext), kept after they close. */
   readonly #carriers: net.Socket[] = [];
@@ -91,6 +98,12 @@ export class ConnectTracker {
    */
   get answered(): boolean {
     return this.#carriers.some((s) => s.bytesRead > 0);
+  }
+
+  /** Whether the connection ended as a rejected client certificate ends one (see {@link certificateSent}). */
+  get certificateRejected(): boolean {
+    const last = this.#carriers.at(-1);
+    return last !== undefined && certificateRejected(this.certificateSent, last);
   }
 
   /** Whether the attempt was given up. */
@@ -178,6 +191,7 @@ class TrackedCredentials extends grpc.ChannelCredentials {
         }
         if (result.socket !== socket) tracker.add(result.socket);
         tracker.carry(result.socket);
+        if (secure) tracker.certificateSent = sentRequestedCertificate(result.socket);
         // A TLS 1.3 server that wants a client certificate sends its alert after the client's
         // handshake is done: it reaches the socket after this resolved, and grpc-js keeps only
         // its text. Kept with its code, it tells the host answered (dialFailureOutcome).

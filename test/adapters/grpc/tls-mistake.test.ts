@@ -10,11 +10,12 @@ import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { ChannelConnectError, GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
-import { HostUnavailableError } from '../../../src/core/errors.js';
+import { ClientCertificateRejectedError, HostUnavailableError } from '../../../src/core/errors.js';
 import { sharedBreaker } from '../../../src/guard/dial.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
+import { OTHER_CERT, OTHER_KEY } from '../../helpers/other-cert.js';
 import { EchoClient, call, echoService, failure } from './helpers.js';
 
 const cleanup = leakCheckEach();
@@ -218,6 +219,24 @@ describe('grpc guard: a client without the certificate an mTLS server requires',
     expect(calls()).toBe(3);
     expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0 });
     expect(breaker.stats().succeeded).toBeLessThanOrEqual(3 + 3); // one dial per failed call, and the good client's
+  });
+
+  it('a client whose certificate the server rejects (TLS 1.3: a hang-up after the handshake, no alert) fails once, typed, not retried, and never gets the host refused (was: the right client 0 of 10, an outside review)', async () => {
+    const { address, calls } = await tlsEchoServer(true);
+    const breaker = strictBreaker();
+    const untrusted = client(address, grpc.credentials.createSsl(Buffer.from(TEST_CERT), Buffer.from(OTHER_KEY), Buffer.from(OTHER_CERT)), guarded({ breaker }));
+    const withCert = client(address, grpc.credentials.createSsl(Buffer.from(TEST_CERT), Buffer.from(TEST_KEY), Buffer.from(TEST_CERT)), guarded({ breaker }));
+    for (let i = 0; i < 4; i++) {
+      const err = await failure(call(untrusted, 'Echo', 'x', { deadline: Date.now() + 5_000 }));
+      expect(err).toBeInstanceOf(ChannelConnectError);
+      expect(err.code).toBe(grpc.status.UNAVAILABLE);
+      expect(err.cause).toBeInstanceOf(ClientCertificateRejectedError);
+      expect(err.details).toMatch(/asked for this client's certificate/);
+    }
+    for (let i = 0; i < 4; i++) expect(String(await call(withCert, 'Echo', `w${i}`))).toBe(`w${i}`);
+    expect(calls()).toBe(4);
+    // One dial per failed call (never retried), then the right client's one.
+    expect(breaker.stats()).toMatchObject({ refused: 0, failed: 0, opened: 0, succeeded: 5 });
   });
 });
 

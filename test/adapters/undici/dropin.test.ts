@@ -15,11 +15,12 @@ import { Writable } from 'node:stream';
 import { Agent, type Dispatcher, EventSource, FormData, buildConnector, getGlobalDispatcher, setGlobalDispatcher, WebSocket, errors, fetch as undiciFetch, interceptors, pipeline, request, stream } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { GuardedAgent, forFetch, retriesOf } from '../../../src/adapters/undici/index.js';
-import { RetriesExhaustedError } from '../../../src/core/errors.js';
+import { ClientCertificateRejectedError, RetriesExhaustedError } from '../../../src/core/errors.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { lookupBreaker } from '../../../src/guard/addresses.js';
 import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
 import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
+import { OTHER_CERT, OTHER_KEY } from '../../helpers/other-cert.js';
 import { answer, failure, guarded, httpServer, leakChecked, manualBreaker } from './helpers.js';
 
 leakChecked();
@@ -483,6 +484,31 @@ describe('a server that wants a client certificate the client lacks (TLS 1.3: it
       expect(error).toMatchObject({ code: 'UND_ERR_SOCKET', cause: { code: 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED' } });
       expect(connections).toBe(1);
       expect(breaker.stats()).toMatchObject({ failed: 0, succeeded: 1 });
+      const { agent: withCert } = guarded({ breaker, undici: { connect: { ca: TEST_CERT, key: TEST_KEY, cert: TEST_CERT } } });
+      expect(await (await request(`${origin}/`, { dispatcher: withCert })).body.text()).toBe('ok');
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
+
+describe('a server that rejects the client certificate it asked for (TLS 1.3: Node hangs up after the handshake, no alert)', () => {
+  it('each request fails at once with the rejection as its cause, one dial, never retried (was: 3 dials and ~1.4 s a request, an outside review)', async () => {
+    let connections = 0;
+    const server = https.createServer({ key: TEST_KEY, cert: TEST_CERT, ca: TEST_CERT, requestCert: true, rejectUnauthorized: true }, (_req, res) => res.end('ok'));
+    server.on('connection', () => connections++);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const origin = `https://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+      const { agent, breaker } = guarded({ undici: { connect: { ca: TEST_CERT, key: OTHER_KEY, cert: OTHER_CERT } } });
+      for (let i = 0; i < 3; i++) {
+        const { error } = await failure(request(`${origin}/`, { dispatcher: agent }));
+        expect(error).toMatchObject({ code: 'UND_ERR_SOCKET' });
+        expect((error as { cause?: unknown }).cause).toBeInstanceOf(ClientCertificateRejectedError);
+      }
+      expect(connections).toBe(3);
+      expect(breaker.stats()).toMatchObject({ failed: 0, succeeded: 3 });
       const { agent: withCert } = guarded({ breaker, undici: { connect: { ca: TEST_CERT, key: TEST_KEY, cert: TEST_CERT } } });
       expect(await (await request(`${origin}/`, { dispatcher: withCert })).body.text()).toBe('ok');
     } finally {
