@@ -32,6 +32,7 @@ export interface DialguardChannels {
   'dialguard:pool:retired': ConnectionPoolEvents['retired'];
   'dialguard:pool:gone': ConnectionPoolEvents['gone'];
   'dialguard:pool:closed': ConnectionPoolEvents['closed'];
+  'dialguard:pool:resent': ConnectionPoolEvents['resent'];
   'dialguard:retry:scheduled': RetryEvents['scheduled'];
   'dialguard:retry:budget-exhausted': RetryEvents['budget-exhausted'];
   'dialguard:retry:settled': RetryEvents['settled'];
@@ -51,6 +52,7 @@ export const CHANNELS = [
   'dialguard:pool:retired',
   'dialguard:pool:gone',
   'dialguard:pool:closed',
+  'dialguard:pool:resent',
   'dialguard:retry:scheduled',
   'dialguard:retry:budget-exhausted',
   'dialguard:retry:settled',

@@ -557,6 +557,10 @@ export class ConnectionPool<C> {
     // A request that may have been sent goes again only if the caller's budget allows a resend.
     if (!notSent && this.#mayResend !== undefined && !askSafely(this.#mayResend)) return trip.reject(err, trip.resent);
     this.#counts.turns++;
+    if (this.#events.active('resent')) {
+      const { kind, code } = defaultClassify(err); // never throws
+      this.#events.emit('resent', { target: conn.target, id: conn.id, notSent, kind, code });
+    }
     const again = notSent ? 0 : 1;
     void this.#useSlow(conn.target, trip.fn, trip.ends, caller, trip.resends - again, trip.resent + again, trip.turn + 1, trip.stale, trip.resolve, trip.reject);
   };

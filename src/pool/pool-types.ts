@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { Classification } from '../core/classify.js';
+import type { Classification, FailureKind } from '../core/classify.js';
 import type { Clock, systemClock } from '../core/clock.js';
 import type { DEFAULT_CONNECT_TIMEOUT, DialContext } from '../guard/dial.js';
 import type { HostBreaker, Transport } from '../guard/host-breaker.js';
@@ -153,4 +153,12 @@ export interface ConnectionPoolEvents {
   retired: { target: string; id: number; reason: RetireReason };
   gone: { target: string; id: number; leases: number };
   closed: { target: string; id: number };
+  /**
+   * A request went back for a fresh connection at once, with no backoff: its connection `id`
+   * was retired or found dead under it. `notSent`: it certainly never reached the server (a
+   * GOAWAY refused it); otherwise it may have, and went back as an idempotent request's resend.
+   * `kind` and `code` are `classify()`'s for the failure. Per resend, for counters: a retry loop
+   * above the pool never sees these (they are inside one of its attempts).
+   */
+  resent: { target: string; id: number; notSent: boolean; kind: FailureKind; code: string | undefined };
 }

@@ -10,7 +10,7 @@ import { RetryBudget } from '../../src/retry/budget.js';
 import { retry } from '../../src/retry/retry.js';
 import { http2Peer } from '../../src/testing/http2-peer.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
-import { DeadError, FakeConnector, testClassify } from '../pool/fake-connector.js';
+import { DeadError, FakeConnector, NotSentError, testClassify } from '../pool/fake-connector.js';
 
 class TestReader extends MetricReader {
   protected override onForceFlush(): Promise<void> {
@@ -92,6 +92,12 @@ describe('dialguard/otel', () => {
     connector.auto = 'resolve';
     const pool = new ConnectionPool({ connector, breaker: null, classify: testClassify });
     await pool.use('svc-9:443', () => Promise.reject(new DeadError('x'))).catch(() => {});
+    // Then a request its retired connection refused unsent: the pool resends it at once (a retry).
+    await pool.use('svc-9:443', async (lease) => {
+      if (lease.turn > 1) return 'ok';
+      connector.opened[connector.opened.length - 1]!.watch!.retire('goaway');
+      throw new NotSentError('new streams cannot be created after GOAWAY');
+    });
     await pool.close();
 
     // Retry: one retry then success; then a call whose retry the budget refuses.
@@ -135,6 +141,7 @@ describe('dialguard/otel', () => {
     expect(sum('dialguard.connections.gone')).toBe(1);
     expect(sum('dialguard.connections.closed')).toBeGreaterThanOrEqual(2);
     expect(sum('dialguard.retries', { kind: 'dial' })).toBe(1);
+    expect(sum('dialguard.retries')).toBe(2); // the retry loop's one and the pool's resend
     expect(sum('dialguard.retry_budget.refused')).toBe(1);
     expect(count('dialguard.call.duration', { component: 'retry', outcome: 'ok' })).toBe(1);
     expect(count('dialguard.call.duration', { component: 'retry', outcome: 'error', kind: 'dial' })).toBe(1);

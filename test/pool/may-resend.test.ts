@@ -3,6 +3,7 @@
  * (its connection had served requests, then died under it), so an adapter's retry budget bounds
  * those resends as it bounds retries. Never asked for a request certainly not sent.
  */
+import diagnosticsChannel from 'node:diagnostics_channel';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ConnectionGoneError } from '../../src/core/errors.js';
 import { ConnectionPool, type ConnectionPoolOptions } from '../../src/pool/connection-pool.js';
@@ -146,3 +147,36 @@ describe('ConnectionPool: resends (a call\'s own bound on sends that may have ru
   });
 });
 
+
+describe('ConnectionPool: the resent event', () => {
+  it('one per resend, with the connection it failed on, whether it was certainly not sent, and its kind; none when nothing went back', async () => {
+    const seen: unknown[] = [];
+    const onChannel: unknown[] = [];
+    const channel = (m: unknown): void => void onChannel.push(m);
+    diagnosticsChannel.subscribe('dialguard:pool:resent', channel);
+    try {
+      const { connector, pool } = setup({ mayResend: () => true });
+      pool.on('resent', (e) => void seen.push(e));
+      expect((await cutOnce(pool, connector)).sends).toBe(2); // maybe sent: back once
+      const refused = new NotSentError('new streams cannot be created after GOAWAY');
+      await pool.use(T, async (lease) => {
+        if (lease.turn > 1) return 'ok';
+        connector.opened[connector.opened.length - 1]!.watch!.retire('goaway');
+        throw refused;
+      });
+      expect(seen).toEqual([
+        { target: T, id: 1, notSent: false, kind: 'connection', code: 'DIALGUARD_CONNECTION_GONE' },
+        { target: T, id: 2, notSent: true, kind: expect.any(String), code: undefined },
+      ]);
+      expect(onChannel).toEqual(seen);
+      await pool.close();
+      const no = setup({ mayResend: () => false });
+      no.pool.on('resent', (e) => void seen.push(e));
+      expect((await cutOnce(no.pool, no.connector)).sends).toBe(1);
+      expect(seen).toHaveLength(2);
+      await no.pool.close();
+    } finally {
+      diagnosticsChannel.unsubscribe('dialguard:pool:resent', channel);
+    }
+  });
+});

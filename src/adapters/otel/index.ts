@@ -17,7 +17,7 @@
  * | `dialguard.lookups` | counter | `outcome` (a name's DNS lookup under the breaker: not a dial) |
  * | `dialguard.lookup.duration` | histogram, ms | `outcome` |
  * | `dialguard.connections.opened` / `.closed` / `.gone` | counter | |
- * | `dialguard.retries` | counter | `kind`: the failure kind that caused it |
+ * | `dialguard.retries` | counter | `kind`: the failure kind that caused it (a retry loop's scheduled retries and a pool's immediate resends, `dialguard:pool:resent`) |
  * | `dialguard.retry_budget.refused` | counter | |
  * | `dialguard.call.duration` | histogram, ms | `component`: retry/http2, `outcome`: ok/error, `kind` |
  *
@@ -104,6 +104,8 @@ function feedMeter(meter: Meter): () => void {
     subscribe('dialguard:pool:closed', () => add(connClosed)),
     subscribe('dialguard:pool:gone', () => add(connGone)),
     subscribe('dialguard:retry:scheduled', (e) => add(retries, { kind: kindLabel(e.kind) })),
+    // The pool's immediate resends are retries too, inside one attempt of any loop above it.
+    subscribe('dialguard:pool:resent', (e) => add(retries, { kind: kindLabel(e.kind) })),
     subscribe('dialguard:retry:budget-exhausted', () => add(budgetRefused)),
     subscribe('dialguard:retry:settled', (e) =>
       callDuration.record(e.elapsed, { component: 'retry', outcome: e.ok ? 'ok' : 'error', kind: e.ok ? 'none' : kindLabel(e.kind) }),
