@@ -12,7 +12,7 @@ import { h2Name } from '../core/classify-rules.js';
 import { TransportClosedError } from '../core/errors.js';
 import type { Lease } from '../pool/pooled-connection.js';
 import type { Http2RequestOptions, Http2Response, Http2StreamingResponse } from './client.js';
-import { goawayOf, retireRefusing } from './session-connector.js';
+import { goawayOf, retireRefusing, retireUnusable } from './session-connector.js';
 
 /** What a streamed call needs: the body's buffer bound, and where its headers go. */
 export interface Streaming {
@@ -75,14 +75,14 @@ export function runExchange(
   // A streamed call commits its ride at the headers (never sent again once its answer has begun);
   // a buffered one keeps no hold on the lease.
   const committing = streaming === undefined ? undefined : lease;
-  // Never a stream on a session that can take none: the request was certainly not sent.
-  if (session.destroyed) return failLater(to, notSent('ERR_HTTP2_INVALID_SESSION', 'The session has been destroyed'));
+  // Never a stream on a session that can take none: the request was certainly not sent. The pool
+  // hears it first (node:http2 may have closed the session on its own, with no event yet), so the
+  // request goes back for a fresh session, whatever its method.
+  if (session.destroyed) return unusable(session, to, notSent('ERR_HTTP2_INVALID_SESSION', 'The session has been destroyed'));
   if (session.closed || goawayOf(session) !== undefined) {
-    return failLater(to, notSent('ERR_HTTP2_GOAWAY_SESSION', 'New streams cannot be created after receiving a GOAWAY'));
+    return unusable(session, to, notSent('ERR_HTTP2_GOAWAY_SESSION', 'New streams cannot be created after receiving a GOAWAY'));
   }
   const body = options.body;
-  // Throws at once (ERR_HTTP2_INVALID_SESSION, ERR_HTTP2_GOAWAY_SESSION) when the session can
-  // take no stream: the request was certainly not sent.
   const path = `${url.pathname}${url.search}`;
   const extra = options.headers;
   // A literal when there are no extra headers: a spread builds the object on V8's slow path.
@@ -90,7 +90,17 @@ export function runExchange(
   // node:http2 ends a GET, HEAD or DELETE stream with its headers unless told otherwise: a body
   // given with one was then never sent (the server ran the request without it, and the write
   // failed ERR_STREAM_WRITE_AFTER_END). With a body the stream stays open for it, whatever the method.
-  const stream = body === undefined ? session.request(headers) : session.request(headers, KEEP_OPEN);
+  let stream: http2.ClientHttp2Stream;
+  try {
+    stream = body === undefined ? session.request(headers) : session.request(headers, KEEP_OPEN);
+  } catch (err) {
+    const code = (err as { code?: unknown } | null)?.code;
+    // The session could take no stream after all (closed or destroyed between the checks above
+    // and here): certainly not sent. Anything else node:http2 throws (a header it refuses) is
+    // the request's own, as before.
+    if (code === 'ERR_HTTP2_INVALID_SESSION' || code === 'ERR_HTTP2_GOAWAY_SESSION') return unusable(session, to, err);
+    throw err;
+  }
   {
     // What the stream's listeners hold is dropped once the call settles: node:http2 may keep a
     // finished stream, and what its listeners capture, past a young-generation GC, and copying
@@ -245,6 +255,12 @@ export function runExchange(
 /** Ends `to` with `err` a microtask from now (see {@link runExchange}). */
 function failLater(to: ExchangeEnd, err: unknown): void {
   queueMicrotask(() => to.end(false, err));
+}
+
+/** `session` took no stream: the pool retires it (or drops it, destroyed) before `err` reaches it. */
+function unusable(session: http2.ClientHttp2Session, to: ExchangeEnd, err: unknown): void {
+  retireUnusable(session);
+  failLater(to, err);
 }
 
 /** A stream that closed without an error event and without a complete response. */

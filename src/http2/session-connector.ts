@@ -61,8 +61,8 @@ const goaways = new WeakMap<http2.ClientHttp2Session, GoawayReceived>();
  */
 const sockets = new WeakMap<http2.ClientHttp2Session, net.Socket>();
 
-/** How to retire each watched session from outside its watch (see {@link retireRefusing}). */
-const retirers = new WeakMap<http2.ClientHttp2Session, () => void>();
+/** How to retire each watched session from outside its watch (see {@link retireRefusing}, {@link retireUnusable}). */
+const retirers = new WeakMap<http2.ClientHttp2Session, { refusing: () => void; unusable: () => void }>();
 
 /**
  * Retires `session` (no new requests; its streams finish) when one of its streams was reset with
@@ -74,7 +74,19 @@ const retirers = new WeakMap<http2.ClientHttp2Session, () => void>();
  * saying it too (rate limiting) gets a new session, as a client honouring it would open.
  */
 export function retireRefusing(session: http2.ClientHttp2Session): void {
-  retirers.get(session)?.();
+  retirers.get(session)?.refusing();
+}
+
+/**
+ * Tells the pool, now, that `session` takes no new stream: node:http2 closed it on its own (its
+ * GOAWAY sent after a stream the peer refused for an oversized header, say) or destroyed it, and
+ * its 'goaway' or 'close' event, if any, comes later. Requests sent on it in that gap failed with
+ * ERR_HTTP2_GOAWAY_SESSION or ERR_HTTP2_INVALID_SESSION, certainly unsent, yet reached their
+ * callers, as the pool still saw the session usable (an outside review: 168 of 400 requests, none
+ * seen by the server). Destroyed: gone; closed: retired (its streams finish).
+ */
+export function retireUnusable(session: http2.ClientHttp2Session): void {
+  retirers.get(session)?.unusable();
 }
 
 /**
@@ -253,7 +265,10 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
 
   watch(session: http2.ClientHttp2Session, watch: ConnectionWatch, origin: string): () => void {
     const onGoaway = (): void => watch.retire('goaway');
-    retirers.set(session, () => watch.retire('refusing'));
+    retirers.set(session, {
+      refusing: () => watch.retire('refusing'),
+      unusable: () => (session.destroyed ? watch.gone(new TransportClosedError(origin, 'HTTP/2 session')) : watch.retire('goaway')),
+    });
     const onClose = (): void => watch.gone(new TransportClosedError(origin, 'HTTP/2 session'));
     const onError = (err: Error): void => watch.gone(err);
     session.on('goaway', onGoaway);
