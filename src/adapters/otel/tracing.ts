@@ -42,7 +42,8 @@ interface Traced {
 }
 
 /**
- * An error's code, when it has a short string or number one (bounded: never a message). A
+ * An error's code, when it has a short string or number one (bounded: never a message), else
+ * `HTTP_<status>` for one carrying an HTTP `statusCode`. A
  * DOMException (an AbortSignal's reason) goes by its name: its numeric `code` is a legacy one
  * ('20' for AbortError, '23' for TimeoutError) that tells a reader of the span nothing.
  */
@@ -51,6 +52,10 @@ function codeOf(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && code.length <= 64) return code;
   if (typeof code === 'number') return String(code);
+  // An answer an attempt failed on (a 502/503 held for a retry): its status, as `classify` names
+  // it and retry:scheduled reports it (was: ERROR with no error.type; an outside review).
+  const status = (err as { statusCode?: unknown } | null)?.statusCode;
+  if (Number.isInteger(status) && (status as number) >= 100 && (status as number) <= 599) return `HTTP_${status as number}`;
   return undefined;
 }
 

@@ -11,11 +11,14 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import diagnosticsChannel from 'node:diagnostics_channel';
+import http from 'node:http';
 import type net from 'node:net';
-import { type Context, type ContextManager, ROOT_CONTEXT, type Span, type Tracer, context, trace } from '@opentelemetry/api';
+import { type Context, type ContextManager, ROOT_CONTEXT, type Span, SpanStatusCode, type Tracer, context, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, it } from 'vitest';
+import { request } from 'undici';
 import { traceSpans } from '../../../src/adapters/otel/index.js';
+import { GuardedAgent } from '../../../src/adapters/undici/index.js';
 import { HostBreaker, connect, dial, retry } from '../../../src/index.js';
 import { blackhole, echoPeer } from '../../../src/testing/index.js';
 import { eventually } from '../../helpers/eventually.js';
@@ -291,5 +294,33 @@ describe('traceSpans: error.type of a call the caller ended', () => {
       (spans) => spans.length === 2,
     );
     expect(calls.map((s) => s.attributes['error.type']).sort()).toEqual(['AbortError', 'TimeoutError']);
+  });
+});
+
+describe('traceSpans: error.type of an attempt the server answered with a retryable status', () => {
+  it('an undici attempt that got a 503 (held for the retry) is HTTP_503, as retry:scheduled says (was: ERROR with no error.type; an outside review)', async () => {
+    const { tracer, exporter } = sdkTracer();
+    const stop = traceSpans({ tracer });
+    cleanups.push(stop);
+    let n = 0;
+    const server = http.createServer((_req, res) => {
+      res.statusCode = ++n === 1 ? 503 : 200;
+      res.setHeader('retry-after', '0');
+      res.end('x');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const agent = new GuardedAgent({ breaker: new HostBreaker(), backoff: () => 0, budget: null });
+    cleanups.push(() => agent.close());
+    const res = await request(`http://127.0.0.1:${(server.address() as net.AddressInfo).port}/`, { dispatcher: agent });
+    await res.body.text();
+    expect(res.statusCode).toBe(200);
+    const attempts = await eventually(
+      () => exporter.getFinishedSpans().filter((s) => s.name === 'dialguard.attempt'),
+      (spans) => spans.length === 2,
+    );
+    const first = attempts.find((s) => s.attributes['dialguard.attempt'] === 1)!;
+    expect(first.attributes['error.type']).toBe('HTTP_503');
+    expect(first.status).toMatchObject({ code: SpanStatusCode.ERROR, message: 'HTTP_503' });
   });
 });
