@@ -7,7 +7,7 @@
  */
 import { type Unsubscribe, unsubscriber } from '../core/events.js';
 import { containAnswer } from '../core/warn-once.js';
-import { checkDuration, checkFunction, opt, thrownText } from '../core/validate.js';
+import { MAX_DURATION, checkDuration, checkFunction, opt, thrownText } from '../core/validate.js';
 import { subscribe } from './channels.js';
 
 /** A pino-compatible logger: `(fields, message)`. */
@@ -47,7 +47,8 @@ const MAX_THROTTLED_HOSTS = 4_096;
  * - info `host accepting connections again: dialling resumed` { host, openedForMs }
  * - warn `probe dial went unreported: allowing another` { host, probeTimeoutMs }
  * - warn `connection dead: released the requests riding it` { target, connectionId, released }
- * - warn `retry budget exhausted: retries refused` { refused, sinceMs } (at most once per interval)
+ * - warn `retry budget exhausted: retries refused` { refused, sinceMs } (at most once per interval;
+ *   refusals held back are written when the interval ends, and when it stops)
  */
 export function logStateChanges(logger: StateLogger, options: LogStateChangesOptions = {}): Unsubscribe {
   checkFunction('logger.warn', logger?.warn);
@@ -101,18 +102,35 @@ export function logStateChanges(logger: StateLogger, options: LogStateChangesOpt
     ),
     subscribe('dialguard:retry:budget-exhausted', () =>
       safe(() => {
+        const t = now(); // the caller's clock: guarded like the logger (a refusal it cannot time is not counted)
         refused++;
-        const t = now(); // the caller's clock: guarded like the logger
-        if (t - lastBudgetLine < interval) return;
-        const sinceMs = Number.isFinite(lastBudgetLine) ? Math.round(t - lastBudgetLine) : 0;
-        lastBudgetLine = t;
-        const count = refused;
-        refused = 0;
-        return logger.warn({ refused: count, sinceMs }, 'dialguard: retry budget exhausted: retries refused');
+        if (t - lastBudgetLine >= interval) return budgetLine(t);
+        // Held back: written when the interval is over, if no refusal comes to write it first
+        // (the count of a burst's tail was never written, or only with the next burst's; an
+        // outside review: 60 refusals, one line saying 1).
+        if (trailing === undefined) {
+          trailing = setTimeout(() => {
+            trailing = undefined;
+            if (refused > 0) safe(() => budgetLine(now()));
+          }, Math.min(MAX_DURATION, Math.max(0, lastBudgetLine + interval - t)));
+          trailing.unref();
+        }
+        return undefined;
       }),
     ),
   ];
+  let trailing: ReturnType<typeof setTimeout> | undefined;
+  const budgetLine = (t: number): unknown => {
+    const sinceMs = Number.isFinite(lastBudgetLine) ? Math.round(t - lastBudgetLine) : 0;
+    lastBudgetLine = t;
+    const count = refused;
+    refused = 0;
+    return logger.warn({ refused: count, sinceMs }, 'dialguard: retry budget exhausted: retries refused');
+  };
   return unsubscriber(() => {
     for (const stop of stops) stop();
+    if (trailing !== undefined) clearTimeout(trailing);
+    trailing = undefined;
+    if (refused > 0) safe(() => budgetLine(now())); // what was held back is not lost with the logger
   });
 }

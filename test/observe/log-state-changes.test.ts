@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { constant } from '../../src/core/backoff.js';
 import { dial } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
@@ -111,6 +111,36 @@ describe('logStateChanges', () => {
       { refused: 1, sinceMs: 0 },
       { refused: 50, sinceMs: 60_000 },
     ]);
+  });
+
+  it('writes a burst\'s held-back refusals when the interval ends, and what is held at stop (was: never, or with the next burst; an outside review)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const { lines, logger } = recorder();
+      let t = 0;
+      const unsubscribe = logStateChanges(logger, { budgetInterval: 1_000, now: () => t });
+      const empty = new RetryBudget({ percentCanRetry: 0, minRetriesPerSec: 0 });
+      const call = () => retry(() => Promise.reject(refusedErr()), { backoff: constant(0), budget: empty }).catch(() => {});
+      for (let i = 0; i < 60; i++) await call();
+      expect(lines.map((l) => l.fields)).toEqual([{ refused: 1, sinceMs: 0 }]);
+      t = 999;
+      vi.advanceTimersByTime(999);
+      expect(lines).toHaveLength(1);
+      t = 1_000;
+      vi.advanceTimersByTime(1);
+      expect(lines.map((l) => l.fields)).toEqual([{ refused: 1, sinceMs: 0 }, { refused: 59, sinceMs: 1_000 }]);
+      t = 1_500;
+      for (let i = 0; i < 5; i++) await call(); // within the interval of the last line: held
+      expect(lines).toHaveLength(2);
+      unsubscribe(); // stopped before its interval ends: written now
+      expect(lines.map((l) => l.fields)[2]).toEqual({ refused: 5, sinceMs: 500 });
+      t = 5_000;
+      vi.advanceTimersByTime(5_000);
+      expect(lines).toHaveLength(3);
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('stops when told, and survives a logger that throws', async () => {
