@@ -29,6 +29,7 @@ import { ConnectionPool, type ConnectionPoolEvents, type PoolStats, type UseOpti
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { RetryBudget, sharedRetryBudget } from '../retry/budget.js';
 import { retry } from '../retry/retry.js';
+import { type InCallerContext, callerContext, traceFailedCall } from '../observe/tracing.js';
 import { REPORTED_BY_CALLER } from '../retry/retry-options.js';
 import type { Lease } from '../pool/pooled-connection.js';
 import type { Trip } from '../pool/trip.js';
@@ -466,6 +467,8 @@ export class Http2Client {
     // Through ride(), the pool's callback form: the call's own settlers hear the outcome, so the
     // timer's clearing and the budget's deposit cost no promise of their own, and a failure can go
     // to #again before the caller hears of it.
+    // Where a call that fails without entering retry() traces its span (only when someone traces).
+    const inCaller = callerContext();
     const call = new Promise<Http2Response>((resolve, reject) => {
       const done = (r: Http2Response): void => {
         stop?.();
@@ -489,10 +492,13 @@ export class Http2Client {
               done(r as Http2Response);
             },
         redial === undefined
-          ? failed
+          ? (err) => {
+              traceFailedCall(err, inCaller);
+              failed(err);
+            }
           : (err, resent = 0) => {
               const work = (lease: Lease<http2.ClientHttp2Session>): Promise<Http2Response> => exchange(lease, target, method, options, signal, started, clock, streaming);
-              void this.#again(err, resent, redial, origin, work, signal === undefined ? NOT_IDEMPOTENT_USE : { signal, idempotent: false }, timeout, started, signal).then(done, failed);
+              void this.#again(err, resent, redial, origin, work, signal === undefined ? NOT_IDEMPOTENT_USE : { signal, idempotent: false }, timeout, started, signal, inCaller).then(done, failed);
             },
       );
     });
@@ -527,11 +533,13 @@ export class Http2Client {
     timeout: number,
     started: number,
     signal: AbortSignal | undefined,
+    inCaller: InCallerContext | undefined,
   ): Promise<Http2Response> {
     const deadline = started + timeout; // Infinity: none
     const maxAttempts = redial.maxAttempts - resent;
     if (maxAttempts <= 1 || !dialFailed(err) || signal?.aborted === true || this.#closing.signal.aborted) {
       redial.budget?.deposit();
+      traceFailedCall(err, inCaller); // not retried: its span here, as retry() traces the retried
       return Promise.reject(err);
     }
     let last = err;

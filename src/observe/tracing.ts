@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { AsyncResource } from 'node:async_hooks';
 import diagnosticsChannel from 'node:diagnostics_channel';
 
 /** The message of a `dialguard:call` trace. `error` or `result` is set when it ends. */
@@ -68,4 +69,31 @@ export function traced(channel: diagnosticsChannel.TracingChannel<object>): bool
   const own = (channel as { hasSubscribers?: boolean }).hasSubscribers;
   if (own !== undefined) return own;
   return channel.start.hasSubscribers || channel.asyncEnd.hasSubscribers || channel.error.hasSubscribers;
+}
+
+/** Runs `run` in the async context captured when it was made (see {@link callerContext}). */
+export type InCallerContext = (run: () => void) => void;
+
+/**
+ * @internal The caller's async context, captured now (at a call's start) for a span to start in
+ * later; undefined when nobody traces calls (costs nothing then).
+ */
+export function callerContext(): InCallerContext | undefined {
+  return traced(callTrace) ? AsyncResource.bind((run: () => void): void => run()) : undefined;
+}
+
+/**
+ * @internal Traces a call that failed without entering the retry loop (an adapter's fast path:
+ * a refusal, a failure not worth a retry, a status the server sent): a `dialguard:call` of its
+ * own, started and ended now, with `err` as its error, in the caller's context when captured.
+ * Only retried calls had one, so traces of a down host showed healthy dials alone (an outside
+ * review: 10 failed Http2Client calls, 1 call span).
+ */
+export function traceFailedCall(err: unknown, inCaller: InCallerContext | undefined): void {
+  if (!traced(callTrace)) return;
+  const run = (): void => {
+    callTrace.tracePromise(() => Promise.reject(err), { component: 'retry', attempts: 1 }).catch(() => {});
+  };
+  if (inCaller === undefined) run();
+  else inCaller(run);
 }

@@ -35,6 +35,7 @@ import type { ConnectionPool, UseOptions } from '../../pool/connection-pool.js';
 import type { Trip } from '../../pool/trip.js';
 import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import { reportSettled, retry, settledHeard } from '../../retry/retry.js';
+import { type InCallerContext, callerContext, traceFailedCall } from '../../observe/tracing.js';
 import { type CallRetry, clientMistake, finalFailure, pushbackOf, remaining, retryableStatus, worthRetrying } from './call-retry.js';
 import type { PooledChannel } from './channel-connector.js';
 import { SendLog, type Sent } from './send-log.js';
@@ -155,6 +156,8 @@ export class GuardedCall implements GrpcCall {
   #startedOnClock = 0;
   /** Aborts the retry loop (its backoff) when the call ends otherwise; made when one starts. */
   #retrying: AbortController | undefined;
+  /** The caller's context, when someone traces calls: a call that fails unretried traces its span there. */
+  #inCaller: InCallerContext | undefined;
   /**
    * The status the last ride ended with, for the code the pool's promise continues with. A ride's
    * promise fulfils with no value: V8 looks up `then` on any object a promise is resolved with,
@@ -218,6 +221,7 @@ export class GuardedCall implements GrpcCall {
     const now = Date.now();
     this.#startedAt = now;
     this.#startedOnClock = this.#host.clock.now();
+    this.#inCaller = callerContext();
     this.#listener = listener;
     this.#metadata = metadata;
     if (this.#done) {
@@ -739,6 +743,9 @@ export class GuardedCall implements GrpcCall {
       const ok = status.code === OK;
       reportSettled({ ok, attempts: 1, elapsed: this.#host.clock.now() - this.#startedOnClock, ...(ok ? {} : { error: status, classification: classify(status) }) });
     }
+    // Its span too, when it failed (the loop traces those it takes; one that succeeds at once is
+    // traced as its dial alone).
+    if (this.#retrying === undefined && this.#started && status.code !== OK) traceFailedCall(status, this.#inCaller);
     const listener = this.#listener!;
     if (fromRide) listener.onReceiveStatus(status);
     else process.nextTick(() => listener.onReceiveStatus(status));

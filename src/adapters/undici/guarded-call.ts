@@ -27,7 +27,6 @@
  *
  * @module
  */
-import { AsyncResource } from 'node:async_hooks';
 import { type Dispatcher, errors } from 'undici';
 import { classify } from '../../core/classify.js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
@@ -45,7 +44,7 @@ import type { RetrySettings } from './options.js';
 import { type RequestBody, requestBody } from './request-body.js';
 import { retryAfterMs } from './retry-after.js';
 import { withTlsAlert } from './tls-alert.js';
-import { callTrace, traced } from '../../observe/tracing.js';
+import { callTrace, callerContext, traceFailedCall, traced } from '../../observe/tracing.js';
 
 /** Methods that may be repeated (RFC 9110 §9.2.2) when the request's own `idempotent` is unset. */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
@@ -230,7 +229,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
    */
   start(): boolean {
     const s = this.#s;
-    if (traced(callTrace)) this.#more.inCallerContext = AsyncResource.bind((run: () => void): void => run());
+    if (traced(callTrace)) this.#more.inCallerContext = callerContext();
     const own = this.#own?.headers;
     const timed = s.timeout !== Infinity || (own !== undefined && own > 0) || settledHeard(s.onResult);
     const started = timed ? s.clock.now() : 0; // 0: unread, and unused below (neither a deadline nor an own wait)
@@ -282,6 +281,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
    */
   #refused(err: unknown): void {
     this.#end({ ok: false, attempts: 1, elapsed: this.#elapsed(), error: err });
+    traceFailedCall(err, this.#rare?.inCallerContext); // never in the retry loop: its span here
     try {
       this.caller.onError?.(asError(err));
     } catch (thrown) {
@@ -302,6 +302,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     }
     this.#current?.abandon(r);
     this.#end({ ok: false, attempts: 1, elapsed: this.#elapsed(), error: r });
+    traceFailedCall(r, rare.inCallerContext); // ended by its caller before any retry: its span here
     this.caller.onError?.(r);
   }
 

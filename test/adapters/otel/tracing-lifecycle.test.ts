@@ -12,13 +12,18 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import diagnosticsChannel from 'node:diagnostics_channel';
 import http from 'node:http';
-import type net from 'node:net';
+import net from 'node:net';
+import * as grpc from '@grpc/grpc-js';
 import { type Context, type ContextManager, ROOT_CONTEXT, type Span, SpanStatusCode, type Tracer, context, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { traceSpans } from '../../../src/adapters/otel/index.js';
 import { GuardedAgent } from '../../../src/adapters/undici/index.js';
+import { GrpcGuard } from '../../../src/adapters/grpc/index.js';
+import { Http2Client } from '../../../src/http2/client.js';
+import { freePort } from '../../../src/testing/local-process.js';
+import { EchoClient, call as grpcCall, echoServer } from '../grpc/helpers.js';
 import { HostBreaker, connect, dial, retry } from '../../../src/index.js';
 import { blackhole, echoPeer } from '../../../src/testing/index.js';
 import { eventually } from '../../helpers/eventually.js';
@@ -322,5 +327,58 @@ describe('traceSpans: error.type of an attempt the server answered with a retrya
     const first = attempts.find((s) => s.attributes['dialguard.attempt'] === 1)!;
     expect(first.attributes['error.type']).toBe('HTTP_503');
     expect(first.status).toMatchObject({ code: SpanStatusCode.ERROR, message: 'HTTP_503' });
+  });
+});
+
+describe('traceSpans: a call that fails without entering the retry loop has its call span', () => {
+  const calls = (exporter: InMemorySpanExporter, n: number): Promise<ReadableSpan[]> =>
+    eventually(
+      () => exporter.getFinishedSpans().filter((s) => s.name === 'dialguard.call'),
+      (spans) => spans.length >= n,
+    );
+
+  it('Http2Client: a refused port with retry off, then a host its breaker refuses: one ERROR span each (was: none; an outside review)', async () => {
+    const { tracer, exporter } = sdkTracer();
+    cleanups.push(traceSpans({ tracer }));
+    const port = await freePort();
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+    const client = new Http2Client({ breaker, retry: false });
+    cleanups.push(() => client.close());
+    for (let i = 0; i < 2; i++) await client.request(`http://127.0.0.1:${port}/`).catch(() => {});
+    const spans = await calls(exporter, 2);
+    expect(spans.map((s) => [s.status.code, s.attributes['error.type'], s.attributes['dialguard.outcome']])).toEqual([
+      [SpanStatusCode.ERROR, 'ECONNREFUSED', 'error'],
+      [SpanStatusCode.ERROR, 'DIALGUARD_HOST_UNAVAILABLE', 'error'],
+    ]);
+  });
+
+  it('GrpcGuard: a status the server sent to a call not retried (was: none)', async () => {
+    const { tracer, exporter } = sdkTracer();
+    cleanups.push(traceSpans({ tracer }));
+    const server = await echoServer();
+    cleanups.push(() => server.close());
+    server.failNext = { count: 1, code: grpc.status.UNAVAILABLE, details: 'upstream down' };
+    const guard = new GrpcGuard({ breaker: new HostBreaker(), retry: false });
+    cleanups.push(() => guard.close());
+    const client = new EchoClient(server.address, grpc.credentials.createInsecure(), guard.clientOptions());
+    cleanups.push(() => client.close());
+    await grpcCall(client, 'Echo').catch(() => {});
+    const [span] = await calls(exporter, 1);
+    expect([span!.status.code, span!.attributes['error.type']]).toEqual([SpanStatusCode.ERROR, String(grpc.status.UNAVAILABLE)]);
+  });
+
+  it('undici: a call its signal ended before any retry (was: none, only its dial span)', async () => {
+    const { tracer, exporter } = sdkTracer();
+    cleanups.push(traceSpans({ tracer }));
+    const held: net.Socket[] = [];
+    const hold = net.createServer((s) => void held.push(s.on('error', () => {})));
+    await new Promise<void>((resolve) => hold.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => hold.close(() => resolve())));
+    cleanups.push(() => held.forEach((s) => s.destroy()));
+    const agent = new GuardedAgent({ breaker: new HostBreaker() });
+    cleanups.push(() => agent.destroy());
+    await request(`http://127.0.0.1:${(hold.address() as net.AddressInfo).port}/`, { dispatcher: agent, signal: AbortSignal.timeout(50) }).catch(() => {});
+    const [span] = await calls(exporter, 1);
+    expect([span!.status.code, span!.attributes['error.type']]).toEqual([SpanStatusCode.ERROR, 'TimeoutError']);
   });
 });
