@@ -16,6 +16,7 @@
  */
 import { AsyncResource } from 'node:async_hooks';
 import diagnosticsChannel from 'node:diagnostics_channel';
+import type { Classification } from '../core/classify.js';
 
 /** The message of a `dialguard:call` trace. `error` or `result` is set when it ends. */
 export interface CallTraceMessage {
@@ -93,6 +94,43 @@ export function traceFailedCall(err: unknown, inCaller: InCallerContext | undefi
   if (!traced(callTrace)) return;
   const run = (): void => {
     callTrace.tracePromise(() => Promise.reject(err), { component: 'retry', attempts: 1 }).catch(() => {});
+  };
+  if (inCaller === undefined) run();
+  else inCaller(run);
+}
+
+const UNSUCCESSFUL = Symbol.for('dialguard.unsuccessfulAnswer');
+
+/**
+ * @internal A call's value that is an answer it could not get past: an undici request handed the
+ * server's 429/502/503/504 once its attempts ran out. The caller gets the answer; the retry loop
+ * reports the call failed (`ok: false`, this classification), and its span ends in error. Was
+ * reported ok: an always-503 host showed no failed call at all, while the same 503 handed over
+ * when the deadline ended the loop was an error (an outside review).
+ */
+export interface UnsuccessfulAnswer {
+  readonly [UNSUCCESSFUL]: Classification;
+}
+
+/** @internal Marks an answer as {@link UnsuccessfulAnswer}, classified `classification`. */
+export function unsuccessfulAnswer(classification: Classification): UnsuccessfulAnswer {
+  return { [UNSUCCESSFUL]: classification };
+}
+
+/** @internal The classification an {@link UnsuccessfulAnswer} carries; undefined for any other value. */
+export function unsuccessfulOf(value: unknown): Classification | undefined {
+  return typeof value === 'object' && value !== null ? (value as Partial<UnsuccessfulAnswer>)[UNSUCCESSFUL] : undefined;
+}
+
+/**
+ * @internal Traces a call that ended on its first attempt, outside the retry loop, with an
+ * {@link UnsuccessfulAnswer}: a zero-length `dialguard:call` ending in error, as
+ * {@link traceFailedCall} does for a failure.
+ */
+export function traceUnsuccessfulCall(answer: UnsuccessfulAnswer, inCaller: InCallerContext | undefined): void {
+  if (!traced(callTrace)) return;
+  const run = (): void => {
+    callTrace.tracePromise(() => Promise.resolve(answer), { component: 'retry', attempts: 1 }).catch(() => {});
   };
   if (inCaller === undefined) run();
   else inCaller(run);

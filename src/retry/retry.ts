@@ -19,7 +19,7 @@ import { type Classification, type FailureKind, classify } from '../core/classif
 import { type Clock, type TimerHandle, sleep, unrefTimer } from '../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
-import { type CallTraceMessage, attemptTrace, callTrace, traced } from '../observe/tracing.js';
+import { type CallTraceMessage, attemptTrace, callTrace, traced, unsuccessfulOf } from '../observe/tracing.js';
 import { checkFunction, MAX_DURATION, show, thrownText } from '../core/validate.js';
 import { containAnswer, warnOnce } from '../core/warn-once.js';
 import { REPORTED_BY_CALLER, type RetryAttempt, type RetryOptions, type RetryPredicate, type RetryResult, settings } from './retry-options.js';
@@ -220,7 +220,9 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
       let error: unknown;
       try {
         const value = await untilHalted(traced(attemptTrace) ? attemptTrace.tracePromise(() => invoke(fn, attempt), { attempt: attempts }) : invoke(fn, attempt));
-        finish({ ok: true, attempts, elapsed: clock.now() - s.start });
+        // An answer the call could not get past (see UnsuccessfulAnswer): the caller has it, the call failed.
+        const unsuccessful = unsuccessfulOf(value);
+        finish(unsuccessful === undefined ? { ok: true, attempts, elapsed: clock.now() - s.start } : { ok: false, attempts, elapsed: clock.now() - s.start, classification: unsuccessful });
         return value;
       } catch (err) {
         error = err;

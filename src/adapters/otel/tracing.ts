@@ -25,7 +25,7 @@ import { type Unsubscribe, unsubscriber } from '../../core/events.js';
 import { HostUnavailableError } from '../../core/errors.js';
 import { subscribe } from '../../observe/channels.js';
 import { thrownText } from '../../core/validate.js';
-import { attemptTrace, callTrace, dialTrace } from '../../observe/tracing.js';
+import { attemptTrace, callTrace, dialTrace, unsuccessfulOf } from '../../observe/tracing.js';
 import { SharedFeeds } from './shared-feed.js';
 
 /** Options of {@link traceSpans}. */
@@ -169,8 +169,10 @@ function traceOn(tracer: Tracer): () => void {
         holder!.span = undefined; // ended: no parent, no event target from now on
         try {
           span.setAttributes(finish(m));
-          if (m.error !== undefined) {
-            const code = codeOf(m.error);
+          // An answer the call could not get past (a 503 after its last attempt) ends it in error too.
+          const answer = m.error === undefined ? unsuccessfulOf(m.result) : undefined;
+          if (m.error !== undefined || answer !== undefined) {
+            const code = answer === undefined ? codeOf(m.error) : answer.code;
             span.setStatus({ code: SpanStatusCode.ERROR, ...(code === undefined ? {} : { message: code }) });
             if (code !== undefined) span.setAttribute('error.type', code);
           } else {
@@ -195,13 +197,13 @@ function traceOn(tracer: Tracer): () => void {
     callTrace,
     'dialguard.call',
     (m) => ({ 'dialguard.component': String(m.component) }),
-    (m) => ({ 'dialguard.outcome': m.error === undefined ? 'ok' : 'error', 'dialguard.attempts': Number(m.attempts ?? 0) }),
+    (m) => ({ 'dialguard.outcome': m.error === undefined && unsuccessfulOf(m.result) === undefined ? 'ok' : 'error', 'dialguard.attempts': Number(m.attempts ?? 0) }),
   );
   hook(
     attemptTrace,
     'dialguard.attempt',
     (m) => ({ 'dialguard.attempt': Number(m.attempt) }),
-    (m) => ({ 'dialguard.outcome': m.error === undefined ? 'ok' : 'error', 'dialguard.refused': m.error instanceof HostUnavailableError }),
+    (m) => ({ 'dialguard.outcome': m.error === undefined && unsuccessfulOf(m.result) === undefined ? 'ok' : 'error', 'dialguard.refused': m.error instanceof HostUnavailableError }),
   );
   hook(
     dialTrace,

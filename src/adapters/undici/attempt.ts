@@ -111,6 +111,8 @@ export class Attempt implements LegacyHandler {
   #abort: ((err?: Error) => void) | undefined;
   /** The response (or part of it) went to the caller: from now on it is not retried. */
   forwarded = false;
+  /** The status of the response this attempt handed the caller (0 until it did). */
+  status = 0;
   /** A retry's own listener for how it ended (its promise's), for the owner to call; none on a first attempt. */
   settled: ((err: unknown) => void) | undefined;
   #settled = false;
@@ -153,6 +155,7 @@ export class Attempt implements LegacyHandler {
   #release(): boolean {
     const held = this.#unhold()!;
     this.forwarded = true;
+    this.status = held.status;
     const caller = this.#owner.caller;
     caller.onResponseStarted?.();
     caller.onHeaders?.(held.status, held.rawHeaders, held.resume, held.statusText);
@@ -205,6 +208,7 @@ export class Attempt implements LegacyHandler {
       return true;
     }
     this.forwarded = true;
+    this.status = status;
     caller.onResponseStarted?.();
     return caller.onHeaders?.(status, rawHeaders, resume, statusText) ?? true;
   }

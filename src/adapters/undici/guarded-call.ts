@@ -44,7 +44,7 @@ import type { RetrySettings } from './options.js';
 import { type RequestBody, requestBody } from './request-body.js';
 import { retryAfterMs } from './retry-after.js';
 import { withTlsAlert } from './tls-alert.js';
-import { callTrace, callerContext, traceFailedCall, traced } from '../../observe/tracing.js';
+import { type UnsuccessfulAnswer, callTrace, callerContext, traceFailedCall, traceUnsuccessfulCall, traced, unsuccessfulAnswer, unsuccessfulOf } from '../../observe/tracing.js';
 
 /** Methods that may be repeated (RFC 9110 §9.2.2) when the request's own `idempotent` is unset. */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
@@ -351,12 +351,30 @@ export class GuardedCall extends Attempt implements AttemptOwner {
 
   // --- the first attempt, outside retry() ---
 
-  #firstSucceeded(): void {
+  #firstSucceeded(attempt: Attempt): void {
     if (this.#retrying) return;
     const s = this.#s;
-    // Nobody hears how a call ended (no onResult, no `settled` listener): no result is built and
-    // the clock is not read for its elapsed time (one read of two per healthy call).
-    this.#end(settledHeard(s.onResult) ? { ok: true, attempts: 1, elapsed: this.#elapsed() } : undefined);
+    const inCaller = this.#rare?.inCallerContext;
+    // Nobody hears how a call ended (no onResult, no `settled` listener, no tracer): no result is
+    // built and the clock is not read for its elapsed time (one read of two per healthy call).
+    if (inCaller === undefined && !settledHeard(s.onResult)) return this.#end(undefined);
+    // A status it would have retried, handed over at once (no attempt left, a Retry-After past
+    // the deadline): the call failed, with the server's answer.
+    const answer = this.#answerOf(attempt);
+    if (answer !== undefined) traceUnsuccessfulCall(answer, inCaller);
+    const elapsed = this.#elapsed();
+    this.#end(answer === undefined ? { ok: true, attempts: 1, elapsed } : { ok: false, attempts: 1, elapsed, classification: unsuccessfulOf(answer) });
+  }
+
+  /**
+   * What an attempt that handed the caller its response resolves with: an {@link UnsuccessfulAnswer}
+   * when that response has a status the call retries (429/502/503/504 to an idempotent request),
+   * given because no retry could follow; else nothing.
+   */
+  #answerOf(attempt: Attempt): UnsuccessfulAnswer | undefined {
+    const status = attempt.status;
+    if (!this.#idempotent || !this.#s.retryStatuses.has(status)) return undefined;
+    return unsuccessfulAnswer(classify({ statusCode: status }));
   }
 
   #firstTimedOut(): void {
@@ -432,7 +450,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
 
   // --- attempts under retry() ---
 
-  #attempt(a: RetryAttempt): Promise<void> {
+  #attempt(a: RetryAttempt): Promise<UnsuccessfulAnswer | undefined> {
     // The held response stays until another attempt holds another (see ended()): a retry that
     // fails, or that undici refuses (the agent closed meanwhile), leaves the caller that response.
     const rare = this.#more;
@@ -441,9 +459,9 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     if (this.#s.clock.now() >= rare.headersBy) return Promise.reject(rare.lastFailure ?? new errors.HeadersTimeoutError());
     const refusal = this.#refusal();
     if (refusal !== undefined) return Promise.reject(refusal);
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<UnsuccessfulAnswer | undefined>((resolve, reject) => {
       const attempt = new Attempt(this, a.number, a.deadline);
-      attempt.settled = (err) => (err === undefined ? resolve() : reject(err));
+      attempt.settled = (err) => (err === undefined ? resolve(this.#answerOf(attempt)) : reject(err));
       this.#run(attempt, false);
     });
   }
@@ -461,7 +479,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     if (err instanceof HeldResponse) this.#more.held = err;
     else if (err !== undefined && !isRefusal(err)) this.#more.lastFailure = err;
     if (attempt.settled !== undefined) attempt.settled(err);
-    else if (err === undefined) this.#firstSucceeded();
+    else if (err === undefined) this.#firstSucceeded(attempt);
     else if (this.#dispatching && !this.#connected && isRefusal(err)) this.#refused(err);
     else this.#firstFailed(err);
   }

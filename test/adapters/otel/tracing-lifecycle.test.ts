@@ -382,3 +382,33 @@ describe('traceSpans: a call that fails without entering the retry loop has its 
     expect([span!.status.code, span!.attributes['error.type']]).toEqual([SpanStatusCode.ERROR, 'TimeoutError']);
   });
 });
+
+describe('traceSpans: an undici call handed a 503 once no retry could follow', () => {
+  it('ends its call span in error, HTTP_503, as the same 503 handed over at its deadline does (was: OK; an outside review)', async () => {
+    const { tracer, exporter } = sdkTracer();
+    cleanups.push(traceSpans({ tracer }));
+    const server = http.createServer((_req, res) => {
+      res.statusCode = 503;
+      res.setHeader('retry-after', '0');
+      res.end('busy');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const origin = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    for (const maxAttempts of [3, 1]) {
+      const agent = new GuardedAgent({ breaker: new HostBreaker(), backoff: () => 0, budget: null, maxAttempts });
+      cleanups.push(() => agent.close());
+      const res = await request(`${origin}/`, { dispatcher: agent });
+      expect(res.statusCode).toBe(503);
+      await res.body.text();
+    }
+    const calls = await eventually(
+      () => exporter.getFinishedSpans().filter((s) => s.name === 'dialguard.call'),
+      (spans) => spans.length === 2,
+    );
+    expect(calls.map((s) => [s.status.code, s.attributes['error.type'], s.attributes['dialguard.outcome'], s.attributes['dialguard.attempts']])).toEqual([
+      [SpanStatusCode.ERROR, 'HTTP_503', 'error', 3],
+      [SpanStatusCode.ERROR, 'HTTP_503', 'error', 1],
+    ]);
+  });
+});

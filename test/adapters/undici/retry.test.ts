@@ -13,6 +13,7 @@ import { guardedRetry, retriesOf } from '../../../src/adapters/undici/index.js';
 import { classify } from '../../../src/core/classify.js';
 import { DeadlineExceededError, RetryBudgetExhaustedError } from '../../../src/core/errors.js';
 import { type RetryResult, onRetryEvent } from '../../../src/retry/retry.js';
+import { subscribe } from '../../../src/observe/channels.js';
 import { RetryBudget } from '../../../src/retry/budget.js';
 import { refusing } from '../../../src/testing/tcp-peers.js';
 import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
@@ -131,6 +132,39 @@ describe('maybe sent: retried only when idempotent, and never once the caller ha
     const { agent } = guarded({ backoff: schedule.backoff });
     expect(await (await undiciFetch(`${server.origin}/`, { dispatcher: agent })).text()).toBe('answer 2');
     expect(schedule.asked()).toBe(1);
+  });
+
+  it('a 503 handed over once no retry can follow is a failed call for onResult and retry:settled (ok: false, HTTP_503), however the loop ended; a 500, or a 503 to a POST, is an answer (was: ok, so an always-503 host showed no failed call; an outside review)', async () => {
+    await using server = await httpServer(answer(503, 'busy', { 'retry-after': '0' }));
+    const results: RetryResult[] = [];
+    const events: unknown[] = [];
+    const off = subscribe('dialguard:retry:settled', (e) => void events.push(e));
+    try {
+      for (const maxAttempts of [3, 1]) {
+        const { agent } = guarded({ maxAttempts, onResult: (r) => results.push(r) });
+        const res = await request(`${server.origin}/`, { dispatcher: agent });
+        expect([res.statusCode, await res.body.text()]).toEqual([503, 'busy']);
+      }
+      const { agent } = guarded({ onResult: (r) => results.push(r) });
+      await (await request(`${server.origin}/`, { dispatcher: agent, method: 'POST', body: 'x' })).body.text();
+    } finally {
+      off();
+    }
+    await using five = await httpServer(answer(500, 'broken'));
+    const { agent } = guarded({ onResult: (r) => results.push(r) });
+    await (await request(`${five.origin}/`, { dispatcher: agent })).body.text();
+    expect(results.map((r) => [r.ok, r.attempts, r.classification?.code, r.error])).toEqual([
+      [false, 3, 'HTTP_503', undefined],
+      [false, 1, 'HTTP_503', undefined],
+      [true, 1, undefined, undefined],
+      [true, 1, undefined, undefined],
+    ]);
+    expect(events.slice(0, 3)).toEqual([
+      { ok: false, attempts: 3, elapsed: expect.any(Number), kind: 'application' },
+      { ok: false, attempts: 1, elapsed: expect.any(Number), kind: 'application' },
+      { ok: true, attempts: 1, elapsed: expect.any(Number), kind: undefined },
+    ]);
+    expect(server.requests).toBe(5);
   });
 
   it('a GET whose server dies mid-request is retried on a fresh connection (the dead one is not reused)', async () => {
