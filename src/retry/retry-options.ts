@@ -33,6 +33,11 @@ export interface RetryAttempt {
 
 /** How a call ended, for metrics that must cover the whole call (rule 12). */
 export interface RetryResult {
+  /**
+   * Whether the call succeeded. False when it rejected (`error` says with what), and also when it
+   * resolved with an answer it could not get past (an undici request handed a 503 once no retry
+   * could follow: no `error`, the answer's `classification`).
+   */
   readonly ok: boolean;
   /** Attempts started. */
   readonly attempts: number;
