@@ -14,8 +14,6 @@
 import type net from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { heardOnLiveConnection } from '../../core/classify.js';
-import { ClientCertificateRejectedError } from '../../core/errors.js';
-import { certificateRejected, sentRequestedCertificate } from '../../guard/client-certificate.js';
 import { TLS_MISMATCH_ALERT } from '../../core/tls-codes.js';
 
 /** Where a connection runs: both ends, as undici's `SocketError.socket` reports them. */
@@ -50,32 +48,18 @@ export function watchErrors(socket: net.Socket): void {
   const secure = (socket as Partial<TLSSocket>).encrypted === true;
   // Read now: a destroyed socket no longer knows its ends (unless something asked before).
   const key = secure ? endsKey(socket) : '';
-  const keep = (verdict: Error): void => {
-    if (alerts.has(key)) return;
-    alerts.set(key, verdict);
-    socket.once('close', () => setImmediate(() => alerts.delete(key)));
-  };
-  // A server that asked for our certificate and hangs up before a byte refused it (no alert under
-  // TLS 1.3 from Node's servers: see client-certificate.ts). Heard first (registered before
-  // undici's own listeners), so the request undici fails on it finds the verdict.
-  const sentCertificate = secure && sentRequestedCertificate(socket);
-  const rejected = (): void => {
-    if (certificateRejected(sentCertificate, socket)) keep(new ClientCertificateRejectedError(`${socket.remoteAddress}:${socket.remotePort}`));
-  };
-  if (sentCertificate) socket.once('end', rejected);
   socket.once('error', (err: Error & { code?: unknown }) => {
-    if (sentCertificate && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) rejected();
     if (!secure || typeof err.code !== 'string' || !err.code.startsWith('ERR_SSL_') || !TLS_MISMATCH_ALERT.test(err.code) || socket.bytesRead > 0) {
       heardOnLiveConnection(err);
       return;
     }
-    keep(err);
+    alerts.set(key, err);
+    socket.once('close', () => setImmediate(() => alerts.delete(key)));
   });
 }
 
 /**
- * Gives `err`, a request's failure, the alert its connection met (or its client certificate's
- * rejection) as its `cause`, when it is
+ * Gives `err`, a request's failure, the alert its connection met as its `cause`, when it is
  * undici's bare `SocketError` for such a connection. Returns `err`.
  */
 export function withTlsAlert(err: unknown): unknown {
