@@ -29,6 +29,7 @@ const make: Record<string, () => unknown> = {
   ConnectionGoneError: () => new main.ConnectionGoneError('h:1', 1),
   KeepAliveTimeoutError: () => new main.KeepAliveTimeoutError(10, 10),
   TransportClosedError: () => new main.TransportClosedError('h:1'),
+  ClientCertificateRejectedError: () => new main.ClientCertificateRejectedError('h:1'),
   RequestTimeoutError: () => new main.RequestTimeoutError(10),
   DeadlineExceededError: () => new main.DeadlineExceededError(10, 1),
   RetriesExhaustedError: () => new main.RetriesExhaustedError([new Error('x')], 'test'),
