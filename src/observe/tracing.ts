@@ -91,9 +91,14 @@ export function callerContext(): InCallerContext | undefined {
  * review: 10 failed Http2Client calls, 1 call span).
  */
 export function traceFailedCall(err: unknown, inCaller: InCallerContext | undefined): void {
+  traceCallNow(() => Promise.reject(err), inCaller);
+}
+
+/** A `dialguard:call` of one attempt, started and ended by `outcome`, in the caller's context when captured. */
+function traceCallNow(outcome: () => Promise<unknown>, inCaller: InCallerContext | undefined): void {
   if (!traced(callTrace)) return;
   const run = (): void => {
-    callTrace.tracePromise(() => Promise.reject(err), { component: 'retry', attempts: 1 }).catch(() => {});
+    callTrace.tracePromise(outcome, { component: 'retry', attempts: 1 }).catch(() => {});
   };
   if (inCaller === undefined) run();
   else inCaller(run);
@@ -128,10 +133,5 @@ export function unsuccessfulOf(value: unknown): Classification | undefined {
  * {@link traceFailedCall} does for a failure.
  */
 export function traceUnsuccessfulCall(answer: UnsuccessfulAnswer, inCaller: InCallerContext | undefined): void {
-  if (!traced(callTrace)) return;
-  const run = (): void => {
-    callTrace.tracePromise(() => Promise.resolve(answer), { component: 'retry', attempts: 1 }).catch(() => {});
-  };
-  if (inCaller === undefined) run();
-  else inCaller(run);
+  traceCallNow(() => Promise.resolve(answer), inCaller);
 }
