@@ -6,12 +6,11 @@
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { Redis } from 'ioredis';
-import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { RedisGuard } from '../../../src/adapters/redis/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
-import { RedisServer, freePort } from './redis-server.js';
+import { RedisServer, connectedPair, freePort } from './redis-server.js';
 
 const cleanups = leakCheckEach();
 
@@ -50,14 +49,7 @@ describe('RedisGuard: each admitted dial on dial:settled and the dial trace', ()
     cleanups.push(() => server.kill());
     const seen = listen();
     const guard = new RedisGuard({ breaker: new HostBreaker() });
-    const a = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port: server.port } });
-    const b = guard.ioredis(Redis, { host: '127.0.0.1', port: server.port });
-    a.on('error', () => {});
-    b.on('error', () => {});
-    cleanups.push(() => a.destroy(), () => b.disconnect());
-    await a.connect();
-    expect(await a.ping()).toBe('PONG');
-    expect(await b.ping()).toBe('PONG');
+    await connectedPair(guard, server.port, cleanups);
     const host = `127.0.0.1:${server.port}`;
     expect(seen.settled.map((e) => [e.host, e.outcome, e.phase])).toEqual([
       [host, 'succeeded', 'handshake'],

@@ -11,7 +11,7 @@ import { RedisGuard } from '../../../src/adapters/redis/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
 import { countingLookup } from '../http/helpers.js';
-import { RedisServer, freePort, requireRedisServer } from './redis-server.js';
+import { RedisServer, connectedPair, freePort, requireRedisServer } from './redis-server.js';
 
 const cleanups = leakCheckEach();
 const CLIENTS = 10;
@@ -75,14 +75,7 @@ describe('RedisGuard: a dead node costs at most one dial per breaker window per 
     const server = await new RedisServer(await freePort()).start();
     cleanups.push(() => server.kill());
     const guard = new RedisGuard({ breaker: new HostBreaker({ failureThreshold: 1, minOutage: 0, openDuration: 300 }) });
-    const a = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port: server.port } });
-    const b = guard.ioredis(Redis, { host: '127.0.0.1', port: server.port });
-    a.on('error', () => {});
-    b.on('error', () => {});
-    cleanups.push(() => a.destroy(), () => b.disconnect());
-    await a.connect();
-    expect(await a.ping()).toBe('PONG');
-    expect(await b.ping()).toBe('PONG');
+    const { a, b } = await connectedPair(guard, server.port, cleanups);
     await server.kill();
     await sleep(800);
     expect(guard.breaker.state(`127.0.0.1:${server.port}`)?.state).not.toBe('closed');

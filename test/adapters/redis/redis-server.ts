@@ -6,6 +6,10 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { expect } from 'vitest';
+import type { RedisGuard } from '../../../src/adapters/redis/index.js';
 import { accepts, freezeProcess, ownsListener, thawProcess } from '../../../src/testing/local-process.js';
 
 /** A free loopback port (bound, then released). */
@@ -146,4 +150,20 @@ export function nodeOf(key: string, port: number): number {
   const slots = spawnSync('redis-cli', ['-p', String(port), '--json', 'cluster', 'slots'], { encoding: 'utf8' }).stdout;
   for (const [from, to, master] of JSON.parse(slots) as Array<[number, number, [string, number]]>) if (slot >= from && slot <= to) return master[1];
   throw new Error(`no node serves slot ${slot}`);
+}
+
+/**
+ * A node-redis and an ioredis client of `guard` to `port` on 127.0.0.1, both connected and
+ * answering PING (closed by `cleanups`).
+ */
+export async function connectedPair(guard: RedisGuard, port: number, cleanups: Array<() => unknown>): Promise<{ a: ReturnType<typeof createClient>; b: Redis }> {
+  const a = guard.nodeRedis(createClient, { socket: { host: '127.0.0.1', port } });
+  const b = guard.ioredis(Redis, { host: '127.0.0.1', port });
+  a.on('error', () => {});
+  b.on('error', () => {});
+  cleanups.push(() => a.destroy(), () => b.disconnect());
+  await a.connect();
+  expect(await a.ping()).toBe('PONG');
+  expect(await b.ping()).toBe('PONG');
+  return { a, b };
 }
