@@ -132,6 +132,28 @@ interface Entry {
   trials: Trial[] | undefined;
   /** When the first probe the host refused at once since its last success failed (0: none yet). */
   refusingSince: number;
+  /**
+   * The transports that have reached the host since it was first seen (VIA_PLAIN | VIA_TLS; a
+   * dial that named none: both). While another has, the dials of one that never has are a
+   * stranger's (see {@link isStranger}).
+   */
+  provenVia: number;
+  /** A stranger transport's spacing while the host is open, once one of its trials failed; undefined: none. */
+  strangers: Strangers | undefined;
+}
+
+/**
+ * How often the transport that never reached an open host (while another did) may try it: its
+ * own windows, drawn from the host's schedule at its own level, so its failures neither lengthen
+ * the host's window nor take its probe.
+ */
+interface Strangers {
+  /** Refused until then. */
+  until: number;
+  level: number;
+  lastFor: number;
+  /** The refusal handed meanwhile, made once a window. */
+  refusal: HostUnavailableError | undefined;
 }
 
 /** One transport's dials let through while its host is open (only other transports' dials failed). */
@@ -205,6 +227,23 @@ function endTrial(entry: Entry, transport: string, admittedAt: number): void {
 function reachTrial(entry: Entry, transport: Transport | undefined, admittedAt: number): void {
   const trial = entry.trials?.find((t) => t.transport === transport && admittedAt >= t.since);
   if (trial !== undefined) trial.reached = true;
+}
+
+/** The transport class of a dial by `transport`: plain, TLS (any name), or both for one that named none. */
+function viaOf(transport: Transport | undefined): number {
+  return transport === 'plain' ? VIA_PLAIN : isTls(transport) ? VIA_TLS : VIA_ANY;
+}
+
+/**
+ * Whether a dial by `transport` is a stranger's on `entry`: its class never reached the host while
+ * another did (one client's TLS to a plain port, a plain client to a TLS one). Such a dial says
+ * nothing of the host's return, and one that hangs (a plain server waiting for a line that a TLS
+ * hello never ends) held the host's probe for its whole connect timeout, its failure then
+ * doubling the window: a redis client with `tls` on a plain port kept the right clients refused
+ * 4-11 s after a 300 ms restart (an outside review; 0.2-0.4 s without it).
+ */
+function isStranger(entry: Entry, transport: Transport | undefined): boolean {
+  return entry.provenVia !== 0 && (entry.provenVia & viaOf(transport)) === 0;
 }
 
 /** Whether a dial by `transport` is among those that failed since `entry`'s last success. */
@@ -528,6 +567,13 @@ export class HostBreaker {
     // closes the host.
     if (!failedFor(entry, transport)) return this.#trial(entry, key, now, transport!);
     if (now < entry.openUntil) return this.#refuse(entry, entry.openUntil - now, 'open');
+    // A stranger's dial is tried apart, at its own pace: the probe waits for a transport that
+    // reached the host (see isStranger).
+    if (isStranger(entry, transport)) {
+      const strangers = entry.strangers;
+      if (strangers !== undefined && now < strangers.until) return this.#refuseStranger(entry, strangers, now);
+      return this.#trial(entry, key, now, transport!);
+    }
     if (entry.probing) {
       if (now < entry.probeUntil) return this.#refuse(entry, entry.probeUntil - now, 'half-open');
       this.#stats.probesExpired++;
@@ -584,6 +630,22 @@ export class HostBreaker {
     return out < TRIAL_GRACE || (trial.reached && out < TRIAL_PATIENCE && trial.out < TRIAL_REACHED_DIALS) ? 'young' : 'holding';
   }
 
+  /** The refusal of a stranger transport inside its own window (see isStranger). */
+  #refuseStranger(entry: Entry, strangers: Strangers, now: number): HostUnavailableError {
+    this.#counted(entry, 'open');
+    strangers.refusal ??= this.#refusalOf(entry, strangers.until - now, 'open');
+    return strangers.refusal;
+  }
+
+  /** A stranger's trial failed: its transport waits a window of its own, the next one longer. */
+  #spaceStrangers(entry: Entry, now: number): void {
+    const strangers = (entry.strangers ??= { until: 0, level: 0, lastFor: 0, refusal: undefined });
+    strangers.level++;
+    strangers.lastFor = drawDelay(this.#openDuration, strangers.level, strangers.lastFor, this.#random);
+    strangers.until = now + strangers.lastFor;
+    strangers.refusal = undefined;
+  }
+
   /** The refusal of a transport whose trial is out past TRIAL_GRACE: half-open until it settles or expires. */
   #refuseTrial(entry: Entry, trial: Trial, now: number): HostUnavailableError {
     this.#counted(entry, 'half-open');
@@ -612,11 +674,14 @@ export class HostBreaker {
     } else if (
       // Stryker disable next-line ConditionalExpression: a closed entry has no trial out (only an open one grants them, and closing forgets them), so it reads closed either way
       entry.state === 'open' &&
-      !failedFor(entry, transport)
+      (!failedFor(entry, transport) || (now >= entry.openUntil && isStranger(entry, transport)))
     ) {
-      // Only another transport's dials failed: a dial of this one is admitted, as a trial.
+      // Only another transport's dials failed, or a stranger's past the host's window: a dial of
+      // this one is admitted, as a trial (a stranger's inside a window of its own is refused).
       const trial = entry.trials?.find((t) => t.transport === transport);
-      if (trial !== undefined && this.#stage(trial, now) === 'holding') {
+      const strangerUntil = failedFor(entry, transport) ? (entry.strangers?.until ?? 0) : 0;
+      if (now < strangerUntil) retryAfter = strangerUntil - now;
+      else if (trial !== undefined && this.#stage(trial, now) === 'holding') {
         state = 'half-open';
         probing = true;
         retryAfter = trial.since + this.#probeTimeout - now;
@@ -717,6 +782,8 @@ export class HostBreaker {
       openedAt: 0,
       trials: undefined,
       refusingSince: 0,
+      provenVia: 0,
+      strangers: undefined,
     };
   }
 
@@ -808,11 +875,16 @@ export class HostBreaker {
     }
     if (!current) {
       this.#stats.stale++;
+      // A stranger's trial failing after the host's probe was granted (which starts a generation)
+      // still spaces its transport: it dialled again at once otherwise, while the probe was out.
+      if (outcome === 'failed' && kind === TRIAL && entry.tracked && entry.state === 'open' && isStranger(entry, transport)) this.#spaceStrangers(entry, this.#clock.now());
       return;
     }
     const now = this.#clock.now();
     if (outcome === 'succeeded') {
       this.#stats.succeeded++;
+      entry.provenVia |= viaOf(transport);
+      entry.strangers = undefined;
       entry.failures = 0;
       entry.failedVia = 0;
       entry.failedTls = undefined;
@@ -850,6 +922,8 @@ export class HostBreaker {
       this.#open(entry, now, false, refusedAtOnce(error));
     } else if (kind !== TRIAL) {
       this.#open(entry, now, true, refusedAtOnce(error));
+    } else if (isStranger(entry, transport)) {
+      this.#spaceStrangers(entry, now);
     } // a failed trial only files its transport: the window drawn for the others' failures stands
   }
 

@@ -836,3 +836,130 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     expect(breaker.tryAdmit(H, undefined, 'plain')).toBeInstanceOf(HostUnavailableError);
   });
 });
+
+describe('HostBreaker: a transport that never reached the host while another did (one client on the wrong one)', () => {
+  const admitted = (answer: DialPermit | HostUnavailableError): DialPermit => {
+    if (answer instanceof HostUnavailableError) throw new Error(`refused: ${answer.message}`);
+    return answer;
+  };
+
+  /** A host the plain clients reached, then a restart: plain dials refused, and one TLS client's dials to the plain port failing too. */
+  function restarted(options: HostBreakerOptions = {}): { clock: ManualClock; breaker: HostBreaker } {
+    const made = make(options);
+    made.breaker.admit(H, undefined, 'plain').succeeded(); // the right clients connected
+    for (let i = 0; i < 3; i++) made.breaker.admit(H, undefined, 'plain').failed(new Error('connect ECONNREFUSED'));
+    admitted(made.breaker.tryAdmit(H, undefined, 'tls')).failed(new Error('connect timed out')); // its trial
+    return made;
+  }
+
+  it("its dial after the window is a trial of its own: the host's probe stays free for a transport that reached it, and its failure reopens nothing (an outside review: a redis client with tls against a plain port held the probe for its 2 s connect timeout, locking the right clients out 4-11 s)", () => {
+    const { clock, breaker } = restarted({ openDuration: (n) => n * 1_000 });
+    clock.advance(2_000); // past the host's window and the TLS transport's own
+    const wrong = admitted(breaker.tryAdmit(H, undefined, 'tls')); // first to come: hangs on the plain port
+    expect(breaker.stats().probesGranted).toBe(0);
+    const right = admitted(breaker.tryAdmit(H, undefined, 'plain')); // not refused half-open behind it
+    expect(breaker.stats().probesGranted).toBe(1);
+    wrong.failed(new Error('connect timed out'));
+    expect(breaker.state(H, undefined, 'plain')).toMatchObject({ state: 'half-open', probing: true, opens: 1 });
+    right.succeeded();
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+  });
+
+  it("it waits windows of its own, drawn from the host's schedule at its own level, each failure the next level; the host's window and level stay as drawn", () => {
+    const { clock, breaker } = restarted({ openDuration: (n) => n * 1_000 });
+    // The trial that failed while the host was open drew the first (1 s), as the host's first window did.
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', retryAfter: 1_000 });
+    clock.advance(999);
+    const inside = refusalOf(breaker.tryAdmit(H, undefined, 'tls'));
+    expect(inside).toMatchObject({ state: 'open', retryAfter: 1 });
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls'))).toBe(inside); // made once a window
+    clock.advance(1);
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'closed', probing: false }); // a dial would be tried
+    const second = admitted(breaker.tryAdmit(H, undefined, 'tls'));
+    clock.advance(TRIAL_GRACE);
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'half-open', probing: true });
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls')).state).toBe('half-open'); // its trial is out
+    second.failed(new Error('connect timed out'));
+    const refused = refusalOf(breaker.tryAdmit(H, undefined, 'tls'));
+    expect(refused).toMatchObject({ state: 'open', retryAfter: 2_000 }); // level 2, a fresh refusal
+    expect(refused).not.toBe(inside);
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', retryAfter: 2_000 });
+    expect(breaker.state(H, undefined, 'plain')).toMatchObject({ state: 'half-open', probing: false, opens: 1 });
+    expect(breaker.stats()).toMatchObject({ opened: 1, probesGranted: 0 });
+  });
+
+  it("the host's window holds strangers too: inside it they are refused with the host's refusal", () => {
+    const { clock, breaker } = make({ openDuration: (n) => n * 10_000 });
+    breaker.admit(H, undefined, 'plain').succeeded();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls').failed(); // a stranger's dials open the host
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', retryAfter: 10_000 });
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls'))).toMatchObject({ state: 'open', retryAfter: 10_000 });
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).abandoned(); // the right transport's trial, as before
+    clock.advance(10_000);
+    // Past the window, never spaced yet: tried at once, no probe granted.
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed();
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls'))).toMatchObject({ state: 'open', retryAfter: 10_000 });
+    expect(breaker.stats()).toMatchObject({ opened: 1, probesGranted: 0 });
+  });
+
+  it("its trial's success closes the host and proves it: from then on it probes as any transport, and a later outage spaces nobody", () => {
+    const { clock, breaker } = restarted({ openDuration: (n) => n * 1_000 });
+    clock.advance(1_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).succeeded(); // the server took TLS after all
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls').failed(); // opens the host
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).failed(); // plain's trial: both transports failed now
+    clock.advance(1_000);
+    expect(admitted(breaker.tryAdmit(H, undefined, 'tls')).probe).toBe(true);
+    expect(breaker.stats().probesGranted).toBe(1); // the host's probe: it reached the host before
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'plain')).state).toBe('half-open');
+  });
+
+  it("a success of the transport that reached the host forgets the stranger's windows: the next outage starts it at the first", () => {
+    const { clock, breaker } = restarted({ openDuration: (n) => n * 1_000 });
+    clock.advance(1_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed(); // level 2
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).succeeded(); // the host's probe: closed
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed(); // another restart
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed(); // its trial, the host open only to plain's failures
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', retryAfter: 1_000 }); // level 1 again
+  });
+
+  it('no transport reached the host yet, or the dial named none: the probe goes to whoever comes first, as before', () => {
+    const fresh = make({ openDuration: 1_000 });
+    for (let i = 0; i < 3; i++) fresh.breaker.admit(H, undefined, 'plain').failed();
+    admitted(fresh.breaker.tryAdmit(H, undefined, 'tls')).failed();
+    fresh.clock.advance(1_000);
+    expect(admitted(fresh.breaker.tryAdmit(H, undefined, 'tls')).probe).toBe(true);
+    expect(fresh.breaker.stats().probesGranted).toBe(1);
+    expect(refusalOf(fresh.breaker.tryAdmit(H, undefined, 'plain')).state).toBe('half-open');
+
+    const unnamed = restarted({ openDuration: 1_000 });
+    unnamed.clock.advance(1_000);
+    unnamed.breaker.admit(H).abandoned(); // a dial naming no transport is never a stranger: the host's probe
+    expect(unnamed.breaker.stats().probesGranted).toBe(1);
+
+    const anyProven = make({ openDuration: 1_000 });
+    anyProven.breaker.admit(H).succeeded(); // a dial that named none reached it: every transport did
+    for (let i = 0; i < 3; i++) anyProven.breaker.admit(H, undefined, 'plain').failed();
+    admitted(anyProven.breaker.tryAdmit(H, undefined, 'tls')).failed();
+    anyProven.clock.advance(1_000);
+    expect(admitted(anyProven.breaker.tryAdmit(H, undefined, 'tls')).probe).toBe(true);
+    expect(anyProven.breaker.stats().probesGranted).toBe(1);
+  });
+
+  it('the other way round: TLS reached the host, a plain client of it is the stranger', () => {
+    const { clock, breaker } = make({ openDuration: 1_000 });
+    breaker.admit(H, undefined, 'tls:a.example').succeeded();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:a.example').failed();
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).failed();
+    admitted(breaker.tryAdmit(H, undefined, 'tls:b.example')).failed(); // another name is TLS too: not a stranger
+    clock.advance(1_000);
+    const plain = admitted(breaker.tryAdmit(H, undefined, 'plain')); // a trial of its own
+    expect(breaker.stats().probesGranted).toBe(0);
+    expect(admitted(breaker.tryAdmit(H, undefined, 'tls:b.example')).probe).toBe(true);
+    expect(breaker.stats().probesGranted).toBe(1);
+    plain.failed();
+    expect(breaker.state(H, undefined, 'plain')).toMatchObject({ state: 'open', retryAfter: 1_000 });
+  });
+});
