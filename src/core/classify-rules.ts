@@ -339,6 +339,9 @@ function dialguardVerdict(code: string): Verdict | undefined {
  */
 export function structuralVerdict(f: Facts): Verdict | undefined {
   const { code, name } = f;
+  // ioredis's AbortError for a command its closed connection took with it (not resent:
+  // `autoResendUnfulfilledCommands: false`, or a pipeline cut mid-way): nobody cancelled it.
+  if (name === 'AbortError' && code === undefined && f.message === IOREDIS_CONNECTION_CLOSE) return verdict('connection', 'COMMAND_ABORTED');
   if (name === 'AbortError' || code === 'ABORT_ERR') {
     // Node's http, http2 and net wrap an `AbortSignal.timeout` reason (a TimeoutError) in an
     // AbortError: a timeout, as fetch says. Any other reason stays the caller's cancellation,
@@ -397,12 +400,29 @@ const OFFLINE_CLIENT_MESSAGES: ReadonlyMap<string, string> = new Map([
   ["Stream isn't writeable and enableOfflineQueue options is false", 'CLIENT_OFFLINE'],
 ]);
 
-/** The verdict of a Redis client's own error for a command it could not send (see above). */
+/**
+ * Redis clients' errors for commands their connection took with it, sent or not: seed 004's EOF in
+ * redis's words (an outside review: a BLPOP long poll through retry() whose connection was killed
+ * mid-wait failed at once with 3.5 s of its 5 s left, plain and guarded alike, where the same
+ * long poll over axios or got was sent again). node-redis's SocketClosedUnexpectedlyError (its
+ * socket closed under them: that connection is dead) and ioredis's "Connection is closed." (the
+ * client ended, its queue flushed: no connection left to drop), both without a name or code.
+ */
+const CLOSED_CLIENT_MESSAGES: ReadonlyMap<string, Verdict> = new Map([
+  ['Socket closed unexpectedly', verdict('connection', 'SOCKET_CLOSED_UNEXPECTEDLY')],
+  ['Connection is closed.', verdict('connection', 'CONNECTION_CLOSED', { connectionDead: false })],
+]);
+
+/** ioredis's AbortError message for a command whose connection closed under it. */
+const IOREDIS_CONNECTION_CLOSE = 'Command aborted due to connection close';
+
+/** The verdict of a Redis client's own error for a command it could not send, or lost with its connection (see above). */
 function offlineClientVerdict(f: Facts): Verdict | undefined {
   if (f.code !== undefined) return undefined;
   if (f.name === 'MaxRetriesPerRequestError') return verdict('connection', 'MAX_RETRIES_PER_REQUEST', { connectionDead: false });
-  const code = f.name === 'Error' ? OFFLINE_CLIENT_MESSAGES.get(f.message) : undefined;
-  return code === undefined ? undefined : verdict('connection', code, { notSent: true, connectionDead: false });
+  if (f.name !== 'Error') return undefined;
+  const code = OFFLINE_CLIENT_MESSAGES.get(f.message);
+  return code === undefined ? CLOSED_CLIENT_MESSAGES.get(f.message) : verdict('connection', code, { notSent: true, connectionDead: false });
 }
 
 /**

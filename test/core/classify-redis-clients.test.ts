@@ -47,10 +47,40 @@ describe('classify: a redis client that could not send a command', () => {
     expect(classify(new MaxRetries(20))).toMatchObject({ kind: 'connection', notSent: false, transient: true, connectionDead: false, code: 'MAX_RETRIES_PER_REQUEST' });
   });
 
+  // An outside review (seed 004's EOF, redis's words for it): a BLPOP long poll through retry()
+  // whose connection was killed mid-wait failed at once with 3.5 s of a 5 s deadline left, plain
+  // and guarded alike, where the same long poll over axios or got was sent again.
+  it("node-redis's SocketClosedUnexpectedlyError (its socket closed under sent commands): a connection failure, transient, maybe sent", () => {
+    const { SocketClosedUnexpectedlyError } = require('@redis/client/dist/lib/errors.js') as { SocketClosedUnexpectedlyError: new () => Error };
+    expect(classify(new SocketClosedUnexpectedlyError())).toMatchObject({ kind: 'connection', notSent: false, transient: true, connectionDead: true, code: 'SOCKET_CLOSED_UNEXPECTEDLY' });
+  });
+
+  it("ioredis's AbortError for a command its closed connection took with it (autoResendUnfulfilledCommands: false): a connection failure, not the caller's cancellation", () => {
+    const { AbortError } = require('redis-errors') as { AbortError: new (m: string) => Error };
+    const err = new AbortError('Command aborted due to connection close');
+    expect(err.name).toBe('AbortError');
+    expect(classify(err)).toMatchObject({ kind: 'connection', notSent: false, transient: true, connectionDead: true, code: 'COMMAND_ABORTED' });
+    expect(classify(new AbortError('Cluster is ended.')).kind).toBe('cancelled'); // its other uses stay as they were
+  });
+
+  it("ioredis's 'Connection is closed.' (the client ended: its queue flushed, sent commands among them): a connection failure, transient, maybe sent", async () => {
+    const client = new Redis({ host: '127.0.0.1', port: 1, lazyConnect: true });
+    client.disconnect(); // ended
+    const err = await client.ping().catch((e: unknown) => e);
+    expect((err as Error).message).toBe('Connection is closed.');
+    expect(classify(err)).toMatchObject({ kind: 'connection', notSent: false, transient: true, connectionDead: false, code: 'CONNECTION_CLOSED' });
+  });
+
   it('the same words in another shape are not taken for them: a code of its own, another name, more text', () => {
     expect(classify(Object.assign(new Error('The client is offline'), { code: 'EOTHER' })).code).not.toBe('CLIENT_OFFLINE');
     expect(classify(new TypeError('The client is offline')).kind).toBe('unknown');
     expect(classify(new Error('The client is offline, says the proxy')).kind).toBe('unknown');
     expect(classify(Object.assign(new Error('x'), { name: 'MaxRetriesPerRequestError', code: 'E1' })).code).not.toBe('MAX_RETRIES_PER_REQUEST');
+    expect(classify(Object.assign(new Error('Socket closed unexpectedly'), { code: 'E1' })).code).not.toBe('SOCKET_CLOSED_UNEXPECTEDLY');
+    expect(classify(new RangeError('Socket closed unexpectedly')).kind).toBe('unknown');
+    const aborted = Object.assign(new Error('Command aborted due to connection close'), { name: 'AbortError', code: 'ABORT_ERR' });
+    expect(classify(aborted).kind).toBe('cancelled'); // a code of its own: Node's AbortError
+    expect(classify(new Error('Command aborted due to connection close')).kind).toBe('unknown'); // not an AbortError
+    expect(classify(new Error('Connection is closed')).kind).toBe('unknown'); // without ioredis's full stop
   });
 });
