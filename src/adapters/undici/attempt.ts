@@ -94,6 +94,11 @@ export interface AttemptOwner {
   ended(attempt: Attempt, err: unknown): void;
 }
 
+/** {@link Attempt.deadlineCut}: its headers timeout is the deadline's remainder. */
+export const HEADERS_CUT = 1;
+/** {@link Attempt.deadlineCut}: its body timeout is the deadline's remainder. */
+export const BODY_CUT = 2;
+
 /**
  * The handler of one undici attempt; its owner's `ended()` hears how it ended (an error, or
  * nothing). A method, not a callback given per attempt: a closure per attempt was two allocations
@@ -113,6 +118,12 @@ export class Attempt implements LegacyHandler {
   forwarded = false;
   /** The status of the response this attempt handed the caller (0 until it did). */
   status = 0;
+  /**
+   * Which of its undici timeouts the call's deadline set (cut to the time left):
+   * {@link HEADERS_CUT} | {@link BODY_CUT}; 0: neither. Such a timeout firing is the deadline
+   * passing (see GuardedCall.#deadlineTimedOut).
+   */
+  deadlineCut = 0;
   /** A retry's own listener for how it ended (its promise's), for the owner to call; none on a first attempt. */
   settled: ((err: unknown) => void) | undefined;
   #settled = false;

@@ -38,7 +38,7 @@ import { isLiteral, tlsTransportFor } from '../../guard/connect.js';
 import type { Transport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { type RetryAttempt, type RetryPredicate, type RetryResult, answerOf, reportSettled, retry, settledHeard } from '../../retry/retry.js';
-import { Attempt, type AttemptOwner, HeldResponse, completeOrFail } from './attempt.js';
+import { Attempt, type AttemptOwner, BODY_CUT, HEADERS_CUT, HeldResponse, completeOrFail } from './attempt.js';
 import { type LegacyHandler, type RawHeaders, rawHeader } from './handlers.js';
 import type { RetrySettings } from './options.js';
 import { type RequestBody, requestBody } from './request-body.js';
@@ -395,6 +395,14 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     const s = this.#s;
     if (this.#timer !== undefined) s.clock.clearTimeout(this.#timer); // retry() arms its own, from the same start
     this.#timer = undefined;
+    // Failed at or past the deadline, before its timer ran: the deadline, after this one attempt
+    // (retry() would stop before taking it as its first: "after 0 attempt(s)", its error lost).
+    if (this.deadline !== Infinity && s.clock.now() >= this.deadline) {
+      const err = new DeadlineExceededError(s.timeout, 1, { cause: first });
+      this.#fail(err);
+      this.#end({ ok: false, attempts: 1, elapsed: this.#elapsed(), error: err });
+      return;
+    }
     const shutdown = s.shutdown;
     if (shutdown !== undefined) {
       if (shutdown.aborted) this.#shutDown();
@@ -507,6 +515,11 @@ export class GuardedCall extends Attempt implements AttemptOwner {
       const remaining = deadline === Infinity ? Infinity : Math.max(0, deadline - now);
       headersTimeout = cut(headersTimeout, headersBy === Infinity ? remaining : Math.min(remaining, headersBy - now));
       bodyTimeout = cut(bodyTimeout, remaining);
+      if (remaining !== Infinity) {
+        // Which of them the deadline set: their firing is the deadline passing (see #deadlineTimedOut).
+        const left = Math.max(1, Math.ceil(remaining));
+        attempt.deadlineCut = (headersTimeout === left && remaining <= headersBy - now ? HEADERS_CUT : 0) | (bodyTimeout === left ? BODY_CUT : 0);
+      }
     }
     let opts = this.#opts;
     const underneath = s.dispatcherTimeouts;
@@ -539,6 +552,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     // the agent underneath is closing (undici would refuse the retry).
     if (this.#current?.forwarded === true || this.#body.consumed || this.#reason !== undefined || this.#s.shutdown?.aborted === true) return false;
     if (err instanceof HeldResponse) return true; // decided when it was held
+    if (this.#deadlineTimedOut(err)) return false; // the call's time is up, whatever the clock read
     if (this.#headersBy !== Infinity && this.#s.clock.now() >= this.#headersBy) return false; // its own wait for headers is spent
     // Its dials opened the host: the call stops, as every other call to it is refused now. It
     // waited out a backoff longer than the breaker's window, and each later attempt came after
@@ -666,7 +680,22 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     const early = err instanceof DeadlineExceededError && err.cause instanceof Error && this.#s.clock.now() < this.deadline;
     const own = ownError(early ? err.cause : err);
     const lastFailure = this.#rare?.lastFailure;
-    this.caller.onError?.(asError(isRefusal(own) && lastFailure !== undefined ? lastFailure : own));
+    // A timeout the deadline set is the deadline, as the README says a call's timeout ends.
+    if (this.#deadlineTimedOut(own)) this.caller.onError?.(new DeadlineExceededError(this.#s.timeout, current!.number, { cause: own }));
+    else this.caller.onError?.(asError(isRefusal(own) && lastFailure !== undefined ? lastFailure : own));
+  }
+
+  /**
+   * Whether `err` is the current attempt's undici headers or body timeout that the call's deadline
+   * set (cut to the time left). undici's timers tick about every 0.5 s for timeouts of a second or
+   * more, so such a timeout may fire before the deadline by this call's clock: it failed the call
+   * with UND_ERR_HEADERS_TIMEOUT, not DeadlineExceededError (an outside review: 1 call in 8-12,
+   * ~450 ms early), or another attempt went out in the instant left.
+   */
+  #deadlineTimedOut(err: unknown): boolean {
+    const cut = this.#current?.deadlineCut ?? 0;
+    if (cut === 0 || !(err instanceof errors.UndiciError)) return false;
+    return (err.code === 'UND_ERR_HEADERS_TIMEOUT' && (cut & HEADERS_CUT) !== 0) || (err.code === 'UND_ERR_BODY_TIMEOUT' && (cut & BODY_CUT) !== 0);
   }
 
   /** Remembers that this origin's last call failed to dial: its next calls ask the breaker first. */

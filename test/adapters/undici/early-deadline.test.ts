@@ -7,6 +7,7 @@
  */
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
+import { type Clock, systemClock } from '../../../src/core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError } from '../../../src/core/errors.js';
 import { retriesOf } from '../../../src/adapters/undici/index.js';
 import { retryAfterMs } from '../../../src/adapters/undici/retry-after.js';
@@ -48,6 +49,65 @@ describe('GuardedAgent: a deadline shorter than a retry', () => {
     expect(err).toBeInstanceOf(DeadlineExceededError);
     expect((err as DeadlineExceededError).timeout).toBe(300);
     expect((err as Error).message).toMatch(/^deadline of 300 ms exceeded/);
+  });
+});
+
+/**
+ * A clock running at half speed: its timers are due when it says. undici's own timers run on real
+ * time, so a headers timeout cut to the call's remaining time fires when this clock has reached
+ * only half way to the deadline: as undici's coarse timers (a tick every ~0.5 s for timeouts of a
+ * second or more) fire one early on the system clock.
+ */
+function halfSpeed(): Clock {
+  const origin = systemClock.now();
+  return {
+    now: () => origin + (systemClock.now() - origin) / 2,
+    setTimeout: (fn, ms) => systemClock.setTimeout(fn, ms * 2),
+    clearTimeout: systemClock.clearTimeout,
+  };
+}
+
+// An outside review: with GuardedAgent({ timeout: 4000 }) and a server cutting each connection
+// at 2.5-2.9 s, 1 call in 8-12 failed with UND_ERR_HEADERS_TIMEOUT at ~3.55 s instead of
+// DeadlineExceededError: the retry's headers timeout, cut to the deadline's remainder, came from
+// undici's timer ~450 ms early, and no retry fitted after it.
+describe('GuardedAgent: a headers or body timeout that is the deadline, fired early by undici', () => {
+  it('on the first attempt: DeadlineExceededError, undici\'s error its cause', async () => {
+    await using server = await httpServer(() => {}); // never answers
+    const { agent } = guarded({ timeout: 400, clock: halfSpeed() });
+    const err = await request(`${server.origin}/`, { dispatcher: agent }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    expect(err).toMatchObject({ timeout: 400, attempts: 1, cause: { code: 'UND_ERR_HEADERS_TIMEOUT' } });
+    expect(server.requests).toBe(1);
+  });
+
+  it('on a retry: DeadlineExceededError, both attempts counted', async () => {
+    let n = 0;
+    await using server = await httpServer((req) => {
+      if (++n === 1) req.socket.destroy(); // the first attempt's connection dies: retried
+    });
+    const { agent } = guarded({ timeout: 600, backoff: () => 10, clock: halfSpeed() });
+    const err = await request(`${server.origin}/`, { dispatcher: agent }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    expect(err).toMatchObject({ timeout: 600, attempts: 2, cause: { code: 'UND_ERR_HEADERS_TIMEOUT' } });
+    expect(server.requests).toBe(2); // nothing sent a third time in the instant left
+  });
+
+  it('a first attempt failing after the deadline, before the call\'s own timer ran: one attempt, its error the cause (was "after 0 attempt(s)")', async () => {
+    await using server = await httpServer(() => {});
+    const late: Clock = { now: systemClock.now, setTimeout: (fn, ms) => systemClock.setTimeout(fn, ms + 2_000), clearTimeout: systemClock.clearTimeout };
+    const { agent } = guarded({ timeout: 300, clock: late });
+    const err = await request(`${server.origin}/`, { dispatcher: agent }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    expect(err).toMatchObject({ timeout: 300, attempts: 1, cause: { code: 'UND_ERR_HEADERS_TIMEOUT' } });
+  });
+
+  it("the request's own headersTimeout, shorter than the deadline, stays undici's error", async () => {
+    await using server = await httpServer(() => {});
+    const { agent } = guarded({ timeout: 5_000, clock: halfSpeed() });
+    const err = await request(`${server.origin}/`, { dispatcher: agent, headersTimeout: 200 }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'UND_ERR_HEADERS_TIMEOUT' });
+    expect(err).not.toBeInstanceOf(DeadlineExceededError);
   });
 });
 
