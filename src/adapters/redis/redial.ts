@@ -155,6 +155,14 @@ export class RedialRounds {
     return this.#clock.now();
   }
 
+  /**
+   * Whether `key`'s rounds have failed a dial (not only lost a connection): they pace its redials
+   * then, one a round for the process.
+   */
+  failing(key: string): boolean {
+    return (this.#nodes.get(key)?.failures ?? 0) > 0;
+  }
+
   /** ms until `key`'s next round may start, or undefined for a node not known to be failing. */
   delay(key: string): number | undefined {
     const node = this.#nodes.get(key);

@@ -126,6 +126,27 @@ describe('RedisGuard, the first 1.5 s of an outage (breaker defaults, still clos
   });
 });
 
+describe('RedisGuard: node-redis on its default strategy, back after a restart', () => {
+  it("a client failed at the gate between rounds has dialled nothing: its own strategy's doubling does not pace it, the rounds do (it was back ~530 ms after a 1 s restart, every time; now with the next round)", async () => {
+    const server = await new RedisServer(await freePort()).start();
+    cleanups.push(() => server.kill());
+    const client = new RedisGuard({ breaker: new HostBreaker() }).nodeRedis(createClient, { socket: { host: '127.0.0.1', port: server.port } });
+    client.on('error', () => {});
+    cleanups.push(() => client.isOpen && client.destroy());
+    await client.connect();
+    let readyAt = 0;
+    client.on('ready', () => (readyAt = performance.now()));
+    await server.kill();
+    await sleep(1_000);
+    await server.start();
+    const up = performance.now();
+    await expect.poll(() => readyAt, { timeout: 3_000, interval: 5 }).toBeGreaterThan(0);
+    // The rounds' spacing 1 s into an outage: under 300 ms (growing 50 ms a round). node-redis's
+    // own floor, doubled by each failure at the gate: 400, 800, 1 600 ms...
+    expect(readyAt - up).toBeLessThan(350);
+  });
+});
+
 describe('RedisGuard: a client closed while it waits for another client\'s redial', () => {
   it('ioredis: two clients disconnected while one redial is out (held by its peer) and the other waits for it: the waiter never dials', async () => {
     const port = await freePort();

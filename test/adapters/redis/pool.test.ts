@@ -112,9 +112,10 @@ describe('RedisGuard: node-redis client pools', () => {
     const guarded = await count(() => new RedisGuard({ breaker }).nodeRedisPool(createClientPool, { socket: { host: '127.0.0.1', port: peer.port } }, { minimum: MEMBERS }));
     expect(breaker.stats().opened).toBeGreaterThanOrEqual(1);
     // Plain: each of 10 members on node-redis's own 50 ms doubling, ~60 in 2 s. Guarded: the 10
-    // first dials, then one round at a time for all 10 until the node opens, then a probe per window.
+    // first dials, then one round at a time for all 10 until the node opens (rounds grow by
+    // 25-50 ms: at most 10 in its 1.5 s minimum outage), then a probe per 500 ms window.
     expect(plain).toBeGreaterThanOrEqual(4 * MEMBERS);
-    expect(guarded).toBeLessThanOrEqual(MEMBERS + 8);
+    expect(guarded).toBeLessThanOrEqual(MEMBERS + 11);
   });
 
   it('a pool destroyed while a member dial waits in the handshake (accept-and-hold): the dial is abandoned, not failed', async () => {
