@@ -133,9 +133,10 @@ interface Entry {
   /** When the first probe the host refused at once since its last success failed (0: none yet). */
   refusingSince: number;
   /**
-   * The transports that have reached the host since it was first seen (VIA_PLAIN | VIA_TLS; a
-   * dial that named none: both). While another has, the dials of one that never has are a
-   * stranger's (see {@link isStranger}).
+   * The transport class of the host's last successful dial (VIA_PLAIN or VIA_TLS; a dial that
+   * named none: both; 0: none yet). The dials of the other class are a stranger's (see
+   * {@link isStranger}). The last, not every one that ever did: a server moved from TLS back to
+   * plain must not leave the TLS clients' hung dials taking the probe from the plain ones.
    */
   provenVia: number;
   /** A stranger transport's spacing while the host is open, once one of its trials failed; undefined: none. */
@@ -235,8 +236,8 @@ function viaOf(transport: Transport | undefined): number {
 }
 
 /**
- * Whether a dial by `transport` is a stranger's on `entry`: its class never reached the host while
- * another did (one client's TLS to a plain port, a plain client to a TLS one). Such a dial says
+ * Whether a dial by `transport` is a stranger's on `entry`: its class is not the one that last
+ * reached the host (one client's TLS to a plain port, a plain client to a TLS one). Such a dial says
  * nothing of the host's return, and one that hangs (a plain server waiting for a line that a TLS
  * hello never ends) held the host's probe for its whole connect timeout, its failure then
  * doubling the window: a redis client with `tls` on a plain port kept the right clients refused
@@ -566,14 +567,17 @@ export class HostBreaker {
     // server name): the host may be alive to this one, so it is tried (see #trial); its success
     // closes the host.
     if (!failedFor(entry, transport)) return this.#trial(entry, key, now, transport!);
-    if (now < entry.openUntil) return this.#refuse(entry, entry.openUntil - now, 'open');
-    // A stranger's dial is tried apart, at its own pace: the probe waits for a transport that
-    // reached the host (see isStranger).
+    // A stranger's dial is tried apart, at its own pace, never as the host's probe (see
+    // isStranger). Not held to the host's window either: that is drawn for the other transport's
+    // failures, and a server moved to the stranger's transport fails each of that one's probes
+    // (TLS-only redis resetting plain dials: windows of 2.4, 4.4, 9.8 s, and the TLS clients,
+    // right now, refused in each; an outside review).
     if (isStranger(entry, transport)) {
       const strangers = entry.strangers;
       if (strangers !== undefined && now < strangers.until) return this.#refuseStranger(entry, strangers, now);
       return this.#trial(entry, key, now, transport!);
     }
+    if (now < entry.openUntil) return this.#refuse(entry, entry.openUntil - now, 'open');
     if (entry.probing) {
       if (now < entry.probeUntil) return this.#refuse(entry, entry.probeUntil - now, 'half-open');
       this.#stats.probesExpired++;
@@ -674,10 +678,10 @@ export class HostBreaker {
     } else if (
       // Stryker disable next-line ConditionalExpression: a closed entry has no trial out (only an open one grants them, and closing forgets them), so it reads closed either way
       entry.state === 'open' &&
-      (!failedFor(entry, transport) || (now >= entry.openUntil && isStranger(entry, transport)))
+      (!failedFor(entry, transport) || isStranger(entry, transport))
     ) {
-      // Only another transport's dials failed, or a stranger's past the host's window: a dial of
-      // this one is admitted, as a trial (a stranger's inside a window of its own is refused).
+      // Only another transport's dials failed, or a stranger's: a dial of this one is admitted,
+      // as a trial (a stranger's inside a window of its own is refused).
       const trial = entry.trials?.find((t) => t.transport === transport);
       const strangerUntil = failedFor(entry, transport) ? (entry.strangers?.until ?? 0) : 0;
       if (now < strangerUntil) retryAfter = strangerUntil - now;
@@ -883,7 +887,7 @@ export class HostBreaker {
     const now = this.#clock.now();
     if (outcome === 'succeeded') {
       this.#stats.succeeded++;
-      entry.provenVia |= viaOf(transport);
+      entry.provenVia = viaOf(transport);
       entry.strangers = undefined;
       entry.failures = 0;
       entry.failedVia = 0;
@@ -906,6 +910,9 @@ export class HostBreaker {
     this.#stats.failed++;
     entry.lastError = releaseFrames(error); // kept for as long as the host is: not its dial's frames
     fileFailure(entry, transport);
+    // The transport that reached the host failed too (a restart, a server changing transport):
+    // the stranger's may be the right one now, and is tried at the host's pace, not its own.
+    if (!isStranger(entry, transport)) entry.strangers = undefined;
     if (entry.state === 'closed') {
       // Overlapping dials are one round: count this failure only if none was counted since this
       // permit was admitted.
@@ -920,6 +927,8 @@ export class HostBreaker {
       // the first window on: a 2 s restart left the host refused ~0.6 s after its return,
       // while the plain clients were served within 50 ms (an outside review).
       this.#open(entry, now, false, refusedAtOnce(error));
+      // A stranger's failure opened it: its transport waits a window of its own before its trials.
+      if (isStranger(entry, transport)) this.#spaceStrangers(entry, now);
     } else if (kind !== TRIAL) {
       this.#open(entry, now, true, refusedAtOnce(error));
     } else if (isStranger(entry, transport)) {

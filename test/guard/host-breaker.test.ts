@@ -888,21 +888,34 @@ describe('HostBreaker: a transport that never reached the host while another did
     expect(breaker.stats()).toMatchObject({ opened: 1, probesGranted: 0 });
   });
 
-  it("the host's window holds strangers too: inside it they are refused with the host's refusal", () => {
+  it("a stranger whose own failures opened the host waits a window of its own, then is tried apart from the host's probe", () => {
     const { clock, breaker } = make({ openDuration: (n) => n * 10_000 });
     breaker.admit(H, undefined, 'plain').succeeded();
     for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls').failed(); // a stranger's dials open the host
     expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', retryAfter: 10_000 });
-    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls'))).toMatchObject({ state: 'open', retryAfter: 10_000 });
+    const inside = refusalOf(breaker.tryAdmit(H, undefined, 'tls'));
+    expect(inside).toMatchObject({ state: 'open', retryAfter: 10_000 });
     admitted(breaker.tryAdmit(H, undefined, 'plain')).abandoned(); // the right transport's trial, as before
     clock.advance(10_000);
-    // Past the window, never spaced yet: tried at once, no probe granted.
-    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed();
-    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls'))).toMatchObject({ state: 'open', retryAfter: 10_000 });
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed(); // its trial: no probe granted
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls'))).toMatchObject({ state: 'open', retryAfter: 20_000 });
     expect(breaker.stats()).toMatchObject({ opened: 1, probesGranted: 0 });
   });
 
-  it("its trial's success closes the host and proves it: from then on it probes as any transport, and a later outage spaces nobody", () => {
+  it("not held to the host's window: a server moved to the stranger's transport fails each of the other's probes, and the stranger is tried at once after each", () => {
+    const { clock, breaker } = make({ openDuration: (n) => n * 1_000 });
+    breaker.admit(H, undefined, 'plain').succeeded(); // plain reached it
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed(new Error('read ECONNRESET')); // moved to TLS: plain reset
+    clock.advance(1_000);
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).failed(new Error('read ECONNRESET')); // the host's probe: reopened, 2 s
+    expect(breaker.state(H, undefined, 'plain')).toMatchObject({ state: 'open', retryAfter: 2_000, opens: 2 });
+    clock.advance(1);
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'closed' }); // inside the host's window: tried
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).succeeded();
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+  });
+
+  it("its trial's success closes the host and makes it the transport that reached it last: it takes the probe from then on, and the other is the stranger (a server moved to TLS)", () => {
     const { clock, breaker } = restarted({ openDuration: (n) => n * 1_000 });
     clock.advance(1_000);
     admitted(breaker.tryAdmit(H, undefined, 'tls')).succeeded(); // the server took TLS after all
@@ -911,8 +924,52 @@ describe('HostBreaker: a transport that never reached the host while another did
     admitted(breaker.tryAdmit(H, undefined, 'plain')).failed(); // plain's trial: both transports failed now
     clock.advance(1_000);
     expect(admitted(breaker.tryAdmit(H, undefined, 'tls')).probe).toBe(true);
-    expect(breaker.stats().probesGranted).toBe(1); // the host's probe: it reached the host before
-    expect(refusalOf(breaker.tryAdmit(H, undefined, 'plain')).state).toBe('half-open');
+    expect(breaker.stats().probesGranted).toBe(1); // the host's probe
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).abandoned(); // a trial of its own, its window drawn at the same instant
+    expect(breaker.stats().probesGranted).toBe(1);
+  });
+
+  it('a server moved from plain to TLS and back: the plain clients, right again, are tried beside the TLS ones\' hung probe (an outside review: 5-12 s, and once never within 15 s)', () => {
+    const { clock, breaker } = make({ openDuration: (n) => n * 1_000 });
+    breaker.admit(H, undefined, 'plain').succeeded(); // plain
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed(); // moved to TLS: plain hung up on
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).succeeded(); // TLS reached it: closed
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed(); // the plain clients, wrong now, open it
+    // A stranger now, whose failures opened it: spaced 1 s, then a trial, then 2 s.
+    expect(breaker.state(H, undefined, 'plain')).toMatchObject({ state: 'open', retryAfter: 1_000 });
+    clock.advance(1_000);
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).failed();
+    expect(breaker.state(H, undefined, 'plain')).toMatchObject({ state: 'open', retryAfter: 2_000 });
+    // Moved back to plain (a restart): the TLS clients' dials fail, and plain's spacing is forgotten.
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed(new Error('connect ECONNREFUSED'));
+    clock.advance(1_000);
+    const hung = admitted(breaker.tryAdmit(H, undefined, 'tls')); // the host's probe: a TLS hello a plain server never answers
+    expect(breaker.stats().probesGranted).toBe(1);
+    const right = admitted(breaker.tryAdmit(H, undefined, 'plain')); // not refused half-open behind it
+    right.succeeded();
+    expect(breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+    hung.failed(new Error('connect timed out')); // stale: the host is closed
+    expect(breaker.state(H)?.state).toBe('closed');
+    // Plain reached it last: TLS is the stranger from now on.
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed();
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed();
+    clock.advance(10_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).abandoned();
+    expect(breaker.stats().probesGranted).toBe(1); // a trial
+  });
+
+  it("a failure of the transport that reached the host forgets the stranger's windows; a stranger's own failure does not", () => {
+    const { clock, breaker } = restarted({ openDuration: (n) => n * 1_000 });
+    clock.advance(1_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed(); // level 2: 2 s
+    clock.advance(2_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed(); // level 3: 3 s
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', retryAfter: 3_000 });
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).failed(); // the host's probe failed: reopened for 2 s
+    expect(breaker.state(H, undefined, 'plain')).toMatchObject({ state: 'open', opens: 2, retryAfter: 2_000 });
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'closed' }); // its third window forgotten
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed(); // tried at once; its own failure spaces it anew, at the first
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', retryAfter: 1_000 });
   });
 
   it("a success of the transport that reached the host forgets the stranger's windows: the next outage starts it at the first", () => {
