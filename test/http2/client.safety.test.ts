@@ -148,9 +148,9 @@ describe('Http2Client: never a request on a session that received GOAWAY (defect
     expect(peer.sessions).toBe(11);
   });
 
-  it('with no turn left, a POST the GOAWAY excluded rejects as not sent, so a retry loop may send it again', async () => {
+  it('with no turn left and no retries, a POST the GOAWAY excluded rejects as not sent, so a retry loop may send it again', async () => {
     await using peer = await http2Peer();
-    const c = client({ retiredRetries: 0 });
+    const c = client({ retiredRetries: 0, retry: false });
     await c.request(`${peer.origin}/warm`);
     const before = peer.streams;
     peer.goaway(NGHTTP2_INTERNAL_ERROR);
@@ -158,6 +158,17 @@ describe('Http2Client: never a request on a session that received GOAWAY (defect
     expect(err).toMatchObject({ code: 'ERR_HTTP2_GOAWAY_SESSION' });
     expect(classify(err)).toMatchObject({ notSent: true });
     expect(peer.streams).toBe(before); // the server never processed it
+  });
+
+  it('with no turn left, a POST the GOAWAY excluded goes again after the retry wait, any method, and is processed once', async () => {
+    await using peer = await http2Peer();
+    const c = client({ retiredRetries: 0, retry: { backoff: () => 10 } });
+    await c.request(`${peer.origin}/warm`);
+    const before = peer.streams;
+    peer.goaway(NGHTTP2_INTERNAL_ERROR);
+    const res = await c.request(`${peer.origin}/submit`, { method: 'POST', body: 'x' });
+    expect(res.status).toBe(200);
+    expect(peer.streams).toBe(before + 1);
   });
 });
 
