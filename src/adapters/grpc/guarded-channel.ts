@@ -79,8 +79,9 @@ export class GuardedChannel implements grpc.ChannelInterface, CallOwner {
     this.#waiting.delete(call);
   }
 
+  /** The target as grpc-js's own channel spells it: with its default scheme, `dns:`, when it names none grpc-js knows. */
   getTarget(): string {
-    return this.#spec.target;
+    return asGrpcSpellsIt(this.#spec.target);
   }
 
   /**
@@ -172,4 +173,18 @@ export class GuardedChannel implements grpc.ChannelInterface, CallOwner {
       this.#unsubscribe = undefined;
     }
   }
+}
+
+/** The resolver schemes grpc-js registers itself (a user's own, registered with it, cannot be seen from here). */
+const GRPC_SCHEMES: ReadonlySet<string> = new Set(['dns', 'ipv4', 'ipv6', 'unix', 'unix-abstract', 'vsock', 'xds']);
+
+/**
+ * `target` as grpc-js's `getTarget()` answers for it: a target whose scheme it does not know
+ * (none: `127.0.0.1:50051`, `[::1]:50051`; or a host read as one: `localhost:50051`) is its default
+ * scheme's, `dns:` before it. Code that logs or labels metrics by the target saw another string
+ * once guarded (an outside review).
+ */
+function asGrpcSpellsIt(target: string): string {
+  const scheme = /^([A-Za-z0-9+.-]+):/.exec(target)?.[1];
+  return scheme !== undefined && GRPC_SCHEMES.has(scheme) ? target : `dns:${target}`;
 }
