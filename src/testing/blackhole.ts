@@ -208,13 +208,25 @@ async function fillAcceptQueue(host: string, port: number): Promise<net.Socket[]
   for (let i = 0; i < 16; i++) {
     const socket = net.connect({ host, port });
     socket.on('error', () => {});
-    const connected = await new Promise<boolean>((resolve) => {
+    const connected = await new Promise<boolean | Error>((resolve) => {
       const timer = setTimeout(() => resolve(false), 200);
       socket.once('connect', () => {
         clearTimeout(timer);
         resolve(true);
       });
+      socket.once('error', (err) => {
+        clearTimeout(timer);
+        resolve(err);
+      });
     });
+    if (connected instanceof Error) {
+      // Not a dropped SYN: the blackhole would not hang anything (in a fresh network namespace
+      // whose loopback is down, every connect failed ENETUNREACH at once, and was taken for a full queue).
+      for (const s of fillers) s.destroy();
+      const code = (connected as NodeJS.ErrnoException).code ?? connected.message;
+      const hint = code === 'ENETUNREACH' ? ': the loopback interface is down (in a fresh network namespace: `ip link set lo up`)' : '';
+      throw new Error(`blackhole: a connect to fill the accept queue failed with ${code}${hint}`, { cause: connected });
+    }
     if (!connected) {
       socket.destroy();
       return fillers;
@@ -373,6 +385,9 @@ class VethBlackhole implements Blackhole {
 
   static async start(options: BlackholeOptions): Promise<VethBlackhole> {
     assertOwnNamespace();
+    // A fresh `unshare --net` has its loopback down (its local table empty: "FIB table does not
+    // exist" below); the namespace is the test's own, so it is brought up here.
+    ip(['link', 'set', 'lo', 'up']);
     const n = ++veths % 250;
     const link = `dgbh${n}a`;
     const host = `127.77.${n}.2` as const;

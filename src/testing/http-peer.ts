@@ -33,6 +33,8 @@ export class HttpPeer implements FaultPeer {
   readonly #http: http.Server;
   readonly #sockets = new Map<net.Socket, Promise<void>>();
   #silent = false;
+  /** Requests read while silent, answered by {@link serve} (those whose connection closed meanwhile too: their answer goes nowhere). */
+  #held: Array<() => void> = [];
   #connections = 0;
   #requests = 0;
 
@@ -40,9 +42,7 @@ export class HttpPeer implements FaultPeer {
     this.host = loopback(options.host);
     this.#port = options.port ?? 0;
     const handler = options.handler ?? ok;
-    this.#http = http.createServer({ keepAliveTimeout: 30_000 }, (req, res) => {
-      this.#requests++;
-      if (this.#silent) return; // never answered
+    const answer = (req: http.IncomingMessage, res: http.ServerResponse): void => {
       try {
         handler(req, res);
       } catch (err) {
@@ -51,6 +51,12 @@ export class HttpPeer implements FaultPeer {
         if (res.headersSent) res.destroy();
         else res.writeHead(500).end();
       }
+    };
+    this.#http = http.createServer({ keepAliveTimeout: 30_000 }, (req, res) => {
+      this.#requests++;
+      // Read while silent (it arrived before the silence, or with it): answered once served again.
+      if (this.#silent) this.#held.push(() => answer(req, res));
+      else answer(req, res);
     });
   }
 
@@ -92,8 +98,10 @@ export class HttpPeer implements FaultPeer {
           }),
         ),
       );
-      if (this.#silent) socket.pause();
       this.#http.emit('connection', socket);
+      // After the server took it: node:http resumes a socket it is given, and read the request of
+      // a connection opened while silent (then dropped it, even once served again).
+      if (this.#silent) socket.pause();
     });
     this.#port = await listenOn(server, this.host, this.#port);
     this.#server = server;
@@ -106,9 +114,10 @@ export class HttpPeer implements FaultPeer {
     for (const s of this.#sockets.keys()) s.pause();
   }
 
-  /** Serves again. */
+  /** Serves again: the requests read while silent are answered now, and reading resumes. */
   serve(): void {
     this.#silent = false;
+    for (const run of this.#held.splice(0)) run();
     for (const s of this.#sockets.keys()) s.resume();
   }
 
@@ -125,6 +134,7 @@ export class HttpPeer implements FaultPeer {
   }
 
   async close(): Promise<void> {
+    this.#held = [];
     await this.#stop((s) => s.destroy());
     this.#http.close();
   }

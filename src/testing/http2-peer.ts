@@ -131,9 +131,17 @@ export class Http2Peer implements FaultPeer {
   /** Binds (again, on the same port after {@link kill}). */
   async listen(): Promise<this> {
     if (this.#server !== undefined) return this;
-    if (this.#h2 === undefined) await this.#startInternal();
+    const started = this.#h2 === undefined;
+    if (started) await this.#startInternal();
     const server = net.createServer({ noDelay: true }, (socket) => this.#accept(socket));
-    this.#port = await listenOn(server, this.host, this.#port);
+    try {
+      this.#port = await listenOn(server, this.host, this.#port);
+    } catch (err) {
+      // Its port taken or invalid: the internal server started for it goes too (it kept the
+      // process alive, and the factory's caller had no peer to close).
+      if (started) await this.close();
+      throw err;
+    }
     this.#server = server;
     return this;
   }
@@ -215,7 +223,9 @@ export class Http2Peer implements FaultPeer {
       ? http2.createSecureServer({ key: TEST_KEY, cert: TEST_CERT, allowHTTP1: false })
       : http2.createServer();
     h2.on('session', (session) => {
-      this.#sessionsSeen++;
+      // Counted once the client's SETTINGS arrived (its preface with them): a TCP connection that
+      // sent nothing, or an HTTP/1.1 request, is no session.
+      session.once('remoteSettings', () => this.#sessionsSeen++);
       this.#sessions.add(session);
       session.on('error', () => {});
       session.once('close', () => this.#sessions.delete(session));

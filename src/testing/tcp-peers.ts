@@ -189,12 +189,12 @@ export interface RefusingPeer extends FaultPeer {
  */
 export async function refusing(options: PeerOptions = {}): Promise<RefusingPeer> {
   const host = loopback(options.host);
-  let port = options.port ?? 0;
-  if (port === 0) {
-    const probe = net.createServer();
-    port = await listenOn(probe, host, 0);
-    await new Promise<void>((resolve) => probe.close(() => resolve()));
-  }
+  // A free port, found by binding it for a moment; a port given is bound likewise, so one that
+  // something listens on fails with EADDRINUSE as every other peer's does (it was returned as a
+  // "refusing" peer whose connects were accepted).
+  const probe = net.createServer();
+  const port = await listenOn(probe, host, options.port ?? 0);
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
   const close = async (): Promise<void> => {};
   return {
     kind: 'refusing',

@@ -47,6 +47,20 @@ describe('blackhole (veth), in a namespace of its own', () => {
     expect(spawnSync('ip', ['-o', 'link', 'show'], { encoding: 'utf8' }).stdout).not.toMatch(/dgbh/);
   });
 
+  netnsTest(import.meta.url, "a namespace whose loopback is down (a fresh `unshare --net`): the default blackhole fails (it resolved, its dials failing ENETUNREACH at once), veth brings it up itself", async () => {
+    // As a fresh namespace has it: loopback down and no local routes at all.
+    expect(spawnSync('ip', ['link', 'set', 'lo', 'down']).status).toBe(0);
+    spawnSync('ip', ['route', 'flush', 'table', 'local']);
+    try {
+      await expect(blackhole()).rejects.toThrow(); // nothing hangs on a loopback that is down: it must not resolve
+      await using peer = await blackhole({ mode: 'veth' }); // was: "FIB table does not exist"
+      expect((await probe(peer.host, peer.port, 150)).connected).toBe(false);
+      expect(peer.attempts).toBe(1);
+    } finally {
+      spawnSync('ip', ['link', 'set', 'lo', 'up']);
+    }
+  });
+
   // nftables is an extra: with nft present it counts per peer on 127.0.0.1; without, it says what to install.
   netnsTest(import.meta.url, `blackhole (nftables): ${hasNft ? 'counts each attempt exactly, then heals' : 'without nft, fails naming the package to install'}`, async () => {
     if (!hasNft) {

@@ -35,4 +35,24 @@ describe('HttpPeer', () => {
     expect(peer.attempts).toBe(5); // the refused connect never reached it
     await peer.close();
   });
+
+  it('a connection opened while silent: its request is answered once served again, on it (it was read and dropped; an outside review)', async () => {
+    let handled = 0;
+    const peer = await httpPeer({
+      handler: (_req, res) => {
+        handled++;
+        res.end('ok');
+      },
+    });
+    peer.silence();
+    const pending = get(peer.origin, 3_000);
+    while (peer.attempts < 1) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(handled).toBe(0); // silent: not answered
+    peer.serve();
+    expect(await pending).toEqual({ status: 200 });
+    expect(handled).toBe(1);
+    expect(peer.attempts).toBe(1);
+    await peer.close();
+  });
 });

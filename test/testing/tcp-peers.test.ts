@@ -46,6 +46,20 @@ describe('fault peers', () => {
     expect(() => peer.attempts).toThrow(/cannot observe/);
   });
 
+  it('refusing on a port something listens on fails with EADDRINUSE, as every other peer does (it returned a "refusing" peer whose connects were accepted; an outside review)', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (taken.address() as net.AddressInfo).port;
+      await expect(refusing({ port })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+      await using free = await refusing({ port: 0 });
+      await using again = await refusing({ port: free.port }); // a port nothing listens on, given
+      expect((await probe(again.host, again.port, 1_000)).error).toBe('ECONNREFUSED');
+    } finally {
+      await new Promise<void>((resolve) => taken.close(() => resolve()));
+    }
+  });
+
   it('echo: echoes, can be killed mid-connection (RST) and restarted on the same port', async () => {
     const peer = await echoPeer();
     expect(await probe(peer.host, peer.port, 1_000, 'one')).toMatchObject({ connected: true, data: 'one' });
