@@ -196,6 +196,11 @@ function redialPolicy(options: Http2RetryOptions | false | undefined): RedialPol
 function mayGoAgain(err: unknown): boolean {
   const c = classify(err);
   if (c.kind === 'dial') return c.notSent && c.transient && c.code !== ErrorCodes.CONNECT_TIMEOUT;
+  // A GOAWAY whose last stream is 0: its session processed nothing, and a server sending one on
+  // every session (refusing service) cost up to 12 sessions a call with these waits (3 attempts,
+  // each with the pool's 3 immediate resends; plain node:http2 1; an outside review). Its session
+  // ending after serving (nginx `keepalive_requests`, a graceful restart) names a later stream.
+  if ((err as { lastStreamID?: unknown } | null)?.lastStreamID === 0) return false;
   return c.notSent && c.transient && (c.kind === 'connection' || c.kind === 'stream');
 }
 

@@ -289,11 +289,15 @@ function notSent(code: 'ERR_HTTP2_INVALID_SESSION' | 'ERR_HTTP2_GOAWAY_SESSION',
   return Object.assign(new Error(message), { code });
 }
 
-/** A stream the peer's GOAWAY excluded (RFC 9113 §6.8): never processed, safe to send again. */
+/**
+ * A stream the peer's GOAWAY excluded (RFC 9113 §6.8): never processed, safe to send again. It
+ * carries the GOAWAY's `lastStreamID`: 0 says the session processed nothing (see mayGoAgain in
+ * client.ts).
+ */
 function unprocessed(id: number | undefined, goaway: { code: number; lastStreamID: number }, cause: unknown): Error {
   const name = h2Name(goaway.code) ?? String(goaway.code);
   return Object.assign(
     new Error(`HTTP/2 stream ${id ?? '(unsent)'} was not processed: the peer's GOAWAY (${name}, last stream ${goaway.lastStreamID}) excluded it`, { cause }),
-    { code: 'ERR_HTTP2_GOAWAY_SESSION' },
+    { code: 'ERR_HTTP2_GOAWAY_SESSION', lastStreamID: goaway.lastStreamID },
   );
 }

@@ -128,3 +128,26 @@ describe('Http2Client: a server that ends every session after 3 requests (nginx 
     expect([...handled.values()].every((n) => n === 1)).toBe(true); // no POST twice
   }, 30_000);
 });
+
+describe('Http2Client: a server that sends GOAWAY (last stream 0) on every session, right after SETTINGS', () => {
+  it('20 callers: as many sessions as without retries (the pool\'s immediate resends), not a retry loop\'s worth each (67-99; an outside review)', async () => {
+    const count = async (retry: false | undefined): Promise<number> => {
+      let sessions = 0;
+      const { url } = await server((session) => {
+        sessions++;
+        session.once('remoteSettings', () => {
+          session.goaway(http2.constants.NGHTTP2_NO_ERROR, 0);
+          setTimeout(() => session.destroy(), 5);
+        });
+      });
+      const client = new Http2Client({ breaker: new HostBreaker(), ...(retry === false ? { retry } : {}) });
+      cleanup.push(() => client.close());
+      const calls = await Promise.allSettled(Array.from({ length: 20 }, () => client.request(url, { timeout: 3_000 })));
+      expect(calls.every((c) => c.status === 'rejected')).toBe(true);
+      return sessions;
+    };
+    const withRetries = await count(undefined);
+    const without = await count(false);
+    expect(withRetries).toBeLessThanOrEqual(without + 1);
+  }, 20_000);
+});
