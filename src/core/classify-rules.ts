@@ -235,6 +235,15 @@ function systemVerdict(code: string, f: Facts): Verdict | undefined {
   return undefined;
 }
 
+/**
+ * undici's ProxyAgent failing a request whose CONNECT the proxy answered with another status than
+ * 200: the tunnel never opened, the origin saw nothing (a RequestAbortedError, read as the
+ * caller's cancellation: a 300 ms origin restart behind a proxy failed calls at once, never
+ * retried; an outside review). A gateway status (502-504: the proxy could not reach the origin)
+ * is a dial that may pass; any other (407: credentials) will not.
+ */
+const PROXY_TUNNEL = /^Proxy response \((\d{3})\) !== 200 when HTTP Tunneling$/;
+
 /** undici's errors, by `UND_ERR_*` code (and message, for the catch-all `UND_ERR_INFO`). */
 function undiciVerdict(code: string, f: Facts): Verdict {
   switch (code) {
@@ -342,6 +351,11 @@ export function structuralVerdict(f: Facts): Verdict | undefined {
   // ioredis's AbortError for a command its closed connection took with it (not resent:
   // `autoResendUnfulfilledCommands: false`, or a pipeline cut mid-way): nobody cancelled it.
   if (name === 'AbortError' && code === undefined && f.message === IOREDIS_CONNECTION_CLOSE) return verdict('connection', 'COMMAND_ABORTED');
+  // undici's RequestAbortedError (an AbortError too) for a CONNECT the proxy refused (see PROXY_TUNNEL).
+  if (code === 'UND_ERR_ABORTED') {
+    const status = PROXY_TUNNEL.exec(f.message)?.[1];
+    if (status !== undefined) return verdict('dial', `PROXY_${status}`, { transient: status === '502' || status === '503' || status === '504' });
+  }
   if (name === 'AbortError' || code === 'ABORT_ERR') {
     // Node's http, http2 and net wrap an `AbortSignal.timeout` reason (a TimeoutError) in an
     // AbortError: a timeout, as fetch says. Any other reason stays the caller's cancellation,
