@@ -972,6 +972,69 @@ describe('HostBreaker: a transport that never reached the host while another did
     expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', retryAfter: 1_000 });
   });
 
+  it("a stranger's trial failing after the host's probe was granted (a new generation) still spaces it; a late failure once the host closed, or of a forgotten host, spaces nothing", () => {
+    const { clock, breaker } = restarted({ openDuration: (n) => n * 1_000 });
+    clock.advance(1_000); // the stranger's first window, and the host's, over
+    const stranger = admitted(breaker.tryAdmit(H, undefined, 'tls'));
+    const probe = admitted(breaker.tryAdmit(H, undefined, 'plain')); // the host's probe: a new generation
+    expect(probe.probe).toBe(true);
+    stranger.failed(new Error('connect timed out')); // stale, but the stranger failed again
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls'))).toMatchObject({ state: 'open', retryAfter: 2_000 });
+    probe.succeeded(); // closed
+    const late = restarted({ openDuration: (n) => n * 1_000 });
+    late.clock.advance(1_000);
+    const lateStranger = admitted(late.breaker.tryAdmit(H, undefined, 'tls'));
+    admitted(late.breaker.tryAdmit(H, undefined, 'plain')).succeeded(); // closed before the stranger's report
+    lateStranger.failed(new Error('connect timed out'));
+    for (let i = 0; i < 3; i++) late.breaker.admit(H, undefined, 'tls').failed(); // the stranger opens it again
+    expect(late.breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', retryAfter: 1_000 }); // its first window, not a second
+    const gone = restarted({ openDuration: (n) => n * 1_000 });
+    gone.clock.advance(1_000);
+    const goneStranger = admitted(gone.breaker.tryAdmit(H, undefined, 'tls'));
+    gone.breaker.reset(H);
+    expect(() => goneStranger.failed(new Error('late'))).not.toThrow();
+    const timeout = admitted(gone.breaker.tryAdmit(H, undefined, 'tls'));
+    timeout.abandoned(); // a fresh entry, closed: a plain dial
+    expect(gone.breaker.state(H)).toMatchObject({ state: 'closed', failures: 0 });
+  });
+
+  it("only a stranger's failed trial spaces it when stale: not its stale success, nor a stale plain dial of it", () => {
+    const success = restarted({ openDuration: (n) => n * 1_000 });
+    success.clock.advance(1_000);
+    const trial = admitted(success.breaker.tryAdmit(H, undefined, 'tls'));
+    admitted(success.breaker.tryAdmit(H, undefined, 'plain')); // the host's probe: a new generation, still out
+    trial.succeeded(); // stale: neither closes the host nor spaces the stranger
+    expect(success.breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'closed' });
+    const dial = make({ openDuration: (n) => n * 1_000 });
+    dial.breaker.admit(H, undefined, 'plain').succeeded();
+    const early = admitted(dial.breaker.tryAdmit(H, undefined, 'tls')); // a plain dial, the host closed
+    dial.breaker.admit(H, undefined, 'tls').failed(); // TLS filed
+    for (let i = 0; i < 2; i++) dial.breaker.admit(H, undefined, 'plain').failed(); // opens it: the host's own transport failed
+    expect(dial.breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'closed' });
+    early.failed(new Error('late')); // stale, and no trial
+    expect(dial.breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'closed' });
+  });
+
+  it("a stranger refused inside its window is told to listeners as 'open', and counted", () => {
+    const { breaker } = restarted({ openDuration: (n) => n * 1_000 });
+    const seen: unknown[] = [];
+    breaker.on('refused', (e) => seen.push(e));
+    const before = breaker.stats().refused;
+    refusalOf(breaker.tryAdmit(H, undefined, 'tls'));
+    expect(seen).toEqual([{ host: H, state: 'open' }]);
+    expect(breaker.stats().refused).toBe(before + 1);
+  });
+
+  it("a trial of the host's own transport failing forgets the stranger's windows and spaces nothing", () => {
+    const { breaker } = make({ openDuration: (n) => n * 10_000 });
+    breaker.admit(H, undefined, 'plain').succeeded();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls').failed(); // the stranger opens it: spaced 10 s
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'open', retryAfter: 10_000 });
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).failed(); // its own transport's trial fails: a restart
+    expect(breaker.state(H, undefined, 'tls')).toMatchObject({ state: 'closed' }); // tried at once
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).abandoned();
+  });
+
   it("a success of the transport that reached the host forgets the stranger's windows: the next outage starts it at the first", () => {
     const { clock, breaker } = restarted({ openDuration: (n) => n * 1_000 });
     clock.advance(1_000);
