@@ -135,6 +135,8 @@ describe('Http2Client: a server that sends GOAWAY (last stream 0) on every sessi
       let sessions = 0;
       const { url } = await server((session) => {
         sessions++;
+        session.on('error', () => {});
+        session.on('stream', (stream) => stream.on('error', () => {})); // refused by its GOAWAY: never answered
         session.once('remoteSettings', () => {
           session.goaway(http2.constants.NGHTTP2_NO_ERROR, 0);
           setTimeout(() => session.destroy(), 5);
