@@ -182,16 +182,16 @@ function redialPolicy(options: Http2RetryOptions | false | undefined): RedialPol
 }
 
 /**
- * Whether a request that failed with `err` may go again after a wait, any method: it never
- * reached a session, and a dial a moment later may get one (the port was closed, or the
- * connection was reset or closed before the session was up: a server restarting), or a session
- * took it and provably never processed it (a GOAWAY excluded it, the session was closing,
- * REFUSED_STREAM). Not the breaker's refusal, not a certificate or protocol the client rejects,
- * and not a dial that timed out: a host silent for a whole connect timeout would cost the caller
- * another (seed 001). The pool sends the latter again at
- * once, up to `retiredRetries` times; past those, callers of a server that ends every session
- * after 3 requests (nginx `keepalive_requests 3`) all landed on the next session together and
- * failed, 30 % of them, with their time left (an outside review).
+ * Whether a request that failed with `err` may go again after a wait, any method:
+ * - it never reached a session, and a dial a moment later may get one (the port was closed, or the
+ *   connection was reset or closed before the session was up: a server restarting). Not the
+ *   breaker's refusal, not a certificate or protocol the client rejects, and not a dial that timed
+ *   out: a host silent for a whole connect timeout would cost the caller another (seed 001);
+ * - or a session took it and provably never processed it (a GOAWAY excluded it, the session was
+ *   closing, REFUSED_STREAM). The pool sends those again at once, up to `retiredRetries` times;
+ *   past those, callers of a server that ends every session after 3 requests (nginx
+ *   `keepalive_requests 3`) all landed on the next session together and failed, 30 % of them,
+ *   with their time left (an outside review).
  */
 function mayGoAgain(err: unknown): boolean {
   const c = classify(err);
