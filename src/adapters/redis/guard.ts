@@ -331,6 +331,7 @@ export class RedisGuard {
     // the dial to gate is then the one to the address the sentinels resolve, known only at dial time.
     const sentinel = given === undefined && Boolean(options.sentinels);
     const Base = given ?? defaultConnector(Client, options);
+    const ownDefault = ioredisDefaultStrategy(Redis);
     if (sentinel && typeof Base.prototype.resolve !== 'function') {
       throw new TypeError(`dialguard: this ioredis's connector for \`sentinels\` (${Base.name}) has no resolve() the guard can gate; use an unguarded client for Sentinel`);
     }
@@ -344,8 +345,8 @@ export class RedisGuard {
       retryStrategy: (times: number) => {
         const cause = state.lastError;
         state.lastError = undefined;
-        // As for node-redis: no sooner than ioredis's own default where nothing else says when.
-        const floor = typeof options.retryStrategy === 'function' ? 0 : Math.min(times * 50, 2_000);
+        // As for node-redis: no sooner than this ioredis's own default where nothing else says when.
+        const floor = typeof options.retryStrategy === 'function' ? 0 : ownDefault(times);
         const delay = this.#next(state, times, cause, floor);
         // The client's own strategy still decides whether to go on, and may ask for a longer wait.
         // ioredis alone reconnects only through a function: any other value given (null, false,
@@ -733,6 +734,29 @@ export class RedisGuard {
     if (!dialled) this.#rounds.lost(state.roundKey, cause);
     return this.#delayFor(state.key, attempt, state.roundKey, state.transport, floor);
   }
+}
+
+/**
+ * The pace ioredis would keep with no `retryStrategy` given: the class's own default
+ * (`Redis.defaultOptions.retryStrategy`), which changed between majors. ioredis 5 waits
+ * `min(times * 50, 2000)` ms; ioredis 6 doubles from 50 ms up to 5 s, plus up to 200 ms of
+ * jitter. Copying v5's pace made a guarded ioredis 6 client redial a node that answered every
+ * dial with WRONGPASS 19 times in 10 s where its plain self redialled 7 (an outside review).
+ * Falls back to v5's pace for a class that says nothing usable.
+ */
+function ioredisDefaultStrategy(Redis: unknown): (times: number) => number {
+  const own = (Redis as { defaultOptions?: { retryStrategy?: unknown } } | undefined)?.defaultOptions?.retryStrategy;
+  const v5 = (times: number): number => Math.min(times * 50, 2_000);
+  if (typeof own !== 'function') return v5;
+  return (times) => {
+    let answer: unknown;
+    try {
+      answer = (own as (t: number) => unknown)(times);
+    } catch {
+      return v5(times);
+    }
+    return typeof answer === 'number' && Number.isFinite(answer) && answer >= 0 ? answer : v5(times);
+  };
 }
 
 /**
