@@ -714,6 +714,9 @@ export class RedisGuard {
       left,
       () => state.permit === permit,
       () => {
+        // Still connecting: the SYN went unanswered, so nothing was sent (commands a client
+        // queued count in `bytesWritten`, but never left). Was 'handshake', maybe sent (review).
+        if ((stream as net.Socket).connecting) return new ConnectTimeoutError(state.key, timeout, 'tcp');
         const error = new ConnectTimeoutError(state.key, timeout, 'handshake');
         return pipelined ? new TransportClosedError(state.key, `connection (its handshake unanswered after ${timeout} ms; commands sent behind it may run)`, { cause: error }) : error;
       },
@@ -760,9 +763,10 @@ function ioredisDefaultStrategy(Redis: unknown): (times: number) => number {
 }
 
 /**
- * The stage a client's dial ended in, for its report: `tcp` until the client wrote or read a byte
- * on the dial's socket (it writes only once connected), `handshake` after.
+ * The stage a client's dial ended in, for its report: `tcp` while the socket is connecting and
+ * until the client wrote or read a byte on it, `handshake` after.
  */
-function dialPhase(socket: { readonly bytesRead: number; readonly bytesWritten?: number } | undefined): 'tcp' | 'handshake' {
-  return socket !== undefined && (socket.bytesRead > 0 || (socket.bytesWritten ?? 0) > 0) ? 'handshake' : 'tcp';
+function dialPhase(socket: { readonly bytesRead: number; readonly bytesWritten?: number; readonly connecting?: boolean } | undefined): 'tcp' | 'handshake' {
+  // `bytesWritten` counts writes queued while connecting: a connecting socket is at 'tcp' still.
+  return socket !== undefined && socket.connecting !== true && (socket.bytesRead > 0 || (socket.bytesWritten ?? 0) > 0) ? 'handshake' : 'tcp';
 }
