@@ -31,7 +31,7 @@ describe('RedisGuard on a blackholed node (the TCP connect never completes)', ()
     diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
     cleanups.push(() => diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled));
     const guard = new RedisGuard({ breaker: new HostBreaker() });
-    const client = guard.nodeRedis(createClient, { socket: { host: hole.host, port: hole.port, connectTimeout: 300, reconnectStrategy: false } });
+    const client = guard.nodeRedis(createClient, { socket: { host: hole.host, port: hole.port, connectTimeout: 300, reconnectStrategy: false as const } });
     client.on('error', () => {});
     cleanups.push(() => client.isOpen && client.destroy());
     const error = await client.connect().then(() => undefined, (err: unknown) => err);
