@@ -190,3 +190,48 @@ describe('ServerSet.run: nothing is sent after the call has ended', () => {
     });
   }
 });
+
+describe('ServerSet.run: an attempt the deadline ends while it is still out', () => {
+  const never = (): Promise<never> => new Promise<never>(() => {});
+
+  it('a server whose attempt never settles (a hung server, a client deaf to the signal) moves to the back; the next call goes elsewhere', async () => {
+    const clock = new ManualClock(T0);
+    const set = new ServerSet(['a:1', 'b:1', 'c:1'], { clock });
+    const first = track(set.run((server) => (server === 'a:1' ? never() : server), { clock, budget: null, timeout: 300 }), clock);
+    await clock.tick(300);
+    expect(first.state).toBe('rejected');
+    expect((first.error as Error).name).toBe('DeadlineExceededError');
+    expect(set.servers()).toEqual(['b:1', 'c:1', 'a:1']); // was ['a:1', 'b:1', 'c:1']: every call went on to a:1
+    const second = track(set.run((server) => (server === 'a:1' ? never() : server), { clock, budget: null, timeout: 300 }), clock);
+    await clock.tick(0);
+    expect(second.value).toBe('b:1');
+  });
+
+  it('one that heeds the signal moves to the back as before (its timeout rotates it)', async () => {
+    const clock = new ManualClock(T0);
+    const set = new ServerSet(['a:1', 'b:1', 'c:1'], { clock });
+    const heeding = (server: string, a: { signal: AbortSignal }): Promise<string> =>
+      server === 'a:1' ? new Promise((_, reject) => a.signal.addEventListener('abort', () => reject(a.signal.reason))) : Promise.resolve(server);
+    const call = track(set.run(heeding, { clock, budget: null, timeout: 300 }), clock);
+    await clock.tick(300);
+    expect(call.state).toBe('rejected');
+    expect(set.servers()).toEqual(['b:1', 'c:1', 'a:1']);
+  });
+
+  it("the caller's own abort, or the deadline met during a backoff, moves nothing", async () => {
+    const clock = new ManualClock(T0);
+    const set = new ServerSet(['a:1', 'b:1'], { clock });
+    const controller = new AbortController();
+    const aborted = track(set.run(never, { clock, budget: null, signal: controller.signal }), clock);
+    await clock.tick(10);
+    controller.abort(new Error('caller gave up'));
+    await clock.tick(0);
+    expect(aborted.state).toBe('rejected');
+    expect(set.servers()).toEqual(['a:1', 'b:1']);
+    // a:1 fails with an application error (no rotation), then the deadline comes in the backoff.
+    const inBackoff = track(set.run(() => Promise.reject(notFound()), { clock, budget: null, timeout: 300, backoff: constant(10_000), retryable: () => true }), clock);
+    await clock.tick(300);
+    expect(inBackoff.state).toBe('rejected');
+    expect(set.servers()).toEqual(['a:1', 'b:1']);
+  });
+});
