@@ -16,7 +16,7 @@
  */
 import { safeDelay } from '../core/backoff.js';
 import { type Classification, type FailureKind, classify } from '../core/classify.js';
-import { type Clock, type TimerHandle, sleep, unrefTimer } from '../core/clock.js';
+import { type Clock, type TimerHandle, sleep } from '../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { type CallTraceMessage, attemptTrace, callTrace, traced, unsuccessfulOf } from '../observe/tracing.js';
@@ -160,7 +160,9 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
       return;
     }
     // Node fires a timer set past 2^31-1 ms at once: a longer deadline is re-armed in steps.
-    timer = unrefTimer(clock.setTimeout(armDeadline, Math.min(left, MAX_DURATION)));
+    // Ref'd: the call promises to settle by its deadline, and an attempt that never settles
+    // may hold nothing else open (unref'd, such a script exited 13, nothing thrown; a review).
+    timer = clock.setTimeout(armDeadline, Math.min(left, MAX_DURATION));
   };
 
   let finished = false;
