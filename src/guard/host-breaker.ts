@@ -672,18 +672,19 @@ export class HostBreaker {
     let retryAfter = 0;
     let probing = false;
     const isolated = entry.isolatedUntil > now;
+    const failed = failedFor(entry, transport);
     if (isolated) {
       state = 'open';
       retryAfter = entry.isolatedUntil - now;
     } else if (
       // Stryker disable next-line ConditionalExpression: a closed entry has no trial out (only an open one grants them, and closing forgets them), so it reads closed either way
       entry.state === 'open' &&
-      (!failedFor(entry, transport) || isStranger(entry, transport))
+      (!failed || isStranger(entry, transport))
     ) {
       // Only another transport's dials failed, or a stranger's: a dial of this one is admitted,
       // as a trial (a stranger's inside a window of its own is refused).
       const trial = entry.trials?.find((t) => t.transport === transport);
-      const strangerUntil = failedFor(entry, transport) ? (entry.strangers?.until ?? 0) : 0;
+      const strangerUntil = failed ? (entry.strangers?.until ?? 0) : 0;
       if (now < strangerUntil) retryAfter = strangerUntil - now;
       else if (trial !== undefined && this.#stage(trial, now) === 'holding') {
         state = 'half-open';
