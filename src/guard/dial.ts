@@ -13,7 +13,7 @@ import { type Clock, type TimerHandle, checkedClock, systemClock } from '../core
 import { DEFAULT_CONNECT_TIMEOUT } from '../core/connect-timeout.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
 import { EventHub } from '../core/events.js';
-import { checkDuration, checkSignal, opt, thrownText } from '../core/validate.js';
+import { checkDuration, checkSignal, opt, show, thrownText } from '../core/validate.js';
 import { warnOnce } from '../core/warn-once.js';
 import { type DialTraceMessage, dialTrace, traced } from '../observe/tracing.js';
 import { dialFailureOutcome, localFailure } from './dial-outcome.js';
@@ -32,6 +32,19 @@ let shared: HostBreaker | undefined;
 export function sharedBreaker(): HostBreaker {
   shared ??= new HostBreaker();
   return shared;
+}
+
+/**
+ * An adapter's `breaker` option: left out, {@link sharedBreaker}; `null`, none; a `HostBreaker`,
+ * itself. Checked when given: anything else was taken by one adapter (grpc), and then every call
+ * failed UNAVAILABLE, `breaker.tryAdmit is not a function` (an outside review).
+ *
+ * @throws TypeError naming `breaker` for anything else.
+ */
+export function breakerOption(value: unknown): HostBreaker | null {
+  if (value === undefined) return sharedBreaker();
+  if (value === null || value instanceof HostBreaker) return value;
+  throw new TypeError(`breaker must be a HostBreaker or null, got ${show(value)}`);
 }
 
 /** What `establish` gets from {@link dial}. */

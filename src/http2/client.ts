@@ -23,7 +23,7 @@ import { type Clock, checkedClock, systemClock } from '../core/clock.js';
 import { DeadlineExceededError, ErrorCodes, PoolClosedError, RequestTimeoutError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../core/errors.js';
 import { restartSpanningBackoff } from '../core/restart-backoff.js';
 import { checkBoolean, checkDuration, checkFunction, checkInteger, checkKeepAlive, checkSignal, opt, show } from '../core/validate.js';
-import { DEFAULT_CONNECT_TIMEOUT, sharedBreaker } from '../guard/dial.js';
+import { DEFAULT_CONNECT_TIMEOUT, breakerOption } from '../guard/dial.js';
 import { HostBreaker } from '../guard/host-breaker.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats, type UseOptions } from '../pool/connection-pool.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
@@ -333,8 +333,7 @@ export class Http2Client {
     checkOptionNames('Http2Client', options, CLIENT_OPTIONS); // after: a TLS option at the top level is its TypeError alone
     this.#clock = checkedClock(options.clock);
     this.#requestTimeout = checkDuration('requestTimeout', opt(options.requestTimeout, Number.POSITIVE_INFINITY), 1, true);
-    const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
-    if (breaker !== null && !(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker or null, got ${show(breaker)}`);
+    const breaker = breakerOption(options.breaker);
     const connectTimeout = checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1);
     const lookup = options.lookup;
     if (lookup !== undefined && typeof lookup !== 'function') throw new TypeError(`lookup must be a function, got ${show(lookup)}`);
@@ -349,7 +348,7 @@ export class Http2Client {
       connectTimeout,
       breaker,
       lookup,
-      tls: opt(options.tls, {}),
+      tls: checkTls(options.tls),
       settings: checkSettings(options.settings),
       session: checkSessionLimits(options.sessionOptions),
       keepAliveInterval: checkKeepAlive('keepAliveInterval', opt(options.keepAliveInterval, 10_000)),
@@ -658,4 +657,15 @@ function checkSessionLimits(limits: Http2SessionLimits | undefined): Http2Sessio
 function checkBody(body: unknown): void {
   if (body === undefined || typeof body === 'string' || body instanceof Uint8Array) return;
   throw Object.assign(new TypeError(`body must be a string or a Uint8Array (a Buffer), got ${show(body)}`), { code: 'ERR_INVALID_ARG_TYPE' });
+}
+
+/**
+ * The `tls` option: an object, or left out. `null` (or any other value) was taken, then every
+ * request failed reading it while its session stayed open: one session leaked per request, and
+ * the process never exited (an outside review).
+ */
+function checkTls(value: unknown): NonNullable<Http2ClientOptions['tls']> {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null) throw new TypeError(`tls must be an object of TLS options, got ${show(value)}`);
+  return value as NonNullable<Http2ClientOptions['tls']>;
 }

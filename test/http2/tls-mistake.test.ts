@@ -225,3 +225,16 @@ describe('Http2Client: a TLS option at the top level', () => {
     expect(() => new Http2Client(null as never)).toThrow(/options must be an object, got null/);
   });
 });
+
+describe('Http2Client: `tls` that is not an object', () => {
+  // `tls: null` was taken; every request then failed reading it ("Cannot destructure property
+  // 'servername'"), http:// ones too, each leaving its session open: the process never exited.
+  it.each([null, true, '100', -1])('tls: %o is a TypeError naming tls', (value) => {
+    expect(() => new Http2Client({ tls: value as never })).toThrow(/tls must be an object of TLS options/);
+  });
+
+  it('left out or an object: accepted', async () => {
+    await new Http2Client({}).close();
+    await new Http2Client({ tls: { rejectUnauthorized: false } }).close();
+  });
+});

@@ -21,7 +21,6 @@ import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../..
 import { MAX_DURATION } from '../../core/validate.js';
 import { sharedRetryBudget } from '../../retry/budget.js';
 import { lookupBreaker } from '../../guard/addresses.js';
-import { sharedBreaker } from '../../guard/dial.js';
 import { ChannelConnector, type PooledChannel, channelTransport } from './channel-connector.js';
 import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
 import { type GrpcGuardOptions, checkChannelOptions, grpcSettings, serviceConfigRetries } from './options.js';
@@ -74,7 +73,7 @@ export class GrpcGuard {
     this.#statusRetries = s.retry !== false && s.retry.statuses.size > 0;
     this.#specs = new SpecTable(s.channelOptions);
     const hostOf = s.hostOf ?? grpcHostKey;
-    const breaker = s.breaker === undefined ? sharedBreaker() : s.breaker;
+    const breaker = s.breaker;
     // Names are dialled per address when there is a breaker to keep each address's entry in.
     const dialing =
       s.perAddress && breaker !== null ? { breaker, timeout: s.connectTimeout, lookup: s.lookup, attemptDelay: s.attemptDelay, hostOf } : undefined;

@@ -14,6 +14,7 @@ import { DEFAULT_CONNECT_TIMEOUT } from '../../core/connect-timeout.js';
 import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import { DEFAULT_ATTEMPT_DELAY } from '../../guard/addresses.js';
 import type { HostBreaker } from '../../guard/host-breaker.js';
+import { breakerOption } from '../../guard/dial.js';
 import { RetryBudget } from '../../retry/budget.js';
 import { checkOptionNames, optionNames } from '../../core/option-names.js';
 
@@ -175,7 +176,7 @@ export interface GrpcGuardOptions {
 /** Options resolved: defaults applied, values checked. */
 export interface GrpcSettings {
   connectTimeout: number;
-  breaker: HostBreaker | null | undefined;
+  breaker: HostBreaker | null;
   channelOptions: grpc.ChannelOptions;
   idleTimeout: number | undefined;
   sweepInterval: number | undefined;
@@ -245,7 +246,7 @@ export function grpcSettings(options: GrpcGuardOptions): GrpcSettings {
   checkFunction('clock.clearTimeout', clock.clearTimeout);
   return {
     connectTimeout: checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1),
-    breaker: options.breaker,
+    breaker: breakerOption(options.breaker),
     channelOptions: { ...keepAlive, ...extra },
     // The pool checks and defaults these itself; passed through as given.
     idleTimeout: options.idleTimeout,

@@ -5,7 +5,7 @@
  */
 import { type Clock, checkedClock } from '../../core/clock.js';
 import { checkDuration, opt, show } from '../../core/validate.js';
-import { DEFAULT_CONNECT_TIMEOUT, sharedBreaker } from '../../guard/dial.js';
+import { DEFAULT_CONNECT_TIMEOUT, breakerOption } from '../../guard/dial.js';
 import { HostBreaker } from '../../guard/host-breaker.js';
 
 /** dialguard's options of a guarded agent; Node's own agent options sit beside them. */
@@ -42,8 +42,7 @@ export const GUARD_KEYS = ['connectTimeout', 'breaker', 'clock'] as const;
  * @throws TypeError/RangeError naming the option and the bad value.
  */
 export function guardSettings(options: AgentGuardOptions): AgentGuardSettings {
-  const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
-  if (breaker !== null && !(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker or null, got ${show(breaker)}`);
+  const breaker = breakerOption(options.breaker);
   const clock = checkedClock(options.clock);
   return { timeout: checkDuration('connectTimeout', opt(options.connectTimeout, DEFAULT_CONNECT_TIMEOUT), 1), breaker, clock };
 }

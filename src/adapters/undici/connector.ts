@@ -17,7 +17,7 @@ import { ConnectTimeoutError, ErrorCodes } from '../../core/errors.js';
 import { type Clock, systemClock } from '../../core/clock.js';
 import { asError, checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../../core/connect-timeout.js';
-import { type DialContext, dial, sharedBreaker } from '../../guard/dial.js';
+import { type DialContext, breakerOption, dial } from '../../guard/dial.js';
 import { connect, openSocket } from '../../guard/connect.js';
 import { HostBreaker, tlsTransport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
@@ -166,8 +166,7 @@ interface ConnectorSettings {
  */
 function settings(options: GuardedConnectorOptions): ConnectorSettings {
   if (typeof options !== 'object' || options === null) throw new TypeError(`connector options must be an object, got ${show(options)}`);
-  const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
-  if (breaker !== null && !(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker or null, got ${show(breaker)}`);
+  const breaker = breakerOption(options.breaker);
   const tlsOptions = opt(options.tls, {});
   if (typeof tlsOptions !== 'object' || tlsOptions === null) throw new TypeError(`tls must be an object, got ${show(tlsOptions)}`);
   for (const key of Object.keys(tlsOptions)) {

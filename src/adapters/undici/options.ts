@@ -9,7 +9,7 @@ import { type ClassifyOptions, checkClassifyOptions } from '../../core/classify.
 import { type Clock, systemClock } from '../../core/clock.js';
 import { restartSpanningBackoff } from '../../core/restart-backoff.js';
 import { checkDuration, checkFunction, checkInteger, opt, show } from '../../core/validate.js';
-import { sharedBreaker } from '../../guard/dial.js';
+import { breakerOption } from '../../guard/dial.js';
 import { HostBreaker } from '../../guard/host-breaker.js';
 import { RetryBudget, sharedRetryBudget } from '../../retry/budget.js';
 import type { RetryPredicate, RetryResult } from '../../retry/retry.js';
@@ -159,8 +159,7 @@ export function retrySettings(options: GuardedRetryOptions): RetrySettings {
   checkFunction('clock.clearTimeout', clock.clearTimeout);
   const budget = options.budget === undefined ? sharedRetryBudget() : options.budget;
   if (budget !== null && !(budget instanceof RetryBudget)) throw new TypeError(`budget must be a RetryBudget or null, got ${show(budget)}`);
-  const breaker = options.breaker === undefined ? sharedBreaker() : options.breaker;
-  if (breaker !== null && !(breaker instanceof HostBreaker)) throw new TypeError(`breaker must be a HostBreaker or null, got ${show(breaker)}`);
+  const breaker = breakerOption(options.breaker);
   const statuses = opt<readonly number[]>(options.retryStatuses, [429, 502, 503, 504]);
   if (!Array.isArray(statuses)) throw new TypeError(`retryStatuses must be an array of statuses, got ${show(statuses)}`);
   statuses.forEach((s, i) => checkInteger(`retryStatuses[${i}]`, s, 100, 599));

@@ -320,3 +320,10 @@ describe('GrpcGuard: a name is guarded per address', () => {
     expect(dials.get('svc.invalid:1')).toBe(1);
   });
 });
+
+describe('GrpcGuard: a breaker that is not a HostBreaker', () => {
+  // Taken before: every call then failed UNAVAILABLE, "breaker.tryAdmit is not a function".
+  it.each([{}, 'x', true, 42, { admit: () => {} }])('%o is a TypeError naming breaker, as in every other adapter', (value) => {
+    expect(() => new GrpcGuard({ breaker: value as never })).toThrow(/breaker must be a HostBreaker or null/);
+  });
+});
