@@ -237,7 +237,9 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
       if (opts.httpSocket !== undefined) throw new TypeError('dialguard: tunnelling through a proxy (httpSocket) is not supported by the guarded connector');
       const secure = opts.protocol === 'https:';
       const host = opts.hostname;
-      const port = Number(opts.port) || (secure ? 443 : 80);
+      // Port 0 is the port the caller named (undici dials it, refused): never the default port,
+      // where `|| 443` sent `http://127.0.0.1:0/` to port 80 (an outside review).
+      const port = opts.port === undefined || opts.port === null || opts.port === '' ? (secure ? 443 : 80) : Number(opts.port);
       const path = opts.socketPath ?? s.socketPath;
       // A unix socket is its own host: filed by its path (no host name holds a '/').
       key = path ? hostKey(path) : hostKey(host, port);
