@@ -435,6 +435,10 @@ function offlineClientVerdict(f: Facts): Verdict | undefined {
   if (f.code !== undefined) return undefined;
   if (f.name === 'MaxRetriesPerRequestError') return verdict('connection', 'MAX_RETRIES_PER_REQUEST', { connectionDead: false });
   if (f.name !== 'Error') return undefined;
+  // node-redis's ConnectionTimeoutError (no name of its own): its `connectTimeout` ran out before
+  // the socket connected (TLS: before its handshake ended); it writes nothing before then. Read
+  // as unknown, a `retry()` over a TLS client gave up at once with most of its deadline left.
+  if (f.message === 'Connection timeout') return verdict('dial', 'CONNECTION_TIMEOUT');
   const code = OFFLINE_CLIENT_MESSAGES.get(f.message);
   return code === undefined ? CLOSED_CLIENT_MESSAGES.get(f.message) : verdict('connection', code, { notSent: true, connectionDead: false });
 }

@@ -71,6 +71,14 @@ describe('classify: a redis client that could not send a command', () => {
     expect(classify(err)).toMatchObject({ kind: 'connection', notSent: false, transient: true, connectionDead: false, code: 'CONNECTION_CLOSED' });
   });
 
+  it("node-redis's ConnectionTimeoutError (its connectTimeout, before the socket connected): a failed dial, not sent, transient", () => {
+    const { ConnectionTimeoutError } = require('@redis/client/dist/lib/errors.js') as { ConnectionTimeoutError: new () => Error };
+    // Was unknown: retry() over a guarded TLS client on a dead node gave up at once (an outside review).
+    expect(classify(new ConnectionTimeoutError())).toMatchObject({ kind: 'dial', code: 'CONNECTION_TIMEOUT', notSent: true, transient: true });
+    expect(classify(Object.assign(new Error('Connection timeout'), { code: 'E1' })).code).not.toBe('CONNECTION_TIMEOUT');
+    expect(classify(new TypeError('Connection timeout')).kind).toBe('unknown');
+  });
+
   it('the same words in another shape are not taken for them: a code of its own, another name, more text', () => {
     expect(classify(Object.assign(new Error('The client is offline'), { code: 'EOTHER' })).code).not.toBe('CLIENT_OFFLINE');
     expect(classify(new TypeError('The client is offline')).kind).toBe('unknown');
