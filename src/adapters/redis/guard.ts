@@ -717,6 +717,8 @@ export class RedisGuard {
         // Still connecting: the SYN went unanswered, so nothing was sent (commands a client
         // queued count in `bytesWritten`, but never left). Was 'handshake', maybe sent (review).
         if ((stream as net.Socket).connecting) return new ConnectTimeoutError(state.key, timeout, 'tcp');
+        // Connected, its TLS handshake unfinished: nothing of the client's was sent either.
+        if (tlsPending(stream)) return new ConnectTimeoutError(state.key, timeout, 'tls');
         const error = new ConnectTimeoutError(state.key, timeout, 'handshake');
         return pipelined ? new TransportClosedError(state.key, `connection (its handshake unanswered after ${timeout} ms; commands sent behind it may run)`, { cause: error }) : error;
       },
@@ -763,10 +765,24 @@ function ioredisDefaultStrategy(Redis: unknown): (times: number) => number {
 }
 
 /**
- * The stage a client's dial ended in, for its report: `tcp` while the socket is connecting and
- * until the client wrote or read a byte on it, `handshake` after.
+ * The stage a client's dial ended in, for its report: `tcp` while the socket is connecting, `tls`
+ * while its TLS handshake runs (it said `tcp`: an outside review), then `tcp` until the client
+ * wrote or read a byte on it, `handshake` after.
  */
-function dialPhase(socket: { readonly bytesRead: number; readonly bytesWritten?: number; readonly connecting?: boolean } | undefined): 'tcp' | 'handshake' {
-  // `bytesWritten` counts writes queued while connecting: a connecting socket is at 'tcp' still.
-  return socket !== undefined && socket.connecting !== true && (socket.bytesRead > 0 || (socket.bytesWritten ?? 0) > 0) ? 'handshake' : 'tcp';
+function dialPhase(socket: { readonly bytesRead: number; readonly bytesWritten?: number; readonly connecting?: boolean } | undefined): 'tcp' | 'tls' | 'handshake' {
+  if (socket === undefined || socket.connecting === true) return 'tcp'; // queued writes count in bytesWritten before they leave
+  if (tlsPending(socket)) return 'tls';
+  return socket.bytesRead > 0 || (socket.bytesWritten ?? 0) > 0 ? 'handshake' : 'tcp';
+}
+
+/**
+ * Whether `socket` is a TLS socket whose handshake has not finished. Node's TLSSocket keeps that
+ * in `_secureEstablished` (set at 'secureConnect', kept after close; `getProtocol()` names the
+ * version before the handshake, so it cannot tell); else no Finished message yet, while open.
+ */
+function tlsPending(socket: unknown): boolean {
+  const s = socket as { encrypted?: unknown; _secureEstablished?: unknown; getFinished?: () => unknown; destroyed?: boolean };
+  if (s.encrypted !== true) return false;
+  if (typeof s._secureEstablished === 'boolean') return !s._secureEstablished;
+  return typeof s.getFinished === 'function' && s.destroyed !== true && s.getFinished() === undefined;
 }

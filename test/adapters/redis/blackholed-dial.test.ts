@@ -15,6 +15,7 @@ import { classify } from '../../../src/core/classify.js';
 import { ConnectTimeoutError, TransportClosedError } from '../../../src/core/errors.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { blackhole } from '../../../src/testing/blackhole.js';
+import { acceptAndHold } from '../../../src/testing/tcp-peers.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
 
 const cleanups = leakCheckEach();
@@ -56,5 +57,30 @@ describe('RedisGuard on a blackholed node (the TCP connect never completes)', ()
     expect(timeouts.length).toBe(1);
     expect(timeouts[0]!.phase).toBe('tcp');
     expect(classify(timeouts[0]).notSent).toBe(true);
+  });
+});
+
+describe('RedisGuard, ioredis with tls, on an accept-and-hold node (TCP up, the TLS handshake never answered)', () => {
+  it('the dial times out in the tls phase, not sent, and is reported failed at tls (was: handshake, and tcp)', async () => {
+    const peer = await acceptAndHold();
+    cleanups.push(() => peer.close());
+    const phases: string[] = [];
+    const onSettled = (m: unknown): void => {
+      const e = m as { host: string; outcome: string; phase: string };
+      if (e.host === `127.0.0.1:${peer.port}` && e.outcome === 'failed') phases.push(e.phase);
+    };
+    diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
+    cleanups.push(() => diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled));
+    const guard = new RedisGuard({ breaker: new HostBreaker() });
+    const errors: unknown[] = [];
+    const client = guard.ioredis(Redis, { host: '127.0.0.1', port: peer.port, tls: {}, connectTimeout: 300, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on('error', (err: unknown) => errors.push(err));
+    cleanups.push(() => client.disconnect());
+    await client.ping().catch(() => {});
+    const timeouts = errors.filter((e): e is ConnectTimeoutError => e instanceof ConnectTimeoutError);
+    expect(timeouts.length).toBe(1);
+    expect(timeouts[0]!.phase).toBe('tls');
+    expect(classify(timeouts[0]).notSent).toBe(true);
+    expect(phases).toEqual(['tls']);
   });
 });
