@@ -1,6 +1,7 @@
 /**
- * One host, one key. `Example.COM:443`, `example.com.:443` and `https://example.com/` are the
- * same breaker entry; `[::1]:80` and `::1` with port 80 are the same too.
+ * One host, one key. `Example.COM:443` and `https://example.com/` are the same breaker entry;
+ * `[::1]:80` and `::1` with port 80 are the same too. `example.com.:443` is another (a trailing
+ * dot stays: see {@link hostKey}).
  *
  * @module
  */
