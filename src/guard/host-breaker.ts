@@ -33,7 +33,7 @@ import { type Clock, checkedClock } from '../core/clock.js';
 import { HostUnavailableError } from '../core/errors.js';
 import { releaseFrames } from '../core/release-frames.js';
 import { EventHub, type Unsubscribe, type Listener } from '../core/events.js';
-import { checkDuration, checkFunction, checkInteger, opt } from '../core/validate.js';
+import { checkDuration, checkFunction, checkInteger, opt, show } from '../core/validate.js';
 import { refusedAtOnce } from './dial-outcome.js';
 import { hostKey, reserveHostKeys } from './host-key.js';
 import {
@@ -467,6 +467,8 @@ export class HostBreaker {
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: HostBreakerOptions = {}) {
+    // `new HostBreaker('x')` was taken with every default, `null` a raw property read.
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
     checkOptionNames('HostBreaker', options, BREAKER_OPTIONS);
     this.#options = { ...options };
     this.#threshold = checkInteger('failureThreshold', opt(options.failureThreshold, 3), 0);

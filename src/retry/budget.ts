@@ -28,7 +28,7 @@
  * @module
  */
 import { type Clock, checkedClock, systemClock, unrefTimer } from '../core/clock.js';
-import { checkDuration, checkFunction, checkInteger, checkNumber, opt } from '../core/validate.js';
+import { checkDuration, checkFunction, checkInteger, checkNumber, opt, show } from '../core/validate.js';
 import { checkOptionNames, optionNames } from '../core/option-names.js';
 
 /** The option names a RetryBudget takes: any other is warned about (see checkOptionNames). */
@@ -104,6 +104,7 @@ export class RetryBudget {
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
   constructor(options: RetryBudgetOptions = {}) {
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
     checkOptionNames('RetryBudget', options, BUDGET_OPTIONS);
     this.#ttl = checkDuration('ttl', opt(options.ttl, 10_000), 1);
     this.#percent = checkNumber('percentCanRetry', opt(options.percentCanRetry, 0.2), 0, 1_000);

@@ -109,6 +109,11 @@ export class ServerSet<S> {
 
   /** @throws TypeError for an invalid option, an underivable or malformed key, or a duplicate server. */
   constructor(servers: Iterable<S>, options: ServerSetOptions<S> = {}) {
+    // A string is iterable: `new ServerSet('redis')` tried the servers 'r', 'e', 'd', 'i', 's'.
+    if (typeof servers === 'string' || servers === null || typeof (servers as Partial<Iterable<S>> | undefined)?.[Symbol.iterator] !== 'function') {
+      throw new TypeError(`servers must be an iterable of servers (an array), got ${show(servers)}`);
+    }
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
     const key = checkFunction<(server: S) => string>('key', opt<(server: S) => string>(options.key, defaultKey));
     if (options.breaker !== undefined && !(options.breaker instanceof HostBreaker)) {
       throw new TypeError(`breaker must be a HostBreaker, got ${show(options.breaker)}`);

@@ -424,6 +424,10 @@ describe('HostBreaker: options', () => {
     expect(() => new HostBreaker(options)).toThrow(message);
   });
 
+  it.each([null, 'x', 42, true])('options that are not an object (%o): a TypeError (was: every default, or a raw property read for null)', (options) => {
+    expect(() => new HostBreaker(options as never)).toThrow(/options must be an object/);
+  });
+
   it('rejects a bad host with a TypeError', () => {
     const { breaker } = make();
     expect(() => breaker.admit('')).toThrow(TypeError);

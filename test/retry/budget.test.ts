@@ -91,6 +91,10 @@ describe('RetryBudget: the window', () => {
 });
 
 describe('RetryBudget: options', () => {
+  it.each([null, 'x', 42])('options that are not an object (%o): a TypeError (was: taken with every default)', (options) => {
+    expect(() => new RetryBudget(options as never)).toThrow(/options must be an object/);
+  });
+
   it.each<[RetryBudgetOptions, RegExp]>([
     [{ ttl: 0 }, /ttl must be >= 1, got 0/],
     [{ ttl: Number.POSITIVE_INFINITY }, /ttl must be finite/],

@@ -94,6 +94,12 @@ describe('ServerSet: pick', () => {
     expect(() => new ServerSet(['a:1'], { panic: 'yes' as unknown as boolean })).toThrow(/panic must be a boolean, got "yes"/);
     expect(() => new ServerSet(['a:1'], { key: 'host' as never })).toThrow(/key must be a function/);
     expect(() => new ServerSet<string>([]).pick()).toThrow(NoServerAvailableError);
+    // A string is iterable: 'redis' was five servers, '127.0.0.1:6379' "'.' is listed twice".
+    expect(() => new ServerSet('redis' as never)).toThrow(/servers must be an iterable of servers \(an array\), got "redis"/);
+    expect(() => new ServerSet(null as never)).toThrow(/servers must be an iterable/);
+    expect(() => new ServerSet(42 as never)).toThrow(/servers must be an iterable/);
+    expect(() => new ServerSet(['a:1'], null as never)).toThrow(/options must be an object, got null/);
+    expect(new ServerSet(new Set(['a:1', 'b:1'])).size).toBe(2); // any iterable
   });
 });
 
