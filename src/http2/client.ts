@@ -16,7 +16,7 @@
 import { setMaxListeners } from 'node:events';
 import http2 from 'node:http2';
 import type net from 'node:net';
-import type tls from 'node:tls';
+import tls from 'node:tls';
 import type { Schedule } from '../core/backoff.js';
 import { type FailureKind, classify } from '../core/classify.js';
 import { type Clock, checkedClock, systemClock } from '../core/clock.js';
@@ -400,6 +400,7 @@ export class Http2Client {
   stream(url: string | URL, options: Http2StreamOptions = {}): Promise<Http2StreamingResponse> {
     let highWaterMark: number;
     try {
+      checkCallOptions(options);
       highWaterMark = checkInteger('highWaterMark', opt(options.highWaterMark, 65_536), 1);
     } catch (err) {
       return Promise.reject(err);
@@ -422,6 +423,7 @@ export class Http2Client {
     let timeout: number;
     let signal: AbortSignal | undefined;
     try {
+      checkCallOptions(options);
       target = typeof url === 'string' ? new URL(url) : url;
       if (target.protocol !== 'http:' && target.protocol !== 'https:') {
         throw new TypeError(`url must be http: or https:, got ${JSON.stringify(target.protocol)}`);
@@ -666,6 +668,26 @@ function checkBody(body: unknown): void {
  */
 function checkTls(value: unknown): NonNullable<Http2ClientOptions['tls']> {
   if (value === undefined) return {};
-  if (typeof value !== 'object' || value === null) throw new TypeError(`tls must be an object of TLS options, got ${show(value)}`);
-  return value as NonNullable<Http2ClientOptions['tls']>;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TypeError(`tls must be an object of TLS options, got ${show(value)}`);
+  const options = value as NonNullable<Http2ClientOptions['tls']>;
+  const { rejectUnauthorized, servername, checkServerIdentity } = options;
+  if (rejectUnauthorized !== undefined && typeof rejectUnauthorized !== 'boolean') throw new TypeError(`tls.rejectUnauthorized must be a boolean, got ${show(rejectUnauthorized)}`);
+  if (servername !== undefined && typeof servername !== 'string') throw new TypeError(`tls.servername must be a string, got ${show(servername)}`);
+  if (checkServerIdentity !== undefined && typeof checkServerIdentity !== 'function') throw new TypeError(`tls.checkServerIdentity must be a function, got ${show(checkServerIdentity)}`);
+  // The secure context is built per origin at its first dial: a value Node refuses (`ca: 5`)
+  // failed every dial there, before any socket, and each failure counted against the live host,
+  // opening it for every client on the breaker (an outside review). Built once here to check.
+  try {
+    tls.createSecureContext(options);
+  } catch (err) {
+    throw new TypeError(`tls: ${(err as Error).message}`, { cause: err });
+  }
+  return options;
+}
+
+/** A call's options: an object, or left out (`null` was a raw property read, a string taken). */
+function checkCallOptions(options: unknown): void {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
+  const headers = (options as { headers?: unknown }).headers;
+  if (headers !== undefined && (typeof headers !== 'object' || headers === null)) throw new TypeError(`headers must be an object, got ${show(headers)}`);
 }

@@ -233,8 +233,32 @@ describe('Http2Client: `tls` that is not an object', () => {
     expect(() => new Http2Client({ tls: value as never })).toThrow(/tls must be an object of TLS options/);
   });
 
+  it.each([
+    [[], /tls must be an object of TLS options/],
+    [{ ca: 5 }, /^tls: /],
+    [{ servername: 5 }, /tls\.servername must be a string, got 5/],
+    [{ rejectUnauthorized: 'no' }, /tls\.rejectUnauthorized must be a boolean/],
+    [{ checkServerIdentity: true }, /tls\.checkServerIdentity must be a function/],
+  ])('tls: %o is a TypeError at construction (ca: 5 failed every dial, each counted against the live host)', (value, message) => {
+    expect(() => new Http2Client({ tls: value as never })).toThrow(message);
+  });
+
   it('left out or an object: accepted', async () => {
     await new Http2Client({}).close();
     await new Http2Client({ tls: { rejectUnauthorized: false } }).close();
+  });
+});
+
+describe('Http2Client: call options that are not an object', () => {
+  it('request(url, null), stream(url, null), a string, or headers that are not an object: a TypeError naming them, nothing sent', async () => {
+    const client = new Http2Client({ breaker: null });
+    try {
+      await expect(client.request('http://127.0.0.1:1/', null as never)).rejects.toThrow(/options must be an object, got null/);
+      await expect(client.stream('http://127.0.0.1:1/', null as never)).rejects.toThrow(/options must be an object, got null/);
+      await expect(client.request('http://127.0.0.1:1/', 'x' as never)).rejects.toThrow(/options must be an object/);
+      await expect(client.request('http://127.0.0.1:1/', { headers: 'x' as never })).rejects.toThrow(/headers must be an object, got "x"/);
+    } finally {
+      await client.close();
+    }
   });
 });
