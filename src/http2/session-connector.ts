@@ -267,7 +267,15 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
     const onGoaway = (): void => watch.retire('goaway');
     retirers.set(session, {
       refusing: () => watch.retire('refusing'),
-      unusable: () => (session.destroyed ? watch.gone(new TransportClosedError(origin, 'HTTP/2 session')) : watch.retire('goaway')),
+      // Retired first even when destroyed: the pool then releases the session's rides a turn
+      // later, so the request that found it dead lands first with its own "not sent" and goes to
+      // a fresh session. Gone at once, it was released as cut by the death (maybe sent), never
+      // resent on a session that had served nothing: node:http2 destroys a session still
+      // connecting when it refuses a header, and the next GET failed CONNECTION_GONE (a review).
+      unusable: () => {
+        watch.retire('goaway');
+        if (session.destroyed) watch.gone(new TransportClosedError(origin, 'HTTP/2 session'));
+      },
     });
     const onClose = (): void => watch.gone(new TransportClosedError(origin, 'HTTP/2 session'));
     const onError = (err: Error): void => watch.gone(err);

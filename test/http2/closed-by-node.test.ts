@@ -64,3 +64,39 @@ describe('Http2Client: a session node:http2 closed on its own', () => {
     for (let i = 0; i < n; i++) expect(ran.get(`/f${i}`), `/f${i}`).toBe(1);
   });
 });
+
+describe('Http2Client: a still-connecting session node:http2 destroys as it refuses a header', () => {
+  it('the next GET (and POST) goes to a fresh session and is served; the bad request fails with its own error', async () => {
+    const ran: string[] = [];
+    const server = http2.createServer();
+    const sessions = new Set<http2.ServerHttp2Session>();
+    server.on('session', (s) => {
+      sessions.add(s);
+      s.on('error', () => {});
+      s.on('close', () => sessions.delete(s));
+    });
+    server.on('stream', (stream, headers) => {
+      stream.on('error', () => {});
+      ran.push(`${String(headers[':method'])} ${String(headers[':path'])}`);
+      stream.resume();
+      stream.on('end', () => {
+        stream.respond({ ':status': 200 });
+        stream.end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanup.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    cleanup.push(() => sessions.forEach((s) => s.destroy()));
+    const origin = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    const client = new Http2Client({ breaker: new HostBreaker(), closeTimeout: 100 });
+    cleanup.push(() => client.close());
+    // The client's first request, on a session still connecting: node:http2 destroys it at once.
+    const bad = await client.request(`${origin}/bad`, { headers: { 'bad name': '1' } }).then(() => 'ok', (err: { code?: unknown }) => err.code);
+    expect(bad).toBe('ERR_INVALID_HTTP_TOKEN');
+    const get = await client.request(`${origin}/get`).then((r) => r.status, (err: { code?: unknown }) => err.code);
+    expect(get).toBe(200); // was DIALGUARD_CONNECTION_GONE: released as cut by the session's death, never sent
+    const post = await client.request(`${origin}/post`, { method: 'POST', body: 'x' }).then((r) => r.status, (err: { code?: unknown }) => err.code);
+    expect(post).toBe(200);
+    expect(ran).toEqual(['GET /get', 'POST /post']);
+  });
+});
