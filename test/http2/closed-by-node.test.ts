@@ -17,30 +17,40 @@ import { leakCheckEach } from '../helpers/leaks.js';
 
 const cleanup = leakCheckEach();
 
+/**
+ * Starts `server` on loopback: each stream is recorded by `ran` (its request headers), its body
+ * read, then answered 200 "ok". Its sessions are destroyed and it is closed after the test.
+ */
+async function serve(server: http2.Http2Server | http2.Http2SecureServer, ran: (headers: http2.IncomingHttpHeaders) => void): Promise<number> {
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on('session', (s: http2.ServerHttp2Session) => {
+    sessions.add(s);
+    s.on('error', () => {});
+    s.on('close', () => sessions.delete(s));
+  });
+  server.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
+    stream.on('error', () => {});
+    ran(headers);
+    stream.resume();
+    stream.on('end', () => {
+      stream.respond({ ':status': 200 });
+      stream.end('ok');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanup.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  cleanup.push(() => sessions.forEach((s) => s.destroy()));
+  return (server.address() as net.AddressInfo).port;
+}
+
 describe('Http2Client: a session node:http2 closed on its own', () => {
   it('requests sent right after an oversized header are served on a fresh session, each run once (GET and POST)', async () => {
     const ran = new Map<string, number>();
-    const server = http2.createSecureServer({ key: TEST_KEY, cert: TEST_CERT });
-    const sessions = new Set<http2.ServerHttp2Session>();
-    server.on('session', (s) => {
-      sessions.add(s);
-      s.on('error', () => {});
-      s.on('close', () => sessions.delete(s));
-    });
-    server.on('stream', (stream, headers) => {
-      stream.on('error', () => {});
+    const port = await serve(http2.createSecureServer({ key: TEST_KEY, cert: TEST_CERT }), (headers) => {
       const path = String(headers[':path']);
       ran.set(path, (ran.get(path) ?? 0) + 1);
-      stream.resume();
-      stream.on('end', () => {
-        stream.respond({ ':status': 200 });
-        stream.end('ok');
-      });
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    cleanup.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
-    cleanup.push(() => sessions.forEach((s) => s.destroy()));
-    const origin = `https://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    const origin = `https://127.0.0.1:${port}`;
     const failures: string[] = [];
     let n = 0;
     for (let rep = 0; rep < 10; rep++) {
@@ -68,26 +78,8 @@ describe('Http2Client: a session node:http2 closed on its own', () => {
 describe('Http2Client: a still-connecting session node:http2 destroys as it refuses a header', () => {
   it('the next GET (and POST) goes to a fresh session and is served; the bad request fails with its own error', async () => {
     const ran: string[] = [];
-    const server = http2.createServer();
-    const sessions = new Set<http2.ServerHttp2Session>();
-    server.on('session', (s) => {
-      sessions.add(s);
-      s.on('error', () => {});
-      s.on('close', () => sessions.delete(s));
-    });
-    server.on('stream', (stream, headers) => {
-      stream.on('error', () => {});
-      ran.push(`${String(headers[':method'])} ${String(headers[':path'])}`);
-      stream.resume();
-      stream.on('end', () => {
-        stream.respond({ ':status': 200 });
-        stream.end('ok');
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    cleanup.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
-    cleanup.push(() => sessions.forEach((s) => s.destroy()));
-    const origin = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    const port = await serve(http2.createServer(), (headers) => void ran.push(`${String(headers[':method'])} ${String(headers[':path'])}`));
+    const origin = `http://127.0.0.1:${port}`;
     const client = new Http2Client({ breaker: new HostBreaker(), closeTimeout: 100 });
     cleanup.push(() => client.close());
     // The client's first request, on a session still connecting: node:http2 destroys it at once.

@@ -20,17 +20,23 @@ import { leakCheckEach } from '../../helpers/leaks.js';
 
 const cleanups = leakCheckEach();
 
+/** The phases of the failed dials to `host` reported on `dialguard:dial:settled` while the test runs. */
+function failedPhases(host: string): string[] {
+  const phases: string[] = [];
+  const onSettled = (m: unknown): void => {
+    const e = m as { host: string; outcome: string; phase: string };
+    if (e.host === host && e.outcome === 'failed') phases.push(e.phase);
+  };
+  diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
+  cleanups.push(() => diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled));
+  return phases;
+}
+
 describe('RedisGuard on a blackholed node (the TCP connect never completes)', () => {
   it('node-redis: the dial fails as a ConnectTimeoutError in the tcp phase, not sent; its dial is reported failed at tcp', async () => {
     const hole = await blackhole();
     cleanups.push(() => hole.close());
-    const phases: string[] = [];
-    const onSettled = (m: unknown): void => {
-      const e = m as { host: string; outcome: string; phase: string };
-      if (e.host === `${hole.host}:${hole.port}` && e.outcome === 'failed') phases.push(e.phase);
-    };
-    diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
-    cleanups.push(() => diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled));
+    const phases = failedPhases(`${hole.host}:${hole.port}`);
     const guard = new RedisGuard({ breaker: new HostBreaker() });
     const client = guard.nodeRedis(createClient, { socket: { host: hole.host, port: hole.port, connectTimeout: 300, reconnectStrategy: false as const } });
     client.on('error', () => {});
@@ -64,13 +70,7 @@ describe('RedisGuard, ioredis with tls, on an accept-and-hold node (TCP up, the 
   it('the dial times out in the tls phase, not sent, and is reported failed at tls (was: handshake, and tcp)', async () => {
     const peer = await acceptAndHold();
     cleanups.push(() => peer.close());
-    const phases: string[] = [];
-    const onSettled = (m: unknown): void => {
-      const e = m as { host: string; outcome: string; phase: string };
-      if (e.host === `127.0.0.1:${peer.port}` && e.outcome === 'failed') phases.push(e.phase);
-    };
-    diagnosticsChannel.subscribe('dialguard:dial:settled', onSettled);
-    cleanups.push(() => diagnosticsChannel.unsubscribe('dialguard:dial:settled', onSettled));
+    const phases = failedPhases(`127.0.0.1:${peer.port}`);
     const guard = new RedisGuard({ breaker: new HostBreaker() });
     const errors: unknown[] = [];
     const client = guard.ioredis(Redis, { host: '127.0.0.1', port: peer.port, tls: {}, connectTimeout: 300, maxRetriesPerRequest: 0, retryStrategy: () => null });
