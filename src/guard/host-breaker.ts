@@ -139,6 +139,11 @@ interface Entry {
    * plain must not leave the TLS clients' hung dials taking the probe from the plain ones.
    */
   provenVia: number;
+  /**
+   * The TLS transport (`'tls'`, `'tls:<server name>'`) of the host's last successful dial, when
+   * it was one; undefined otherwise. A TLS dial sending another name is a stranger's too.
+   */
+  provenTls: string | undefined;
   /** A stranger transport's spacing while the host is open, once one of its trials failed; undefined: none. */
   strangers: Strangers | undefined;
 }
@@ -237,14 +242,18 @@ function viaOf(transport: Transport | undefined): number {
 
 /**
  * Whether a dial by `transport` is a stranger's on `entry`: its class is not the one that last
- * reached the host (one client's TLS to a plain port, a plain client to a TLS one). Such a dial says
- * nothing of the host's return, and one that hangs (a plain server waiting for a line that a TLS
- * hello never ends) held the host's probe for its whole connect timeout, its failure then
- * doubling the window: a redis client with `tls` on a plain port kept the right clients refused
- * 4-11 s after a 300 ms restart (an outside review; 0.2-0.4 s without it).
+ * reached the host (one client's TLS to a plain port, a plain client to a TLS one), or it is TLS
+ * sending another server name than the TLS dial that last did. Such a dial says nothing of the
+ * host's return, and one that fails on a live host (a plain server waiting for a line that a TLS
+ * hello never ends, a server hanging up on a name it does not serve) held the host's probe, its
+ * failure then doubling the window: a redis client with `tls` on a plain port kept the right
+ * clients refused 4-11 s after a 300 ms restart, a client with a wrong `servername` ~7 s after a
+ * 2 s one (outside reviews; 0.2-0.4 s without them).
  */
 function isStranger(entry: Entry, transport: Transport | undefined): boolean {
-  return entry.provenVia !== 0 && (entry.provenVia & viaOf(transport)) === 0;
+  if (entry.provenVia === 0) return false;
+  if ((entry.provenVia & viaOf(transport)) === 0) return true;
+  return entry.provenTls !== undefined && isTls(transport) && transport !== entry.provenTls;
 }
 
 /** Whether a dial by `transport` is among those that failed since `entry`'s last success. */
@@ -790,6 +799,7 @@ export class HostBreaker {
       trials: undefined,
       refusingSince: 0,
       provenVia: 0,
+      provenTls: undefined,
       strangers: undefined,
     };
   }
@@ -891,6 +901,7 @@ export class HostBreaker {
     if (outcome === 'succeeded') {
       this.#stats.succeeded++;
       entry.provenVia = viaOf(transport);
+      entry.provenTls = isTls(transport) ? transport : undefined;
       entry.strangers = undefined;
       entry.failures = 0;
       entry.failedVia = 0;

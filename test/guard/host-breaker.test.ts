@@ -1077,13 +1077,41 @@ describe('HostBreaker: a transport that never reached the host while another did
     breaker.admit(H, undefined, 'tls:a.example').succeeded();
     for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:a.example').failed();
     admitted(breaker.tryAdmit(H, undefined, 'plain')).failed();
-    admitted(breaker.tryAdmit(H, undefined, 'tls:b.example')).failed(); // another name is TLS too: not a stranger
     clock.advance(1_000);
     const plain = admitted(breaker.tryAdmit(H, undefined, 'plain')); // a trial of its own
     expect(breaker.stats().probesGranted).toBe(0);
-    expect(admitted(breaker.tryAdmit(H, undefined, 'tls:b.example')).probe).toBe(true);
+    expect(admitted(breaker.tryAdmit(H, undefined, 'tls:a.example')).probe).toBe(true);
     expect(breaker.stats().probesGranted).toBe(1);
     plain.failed();
     expect(breaker.state(H, undefined, 'plain')).toMatchObject({ state: 'open', retryAfter: 1_000 });
+  });
+
+  it("another TLS server name than the one that reached the host last is a stranger too: a wrong-name client's dial after a restart does not take the probe (an outside review: a client sending a name the server hangs up on, through a 2 s restart, kept the right-name clients refused ~7 s, 0.3-0.4 s without it)", () => {
+    const { clock, breaker } = make({ openDuration: (n) => n * 1_000 });
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded();
+    admitted(breaker.tryAdmit(H, undefined, 'tls:wrong.example')).failed(new Error('socket hang up')); // its name is refused by SNI
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded(); // the right clients are served between
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:right.example').failed(new Error('connect ECONNREFUSED')); // the restart
+    admitted(breaker.tryAdmit(H, undefined, 'tls:wrong.example')).failed(new Error('connect ECONNREFUSED')); // a trial of its own
+    expect(breaker.state(H, undefined, 'tls:wrong.example')).toMatchObject({ state: 'open', retryAfter: 1_000 });
+    clock.advance(2_000); // the server is back
+    const wrong = admitted(breaker.tryAdmit(H, undefined, 'tls:wrong.example')); // first to come: a trial of its own
+    expect(breaker.stats().probesGranted).toBe(0);
+    const right = admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')); // the host's probe, not refused behind the wrong name
+    expect(breaker.stats().probesGranted).toBe(1);
+    wrong.failed(new Error('socket hang up'));
+    expect(breaker.stats().opened).toBe(1); // its hang-up reopened nothing
+    right.succeeded();
+    expect(breaker.state(H, undefined, 'tls:right.example')).toMatchObject({ state: 'closed', failures: 0 });
+    // A name that reached the host is the one that did last: the other name is a stranger only while it is not.
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:right.example').failed(new Error('connect ECONNREFUSED'));
+    admitted(breaker.tryAdmit(H, undefined, 'tls:other.example')).succeeded(); // another right name, tried apart, reached it
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:other.example').failed(new Error('connect ECONNREFUSED'));
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).failed(new Error('connect ECONNREFUSED')); // now the stranger
+    clock.advance(3_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example'));
+    expect(breaker.stats().probesGranted).toBe(1);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:other.example'));
+    expect(breaker.stats().probesGranted).toBe(2);
   });
 });
