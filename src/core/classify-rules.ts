@@ -445,12 +445,16 @@ function offlineClientVerdict(f: Facts): Verdict | undefined {
 
 /**
  * A connection that a remote server saw die, reported to us as text (seed 004): Go's `io.EOF`
- * wrapped by net/rpc (`rpc error: EOF`, nested), any message ending in `: EOF`, yamux's
- * `stream closed` / `session shutdown`, and Go's spelling of ECONNRESET / EPIPE. Our own
- * connection delivered that text, so it is not dead; the request may have been processed.
+ * wrapped by net/rpc (`rpc error: EOF`, nested) or by gRPC-Go's status (`rpc error: code =
+ * Unavailable desc = EOF`, its closing transport `desc = transport is closing`), any message
+ * ending in `: EOF`, yamux's `stream closed` / `session shutdown`, and Go's spelling of
+ * ECONNRESET / EPIPE. Our own connection delivered that text, so it is not dead; the request may
+ * have been processed.
  */
 const REMOTE_TRANSPORT: ReadonlyArray<readonly [RegExp, string]> = [
   [/\brpc error: (?:rpc error: )*(?:unexpected )?EOF\b/, 'EOF'],
+  [/\bdesc = (?:unexpected )?EOF\b/, 'EOF'],
+  [/\bdesc = transport is closing\b/, 'EOF'],
   [/(?:^|: |\()(?:unexpected )?EOF\)?$/, 'EOF'],
   [/\bunexpected EOF\b/, 'EOF'],
   [/\bstream closed\b/, 'EOF'],

@@ -195,6 +195,9 @@ describe('classify grpc: a status the server sent is its answer, whatever its de
     // Text a server relayed about its own upstream still reads as such (seed 004): maybe sent, alive.
     ['"rpc error: EOF"', trailersOnly(14, 'rpc error: EOF'), ['connection', false, false, true, 'EOF']],
     ['INTERNAL "rpc error: EOF" (a relay of unknown kind): still the upstream\'s EOF', trailersOnly(13, 'rpc error: EOF'), ['connection', false, false, true, 'EOF']],
+    // gRPC-Go's own spelling of a status (an outside review: a relay of it was never retried).
+    ['"rpc error: code = Unavailable desc = EOF"', trailersOnly(14, 'rpc error: code = Unavailable desc = EOF'), ['connection', false, false, true, 'EOF']],
+    ['UNKNOWN "rpc error: code = Unavailable desc = transport is closing"', trailersOnly(2, 'rpc error: code = Unavailable desc = transport is closing'), ['connection', false, false, true, 'EOF']],
     // A request the server read and refused stays refused whatever its text (grpc's 4xx, as an
     // HTTP 4xx's text is never read): an idempotent call was run 3 times (an outside review).
     ['INVALID_ARGUMENT "error unmarshalling request: unexpected EOF"', trailersOnly(3, 'grpc: error unmarshalling request: unexpected EOF'), app('INVALID_ARGUMENT')],

@@ -63,12 +63,15 @@ describe('classify: EOF a remote server turned into a string (seed 004)', () => 
     ['trailing whitespace', new Error('rpc error: EOF\n')],
     ['an HTTP status error whose body says EOF', Object.assign(new Error('rpc error: EOF'), { statusCode: 500 })],
     ['a remote ECONNRESET spelled by Go', new Error('read tcp 10.0.0.1:4647: read: connection reset by peer')],
+    ["gRPC-Go's status relayed as text (an outside review: read as unknown, never retried)", new Error('rpc error: code = Unavailable desc = EOF')],
+    ["gRPC-Go's status relayed in a 500's status line", new Error('Unexpected response code: 500 (rpc error: code = Unknown desc = EOF)')],
+    ["gRPC-Go's closing transport relayed as text", new Error('rpc error: code = Unavailable desc = transport is closing')],
   ])('%s', (_name, err) => {
     check(err, _name.includes('ECONNRESET') ? { ...remoteEof, code: 'ECONNRESET' } : remoteEof);
   });
 
   it('does not see EOF inside words or mid-sentence', () => {
-    for (const m of ['GEOFENCE rejected', 'EOFException handler missing', 'reached EOF marker in file upload', 'ErrEOF handling']) {
+    for (const m of ['GEOFENCE rejected', 'EOFException handler missing', 'reached EOF marker in file upload', 'ErrEOF handling', 'rpc error: code = Internal desc = EOFError in parser']) {
       expect(classify(new Error(m)).kind, m).toBe('unknown');
     }
   });
