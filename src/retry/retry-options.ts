@@ -98,8 +98,9 @@ export interface RetryOptions {
   /**
    * When the call began, on `clock`, for a caller that made the first attempt itself before
    * handing the call to retry(): `timeout`, the retry window and `elapsed` count from it. Default
-   * now. Finite; on the default clock a `performance.now()` time: a `Date.now()` time (decades
-   * ahead on it) is refused with a RangeError.
+   * now. Finite, and not later than `clock.now()` (a call cannot have begun in the future: its
+   * attempts would get more than `timeout`); on the default clock a `performance.now()` time.
+   * Anything else is a RangeError (a `Date.now()` time is decades ahead of `performance.now()`).
    */
   start?: number;
   /** The caller's cancellation: aborting rejects the call with `signal.reason`. Default none. */
@@ -206,17 +207,19 @@ let defaultBackoff: Schedule | undefined;
 
 /**
  * A `start` the caller gave: finite (Infinity made the deadline Infinity, so a timeout was
- * dropped), and on the default clock not a Date.now() time (decades ahead of performance.now():
- * the deadline counted from it never came, so a loop with `maxAttempts: Infinity` and a 300 ms
- * timeout ran on; an outside review).
+ * dropped), on the default clock not a Date.now() time (decades ahead of performance.now(): the
+ * deadline counted from it never came, so a loop with `maxAttempts: Infinity` and a 300 ms
+ * timeout ran on; an outside review), and not ahead of now (a start 1 s ahead gave a 1 s
+ * `timeout` 2 s, one 60 s ahead ran on past it; an outside review).
  */
-function checkedStart(value: unknown, clock: Clock): number {
+function checkedStart(value: unknown, clock: Clock, now: number): number {
   const start = checkNumber('start', value, Number.NEGATIVE_INFINITY);
   if (!Number.isFinite(start)) throw new RangeError(`start must be a finite time on the clock, got ${show(start)}`);
-  if (clock === systemClock && start - clock.now() > WALL_CLOCK_LIKE) {
-    throw new RangeError(`start is on the clock, performance.now() by default, not Date.now(): got ${start}, ${Math.round((start - clock.now()) / YEAR)} years ahead; pass performance.now()`);
+  if (start <= now) return start;
+  if (clock === systemClock && start - now > WALL_CLOCK_LIKE) {
+    throw new RangeError(`start is on the clock, performance.now() by default, not Date.now(): got ${start}, ${Math.round((start - now) / YEAR)} years ahead; pass performance.now()`);
   }
-  return start;
+  throw new RangeError(`start must not be later than the clock's now: got ${start}, ${start - now} ms ahead (when the call began, on the same clock)`);
 }
 
 /**
@@ -228,7 +231,8 @@ function checkedStart(value: unknown, clock: Clock): number {
 export function settings(options: RetryOptions): Settings {
   if (typeof options !== 'object' || options === null) throw new TypeError(`retry options must be an object, got ${show(options)}`);
   const clock = checkedClock(options.clock);
-  const start = options.start === undefined ? clock.now() : checkedStart(options.start, clock);
+  const now = clock.now();
+  const start = options.start === undefined ? now : checkedStart(options.start, clock, now);
   const timeout = options.timeout === undefined ? Infinity : checkDuration('timeout', options.timeout, 0, true, Infinity); // retry() re-arms its deadline timer past 2^31-1 ms
   const absolute = options.deadline === undefined ? Infinity : checkNumber('deadline', options.deadline, Number.NEGATIVE_INFINITY);
   // On the default clock (performance.now(): ms since this process started) a deadline decades
