@@ -140,10 +140,13 @@ interface Entry {
    */
   provenVia: number;
   /**
-   * The TLS transport (`'tls'`, `'tls:<server name>'`) of the host's last successful dial, when
-   * it was one; undefined otherwise. A TLS dial sending another name is a stranger's too.
+   * The TLS transports (`'tls:<server name>'`, `'tls'`) that failed while the host was alive to
+   * another TLS one (filed among the failed since a success by another name, and not succeeded
+   * since), at most {@link MAX_TLS_NAMES}; undefined: none. A dial of one is a stranger's. Not
+   * every name but the last to succeed: a host two right names had reached was dialled by each on
+   * its own pace while it was dead, twice one name's dials (an outside review).
    */
-  provenTls: string | undefined;
+  strangeTls: string[] | undefined;
   /** A stranger transport's spacing while the host is open, once one of its trials failed; undefined: none. */
   strangers: Strangers | undefined;
 }
@@ -243,7 +246,7 @@ function viaOf(transport: Transport | undefined): number {
 /**
  * Whether a dial by `transport` is a stranger's on `entry`: its class is not the one that last
  * reached the host (one client's TLS to a plain port, a plain client to a TLS one), or it is TLS
- * sending another server name than the TLS dial that last did. Such a dial says nothing of the
+ * sending a server name that failed while another reached the host (see `strangeTls`). Such a dial says nothing of the
  * host's return, and one that fails on a live host (a plain server waiting for a line that a TLS
  * hello never ends, a server hanging up on a name it does not serve) held the host's probe, its
  * failure then doubling the window: a redis client with `tls` on a plain port kept the right
@@ -253,7 +256,23 @@ function viaOf(transport: Transport | undefined): number {
 function isStranger(entry: Entry, transport: Transport | undefined): boolean {
   if (entry.provenVia === 0) return false;
   if ((entry.provenVia & viaOf(transport)) === 0) return true;
-  return entry.provenTls !== undefined && isTls(transport) && transport !== entry.provenTls;
+  return entry.strangeTls !== undefined && isTls(transport) && entry.strangeTls.includes(transport);
+}
+
+/**
+ * The TLS transports that are strangers on `entry` once a dial by TLS `transport` succeeded: those
+ * that were, and those whose dials failed since the last success, but `transport` itself.
+ */
+function strangersAfter(entry: Entry, transport: string): string[] | undefined {
+  const failedTls = entry.failedTls;
+  if (entry.strangeTls === undefined && failedTls === undefined) return undefined; // a healthy host's every success
+  const strange = entry.strangeTls?.filter((t) => t !== transport) ?? [];
+  if (failedTls !== undefined) {
+    for (const failed of failedTls) {
+      if (failed !== transport && !strange.includes(failed) && strange.length < MAX_TLS_NAMES) strange.push(failed);
+    }
+  }
+  return strange.length === 0 ? undefined : strange;
 }
 
 /** Whether a dial by `transport` is among those that failed since `entry`'s last success. */
@@ -301,6 +320,8 @@ class Permit implements DialPermit {
   readonly #admittedAt: number;
   readonly #transport: Transport | undefined;
   readonly #kind: Kind;
+  /** Whether the dial reported that it reached its host (its TCP connection is up). */
+  #reached = false;
   readonly host: string;
   readonly probe: boolean;
 
@@ -338,14 +359,16 @@ class Permit implements DialPermit {
     // of another kind finds no trial of its transport admitted before it (trials are granted only
     // while the host is open, to transports none of whose dials failed, so neither a dial nor a
     // probe has one). Unsettled only: a settled dial's transport may have a newer trial.
-    if (this.#breaker !== undefined) reachTrial(this.#entry, this.#transport, this.#admittedAt);
+    if (this.#breaker === undefined) return;
+    this.#reached = true;
+    reachTrial(this.#entry, this.#transport, this.#admittedAt);
   }
 
   #settle(outcome: Outcome, error?: unknown): void {
     const breaker = this.#breaker;
     if (breaker === undefined) return;
     this.#breaker = undefined;
-    settle(breaker, this.#entry, this.#generation, this.#round, this.#admittedAt, this.#kind, this.#transport, outcome, error);
+    settle(breaker, this.#entry, this.#generation, this.#round, this.#admittedAt, this.#kind, this.#transport, outcome, error, this.#reached);
   }
 }
 
@@ -396,7 +419,7 @@ const SWEEP_BATCH = 64;
 const SECOND_CHANCES = 32;
 
 // Module-private access to a breaker's internals for Permit, without making them public API.
-let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, kind: Kind, transport: Transport | undefined, outcome: Outcome, error: unknown) => void;
+let settle: (b: HostBreaker, e: Entry, generation: number, round: number, admittedAt: number, kind: Kind, transport: Transport | undefined, outcome: Outcome, error: unknown, reached: boolean) => void;
 
 /**
  * How many spellings `breaker`'s index holds (all ports), and in how many per-port maps.
@@ -471,7 +494,7 @@ export class HostBreaker {
 
   static {
     spellingsHeld = (b) => ({ spellings: b.#spellingCount, ports: b.#spellings.size });
-    settle = (b, e, generation, round, admittedAt, kind, transport, outcome, error) => b.#settle(e, generation, round, admittedAt, kind, transport, outcome, error);
+    settle = (b, e, generation, round, admittedAt, kind, transport, outcome, error, reached) => b.#settle(e, generation, round, admittedAt, kind, transport, outcome, error, reached);
   }
 
   /** @throws TypeError/RangeError naming the option, for any invalid option. */
@@ -799,7 +822,7 @@ export class HostBreaker {
       trials: undefined,
       refusingSince: 0,
       provenVia: 0,
-      provenTls: undefined,
+      strangeTls: undefined,
       strangers: undefined,
     };
   }
@@ -876,7 +899,7 @@ export class HostBreaker {
     return entry.refusal;
   }
 
-  #settle(entry: Entry, generation: number, round: number, admittedAt: number, kind: Kind, transport: Transport | undefined, outcome: Outcome, error: unknown): void {
+  #settle(entry: Entry, generation: number, round: number, admittedAt: number, kind: Kind, transport: Transport | undefined, outcome: Outcome, error: unknown, reached: boolean): void {
     // The entry's own flag, not a second lookup of its key: a settlement costs no map probe.
     const current = entry.tracked && entry.generation === generation;
     // A trial frees its transport's slot however it ends (a newer trial of it keeps its own).
@@ -901,7 +924,7 @@ export class HostBreaker {
     if (outcome === 'succeeded') {
       this.#stats.succeeded++;
       entry.provenVia = viaOf(transport);
-      entry.provenTls = isTls(transport) ? transport : undefined;
+      entry.strangeTls = isTls(transport) ? strangersAfter(entry, transport) : undefined;
       entry.strangers = undefined;
       entry.failures = 0;
       entry.failedVia = 0;
@@ -924,6 +947,13 @@ export class HostBreaker {
     this.#stats.failed++;
     entry.lastError = releaseFrames(error); // kept for as long as the host is: not its dial's frames
     fileFailure(entry, transport);
+    // The host's probe reached it (TCP up) and failed in its TLS dial: the host is back, and all
+    // it said is that it refuses this name. The other names' failures are from before (the
+    // outage), and they are tried now, not refused for the window this failure draws: a client
+    // with a wrong servername whose dial took the probe after a restart kept the right names
+    // refused ~7 s (an outside review; 0.1-0.3 s plain). A dead host is never reached: its names
+    // still wait behind one probe.
+    if (kind === PROBE && reached && isTls(transport) && entry.failedTls !== undefined && entry.failedTls.includes(transport)) entry.failedTls = [transport];
     // The transport that reached the host failed too (a restart, a server changing transport):
     // the stranger's may be the right one now, and is tried at the host's pace, not its own.
     if (!isStranger(entry, transport)) entry.strangers = undefined;

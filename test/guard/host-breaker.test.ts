@@ -1086,6 +1086,48 @@ describe('HostBreaker: a transport that never reached the host while another did
     expect(breaker.state(H, undefined, 'plain')).toMatchObject({ state: 'open', retryAfter: 1_000 });
   });
 
+  it("two right names that both reached the host share its probe while it is dead: neither is a stranger (an outside review: each on its own pace was twice one name's dials, 4 names 3.2 times)", () => {
+    const { clock, breaker } = make({ openDuration: (n) => n * 1_000 });
+    admitted(breaker.tryAdmit(H, undefined, 'tls:a.example')).succeeded();
+    admitted(breaker.tryAdmit(H, undefined, 'tls:b.example')).succeeded(); // the last to reach it
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:a.example').failed(new Error('connect ECONNREFUSED')); // it dies
+    admitted(breaker.tryAdmit(H, undefined, 'tls:b.example')).failed(new Error('connect ECONNREFUSED')); // b's trial
+    for (let window = 1; window <= 3; window++) {
+      clock.advance(window * 1_000 * 1.5);
+      const probe = admitted(breaker.tryAdmit(H, undefined, 'tls:a.example'));
+      expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:b.example')).state).toBe('half-open'); // behind a's probe, not a dial of its own
+      probe.failed(new Error('connect ECONNREFUSED'));
+      expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:b.example')).state).toBe('open');
+    }
+    expect(breaker.stats()).toMatchObject({ probesGranted: 3 });
+  });
+
+  it("a wrong name first seen in the outage takes the probe and is hung up on once the host is back: the host's other names are tried at once, not refused for the window its failure draws (an outside review: ~7 s, or not within 9 s, where plain clients were back in 0.1-0.3 s)", () => {
+    const { clock, breaker } = make({ openDuration: (n) => n * 1_000 });
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:right.example').failed(new Error('connect ECONNREFUSED')); // the restart
+    admitted(breaker.tryAdmit(H, undefined, 'tls:wrong.example')).failed(new Error('connect ECONNREFUSED')); // its first dial, a trial
+    clock.advance(1_000); // the server is back
+    const wrong = admitted(breaker.tryAdmit(H, undefined, 'tls:wrong.example')); // not known as wrong: the host's probe
+    expect(breaker.stats().probesGranted).toBe(1);
+    wrong.progressed(); // TCP up
+    wrong.failed(new Error('socket hang up')); // the server hangs up on its name
+    expect(breaker.stats().opened).toBe(2);
+    expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:wrong.example')).state).toBe('open');
+    const right = admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')); // a trial of its own, at once
+    right.succeeded();
+    expect(breaker.state(H, undefined, 'tls:right.example')).toMatchObject({ state: 'closed', failures: 0 });
+
+    // A probe that never reached the host (refused, or its TCP connect timed out) leaves every name's failure standing.
+    const dead = make({ openDuration: (n) => n * 1_000 });
+    admitted(dead.breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded();
+    for (let i = 0; i < 3; i++) dead.breaker.admit(H, undefined, 'tls:right.example').failed(new Error('connect ECONNREFUSED'));
+    admitted(dead.breaker.tryAdmit(H, undefined, 'tls:wrong.example')).failed(new Error('connect ECONNREFUSED'));
+    dead.clock.advance(1_000);
+    admitted(dead.breaker.tryAdmit(H, undefined, 'tls:wrong.example')).failed(new Error('connect ECONNREFUSED'));
+    expect(refusalOf(dead.breaker.tryAdmit(H, undefined, 'tls:right.example')).state).toBe('open');
+  });
+
   it("another TLS server name than the one that reached the host last is a stranger too: a wrong-name client's dial after a restart does not take the probe (an outside review: a client sending a name the server hangs up on, through a 2 s restart, kept the right-name clients refused ~7 s, 0.3-0.4 s without it)", () => {
     const { clock, breaker } = make({ openDuration: (n) => n * 1_000 });
     admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded();
