@@ -612,12 +612,14 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     admitted(breaker.tryAdmit(H, undefined, 'plain')); // closed for everyone again; the wrong client fails anew
   });
 
-  it('a TLS dial that fails too is filed, its window left as drawn, and from then on every transport is refused', () => {
-    const { clock, breaker } = make();
+  it("a TLS dial that fails too is filed, the host's schedule starts over from its first window for it, and from then on every transport is refused", () => {
+    const { clock, breaker } = make({ openDuration: (n) => n * 30_000 });
     for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed();
+    clock.advance(30_000);
+    admitted(breaker.tryAdmit(H, undefined, 'plain')).failed(); // the probe: level 2, 60 s
     clock.advance(1_000);
     admitted(breaker.tryAdmit(H, undefined, 'tls')).failed(new Error('timed out'));
-    expect(breaker.state(H)).toMatchObject({ state: 'open', opens: 1, retryAfter: 29_000 });
+    expect(breaker.state(H)).toMatchObject({ state: 'open', opens: 3, retryAfter: 30_000 }); // level 1 again: TLS's outage starts now
     expect(breaker.tryAdmit(H, undefined, 'tls')).toBeInstanceOf(HostUnavailableError);
     expect(breaker.tryAdmit(H, undefined, 'plain')).toBeInstanceOf(HostUnavailableError);
   });
@@ -675,12 +677,13 @@ describe('HostBreaker: one client on the wrong transport (DESIGN rule 1)', () =>
     good.abandoned();
     clock.advance(TRIAL_GRACE);
     expect(breaker.tryAdmit(H, undefined, 'tls:good.example')).toBeInstanceOf(HostUnavailableError);
-    // Failed, it is filed with the failed transports (refused open); the window stands.
+    // Failed, it is filed with the failed transports (refused open), on a window of its own
+    // drawn from the schedule's first level (its outage starts now).
     next.failed(new Error('timed out'));
-    expect(breaker.state(H, undefined, 'tls:good.example')).toMatchObject({ state: 'open', retryAfter: 25_000 - TRIAL_GRACE, opens: 1 });
+    expect(breaker.state(H, undefined, 'tls:good.example')).toMatchObject({ state: 'open', retryAfter: 30_000, opens: 2 });
     expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:good.example')).state).toBe('open');
     const stats = breaker.stats();
-    expect([stats.opened, stats.probesGranted]).toEqual([1, 0]); // trials are not the host's probes
+    expect([stats.opened, stats.probesGranted]).toEqual([2, 0]); // trials are not the host's probes
   });
 
   it('a trial one of whose dials reached the host (TCP up, handshake under way) lets dials join up to TRIAL_PATIENCE, 16 out at most; then the rest wait as before', () => {
@@ -1112,7 +1115,7 @@ describe('HostBreaker: a transport that never reached the host while another did
     expect(breaker.stats().probesGranted).toBe(1);
     wrong.progressed(); // TCP up
     wrong.failed(new Error('socket hang up')); // the server hangs up on its name
-    expect(breaker.stats().opened).toBe(2);
+    expect(breaker.stats().opened).toBe(3); // the right name's, the wrong name's first trial's, its probe's
     expect(refusalOf(breaker.tryAdmit(H, undefined, 'tls:wrong.example')).state).toBe('open');
     const right = admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')); // a trial of its own, at once
     right.succeeded();
@@ -1126,6 +1129,59 @@ describe('HostBreaker: a transport that never reached the host while another did
     dead.clock.advance(1_000);
     admitted(dead.breaker.tryAdmit(H, undefined, 'tls:wrong.example')).failed(new Error('connect ECONNREFUSED'));
     expect(refusalOf(dead.breaker.tryAdmit(H, undefined, 'tls:right.example')).state).toBe('open');
+  });
+
+  it("a right name's first failure in a streak of a wrong name's starts the outage anew: a sub-second restart does not open the host (an outside review: opened within 0.1-0.4 s of the kill, right clients on kept-alive connections back 0.25-0.7 s after the server, plain 0.03-0.2 s)", () => {
+    const { clock, breaker } = make({ minOutage: 1_500, openDuration: 1_000 });
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded(); // then kept alive: no more dials of theirs
+    for (let i = 0; i < 15; i++) {
+      admitted(breaker.tryAdmit(H, undefined, 'tls:wrong.example')).failed(new Error('socket hang up')); // hung up on its name, all along
+      clock.advance(100);
+    }
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).failed(new Error('connect ECONNREFUSED')); // the restart, 1.5 s into the wrong name's streak
+    clock.advance(100);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:wrong.example')).failed(new Error('connect ECONNREFUSED'));
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).failed(new Error('connect ECONNREFUSED'));
+    clock.advance(300);
+    expect(breaker.state(H, undefined, 'tls:right.example')).toMatchObject({ state: 'closed' });
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded(); // back 400 ms after the kill
+    expect(breaker.stats().opened).toBe(0);
+
+    // A host that stays dead opens 1.5 s after the right name's first failure.
+    for (let i = 0; i < 14; i++) {
+      admitted(breaker.tryAdmit(H, undefined, 'tls:wrong.example')).failed(new Error('socket hang up'));
+      clock.advance(100);
+    }
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).failed(new Error('connect ECONNREFUSED'));
+    clock.advance(1_499);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).failed(new Error('connect ECONNREFUSED'));
+    expect(breaker.stats().opened).toBe(0);
+    clock.advance(1);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).failed(new Error('connect ECONNREFUSED'));
+    expect(breaker.stats().opened).toBe(1);
+  });
+
+  it("a right name refused once in a restart after minutes of a wrong name's failures waits the schedule's first window, not the wrong name's grown one (before: 4.6 s after the server was back, where plain clients took 0.1 s)", () => {
+    const clock = new ManualClock(1_000);
+    const breaker = new HostBreaker({ clock }); // the defaults: minOutage 1.5 s, windows 1 s doubling to 30 s, 250 ms while refused
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded(); // then kept alive: no more dials of theirs
+    for (let t = 0; t < 300_000; t += 100) {
+      const answer = breaker.tryAdmit(H, undefined, 'tls:wrong.example');
+      if (!(answer instanceof HostUnavailableError)) {
+        answer.progressed();
+        answer.failed(new Error('socket hang up'));
+      }
+      clock.advance(100);
+    }
+    expect(breaker.state(H, undefined, 'tls:wrong.example')!.retryAfter).toBeGreaterThan(1_000); // its window has grown
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:443'), { code: 'ECONNREFUSED', syscall: 'connect' });
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).failed(refused); // the server restarts: a trial of its own, refused
+    const right = breaker.state(H, undefined, 'tls:right.example')!;
+    expect(right.state).toBe('open');
+    expect(right.retryAfter).toBeLessThanOrEqual(313); // the restart window (250 ms, +25 % jitter at most)
+    clock.advance(right.retryAfter);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded(); // back
+    expect(breaker.state(H, undefined, 'tls:right.example')).toMatchObject({ state: 'closed' });
   });
 
   it("another TLS server name than the one that reached the host last is a stranger too: a wrong-name client's dial after a restart does not take the probe (an outside review: a client sending a name the server hangs up on, through a 2 s restart, kept the right-name clients refused ~7 s, 0.3-0.4 s without it)", () => {
