@@ -310,12 +310,27 @@ export class DeadlineExceededError extends DialguardError {
   readonly timeout: number;
   /** Attempts started before the deadline passed. */
   readonly attempts: number;
-  constructor(timeout: number, attempts: number, options?: { cause?: unknown }) {
+  /**
+   * When the call ended before its deadline because the next attempt could not start before it
+   * (the wait a retry needs would end past it): the milliseconds that were left. Undefined: the
+   * deadline had passed.
+   */
+  readonly left: number | undefined;
+  /**
+   * @param options.left - given when the deadline had not passed yet but the next attempt could
+   *   not start before it (see {@link DeadlineExceededError.left}); `options.wait` is the wait it needed.
+   */
+  constructor(timeout: number, attempts: number, options?: { cause?: unknown; left?: number; wait?: number }) {
     // Whole milliseconds in the text (a budget computed from clock readings read "299.87654 ms" in
     // a gRPC status's details); `timeout` keeps the exact figure.
-    super(ErrorCodes.DEADLINE_EXCEEDED, `deadline of ${Number.isFinite(timeout) ? Math.round(timeout) : timeout} ms exceeded after ${attempts} attempt(s)`, options);
+    const ms = (v: number): string => String(Number.isFinite(v) ? Math.round(v) : v);
+    const left = options?.left;
+    // "Exceeded" at 0 ms of a 200 ms deadline read as a bug (an outside review): say what happened.
+    const what = left === undefined ? 'exceeded' : `would pass before the next attempt (${ms(left)} ms left, the wait before it ${ms(options?.wait ?? Infinity)} ms)`;
+    super(ErrorCodes.DEADLINE_EXCEEDED, `deadline of ${ms(timeout)} ms ${what} after ${attempts} attempt(s)`, options?.cause === undefined ? undefined : { cause: options.cause });
     this.timeout = timeout;
     this.attempts = attempts;
+    this.left = left;
   }
 }
 brand(DeadlineExceededError);

@@ -248,7 +248,7 @@ export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>
       const now = clock.now();
       if (now + delay >= s.deadline) {
         // The next attempt could not start before the deadline: fail now rather than sleep.
-        return fail(new DeadlineExceededError(s.budgetMs, attempts, causeOf(errors, undefined, 'deadline exceeded')));
+        return fail(new DeadlineExceededError(s.budgetMs, attempts, { ...causeOf(errors, undefined, 'deadline exceeded'), left: s.deadline - now, wait: delay }));
       }
       if (delay >= MAX_DURATION) {
         // A schedule answering Infinity (or 24.8 days): no timer waits longer, and no caller waits

@@ -115,6 +115,7 @@ describe('errors', () => {
     [`new RequestTimeoutError(50)`, () => new RequestTimeoutError(50), ErrorCodes.REQUEST_TIMEOUT, 'request timed out after 50 ms'],
     [`new DeadlineExceededError(300_000, 2)`, () => new DeadlineExceededError(300_000, 2), ErrorCodes.DEADLINE_EXCEEDED, 'deadline of 300000 ms exceeded after 2 attempt(s)'],
     [`new DeadlineExceededError(299.87654, 0)`, () => new DeadlineExceededError(299.87654, 0), ErrorCodes.DEADLINE_EXCEEDED, 'deadline of 300 ms exceeded after 0 attempt(s)'],
+    [`new DeadlineExceededError(200, 1, { left: 199.6, wait: 412.3 })`, () => new DeadlineExceededError(200, 1, { left: 199.6, wait: 412.3 }), ErrorCodes.DEADLINE_EXCEEDED, 'deadline of 200 ms would pass before the next attempt (200 ms left, the wait before it 412 ms) after 1 attempt(s)'],
     [`new RetriesExhaustedError([cause, cause], '2 attempt(s) allowed')`, () => new RetriesExhaustedError([cause, cause], '2 attempt(s) allowed'), ErrorCodes.RETRIES_EXHAUSTED, 'gave up after 2 attempt(s): 2 attempt(s) allowed'],
     [`new RetryBudgetExhaustedError({ cause })`, () => new RetryBudgetExhaustedError({ cause }), ErrorCodes.RETRY_BUDGET_EXHAUSTED, 'retry budget exhausted; not retrying'],
     [`new NoServerAvailableError(3, 1_234.2)`, () => new NoServerAvailableError(3, 1_234.2), ErrorCodes.NO_SERVER_AVAILABLE, 'none of 3 server(s) is available; earliest retry in 1235 ms'],
@@ -141,6 +142,14 @@ describe('errors', () => {
   it('keeps the cause it was given', () => {
     expect(new ConnectionGoneError('a:1', 1, { cause }).cause).toBe(cause);
     expect(new RetriesExhaustedError([new Error('first'), cause], 'x').cause).toBe(cause); // the last attempt's
+  });
+
+  it('DeadlineExceededError: `left` only when the deadline was still ahead; no cause unless given', () => {
+    const passed = new DeadlineExceededError(300, 2);
+    expect(passed.left).toBeUndefined();
+    expect('cause' in passed).toBe(false);
+    const ahead = new DeadlineExceededError(300, 2, { left: 12, wait: 400, cause: 'x' });
+    expect([ahead.left, ahead.cause]).toEqual([12, 'x']);
   });
 
   it('instanceof checks the brand: any value is safe to test, and one class is not another', () => {
