@@ -101,12 +101,19 @@ const noBreaker = new HostBreaker({ failureThreshold: 0 });
  */
 class Context implements DialContext {
   #phase: ConnectPhase = 'tcp';
-  answered = false;
+  #answered = false;
   /** Set by {@link whenReached}. */
   reached: (() => void) | undefined = undefined;
+  /**
+   * @param outer - the context of the dial this one is the own of (see {@link OuterDial}): where
+   *   it gets, and whether the host answered, are the outer dial's too. A pool's connector using
+   *   `connect()` stalled in its protocol handshake was reported stalled in `tcp` when the pool's
+   *   timeout fired first (an outside review), and its permit never heard that the host was reached.
+   */
   constructor(
     readonly signal: AbortSignal,
     readonly permit: DialPermit,
+    readonly outer: Context | undefined,
   ) {}
   get phase(): ConnectPhase {
     return this.#phase;
@@ -116,7 +123,15 @@ class Context implements DialContext {
     if (phase !== 'tcp' && phase !== 'lookup') {
       this.permit.progressed();
       this.reached?.();
+      if (this.outer !== undefined) this.outer.phase = phase;
     }
+  }
+  get answered(): boolean {
+    return this.#answered;
+  }
+  set answered(answered: boolean) {
+    this.#answered = answered;
+    if (answered && this.outer !== undefined) this.outer.answered = true;
   }
 }
 
@@ -142,6 +157,7 @@ interface OuterDial {
   readonly breaker: HostBreaker;
   readonly key: string;
   open: boolean;
+  readonly ctx: Context;
 }
 const dialsBySignal = new WeakMap<AbortSignal, OuterDial>();
 /** The dial whose `establish` is being called (synchronously), if any. */
@@ -209,7 +225,7 @@ export function dialWith<C>(
   let timeout: number;
   let signal: AbortSignal | undefined;
   let clock: Clock;
-  let own = false;
+  let ownOf: Context | undefined; // the outer dial's context, when this one is its own
   try {
     timeout = checkDuration('timeout', opt(options.timeout, DEFAULT_CONNECT_TIMEOUT), 1);
     // Before the breaker is asked: a permit taken for a dial that cannot start is never settled.
@@ -219,7 +235,7 @@ export function dialWith<C>(
     const outer = (signal === undefined ? undefined : dialsBySignal.get(signal)) ?? establishing;
     if (outer !== undefined && outer.open && outer.breaker === breaker && outer.key === hostKey(host, port)) {
       breaker = noBreaker; // the outer dial's own: no permit, and nothing published of its own
-      own = true;
+      ownOf = outer.ctx;
     }
     const answer = breaker.tryAdmit(host, port, transport); // a refusal as a value: no throw on the hot path
     if (answer instanceof HostUnavailableError) return Promise.reject(answer);
@@ -232,8 +248,9 @@ export function dialWith<C>(
     return Promise.reject(signal.reason);
   }
   const controller = new AbortController();
-  const ctx: DialContext = new Context(controller.signal, permit);
-  const scope: OuterDial = { breaker, key: permit.host, open: true };
+  const ctx = new Context(controller.signal, permit, ownOf);
+  const own = ownOf !== undefined;
+  const scope: OuterDial = { breaker, key: permit.host, open: true, ctx };
   dialsBySignal.set(controller.signal, scope);
   const started = clock.now();
   // A trace only when someone listens (dialguard:dial): otherwise the dial runs as is. The outer

@@ -7,7 +7,7 @@
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { describe, expect, it } from 'vitest';
-import { HostUnavailableError } from '../../src/core/errors.js';
+import { ConnectTimeoutError, HostUnavailableError } from '../../src/core/errors.js';
 import { dial } from '../../src/guard/dial.js';
 import { dialFailureOutcome } from '../../src/guard/dial-outcome.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
@@ -44,6 +44,54 @@ describe('a dial inside a dial', () => {
     expect(settledEvents.map((e) => (e as { outcome: string }).outcome)).toEqual(['succeeded', 'failed']);
     expect(starts.length).toBe(2);
     expect(breaker.stats()).toMatchObject({ succeeded: 1, failed: 1 });
+  });
+
+  it("where the outer dial's own gets is the outer dial's: a stall in its handshake, timed out by the outer dial, is reported in 'handshake' (was 'tcp': a pool's connector using connect() against a frozen node; an outside review)", async () => {
+    const breaker = new HostBreaker();
+    const progressed: string[] = [];
+    const err = await dial(
+      'a.test:1',
+      (ctx) => {
+        const permit = ctx.permit;
+        const progressedBefore = permit.progressed.bind(permit);
+        permit.progressed = () => {
+          progressed.push('outer');
+          progressedBefore();
+        };
+        return dial(
+          'a.test:1',
+          (inner) => {
+            inner.phase = 'tls';
+            inner.phase = 'handshake';
+            return new Promise<never>(() => {}); // the node never answers its handshake
+          },
+          { breaker, signal: ctx.signal, timeout: 5_000 },
+        );
+      },
+      { breaker, timeout: 30 },
+    ).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConnectTimeoutError);
+    expect((err as ConnectTimeoutError).phase).toBe('handshake');
+    expect(progressed).toEqual(['outer', 'outer']); // the real permit heard that the host was reached
+  });
+
+  it("an answer the outer dial's own got is the outer dial's: its failure after it does not count against the host", async () => {
+    const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0 });
+    const err = await dial(
+      'a.test:1',
+      (ctx) =>
+        dial(
+          'a.test:1',
+          (inner) => {
+            inner.answered = true; // the node replied, then the handshake failed
+            return Promise.reject(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
+          },
+          { breaker, signal: ctx.signal },
+        ),
+      { breaker },
+    ).catch((e: unknown) => e);
+    expect((err as { code?: string }).code).toBe('ECONNRESET');
+    expect(breaker.stats()).toMatchObject({ failed: 0, succeeded: 1, opened: 0 });
   });
 
   it("made after an await, it is found by the outer dial's signal passed on; after the outer dial, that signal is anyone's", async () => {
