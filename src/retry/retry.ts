@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { safeDelay } from '../core/backoff.js';
+import { type Schedule, safeDelay } from '../core/backoff.js';
 import { type Classification, type FailureKind, classify } from '../core/classify.js';
 import { type Clock, type TimerHandle, sleep } from '../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
@@ -99,9 +99,19 @@ type Stop = 'caller' | 'shutdown' | 'deadline';
  *
  * Option errors reject the returned promise (TypeError/RangeError naming the option).
  */
-export async function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>, options: RetryOptions = {}): Promise<T> {
+export function retry<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>, options: RetryOptions = {}): Promise<T> {
+  return retryWith(fn, options, undefined);
+}
+
+/**
+ * {@link retry}, with `fallbackBackoff` as the backoff when `options` give none (a layer's own
+ * default, as ServerSet's failover backoff).
+ *
+ * @internal
+ */
+export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLike<T>, options: RetryOptions, fallbackBackoff: Schedule | undefined): Promise<T> {
   checkFunction('fn', fn);
-  const s = settings(options);
+  const s = settings(options, fallbackBackoff);
   const { clock } = s;
   const publish = options[REPORTED_BY_CALLER] !== true;
   const errors: unknown[] = [];
