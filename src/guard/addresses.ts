@@ -319,6 +319,13 @@ export function connectAddresses<C = net.Socket>(
   const started = clock.now();
   const lookup = options.lookup ?? (dns.lookup as unknown as net.LookupFunction);
   const lookups = options.lookup === undefined ? breaker : lookupBreaker(breaker, options.lookup);
+  if (lookups !== breaker) {
+    // The name's lookups are counted apart, but an operator's isolation of the name is the
+    // breaker's: with a lookup of the client's own, `isolate(name)` refused nothing (an outside
+    // review: 4 of 4 calls connected; dns.lookup's were refused).
+    const isolation = isolationOf(breaker, name);
+    if (isolation !== undefined) return Promise.reject(isolation);
+  }
   return dialWith(name, (ctx) => resolve(lookup, host, options, ctx), { timeout: options.timeout, signal: options.signal, breaker: lookups, clock }, undefined, true).then(
     (resolved) => {
       const keys = resolved.map((a) => hostKey(a.address, port));
@@ -327,6 +334,15 @@ export function connectAddresses<C = net.Socket>(
       return race(name, resolved, keys, proven, open, { ...options, timeout: remaining }, clock, dispose, options.timeout);
     },
   );
+}
+
+/** The refusal of `name` while `breaker` isolates it (see {@link HostBreaker.isolate}); otherwise undefined. */
+function isolationOf(breaker: HostBreaker, name: string): HostUnavailableError | undefined {
+  if (breaker.state(name)?.isolated !== true) return undefined;
+  const answer = breaker.tryAdmit(name);
+  if (answer instanceof HostUnavailableError) return answer;
+  answer.abandoned(); // the isolation ended this instant
+  return undefined;
 }
 
 /** The lookup, `all: true`, as one establishment: phase `lookup`, stopped by `ctx.signal`. */

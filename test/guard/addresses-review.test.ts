@@ -8,6 +8,7 @@
  * Real sockets on loopback; connections counted at the live peers.
  */
 import { describe, expect, it } from 'vitest';
+import { HostUnavailableError } from '../../src/core/errors.js';
 import { connect } from '../../src/guard/connect.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { echoPeer, refusing } from '../../src/testing/tcp-peers.js';
@@ -26,6 +27,24 @@ describe('connect per address: what an outside review found', () => {
     expect(err).toBeInstanceOf(AggregateError);
     expect((err as AggregateError).errors).toHaveLength(2);
     expect((err as NodeJS.ErrnoException).code).toBe('ECONNREFUSED'); // was undefined
+  });
+
+  it("isolate(name) refuses the name's dials with a lookup of the client's own too (an outside review: isolated, yet 4 of 4 calls connected, where dns.lookup's were refused)", async () => {
+    const live = await echoPeer({ host: '127.0.0.2' });
+    cleanup.push(() => live.close());
+    const breaker = new HostBreaker();
+    const { lookup, calls } = lookupTo(['127.0.0.2']);
+    const release = breaker.isolate(`svc.test:${live.port}`);
+    for (let i = 0; i < 4; i++) {
+      const err = await connect({ host: 'svc.test', port: live.port }, { breaker, timeout: 1_000, socket: { lookup } }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(HostUnavailableError);
+      expect((err as HostUnavailableError).isolated).toBe(true);
+    }
+    expect([live.attempts, calls()]).toEqual([0, 0]); // no dial, not even a lookup
+    release();
+    const s = await connect({ host: 'svc.test', port: live.port }, { breaker, timeout: 1_000, socket: { lookup } });
+    s.destroy();
+    expect(live.attempts).toBe(1);
   });
 
   it('a suspect refusing at once does not start the next address early: 10 calls, 10 connections to the first live one, none to the other', async () => {
