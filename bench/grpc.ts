@@ -337,6 +337,7 @@ function callHost(channel: grpc.ChannelInterface, target: string): { host: CallH
   const host: CallHost = {
     pool,
     ready: () => true,
+    mistake: () => undefined,
     specs,
     clock,
     replayBufferSize: 262_144,

@@ -102,6 +102,7 @@ export class GrpcGuard {
     this.#host = {
       pool: this.#pool,
       ready: (key) => this.#connector.stateOf(key) === grpc.connectivityState.READY,
+      mistake: (key) => this.#connector.mistake(key),
       specs: this.#specs,
       connector: this.#connector,
       clock: s.clock,

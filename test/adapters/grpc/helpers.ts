@@ -306,6 +306,7 @@ export function testCallHost(pool: ConnectionPool<PooledChannel>, specs: SpecTab
   return {
     pool,
     ready: () => ready,
+    mistake: () => undefined,
     specs,
     clock,
     replayBufferSize: 1_024,
