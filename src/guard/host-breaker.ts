@@ -265,6 +265,7 @@ function isStranger(entry: Entry, transport: Transport | undefined): boolean {
  */
 function strangersAfter(entry: Entry, transport: string): string[] | undefined {
   const failedTls = entry.failedTls;
+  // Stryker disable next-line ConditionalExpression: dropping this shortcut answers the same (an empty list is undefined below)
   if (entry.strangeTls === undefined && failedTls === undefined) return undefined; // a healthy host's every success
   const strange = entry.strangeTls?.filter((t) => t !== transport) ?? [];
   if (failedTls !== undefined) {
@@ -272,6 +273,7 @@ function strangersAfter(entry: Entry, transport: string): string[] | undefined {
       if (failed !== transport && !strange.includes(failed) && strange.length < MAX_TLS_NAMES) strange.push(failed);
     }
   }
+  // Stryker disable next-line ConditionalExpression: an empty list holds no stranger either; undefined keeps the success path's shortcut
   return strange.length === 0 ? undefined : strange;
 }
 
@@ -359,6 +361,7 @@ class Permit implements DialPermit {
     // of another kind finds no trial of its transport admitted before it (trials are granted only
     // while the host is open, to transports none of whose dials failed, so neither a dial nor a
     // probe has one). Unsettled only: a settled dial's transport may have a newer trial.
+    // Stryker disable next-line ConditionalExpression: a settled permit's #reached is never read again, and reachTrial skips trials newer than its admission
     if (this.#breaker === undefined) return;
     this.#reached = true;
     reachTrial(this.#entry, this.#transport, this.#admittedAt);
@@ -954,6 +957,7 @@ export class HostBreaker {
     // with a wrong servername whose dial took the probe after a restart kept the right names
     // refused ~7 s (an outside review; 0.1-0.3 s plain). A dead host is never reached: its names
     // still wait behind one probe.
+    // Stryker disable next-line ConditionalExpression: a TLS failure always leaves failedTls set, and never holds a non-TLS transport
     if (kind === PROBE && reached && isTls(transport) && entry.failedTls !== undefined && entry.failedTls.includes(transport)) entry.failedTls = [transport];
     // The transport that reached the host failed too (a restart, a server changing transport):
     // the stranger's may be the right one now, and is tried at the host's pace, not its own.
@@ -972,6 +976,7 @@ export class HostBreaker {
       // is one, starts now. Counted from the misconfigured client's first failure, a 300 ms
       // restart opened the host within 0.1-0.4 s, and the right clients came back 0.25-0.7 s
       // after the server, where plain ones took 0.03-0.2 s (an outside review).
+      // Stryker disable next-line EqualityOperator: at an equal time the assignment changes nothing
       if (fresh && admittedAt > entry.streakStart) entry.streakStart = admittedAt;
       if (entry.failures < this.#threshold || now - entry.streakStart < this.#minOutage) return;
       // Refused at once, the outage is a restart until shown otherwise (REFUSING_HORIZON) from

@@ -201,7 +201,7 @@ describe('a 2^31 ms duration never fires early', () => {
     const spec = specs.acquire('fake:1', grpc.credentials.createInsecure(), {});
     const connector = new FakeConnector();
     const pool = new ConnectionPool({ breaker: null, hostOf: (key: string) => grpcHostKey(targetOfKey(key)), clock, connectTimeout: 1_000, connector });
-    const host = { pool, ready: () => false, specs, clock, replayBufferSize: 1_024, idempotent: () => false, retry: undefined } as unknown as CallHost;
+    const host = { pool, ready: () => false, mistake: () => undefined, specs, clock, replayBufferSize: 1_024, idempotent: () => false, retry: undefined } as unknown as CallHost;
     const statuses: grpc.StatusObject[] = [];
     const call = new GuardedCall(host, spec, '/fake.S/M', Date.now() + TOO_LONG + 1_000, undefined, null, 0);
     call.start(new grpc.Metadata(), { onReceiveMetadata: () => {}, onReceiveMessage: () => {}, onReceiveStatus: (s) => statuses.push(s) });

@@ -1184,6 +1184,75 @@ describe('HostBreaker: a transport that never reached the host while another did
     expect(breaker.state(H, undefined, 'tls:right.example')).toMatchObject({ state: 'closed' });
   });
 
+  it("a name stops being a stranger once it reaches the host itself; the others stay strangers; the name that succeeds is never made one", () => {
+    const { clock, breaker } = make({ failureThreshold: 4, openDuration: (n) => n * 1_000 });
+    const refused = (): Error => new Error('connect ECONNREFUSED');
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded();
+    admitted(breaker.tryAdmit(H, undefined, 'tls:w1.example')).failed(new Error('socket hang up'));
+    admitted(breaker.tryAdmit(H, undefined, 'tls:w2.example')).failed(new Error('socket hang up'));
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).failed(refused()); // its own failure: never a stranger by its success
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded(); // w1 and w2 are strangers now
+    admitted(breaker.tryAdmit(H, undefined, 'tls:w1.example')).succeeded(); // the server serves w1 now: not a stranger; w2 still is
+    for (let i = 0; i < 4; i++) breaker.admit(H, undefined, 'tls:right.example').failed(refused()); // an outage
+    admitted(breaker.tryAdmit(H, undefined, 'tls:w2.example')).failed(refused()); // a stranger's trial: a window of its own
+    clock.advance(10_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).abandoned(); // right is no stranger: the host's probe
+    expect(breaker.stats().probesGranted).toBe(1);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:w2.example')).abandoned(); // still a stranger: a trial, not refused behind a probe
+    admitted(breaker.tryAdmit(H, undefined, 'tls:w1.example')).failed(refused()); // w1 shares the host's fate: its first failure here
+    clock.advance(10_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:w1.example')).abandoned(); // failed, and no stranger: the host's probe
+    expect(breaker.stats().probesGranted).toBe(2);
+  });
+
+  it('at most 8 strange names: a ninth failing beside a right one is tried as the host\'s own', () => {
+    const { clock, breaker } = make({ openDuration: 1_000 });
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded();
+    for (let i = 1; i <= 8; i++) admitted(breaker.tryAdmit(H, undefined, `tls:w${i}.example`)).failed(new Error('socket hang up'));
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded(); // w1..w8 strange
+    admitted(breaker.tryAdmit(H, undefined, 'tls:w9.example')).failed(new Error('socket hang up'));
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded(); // w9 would be the ninth: not kept
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'tls:right.example').failed(new Error('connect ECONNREFUSED'));
+    admitted(breaker.tryAdmit(H, undefined, 'tls:w9.example')).failed(new Error('connect ECONNREFUSED')); // its first failure: a trial
+    clock.advance(5_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls:w9.example')).abandoned();
+    expect(breaker.stats().probesGranted).toBe(1); // the host's probe: w9 is not a stranger
+  });
+
+  it("a transport's first failure moves the outage's start only forward: a dial of it admitted before the streak began, failing late, neither counts nor starts it earlier", () => {
+    const { clock, breaker } = make({ minOutage: 1_500 });
+    admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded();
+    const slow = admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')); // admitted at 0 ms, still out
+    for (let i = 0; i < 3; i++) {
+      clock.advance(100);
+      admitted(breaker.tryAdmit(H, undefined, 'tls:wrong.example')).failed(new Error('socket hang up')); // the streak: from 100 ms
+    }
+    clock.advance(1_299); // 1 599 ms: 1 499 ms into the streak
+    slow.failed(new Error('connect ETIMEDOUT')); // its transport's first failure, admitted before the streak
+    expect(breaker.state(H)).toMatchObject({ state: 'closed' }); // counted from 0 ms it would have opened
+  });
+
+  it("a failed trial of the host's own transport reopens it (the event says reopened, and the outage keeps its start)", () => {
+    const { clock, breaker } = make({ openDuration: 1_000 });
+    const opened: boolean[] = [];
+    breaker.on('opened', (e) => opened.push(e.reopened));
+    let closedAfter = -1;
+    breaker.on('closed', (e) => (closedAfter = e.openedFor));
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'plain').failed(new Error('connect ECONNREFUSED'));
+    clock.advance(500);
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).failed(new Error('connect ECONNREFUSED')); // TLS's own outage starts now
+    expect(opened).toEqual([false, true]);
+    clock.advance(1_000);
+    admitted(breaker.tryAdmit(H, undefined, 'tls')).succeeded();
+    expect(closedAfter).toBe(1_500); // open since the first failure's window, not the trial's
+  });
+
+  it("a transport that is neither 'plain' nor TLS ('h3' from JavaScript) counts as any: its failure refuses every transport", () => {
+    const { breaker } = make();
+    for (let i = 0; i < 3; i++) breaker.admit(H, undefined, 'h3' as never).failed(new Error('connect ECONNREFUSED'));
+    for (const t of ['plain', 'tls', 'tls:a.example'] as const) expect(breaker.tryAdmit(H, undefined, t)).toBeInstanceOf(HostUnavailableError);
+  });
+
   it("another TLS server name than the one that reached the host last is a stranger too: a wrong-name client's dial after a restart does not take the probe (an outside review: a client sending a name the server hangs up on, through a 2 s restart, kept the right-name clients refused ~7 s, 0.3-0.4 s without it)", () => {
     const { clock, breaker } = make({ openDuration: (n) => n * 1_000 });
     admitted(breaker.tryAdmit(H, undefined, 'tls:right.example')).succeeded();
