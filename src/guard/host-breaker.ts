@@ -246,8 +246,8 @@ function viaOf(transport: Transport | undefined): number {
 /**
  * Whether a dial by `transport` is a stranger's on `entry`: its class is not the one that last
  * reached the host (one client's TLS to a plain port, a plain client to a TLS one), or it is TLS
- * sending a server name that failed while another reached the host (see `strangeTls`). Such a dial says nothing of the
- * host's return, and one that fails on a live host (a plain server waiting for a line that a TLS
+ * sending a server name that failed while another reached the host (see `strangeTls`). Such a
+ * dial says nothing of the host's return, and one that fails on a live host (a plain server waiting for a line that a TLS
  * hello never ends, a server hanging up on a name it does not serve) held the host's probe, its
  * failure then doubling the window: a redis client with `tls` on a plain port kept the right
  * clients refused 4-11 s after a 300 ms restart, a client with a wrong `servername` ~7 s after a

@@ -211,7 +211,7 @@ export class ServerSet<S> {
         let value: T;
         inFlight = entry;
         try {
-          value = await fn(entry.server, serverAttempt(attempt, entry.server, panic));
+          value = await fn(entry.server, new OnServer(attempt, entry.server, panic));
         } catch (err) {
           const c = classify(err, classifyOptions);
           if (permit !== undefined) settle(permit, c, err);
@@ -305,6 +305,3 @@ class OnServer<S> implements ServerAttempt<S> {
   }
 }
 
-function serverAttempt<S>(attempt: RetryAttempt, server: S, panic: boolean): ServerAttempt<S> {
-  return new OnServer(attempt, server, panic);
-}

@@ -326,10 +326,6 @@ export class ChannelConnector implements Connector<PooledChannel> {
   }
 
   /**
-   * When a new connect for `key` may start, on the clock: 0 (at once) unless the last ones failed,
-   * then after grpc's reconnect backoff (see the module docs).
-   */
-  /**
    * The failure of `key`'s last connect while grpc's reconnect backoff after it runs, when it was
    * the client's own configuration's (see `Standing.mistake`); otherwise undefined. A call made
    * meanwhile fails at once with it, dialling nothing.
@@ -339,6 +335,10 @@ export class ChannelConnector implements Connector<PooledChannel> {
     return s?.mistake !== undefined && s.retryAt > this.#clock.now() ? s.mistake : undefined;
   }
 
+  /**
+   * When a new connect for `key` may start, on the clock: 0 (at once) unless the last ones failed,
+   * then after grpc's reconnect backoff (see the module docs).
+   */
   retryAt(key: string): number {
     return this.#standing.get(key)?.retryAt ?? 0;
   }
