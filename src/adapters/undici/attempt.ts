@@ -137,6 +137,11 @@ export class Attempt implements LegacyHandler {
     this.deadline = deadline;
   }
 
+  /** Whether the server's answer has come: its headers handed to the caller, or held. */
+  get answered(): boolean {
+    return this.forwarded || this.#held !== undefined;
+  }
+
   /** Still under way: neither ended nor left. */
   get running(): boolean {
     return !this.#settled && this.#abandoned === undefined;

@@ -464,12 +464,27 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     const rare = this.#more;
     rare.retryAfter = 0;
     // The request's own wait for headers ran out during the backoff: no attempt is left to make.
-    if (this.#s.clock.now() >= rare.headersBy) return Promise.reject(rare.lastFailure ?? new errors.HeadersTimeoutError());
+    const clock = this.#s.clock;
+    const headersLeft = rare.headersBy - clock.now();
+    if (headersLeft <= 0) return Promise.reject(rare.lastFailure ?? new errors.HeadersTimeoutError());
     const refusal = this.#refusal();
     if (refusal !== undefined) return Promise.reject(refusal);
     return new Promise<UnsuccessfulAnswer | undefined>((resolve, reject) => {
       const attempt = new Attempt(this, a.number, a.deadline);
-      attempt.settled = (err) => (err === undefined ? resolve(this.#answerOf(attempt)) : reject(err));
+      // The retry's wait for headers ends with what was left of the request's own, on this
+      // clock: undici's headersTimeout fires no sooner than ~1 s, so a retry made with 13-130 ms
+      // of a 2.6 s headersTimeout left ended the call ~1 s past it (an outside review).
+      const timer = headersLeft === Infinity ? undefined : unrefTimer(clock.setTimeout(() => {
+        if (!attempt.running || attempt.answered) return;
+        const err = new errors.HeadersTimeoutError();
+        attempt.abandon(err);
+        reject(err);
+      }, headersLeft));
+      attempt.settled = (err) => {
+        if (timer !== undefined) clock.clearTimeout(timer);
+        if (err === undefined) resolve(this.#answerOf(attempt));
+        else reject(err);
+      };
       this.#run(attempt, false);
     });
   }

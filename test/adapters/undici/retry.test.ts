@@ -310,7 +310,25 @@ describe('the call has one deadline; each attempt gets what is left of it', () =
     // Was: 5 requests and about 4.3 s, each retry given a fresh 1 000 ms, and each headers
     // timeout retried. The retry had 700 ms left; when they ran out, no time was left to retry.
     expect(server.requests).toBe(2);
-    expect(ms).toBeLessThan(1_000 + 1_200); // undici's headers timer ticks about every 0.5-1 s
+    expect(ms).toBeLessThan(1_000 + 300); // the retry's wait ends on the call's clock, not undici's ~1 s-grained timer
+  });
+
+  it("a retry made with little of the request's own headersTimeout left ends when it runs out, with the answer held: not ~1 s later, undici's timer's grain", async () => {
+    // The first request is answered 503 after 600 ms (a GET: retried at once); the retry, with
+    // ~100 ms of the 700 left, is never answered. undici's own headersTimeout of 100 ms fired
+    // at ~1 s: the call ended ~1.6 s in, against 700 ms asked (an outside review: 2.6 s -> 3.5 s).
+    await using server = await httpServer((_req, res, n) => {
+      if (n === 1) setTimeout(() => res.writeHead(503).end('busy'), 600);
+    });
+    const { agent } = guarded({ maxAttempts: 3, backoff: () => 0, budget: null, breaker: null });
+    const t0 = performance.now();
+    const res = await request(`${server.origin}/`, { dispatcher: agent, headersTimeout: 700 });
+    expect(res.statusCode).toBe(503); // the server's answer, handed over when no retry could follow
+    expect(await res.body.text()).toBe('busy');
+    const ms = performance.now() - t0;
+    expect(server.requests).toBe(2);
+    expect(ms).toBeGreaterThanOrEqual(690);
+    expect(ms).toBeLessThan(700 + 250);
   });
 
   it("a server that never sends headers within the request's own headersTimeout: one request, as with undici alone", async () => {
