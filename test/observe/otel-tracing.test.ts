@@ -97,7 +97,7 @@ describe('traceSpans', () => {
     ]);
     expect(a1.attributes).toMatchObject({ 'dialguard.attempt': 1, 'dialguard.outcome': 'error', 'dialguard.refused': false, 'error.type': 'ECONNREFUSED' });
     expect(a1.status.code).toBe(SpanStatusCode.ERROR);
-    expect(d1.attributes).toMatchObject({ 'server.address': 'db.test:5432', 'dialguard.outcome': 'failed', 'error.type': 'ECONNREFUSED' });
+    expect(d1.attributes).toMatchObject({ 'server.address': 'db.test', 'server.port': 5432, 'dialguard.outcome': 'failed', 'error.type': 'ECONNREFUSED' });
     expect(d1.status.code).toBe(SpanStatusCode.ERROR);
     expect(a2.attributes).toMatchObject({ 'dialguard.attempt': 2, 'dialguard.outcome': 'ok' });
     expect(d2.attributes).toMatchObject({ 'dialguard.outcome': 'succeeded' });

@@ -4,7 +4,7 @@
  * each a child of the one it ran inside (a dial made by an attempt is that attempt's child).
  * Refusals, backoff waits and breaker transitions are span events on the span they happened in.
  *
- * Attributes are bounded: the host dialled (`server.address`), an outcome, an error code, the
+ * Attributes are bounded: the host dialled (`server.address`, `server.port`), an outcome, an error code, the
  * attempt number and whether the breaker refused.
  *
  * Parents: a span's parent is the innermost dialguard span of this subscription still open where
@@ -47,6 +47,22 @@ interface Traced {
  * DOMException (an AbortSignal's reason) goes by its name: its numeric `code` is a legacy one
  * ('20' for AbortError, '23' for TimeoutError) that tells a reader of the span nothing.
  */
+/**
+ * A breaker key (`host:port`, `[v6]:port`) as OpenTelemetry's `server.address` (the host name or
+ * address alone) and `server.port`. The key whole was given as the address: a backend read
+ * `127.0.0.1:46824` as a host name (an outside review). A key without a port stays whole.
+ *
+ * @internal Exported for its test.
+ */
+export function serverAttributes(key: string): Attributes {
+  const colon = key.lastIndexOf(':');
+  const port = Number(key.slice(colon + 1));
+  if (colon <= 0 || !/^\d{1,5}$/.test(key.slice(colon + 1)) || port > 65_535) return { 'server.address': key };
+  const host = key.slice(0, colon);
+  if (host.startsWith('[') && host.endsWith(']')) return { 'server.address': host.slice(1, -1), 'server.port': port };
+  return host.includes(':') ? { 'server.address': key } : { 'server.address': host, 'server.port': port };
+}
+
 function codeOf(err: unknown): string | undefined {
   if (err instanceof DOMException) return err.name;
   const code = (err as { code?: unknown } | null)?.code;
@@ -208,7 +224,7 @@ function traceOn(tracer: Tracer): () => void {
   hook(
     dialTrace,
     (m) => (m.kind === 'lookup' ? 'dialguard.lookup' : 'dialguard.dial'), // a name's DNS lookup is not a dial
-    (m) => ({ 'server.address': String(m.host), 'dialguard.probe': m.probe === true }),
+    (m) => ({ ...serverAttributes(String(m.host)), 'dialguard.probe': m.probe === true }),
     (m) => ({ 'dialguard.outcome': String(m.outcome ?? 'failed'), 'dialguard.phase': String(m.phase ?? 'tcp') }),
   );
 
@@ -221,10 +237,10 @@ function traceOn(tracer: Tracer): () => void {
     }
   };
   stops.push(
-    subscribe('dialguard:breaker:refused', (e) => event('dialguard.refused', { 'server.address': e.host, 'dialguard.state': e.state })),
-    subscribe('dialguard:breaker:opened', (e) => event('dialguard.breaker.opened', { 'server.address': e.host, 'dialguard.reopened': e.reopened })),
-    subscribe('dialguard:breaker:closed', (e) => event('dialguard.breaker.closed', { 'server.address': e.host })),
-    subscribe('dialguard:breaker:probe-granted', (e) => event('dialguard.breaker.probe', { 'server.address': e.host })),
+    subscribe('dialguard:breaker:refused', (e) => event('dialguard.refused', { ...serverAttributes(e.host), 'dialguard.state': e.state })),
+    subscribe('dialguard:breaker:opened', (e) => event('dialguard.breaker.opened', { ...serverAttributes(e.host), 'dialguard.reopened': e.reopened })),
+    subscribe('dialguard:breaker:closed', (e) => event('dialguard.breaker.closed', serverAttributes(e.host))),
+    subscribe('dialguard:breaker:probe-granted', (e) => event('dialguard.breaker.probe', serverAttributes(e.host))),
     subscribe('dialguard:retry:scheduled', (e) =>
       event('dialguard.retry.scheduled', { 'dialguard.attempt': e.attempt, 'dialguard.delay_ms': e.delay, 'error.type': e.code ?? e.kind }),
     ),

@@ -114,7 +114,7 @@ describe('traceSpans: stopped while a call is in flight', () => {
     const [d, a, c] = spans as [ReadableSpan, ReadableSpan, ReadableSpan];
     const parentOf = parents(spans);
     expect([parentOf(d), parentOf(a), parentOf(c)]).toEqual([a, c, undefined]);
-    expect(d.attributes).toMatchObject({ 'server.address': `${peer.host}:${peer.port}`, 'dialguard.outcome': 'failed', 'dialguard.phase': 'tcp' });
+    expect(d.attributes).toMatchObject({ 'server.address': peer.host, 'server.port': peer.port, 'dialguard.outcome': 'failed', 'dialguard.phase': 'tcp' });
     expect(d.attributes['error.type']).toBeTypeOf('string');
     expect(a.attributes).toMatchObject({ 'dialguard.outcome': 'error', 'dialguard.refused': false });
     expect(c.attributes).toMatchObject({ 'dialguard.outcome': 'error', 'dialguard.attempts': 1, 'error.type': error.code });
@@ -226,11 +226,11 @@ describe('traceSpans: parents in a socket event of a connection dialled under an
     const attempt = spans.find((s) => s.name === 'dialguard.attempt')!;
     expect(parentOf(attempt)).toBe(call);
     const dials = spans.filter((s) => s.name === 'dialguard.dial');
-    expect(dials.map((s) => [s.attributes['server.address'], parentOf(s)?.name])).toEqual([
-      [`${peer.host}:${peer.port}`, 'dialguard.attempt'],
-      ['other.test:5432', 'dialguard.attempt'], // was: a child of the ended dial above
+    expect(dials.map((s) => [s.attributes['server.address'], s.attributes['server.port'], parentOf(s)?.name])).toEqual([
+      [peer.host, peer.port, 'dialguard.attempt'],
+      ['other.test', 5432, 'dialguard.attempt'], // was: a child of the ended dial above
     ]);
-    expect(attempt.events.map((e) => [e.name, e.attributes?.['server.address']])).toEqual([['dialguard.refused', 'isolated.test:5432']]); // was: lost on the ended dial
+    expect(attempt.events.map((e) => [e.name, e.attributes?.['server.address'], e.attributes?.['server.port']])).toEqual([['dialguard.refused', 'isolated.test', 5432]]); // was: lost on the ended dial
     for (const d of dials) expect(d.events).toEqual([]);
   });
 });
