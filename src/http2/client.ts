@@ -39,7 +39,7 @@ import { onCallerAbort } from '../core/shared-signal.js';
 import { checkOptionNames, optionNames } from '../core/option-names.js';
 
 /** The option names an Http2Client takes: any other is warned about (see checkOptionNames). */
-const CLIENT_OPTIONS = optionNames<Http2ClientOptions>({ connectTimeout: true, breaker: true, lookup: true, keepAliveInterval: true, keepAliveTimeout: true, requestTimeout: true, tls: true, settings: true, sessionOptions: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, closeTimeout: true, retry: true, clock: true });
+const CLIENT_OPTIONS = optionNames<Http2ClientOptions>({ connectTimeout: true, breaker: true, lookup: true, keepAliveInterval: true, keepAliveTimeout: true, requestTimeout: true, tls: true, settings: true, sessionOptions: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, closeTimeout: true, redialPace: true, retry: true, clock: true });
 
 /**
  * `tls.connect` options a caller may put at the top level by mistake: ignored there, a `ca` given
@@ -105,6 +105,11 @@ export interface Http2ClientOptions {
   retiredRetries?: number;
   /** How long `close()` lets requests finish, ms. Default 5 000. */
   closeTimeout?: number;
+  /**
+   * The longest wait between a target's failed connect and its next one, ms (see
+   * ConnectionPoolOptions.redialPace): 10 ms, doubling per failure in a row up to this. Default 250.
+   */
+  redialPace?: number;
   /**
    * How a request whose session could not be established is tried again; `false`: never. Only
    * such a request, of any method: its dial was refused, or reset or closed before the session
@@ -363,6 +368,7 @@ export class Http2Client {
       sweepInterval: options.sweepInterval,
       retiredRetries: options.retiredRetries,
       closeTimeout: options.closeTimeout,
+      redialPace: options.redialPace,
       clock: this.#clock,
       // A request that may have been sent goes back (its session died under it) only as a retry
       // the budget allows, as GrpcGuard's: was budget-free, so a server killing sessions over

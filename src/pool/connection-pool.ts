@@ -23,7 +23,7 @@
 import { setMaxListeners } from 'node:events';
 import { classify as defaultClassify } from '../core/classify.js';
 import { type Clock, checkedClock } from '../core/clock.js';
-import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
+import { ConnectionGoneError, HostUnavailableError, PoolClosedError } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { checkBoolean, checkDuration, checkFunction, checkInteger, checkSignal, opt } from '../core/validate.js';
 import { DEFAULT_CONNECT_TIMEOUT, type DialContext, dial } from '../guard/dial.js';
@@ -42,7 +42,7 @@ import { checkOptionNames, optionNames } from '../core/option-names.js';
 export type { ConnectionPoolEvents, ConnectionPoolOptions, ConnectionWatch, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 
 /** The option names a ConnectionPool takes: any other is warned about (see checkOptionNames). */
-const POOL_OPTIONS = optionNames<ConnectionPoolOptions<unknown>>({ connector: true, connectTimeout: true, breaker: true, hostOf: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, mayResend: true, closeTimeout: true, classify: true, clock: true });
+const POOL_OPTIONS = optionNames<ConnectionPoolOptions<unknown>>({ connector: true, connectTimeout: true, breaker: true, hostOf: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, mayResend: true, closeTimeout: true, classify: true, clock: true, redialPace: true });
 
 interface Slot<C> {
   /** The breaker key of the slot's target, from `hostOf` (computed before the slot exists). */
@@ -50,6 +50,17 @@ interface Slot<C> {
   current: PooledConnection<C> | undefined;
   attempt: Promise<PooledConnection<C>> | undefined;
 }
+
+/** A failing target's pacing: failed attempts in a row, and when the next may start. */
+interface Redial {
+  fails: number;
+  at: number;
+}
+
+/** The first wait after a failed connect attempt, ms; it doubles per failure up to `redialPace`. */
+const FIRST_REDIAL_WAIT = 10;
+/** Failing targets whose pacing a pool remembers (the oldest forgotten first): bounded memory. */
+const REDIAL_TARGETS = 1_024;
 
 const noop = (): void => {};
 
@@ -76,6 +87,9 @@ export class ConnectionPool<C> {
   readonly #closeTimeout: number;
   readonly #classify: (err: unknown) => PoolClassification;
   readonly #clock: Clock;
+  readonly #redialPace: number;
+  /** Targets whose last connect attempt failed, and when the next may start. */
+  readonly #redials = new Map<string, Redial>();
   readonly #slots = new Map<string, Slot<C>>();
   /** Every connection opened and not yet closed. */
   readonly #live = new Map<PooledConnection<C>, (() => void) | undefined>();
@@ -112,6 +126,7 @@ export class ConnectionPool<C> {
     this.#closeTimeout = checkDuration('closeTimeout', opt(options.closeTimeout, 5_000));
     this.#classify = checkFunction('classify', opt(options.classify, defaultClassify));
     this.#clock = checkedClock(options.clock);
+    this.#redialPace = checkDuration('redialPace', opt(options.redialPace, 250));
     this.#sweep = new IdleSweep<C>(idleTimeout, sweepInterval, this.#clock.now(), this.#slots, (conn) => this.#retire(conn, 'idle'));
     setMaxListeners(0, this.#closingSignal.signal); // one listener per connect attempt in flight
   }
@@ -387,7 +402,7 @@ export class ConnectionPool<C> {
     }
     // A connection delivered after close() gave up on it is closed as it arrives.
     const dispose = (c: C): void => this.#track(closeSafely(this.#connector, c, new PoolClosedError()));
-    const attempt = (
+    const start = (): Promise<C> =>
       own
         ? unguarded(establish, this.#closingSignal.signal, dispose)
         : dial(slot.host, establish, {
@@ -397,10 +412,14 @@ export class ConnectionPool<C> {
             signal: this.#closingSignal.signal,
             dispose,
             transport,
-          })
-    ).then(
+          });
+    // The target's last attempt failed: this one starts when its pace allows (see redialPace).
+    const redial = this.#redials.get(target);
+    const wait = redial === undefined ? 0 : redial.at - this.#clock.now();
+    const attempt = (wait > 0 ? this.#paced(wait).then(start) : start()).then(
       (connection) => {
         this.#attempts--;
+        if (redial !== undefined) this.#redials.delete(target);
         const conn = new PooledConnection(++this.#nextId, target, connection, this.#clock.now());
         this.#live.set(conn, undefined);
         this.#counts.opened++;
@@ -438,6 +457,8 @@ export class ConnectionPool<C> {
       (err: unknown) => {
         this.#attempts--;
         slot.attempt = undefined;
+        // A dial that ran and failed paces the next; a refusal dialled nothing, and after close() there is no next.
+        if (this.#redialPace > 0 && !(err instanceof HostUnavailableError) && !(err instanceof PoolClosedError)) this.#failedAttempt(target);
         // The slot holds no connection (an attempt is only started for a slot without one, and
         // sets one only on success), so it goes, if it is still the target's.
         // Stryker disable next-line ConditionalExpression: only close() removes a slot whose attempt is in flight, and no new slot is made after it; the identity check guards that invariant.
@@ -448,6 +469,38 @@ export class ConnectionPool<C> {
     slot.attempt = attempt;
     this.#track(attempt); // settles even when every waiter has left
     return attempt;
+  }
+
+  /** Records a failed connect attempt to `target`: the next waits 10 ms, doubling per failure in a row up to `redialPace`. */
+  #failedAttempt(target: string): void {
+    const at = this.#clock.now();
+    let redial = this.#redials.get(target);
+    if (redial === undefined) {
+      if (this.#redials.size >= REDIAL_TARGETS) this.#redials.delete(this.#redials.keys().next().value!);
+      redial = { fails: 0, at };
+      this.#redials.set(target, redial);
+    } else if (at - redial.at > this.#redialPace) {
+      redial.fails = 0; // no failure for longer than the pace: a new outage starts at the first wait
+    }
+    redial.fails++;
+    redial.at = at + Math.min(this.#redialPace, FIRST_REDIAL_WAIT * 2 ** Math.min(redial.fails - 1, 30));
+  }
+
+  /** Resolves after `wait` ms on the pool's clock; rejects with the close's reason if the pool closes first. */
+  #paced(wait: number): Promise<void> {
+    const closing = this.#closingSignal.signal;
+    return new Promise<void>((resolve, reject) => {
+      if (closing.aborted) return reject(closing.reason);
+      const onClose = (): void => {
+        this.#clock.clearTimeout(timer);
+        reject(closing.reason);
+      };
+      const timer = this.#clock.setTimeout(() => {
+        closing.removeEventListener('abort', onClose);
+        resolve();
+      }, wait);
+      closing.addEventListener('abort', onClose, { once: true });
+    });
   }
 
   /** Makes close() wait for `work` to settle; never lets its rejection go unhandled. */

@@ -100,6 +100,19 @@ export interface ConnectionPoolOptions<C> {
    */
   closeTimeout?: number;
   /**
+   * The longest wait, ms, between a target's failed connect attempt and its next one. After an
+   * attempt that dialled and failed (not one the breaker refused), the next attempt to that
+   * target starts 10 ms later, twice that after each further failure in a row, up to this; a
+   * caller arriving meanwhile joins that next attempt (bounded by its own signal), and a success
+   * ends the pacing. Default 250: the breaker's first open window, so the pool never holds a
+   * target longer than the breaker would once open. Without it, before the host opens (its
+   * `minOutage`, 1.5 s) a steady caller redialled a node resetting every connection back to
+   * back, ~145 dials a second (seed 002's storm, for that span); a 300 ms restart now costs at
+   * most one short wait, and callers during it wait for the server instead of failing. 0 dials at
+   * once, as before. A pool tracks the pacing of at most 1 024 failing targets (the oldest dropped).
+   */
+  redialPace?: number;
+  /**
    * Decides whether a failure proved the connection dead, and whether the request was sent.
    * Default `classify`. One that throws proves nothing (no eviction, no going back).
    */

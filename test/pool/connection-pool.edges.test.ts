@@ -286,7 +286,7 @@ describe('ConnectionPool: sweep clock', () => {
 
 describe('ConnectionPool: bookkeeping', () => {
   it('forgets a target once nothing is left for it: no connection, no attempt', async () => {
-    const { connector, pool } = setup();
+    const { clock, connector, pool } = setup();
     const failing = pool.use(T, async () => 1);
     await flushMicrotasks();
     expect(pool.stats()).toMatchObject({ targets: 1, attempts: 1 });
@@ -294,6 +294,7 @@ describe('ConnectionPool: bookkeeping', () => {
     await failing.catch(() => {});
     expect(pool.stats().targets).toBe(0);
     connector.auto = 'resolve';
+    clock.advance(10); // past the failed attempt's redial pace
     await pool.use(T, () => Promise.reject(new DeadError('dead'))).catch(() => {});
     expect(pool.stats().targets).toBe(0);
     await pool.use(T, async () => 1);

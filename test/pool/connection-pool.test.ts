@@ -89,7 +89,7 @@ describe('ConnectionPool: one connect attempt per target', () => {
   });
 
   it('a failed attempt is shared by its waiters, counted once, and never handed to a later caller', async () => {
-    const { connector, breaker, pool } = setup();
+    const { clock, connector, breaker, pool } = setup();
     const calls = Array.from({ length: 8 }, () => pool.use(T, async () => 1));
     await flushMicrotasks();
     const refused = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
@@ -99,7 +99,13 @@ describe('ConnectionPool: one connect attempt per target', () => {
     expect(breaker.state(T)?.failures).toBe(1);
     const next = pool.use(T, async (l) => l.id);
     await flushMicrotasks();
-    expect(connector.connects).toBe(2);
+    expect(connector.connects).toBe(1); // the next attempt waits the pace's first 10 ms (redialPace)
+    clock.advance(9);
+    await flushMicrotasks();
+    expect(connector.connects).toBe(1);
+    clock.advance(1);
+    await flushMicrotasks();
+    expect(connector.connects).toBe(2); // a fresh dial: the failure was not handed to the later caller
     connector.resolveLast();
     await expect(next).resolves.toBe(1);
   });

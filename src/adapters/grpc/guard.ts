@@ -96,6 +96,7 @@ export class GrpcGuard {
       // A call its dead channel cut goes back as a resend: from the retry budget, as every retry.
       ...(budget === null ? {} : { mayResend: () => budget.tryWithdraw() }),
       closeTimeout: s.closeTimeout,
+      redialPace: s.redialPace,
       clock: s.clock,
     });
     const guard = this;

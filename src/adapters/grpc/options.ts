@@ -22,7 +22,7 @@ import { checkOptionNames, optionNames } from '../../core/option-names.js';
 const RETRY_OPTIONS = optionNames<GrpcRetryOptions>({ maxAttempts: true, backoff: true, budget: true, retryableStatusCodes: true });
 
 /** The option names a GrpcGuard takes: any other is warned about (see checkOptionNames). */
-const GUARD_OPTIONS = optionNames<GrpcGuardOptions>({ connectTimeout: true, breaker: true, keepAliveInterval: true, keepAliveTimeout: true, keepAliveWhileIdle: true, channelOptions: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, closeTimeout: true, replayBufferSize: true, idempotent: true, retry: true, hostOf: true, perAddress: true, lookup: true, attemptDelay: true, clock: true });
+const GUARD_OPTIONS = optionNames<GrpcGuardOptions>({ connectTimeout: true, breaker: true, keepAliveInterval: true, keepAliveTimeout: true, keepAliveWhileIdle: true, channelOptions: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, closeTimeout: true, redialPace: true, replayBufferSize: true, idempotent: true, retry: true, hostOf: true, perAddress: true, lookup: true, attemptDelay: true, clock: true });
 
 /** How guarded calls are retried (see {@link GrpcGuardOptions.retry}). */
 export interface GrpcRetryOptions {
@@ -110,6 +110,11 @@ export interface GrpcGuardOptions {
   /** How long `close()` lets calls in flight finish before ending them, ms. Default 5 000. */
   closeTimeout?: number;
   /**
+   * The longest wait between a target's failed connect and its next one, ms (see
+   * ConnectionPoolOptions.redialPace): 10 ms, doubling per failure in a row up to this. Default 250.
+   */
+  redialPace?: number;
+  /**
    * Bytes of request messages a call keeps so it can be resent on a fresh channel (only until the
    * server answers anything). Default 262 144 (256 KiB): every unary request and most short
    * streams fit, and a long upload is not held in memory twice; past it a call is not resent.
@@ -182,6 +187,7 @@ export interface GrpcSettings {
   sweepInterval: number | undefined;
   retiredRetries: number | undefined;
   closeTimeout: number | undefined;
+  redialPace: number | undefined;
   replayBufferSize: number;
   idempotent: (method: string) => boolean;
   retry: (Required<Pick<GrpcRetryOptions, 'maxAttempts'>> & Omit<GrpcRetryOptions, 'maxAttempts' | 'retryableStatusCodes'> & { statuses: ReadonlySet<number> }) | false;
@@ -253,6 +259,7 @@ export function grpcSettings(options: GrpcGuardOptions): GrpcSettings {
     sweepInterval: options.sweepInterval,
     retiredRetries: options.retiredRetries,
     closeTimeout: options.closeTimeout,
+    redialPace: options.redialPace,
     replayBufferSize: checkInteger('replayBufferSize', opt(options.replayBufferSize, 262_144), 0),
     idempotent: guardedPredicate(checkFunction<(method: string) => boolean>('idempotent', opt(options.idempotent, never))),
     retry: retrySettings(options.retry),

@@ -152,7 +152,7 @@ describe('grpc guard: wait-for-ready (issue 18 break 2)', () => {
     for (let i = 0; i < 10; i++) expect((await failure(call(client, 'Echo', 'x', { deadline: Date.now() + 150 }))).code).not.toBe(grpc.status.OK);
     expect(performance.now() - t0).toBeLessThan(2_500); // all before the server is back
     const failedBefore = breaker.stats().failed;
-    expect(failedBefore).toBeGreaterThanOrEqual(10); // each call dialled (and its retries may have)
+    expect(failedBefore).toBeGreaterThanOrEqual(5); // the calls dialled (a call arriving in the pool's redial pace joins the next dial)
     const res = await new Promise<Buffer>((resolve, reject) =>
       client.Echo(Buffer.from('waited'), new grpc.Metadata({ waitForReady: true }), { deadline: Date.now() + 12_000 }, (err, r) => (err ? reject(err) : resolve(r!))),
     );
