@@ -181,6 +181,8 @@ async function drain(r: Real): Promise<void> {
     for (const q of r.requests) if (!q.settled && q.end !== undefined) q.end.resolve('done');
     await flushMicrotasks();
     if (r.requests.every((q) => q.settled)) break;
+    r.clock.advance(250); // a caller waiting out a failed target's redial pace joins the next attempt then
+    await flushMicrotasks();
   }
   const lost = r.requests.filter((q) => !q.settled).length;
   expect(lost, 'requests that never settled').toBe(0);
