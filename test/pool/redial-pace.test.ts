@@ -13,10 +13,6 @@ import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js'
 import { resetOnAccept, type TcpPeer } from '../../src/testing/tcp-peers.js';
 import { connect } from '../../src/guard/connect.js';
 import { FakeConnector, type FakeConnection, testClassify } from './fake-connector.js';
-import { Http2Client } from '../../src/http2/client.js';
-import { GrpcGuard } from '../../src/adapters/grpc/index.js';
-import { refusing } from '../../src/testing/tcp-peers.js';
-import { subscribe } from '../../src/observe/channels.js';
 
 const T = 'svc:1';
 const refused = (): Error => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
@@ -242,44 +238,5 @@ describe('ConnectionPool redialPace, real sockets: a node resetting every connec
     expect(paced.accepted).toBeLessThanOrEqual(10);
     expect(unpaced.accepted).toBeGreaterThan(5 * paced.accepted);
     expect(paced.served + unpaced.served).toBe(0);
-  });
-});
-
-describe('redialPace through the adapters whose pools it paces', () => {
-  it('Http2Client: 40 calls 10 ms apart to a refused port before its host opens dial a handful of times, where redialPace 0 dials for each', async () => {
-    const peer = await refusing();
-    const dialsOf = async (redialPace: number | undefined): Promise<{ dials: number; failed: number }> => {
-      let dials = 0;
-      const stop = subscribe('dialguard:dial:settled', (e) => {
-        if (e.host === `127.0.0.1:${peer.port}`) dials++;
-      });
-      const client = new Http2Client({ breaker: new HostBreaker({ minOutage: 60_000 }), redialPace, retry: false });
-      const calls: Array<Promise<'ok' | 'failed'>> = [];
-      try {
-        for (let i = 0; i < 40; i++) {
-          calls.push(client.request(`http://127.0.0.1:${peer.port}/`).then(() => 'ok' as const, () => 'failed' as const));
-          await new Promise((resolve) => setTimeout(resolve, 10));
-        }
-        const outcomes = await Promise.all(calls);
-        return { dials, failed: outcomes.filter((o) => o === 'failed').length };
-      } finally {
-        stop();
-        await client.close();
-      }
-    };
-    const unpaced = await dialsOf(0);
-    const paced = await dialsOf(undefined);
-    expect(unpaced).toEqual({ dials: 40, failed: 40 });
-    expect(paced.failed).toBe(40);
-    expect(paced.dials).toBeGreaterThanOrEqual(3);
-    expect(paced.dials).toBeLessThanOrEqual(9); // 0, 10, 30, 70, 150, 310 ms ... within ~400-600 ms
-    await peer.close();
-  });
-
-  it('Http2Client and GrpcGuard check redialPace as the pool does', async () => {
-    expect(() => new Http2Client({ redialPace: -1 })).toThrow(/redialPace/);
-    expect(() => new GrpcGuard({ redialPace: Number.NaN })).toThrow(/redialPace/);
-    const fine = new GrpcGuard({ redialPace: 0, breaker: null });
-    await fine.close();
   });
 });
