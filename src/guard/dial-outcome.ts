@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { CERT_CODES } from '../core/tls-codes.js';
+import { CERT_CODES, TLS_MISMATCH_ALERT } from '../core/tls-codes.js';
 import { ErrorCodes } from '../core/errors.js';
 
 /** What a failed dial tells the breaker: settle the permit with this outcome. */
@@ -87,7 +87,7 @@ export function dialFailureOutcome(err: unknown, answered = false): DialFailureO
     if (LOCAL_CODES.has(code) || code === ErrorCodes.HOST_UNAVAILABLE) return 'abandoned';
     // A certificate the peer presented, or ours it asked for and then refused: it answered.
     if (CERT_CODES.has(code) || code === ErrorCodes.CLIENT_CERTIFICATE_REJECTED) return 'succeeded';
-    if (code.startsWith('ERR_SSL_') && (/ALERT|WRONG_VERSION_NUMBER/.test(code) || answered)) return 'succeeded';
+    if (code.startsWith('ERR_SSL_') && (/ALERT|WRONG_VERSION_NUMBER/.test(code) || TLS_MISMATCH_ALERT.test(code) || answered)) return 'succeeded';
   }
   if (answered) return 'succeeded';
   if (code !== undefined && (code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_'))) return 'abandoned';

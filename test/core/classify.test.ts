@@ -208,6 +208,8 @@ describe('classify: shapes read from the clients, for paths a loopback peer cann
     ['a TLS record broken mid-connection is not a dial (maybe sent)', sys('ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC'), k('connection', false, true)],
     ['a TLS alert that the two ends disagree (no common ALPN) is a dial no retry can fix', sys('ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL'), k('dial', true, false, { transient: false })],
     ['a TLS version mismatch alert is a dial no retry can fix', sys('ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION'), k('dial', true, false, { transient: false })],
+    ['an unrecognized_name alert (no site by the name sent) is a dial no retry can fix', sys('ERR_SSL_TLSV1_UNRECOGNIZED_NAME'), k('dial', true, false, { transient: false })],
+    ['an unsupported_extension alert is a dial no retry can fix', sys('ERR_SSL_TLSV1_UNSUPPORTED_EXTENSION'), k('dial', true, false, { transient: false })],
     ['a peer’s internal_error alert is a dial that may pass', sys('ERR_SSL_TLSV1_ALERT_INTERNAL_ERROR'), k('dial', true, false, { transient: true })],
     ['ERR_STREAM_PREMATURE_CLOSE', sys('ERR_STREAM_PREMATURE_CLOSE'), k('connection', false, true)],
     ['ERR_HTTP2_GOAWAY_SESSION: not sent, connection going away (retire, not dead)', sys('ERR_HTTP2_GOAWAY_SESSION'), k('connection', true, false, { transient: true })],

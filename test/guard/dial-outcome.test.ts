@@ -43,6 +43,8 @@ describe('dialFailureOutcome', () => {
     ['ERR_SSL_TLSV1_ALERT_NO_APPLICATION_PROTOCOL', 'succeeded'],
     ['ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE', 'succeeded'],
     ['ERR_SSL_WRONG_VERSION_NUMBER', 'succeeded'],
+    ['ERR_SSL_TLSV1_UNRECOGNIZED_NAME', 'succeeded'],
+    ['ERR_SSL_TLSV1_CERTIFICATE_UNOBTAINABLE', 'succeeded'],
     ['ERR_SSL_NO_PROTOCOLS_AVAILABLE', 'abandoned'],
     ['EMFILE', 'abandoned'],
     ['ENFILE', 'abandoned'],
