@@ -8,6 +8,8 @@
  */
 import { containAnswer, warnOnce } from './warn-once.js';
 import diagnosticsChannel from 'node:diagnostics_channel';
+import { type OptionNames, optionNames } from './option-names.js';
+import { checkFunction, show } from './validate.js';
 
 /** Receives one event's payload. */
 export type Listener<T> = (payload: T) => void;
@@ -61,6 +63,8 @@ export class Audience {
  */
 export class EventHub<Events extends { [K in keyof Events]: object }> {
   readonly #prefix: string;
+  /** The events it emits: `on()` refuses any other name (a typo heard nothing, silently). */
+  readonly #names: ReadonlySet<string>;
   /**
    * Each event's audience, made the first time the event is named: its channel is looked up
    * once (building the channel's name to look it up again cost more than everything else
@@ -68,13 +72,27 @@ export class EventHub<Events extends { [K in keyof Events]: object }> {
    */
   readonly #audiences = new Map<keyof Events, Audience>();
 
-  /** @param component - names the diagnostics channels: `dialguard:<component>:<event>`. */
-  constructor(component: string) {
+  /**
+   * @param component - names the diagnostics channels: `dialguard:<component>:<event>`.
+   * @param names - every event it emits (the compiler holds the keys to exactly `Events`'s).
+   */
+  constructor(component: string, names: OptionNames<Events>) {
     this.#prefix = `dialguard:${component}:`;
+    this.#names = optionNames(names);
   }
 
-  /** Calls `listener` with every `event`; returns the function that stops it. */
+  /**
+   * Calls `listener` with every `event`; returns the function that stops it.
+   *
+   * @throws TypeError for an event it never emits, or a listener that is not a function (taken
+   * silently, it threw inside the next event: every later refusal or retry() failed with
+   * "Invalid value used in weak set"; an outside review).
+   */
   on<K extends keyof Events>(event: K, listener: Listener<Events[K]>): Unsubscribe {
+    if (!this.#names.has(event as string)) {
+      throw new TypeError(`unknown event ${show(event)} (the events are ${[...this.#names].map(show).join(', ')})`);
+    }
+    checkFunction('listener', listener);
     const set = this.audience(event).listeners;
     set.add(listener as Listener<never>);
     return unsubscriber(() => {

@@ -183,8 +183,8 @@ export interface LookupEvents {
   settled: DialEvents['settled'];
 }
 
-const events = new EventHub<DialEvents>('dial');
-const lookupEvents = new EventHub<LookupEvents>('lookup');
+const events = new EventHub<DialEvents>('dial', { settled: true });
+const lookupEvents = new EventHub<LookupEvents>('lookup', { settled: true });
 
 /**
  * Dials `host` with `establish`, bounded by one timeout and guarded by a {@link HostBreaker}.

@@ -46,7 +46,7 @@ import {
   type HostSnapshot,
   type Transport,
 } from './host-breaker-types.js';
-import { checkOptionNames, optionNames } from '../core/option-names.js';
+import { type OptionNames, checkOptionNames, optionNames } from '../core/option-names.js';
 
 export {
   adaptiveOpenWindow,
@@ -63,6 +63,7 @@ export {
 const zero = (): number => 0;
 
 /** The option names a HostBreaker takes: any other is warned about (see checkOptionNames). */
+const BREAKER_EVENTS: OptionNames<HostBreakerEvents> = { opened: true, closed: true, 'probe-granted': true, 'probe-expired': true, refused: true };
 const BREAKER_OPTIONS = optionNames<HostBreakerOptions>({ failureThreshold: true, minOutage: true, openDuration: true, probeTimeout: true, idleRetention: true, capacity: true, sweepInterval: true, clock: true, random: true });
 
 interface Entry {
@@ -477,7 +478,7 @@ export class HostBreaker {
   #spellingHosts: Map<string, Entry> | undefined;
   /** Spellings in the index, all ports. */
   #spellingCount = 0;
-  readonly #events = new EventHub<HostBreakerEvents>('breaker');
+  readonly #events = new EventHub<HostBreakerEvents>('breaker', BREAKER_EVENTS);
   /** Who hears `refused`: asked on every refusal, so held rather than looked up each time. */
   readonly #refusedAudience = this.#events.audience('refused');
   #lastSweep: number;

@@ -307,7 +307,7 @@ export interface Http2ClientEvents {
   settled: { ok: boolean; latency: number; status: number | undefined; kind: FailureKind | undefined };
 }
 
-const events = new EventHub<Http2ClientEvents>('http2');
+const events = new EventHub<Http2ClientEvents>('http2', { settled: true });
 /** Who hears `settled`: asked on every request, so held rather than looked up each time. */
 const settledAudience = events.audience('settled');
 

@@ -11,6 +11,7 @@
  * @module
  */
 import { containAnswer, warnOnce } from '../core/warn-once.js';
+import { checkFunction, show } from '../core/validate.js';
 import diagnosticsChannel from 'node:diagnostics_channel';
 import type { ConnectionPoolEvents } from '../pool/connection-pool.js';
 import type { DialEvents, LookupEvents } from '../guard/dial.js';
@@ -59,6 +60,8 @@ export const CHANNELS = [
   'dialguard:http2:settled',
 ] as const satisfies ReadonlyArray<keyof DialguardChannels>;
 
+const KNOWN: ReadonlySet<string> = new Set(CHANNELS);
+
 /**
  * Subscribes `listener` to one of dialguard's channels (every instance in the process publishes
  * there); returns the function that unsubscribes. A listener that throws, or whose promise rejects (an
@@ -67,6 +70,10 @@ export const CHANNELS = [
  * rethrown by Node as an uncaught exception, which would crash the process from inside a dial.)
  */
 export function subscribe<K extends keyof DialguardChannels>(name: K, listener: (payload: DialguardChannels[K]) => void): Unsubscribe {
+  // Checked here, not at the first message: a listener that is not a function threw inside
+  // diagnostics_channel's publish, an uncaught exception (an outside review: the process exited).
+  if (!KNOWN.has(name)) throw new TypeError(`unknown channel ${show(name)}: dialguard publishes on ${CHANNELS.join(', ')}`);
+  checkFunction('listener', listener);
   const handler = (message: unknown): void => {
     try {
       const answer: unknown = listener(message as DialguardChannels[K]);

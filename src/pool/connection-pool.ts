@@ -37,11 +37,12 @@ import { askSafely, classifySafely, closeSafely, unwatchSafely } from './user-co
 import { unguarded } from './unguarded.js';
 import type { ConnectionPoolEvents, ConnectionPoolOptions, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 import { onCallerAbort } from '../core/shared-signal.js';
-import { checkOptionNames, optionNames } from '../core/option-names.js';
+import { type OptionNames, checkOptionNames, optionNames } from '../core/option-names.js';
 
 export type { ConnectionPoolEvents, ConnectionPoolOptions, ConnectionWatch, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 
 /** The option names a ConnectionPool takes: any other is warned about (see checkOptionNames). */
+const POOL_EVENTS: OptionNames<ConnectionPoolEvents> = { opened: true, retired: true, gone: true, closed: true, resent: true };
 const POOL_OPTIONS = optionNames<ConnectionPoolOptions<unknown>>({ connector: true, connectTimeout: true, breaker: true, hostOf: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, mayResend: true, closeTimeout: true, classify: true, clock: true, redialPace: true });
 
 interface Slot<C> {
@@ -94,7 +95,7 @@ export class ConnectionPool<C> {
   /** Every connection opened and not yet closed. */
   readonly #live = new Map<PooledConnection<C>, (() => void) | undefined>();
   readonly #closingSignal = new AbortController();
-  readonly #events = new EventHub<ConnectionPoolEvents>('pool');
+  readonly #events = new EventHub<ConnectionPoolEvents>('pool', POOL_EVENTS);
   readonly #closes = new Set<Promise<void>>();
   readonly #inFlight = new Set<Promise<unknown>>();
   #closed: Promise<void> | undefined;

@@ -41,7 +41,7 @@ export interface RetryEvents {
 }
 
 
-const events = new EventHub<RetryEvents>('retry');
+const events = new EventHub<RetryEvents>('retry', { scheduled: true, 'budget-exhausted': true, settled: true });
 /** Who hears `settled`: asked on every call's end, so held rather than looked up each time. */
 const settledAudience = events.audience('settled');
 

@@ -13,10 +13,11 @@ interface Events {
   ping: { n: number };
   pong: { n: number };
 }
+const NAMES = { ping: true, pong: true } as const;
 
 describe('EventHub audiences', () => {
   it('one record per event for the hub’s life, naming its channel', () => {
-    const hub = new EventHub<Events>('audience-test-a');
+    const hub = new EventHub<Events>('audience-test-a', NAMES);
     const ping = hub.audience('ping');
     expect(ping).toBeInstanceOf(Audience);
     expect(hub.audience('ping')).toBe(ping);
@@ -26,7 +27,7 @@ describe('EventHub audiences', () => {
   });
 
   it('hears a listener added after the record was taken, and not once it stopped', () => {
-    const hub = new EventHub<Events>('audience-test-b');
+    const hub = new EventHub<Events>('audience-test-b', NAMES);
     const ping = hub.audience('ping');
     const heard: number[] = [];
     const stop = hub.on('ping', (p) => heard.push(p.n));
@@ -42,7 +43,7 @@ describe('EventHub audiences', () => {
   });
 
   it('hears a diagnostics_channel subscriber added after the record was taken', () => {
-    const hub = new EventHub<Events>('audience-test-c');
+    const hub = new EventHub<Events>('audience-test-c', NAMES);
     const ping = hub.audience('ping');
     const got: unknown[] = [];
     const onMessage = (m: unknown): void => {
@@ -80,5 +81,17 @@ describe('EventHub audiences', () => {
     stop!();
     await retry(async () => 2);
     expect(ends).toEqual([true]);
+  });
+});
+
+describe('EventHub.on checks what it is given', () => {
+  it('an event it never emits, or a listener that is not a function, is a TypeError at once (it broke the next event: an outside review)', () => {
+    const hub = new EventHub<Events>('audience-test-d', NAMES);
+    expect(() => hub.on('nope' as 'ping', () => {})).toThrow(/unknown event "nope" \(the events are "ping", "pong"\)/);
+    for (const bad of [undefined, 1, {}, 'f']) expect(() => hub.on('ping', bad as unknown as () => void)).toThrow(TypeError);
+    const heard: number[] = [];
+    hub.on('ping', (e) => heard.push(e.n));
+    hub.emit('ping', { n: 1 });
+    expect(heard).toEqual([1]);
   });
 });
