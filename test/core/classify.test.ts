@@ -332,6 +332,20 @@ describe('classify: walking the chain', () => {
 describe('classify: hostile inputs never crash or hang', () => {
   afterEach(() => vi.restoreAllMocks());
 
+  it('a revoked Proxy, or one whose every trap throws, is unknown: classify() never throws, nor reads it past what it can', () => {
+    const { proxy, revoke } = Proxy.revocable(new Error('x'), {});
+    revoke();
+    const trap = (): never => {
+      throw new Error('trap');
+    };
+    const trapped = new Proxy(new Error('y'), { get: trap, getPrototypeOf: trap, has: trap, ownKeys: trap, getOwnPropertyDescriptor: trap });
+    for (const err of [proxy, trapped]) {
+      const c = classify(err);
+      expect(c).toMatchObject({ kind: 'unknown', notSent: false, connectionDead: false, transient: false });
+      expect(Object.isFrozen(c)).toBe(true);
+    }
+  });
+
   // A hang fails by the test timeout; what each case bounds is counted, never timed.
   function survives(err: unknown): Classification {
     const c = classify(err);
