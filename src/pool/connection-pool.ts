@@ -209,13 +209,17 @@ export class ConnectionPool<C> {
         return;
       }
     }
-    void this.#useSlow(target, fn, ends, signal, resends, 0, 1, 0, resolve, reject);
+    void this.#useSlow(target, fn, ends, signal, resends, 0, 0, 1, 0, resolve, reject);
   }
 
   /**
    * The call without a connection at hand: waits for the shared attempt (or finds the pool closed
    * or the caller gone), then rides. Also each turn that goes back after a sibling retired the
    * connection under it. `stale` counts the connections found retired before they could be ridden.
+   * `again` is 1 when this turn resends a request that may have been sent: counted in `resent`
+   * only once it boards a connection. A resend whose dial failed sent nothing, and counted, it
+   * spent one of the caller's attempts: an idempotent gRPC call cut by a 0.5 s restart gave up
+   * after 2 of its 3, just before the server was back (an outside review).
    * Never rejects: the call's failure goes to `reject`.
    */
   async #useSlow(
@@ -225,6 +229,7 @@ export class ConnectionPool<C> {
     signal: AbortSignal | undefined,
     resends: number,
     resent: number,
+    again: number,
     turn: number,
     stale: number,
     resolve: (value: unknown) => void,
@@ -243,7 +248,7 @@ export class ConnectionPool<C> {
           // attempt aborted it, in a microtask between): it leaves, never rides. Listening to an
           // aborted signal hears nothing, so boarding would have ridden and resolved.
           if (signal?.aborted === true) throw signal.reason;
-          this.#embark(conn, fn, ends, signal, resends, resent, turn, stale, resolve, reject);
+          this.#embark(conn, fn, ends, signal, resends, resent + again, turn, stale, resolve, reject);
           return;
         }
         // Retired (or found dead) in the microtasks between the attempt handing it over and this
@@ -420,6 +425,7 @@ export class ConnectionPool<C> {
     const attempt = (wait > 0 ? this.#paced(wait).then(start) : start()).then(
       (connection) => {
         this.#attempts--;
+        // Stryker disable next-line ConditionalExpression: deleting a key the map lacks changes nothing; the check only spares the lookup
         if (redial !== undefined) this.#redials.delete(target);
         const conn = new PooledConnection(++this.#nextId, target, connection, this.#clock.now());
         this.#live.set(conn, undefined);
@@ -459,6 +465,7 @@ export class ConnectionPool<C> {
         this.#attempts--;
         slot.attempt = undefined;
         // A dial that ran and failed paces the next; a refusal dialled nothing, and after close() there is no next.
+        // Stryker disable next-line ConditionalExpression,EqualityOperator: with redialPace 0 a record's wait is 0 (no pacing); the check only keeps the map empty
         if (this.#redialPace > 0 && !(err instanceof HostUnavailableError) && !(err instanceof PoolClosedError)) this.#failedAttempt(target);
         // The slot holds no connection (an attempt is only started for a slot without one, and
         // sets one only on success), so it goes, if it is still the target's.
@@ -491,15 +498,18 @@ export class ConnectionPool<C> {
   #paced(wait: number): Promise<void> {
     const closing = this.#closingSignal.signal;
     return new Promise<void>((resolve, reject) => {
+      // Stryker disable next-line ConditionalExpression: defence in depth; no attempt starts after close() (#acquireSlow checks first)
       if (closing.aborted) return reject(closing.reason);
       const onClose = (): void => {
         this.#clock.clearTimeout(timer);
         reject(closing.reason);
       };
       const timer = this.#clock.setTimeout(() => {
+        // Stryker disable next-line StringLiteral: left on, the listener only holds memory until close(), where it clears a fired timer and rejects a settled promise: nothing a test can see
         closing.removeEventListener('abort', onClose);
         resolve();
       }, wait);
+      // Stryker disable next-line ObjectLiteral,BooleanLiteral: a signal aborts once; `once` only drops the listener sooner
       closing.addEventListener('abort', onClose, { once: true });
     });
   }
@@ -616,7 +626,7 @@ export class ConnectionPool<C> {
       this.#events.emit('resent', { target: conn.target, id: conn.id, notSent, kind, code });
     }
     const again = notSent ? 0 : 1;
-    void this.#useSlow(conn.target, trip.fn, trip.ends, caller, trip.resends - again, trip.resent + again, trip.turn + 1, trip.stale, trip.resolve, trip.reject);
+    void this.#useSlow(conn.target, trip.fn, trip.ends, caller, trip.resends - again, trip.resent, again, trip.turn + 1, trip.stale, trip.resolve, trip.reject);
   };
 
   /** No new requests on `conn`; closed once its last request ends. */

@@ -138,6 +138,32 @@ describe('ConnectionPool: resends (a call\'s own bound on sends that may have ru
     await pool.close();
   });
 
+  it('a resend whose dial fails sent nothing: ride() reports 0 resends with the dial\'s error (a retry layer above keeps the attempt)', async () => {
+    const { connector, pool } = setup({});
+    await pool.use(T, async () => 'served'); // proven
+    let sends = 0;
+    const got = await new Promise<{ resent: unknown; err: unknown }>((resolve) => {
+      pool.ride(
+        T,
+        (trip) => {
+          sends++;
+          const conn = connector.opened[connector.opened.length - 1]!;
+          trip.signal.addEventListener('abort', () => trip.end(false, trip.signal.reason));
+          // The server dies under the call, and its port refuses the resend's dial.
+          connector.auto = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+          queueMicrotask(() => conn.watch!.gone(new Error('killed')));
+        },
+        { idempotent: true, resends: 2 },
+        () => resolve({ resent: 'served', err: undefined }),
+        (err, resent) => resolve({ resent, err }),
+      );
+    });
+    expect(sends).toBe(1);
+    expect(got.err).toMatchObject({ code: 'ECONNREFUSED' });
+    expect(got.resent).toBe(0); // was 1: the refused resend spent one of the caller's attempts
+    await pool.close();
+  });
+
   it('is checked: not an integer in 0..100 rejects the call, no connection opened', async () => {
     const { connector, pool } = setup({});
     await expect(pool.use(T, async () => 1, { idempotent: true, resends: -1 })).rejects.toThrow(RangeError);

@@ -119,6 +119,24 @@ describe('ConnectionPool redialPace', () => {
     await pool.close();
   });
 
+  it('a failure exactly the pace after the last wait ended still doubles the wait; one later starts afresh', async () => {
+    for (const [took, expected] of [
+      [100, 20],
+      [101, 10],
+    ] as const) {
+      const { clock, connector, pool } = setup({ redialPace: 100 });
+      void pool.use(T, async () => 1).catch(() => {});
+      await flushMicrotasks();
+      await failLast(connector);
+      expect(await nextWait(clock, connector, pool)).toBe(10);
+      clock.advance(took); // the paced attempt runs this long, then fails
+      await failLast(connector);
+      expect(await nextWait(clock, connector, pool)).toBe(expected);
+      await failLast(connector);
+      await pool.close();
+    }
+  });
+
   it('a breaker refusal dials nothing and paces nothing: the next caller asks the breaker at once', async () => {
     const clock = new ManualClock();
     const connector = new FakeConnector();
