@@ -101,7 +101,8 @@ export interface ConnectionPoolOptions<C> {
   closeTimeout?: number;
   /**
    * The longest wait, ms, between a target's failed connect attempt and its next one. After an
-   * attempt that dialled and failed (not one the breaker refused), the next attempt to that
+   * attempt the host failed (refused, reset, silent: not one the breaker refused, nor an answer
+   * the client itself rejects, such as a TLS or certificate mismatch), the next attempt to that
    * target starts 10 ms later, twice that after each further failure in a row, up to this; a
    * caller arriving meanwhile joins that next attempt (bounded by its own signal), and a success
    * ends the pacing. Default 250: the breaker's first open window, so the pool never holds a

@@ -152,6 +152,21 @@ describe('ConnectionPool redialPace', () => {
     await pool.close();
   });
 
+  it('an answer the client rejects (a TLS mismatch alert, a certificate) paces nothing: the host is up, the next dials at once', async () => {
+    const { clock, connector, pool } = setup();
+    void pool.use(T, async () => 1).catch(() => {});
+    await flushMicrotasks();
+    for (const code of ['ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION', 'ERR_SSL_TLSV1_UNRECOGNIZED_NAME', 'CERT_HAS_EXPIRED', 'ERR_TLS_CERT_ALTNAME_INVALID']) {
+      connector.pending[connector.pending.length - 1]!.reject(Object.assign(new Error(code), { code }));
+      await flushMicrotasks();
+      expect(await nextWait(clock, connector, pool), code).toBe(0);
+    }
+    await failLast(connector); // a refused dial: the host's failure, paced
+    expect(await nextWait(clock, connector, pool)).toBe(10);
+    await failLast(connector);
+    await pool.close();
+  });
+
   it('redialPace 0 dials again at once, as before the pace', async () => {
     const { clock, connector, pool } = setup({ redialPace: 0 });
     void pool.use(T, async () => 1).catch(() => {});
