@@ -18,7 +18,7 @@ import type stream from 'node:stream';
 import type { HostBreaker } from '../../guard/host-breaker.js';
 import { caughtIdentityCheck } from '../../guard/identity-check.js';
 import { type AgentGuardOptions, splitOptions } from './options.js';
-import { AgentGuard, type ConnectionOptions, type OnCreate, stopQueueWatch, watchQueued } from './pending-dial.js';
+import { AgentGuard, type ConnectionOptions, type OnCreate, stopQueueWatch, watchQueued, yieldGivenUpDial } from './pending-dial.js';
 
 /** Options of a {@link GuardedHttpAgent}: Node's `http.AgentOptions` and dialguard's. */
 export interface GuardedHttpAgentOptions extends http.AgentOptions, AgentGuardOptions {}
@@ -29,6 +29,17 @@ export interface GuardedHttpsAgentOptions extends https.AgentOptions, AgentGuard
 type CreateSocket = (this: http.Agent, req: http.ClientRequest, options: object, cb: OnCreate) => void;
 type AddRequest = (this: http.Agent, req: http.ClientRequest, options: object) => void;
 type Callback = (err: Error | null, stream: stream.Duplex) => void;
+
+/**
+ * A request queued at `maxTotalSockets`, behind another origin's dial whose request gave up,
+ * takes that dial's slot (see `yieldGivenUpDial`).
+ */
+function atTotal(agent: http.Agent, options: object): void {
+  const books = agent as http.Agent & { totalSocketCount: number };
+  if (Number.isFinite(agent.maxTotalSockets) && books.totalSocketCount >= agent.maxTotalSockets) {
+    yieldGivenUpDial(books as never, agent.getName(options as http.ClientRequestArgs));
+  }
+}
 
 /**
  * Runs Node's `createSocket` with `req` known to the guard (Node calls `createConnection`
@@ -103,6 +114,7 @@ export class GuardedHttpAgent extends http.Agent {
   addRequest(req: http.ClientRequest, options: object): void {
     (http.Agent.prototype as unknown as { addRequest: AddRequest }).addRequest.call(this, req, options);
     watchQueued(this, req);
+    atTotal(this, options);
   }
 
   /**
@@ -149,6 +161,7 @@ export class GuardedHttpsAgent extends https.Agent {
   addRequest(req: http.ClientRequest, options: object): void {
     (https.Agent.prototype as unknown as { addRequest: AddRequest }).addRequest.call(this, req, options);
     watchQueued(this, req);
+    atTotal(this, options);
   }
 
   /**
