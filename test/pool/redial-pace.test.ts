@@ -26,6 +26,14 @@ function setup(options: Partial<ConnectionPoolOptions<FakeConnection>> = {}) {
   return { clock, connector, breaker, pool };
 }
 
+/** {@link setup}, with a caller's first connect to T under way. */
+async function dialling(options: Partial<ConnectionPoolOptions<FakeConnection>> = {}) {
+  const made = setup(options);
+  void made.pool.use(T, async () => 1).catch(() => {});
+  await flushMicrotasks();
+  return made;
+}
+
 /** Fails the newest connect, and lets its callers settle. */
 async function failLast(connector: FakeConnector): Promise<void> {
   connector.pending[connector.pending.length - 1]!.reject(refused());
@@ -47,9 +55,7 @@ async function nextWait(clock: ManualClock, connector: FakeConnector, pool: Conn
 
 describe('ConnectionPool redialPace', () => {
   it('waits 10 ms after a failed attempt, doubling per failure in a row up to redialPace', async () => {
-    const { clock, connector, pool } = setup({ redialPace: 50 });
-    void pool.use(T, async () => 1).catch(() => {});
-    await flushMicrotasks();
+    const { clock, connector, pool } = await dialling({ redialPace: 50 });
     const waits: number[] = [];
     for (let i = 0; i < 6; i++) {
       await failLast(connector);
@@ -82,9 +88,7 @@ describe('ConnectionPool redialPace', () => {
   });
 
   it('a success ends the pacing: the next outage starts again at 10 ms', async () => {
-    const { clock, connector, pool } = setup();
-    void pool.use(T, async () => 1).catch(() => {});
-    await flushMicrotasks();
+    const { clock, connector, pool } = await dialling();
     await failLast(connector);
     expect(await nextWait(clock, connector, pool)).toBe(10);
     await failLast(connector);
@@ -103,9 +107,7 @@ describe('ConnectionPool redialPace', () => {
   });
 
   it('no failure for longer than the pace: a new outage starts at the first wait', async () => {
-    const { clock, connector, pool } = setup({ redialPace: 100 });
-    void pool.use(T, async () => 1).catch(() => {});
-    await flushMicrotasks();
+    const { clock, connector, pool } = await dialling({ redialPace: 100 });
     await failLast(connector);
     expect(await nextWait(clock, connector, pool)).toBe(10);
     await failLast(connector);
@@ -124,9 +126,7 @@ describe('ConnectionPool redialPace', () => {
       [100, 20],
       [101, 10],
     ] as const) {
-      const { clock, connector, pool } = setup({ redialPace: 100 });
-      void pool.use(T, async () => 1).catch(() => {});
-      await flushMicrotasks();
+      const { clock, connector, pool } = await dialling({ redialPace: 100 });
       await failLast(connector);
       expect(await nextWait(clock, connector, pool)).toBe(10);
       clock.advance(took); // the paced attempt runs this long, then fails
@@ -153,9 +153,7 @@ describe('ConnectionPool redialPace', () => {
   });
 
   it('an answer the client rejects (a TLS mismatch alert, a certificate) paces nothing: the host is up, the next dials at once', async () => {
-    const { clock, connector, pool } = setup();
-    void pool.use(T, async () => 1).catch(() => {});
-    await flushMicrotasks();
+    const { clock, connector, pool } = await dialling();
     for (const code of ['ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION', 'ERR_SSL_TLSV1_UNRECOGNIZED_NAME', 'CERT_HAS_EXPIRED', 'ERR_TLS_CERT_ALTNAME_INVALID']) {
       connector.pending[connector.pending.length - 1]!.reject(Object.assign(new Error(code), { code }));
       await flushMicrotasks();
@@ -168,9 +166,7 @@ describe('ConnectionPool redialPace', () => {
   });
 
   it('redialPace 0 dials again at once, as before the pace', async () => {
-    const { clock, connector, pool } = setup({ redialPace: 0 });
-    void pool.use(T, async () => 1).catch(() => {});
-    await flushMicrotasks();
+    const { clock, connector, pool } = await dialling({ redialPace: 0 });
     for (let i = 0; i < 3; i++) {
       await failLast(connector);
       expect(await nextWait(clock, connector, pool)).toBe(0);
@@ -180,9 +176,7 @@ describe('ConnectionPool redialPace', () => {
   });
 
   it('a caller leaves a paced wait with its signal; close() ends the wait with PoolClosedError, no dial, no timer', async () => {
-    const { clock, connector, pool } = setup();
-    void pool.use(T, async () => 1).catch(() => {});
-    await flushMicrotasks();
+    const { clock, connector, pool } = await dialling();
     await failLast(connector);
     const c = new AbortController();
     const leaving = pool.use(T, async () => 1, { signal: c.signal });
