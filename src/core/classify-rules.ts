@@ -47,11 +47,13 @@ export interface Facts {
   /** An AbortError's: the `name` of its `cause` (a TimeoutError reason). Undefined for any other error. */
   readonly causeName: string | undefined;
   /**
-   * A 5xx response's body as text, bounded, when the error holds one as a string (axios:
-   * `response.data`, got: `response.body`): where a server relays its upstream's `rpc error: EOF`.
-   * Undefined otherwise (never read for another status, an object or a stream).
+   * A 5xx response's body as texts, bounded, when the error holds one (axios: `response.data`,
+   * got: `response.body`): where a server relays its upstream's `rpc error: EOF`. The text as it
+   * came and, for JSON (a text that parses, or the object a client parsed it into), each string
+   * in it (see {@link bodyTexts}). Undefined otherwise (never read for another status, a Buffer
+   * or a stream).
    */
-  readonly body: string | undefined;
+  readonly body: readonly string[] | undefined;
 }
 
 /** Longest text the rules look at: the first and last part of a longer message. */
@@ -122,19 +124,66 @@ export function factsOf(value: unknown): Facts | undefined {
     status,
     // Read for an AbortError only (the one rule that asks): a cause is otherwise read once, by the walk.
     causeName: name === 'AbortError' || code === 'ABORT_ERR' ? nameOf(safeGet(value, 'cause')) : undefined,
-    body: status !== undefined && status >= 500 ? bodyText(safeGet(value, 'response')) : undefined,
+    body: status !== undefined && status >= 500 ? bodyTexts(safeGet(value, 'response')) : undefined,
   };
 }
 
 /**
- * The text of a response body an HTTP client's error holds: axios's `response.data` or got's
- * `response.body`, when a string (a JSON object, a Buffer or a stream says nothing here).
- * Their messages carry only the status ("Request failed with status code 500"), so a server's
- * relayed `rpc error: EOF` went unread and no retry path retried it (an outside review).
+ * The texts of a response body an HTTP client's error holds: axios's `response.data` or got's
+ * `response.body`. Their messages carry only the status ("Request failed with status code 500"),
+ * so a server's relayed `rpc error: EOF` went unread and no retry path retried it (an outside
+ * review). A body that is JSON gives its strings too: a Go server's `{"error":"read tcp ...: EOF"}`,
+ * as text or as the object axios (by default) and got (`responseType: 'json'`) parse it into, was
+ * an application error, never retried (another review). A Buffer or a stream says nothing here.
  */
-function bodyText(response: unknown): string | undefined {
-  const text = str(safeGet(response, 'data')) ?? str(safeGet(response, 'body')); // safeGet: undefined for none, null or a primitive
-  return text === undefined ? undefined : boundText(text);
+function bodyTexts(response: unknown): string[] | undefined {
+  const data = safeGet(response, 'data'); // safeGet: undefined for none, null or a primitive
+  const body = data === undefined || data === null ? safeGet(response, 'body') : data;
+  const texts: string[] = [];
+  if (typeof body === 'string') {
+    texts.push(boundText(body));
+    // Parsed only when read whole (a bounded view of a longer one is no JSON).
+    if (body.length <= HEAD + TAIL && JSON_START.test(body)) {
+      try {
+        stringsOf(JSON.parse(body), texts, 0);
+      } catch {
+        // Not JSON after all: its text alone.
+      }
+    }
+  } else {
+    stringsOf(body, texts, 0);
+  }
+  return texts.length === 0 ? undefined : texts;
+}
+
+/** A text that may be JSON holding strings: an object, an array or a string, after any whitespace. */
+const JSON_START = /^\s*[{["]/;
+
+/** Most strings read out of one JSON body, and how deep: an error body's fields, not a document. */
+const BODY_STRINGS = 16;
+const BODY_DEPTH = 3;
+
+/**
+ * Adds to `out` the strings in `value` (a JSON value, or a client's parse of one: plain objects
+ * and arrays only, so a Buffer, a stream or a class instance is not walked), bounded in count and
+ * depth, each bounded in length. A getter that throws ends the walk, with what it found so far.
+ */
+function stringsOf(value: unknown, out: string[], depth: number): void {
+  if (typeof value === 'string') {
+    if (out.length < BODY_STRINGS) out.push(boundText(value));
+    return;
+  }
+  if (depth >= BODY_DEPTH || typeof value !== 'object' || value === null) return;
+  try {
+    const proto: unknown = Object.getPrototypeOf(value);
+    if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) return;
+    for (const key of Object.keys(value).slice(0, BODY_STRINGS)) {
+      if (out.length >= BODY_STRINGS) return;
+      stringsOf((value as Record<string, unknown>)[key], out, depth + 1);
+    }
+  } catch {
+    // A hostile object (a revoked Proxy, a throwing getter): what was read so far.
+  }
 }
 
 /** Builds a verdict with each kind's defaults; `o` overrides them. */
@@ -455,7 +504,9 @@ const REMOTE_TRANSPORT: ReadonlyArray<readonly [RegExp, string]> = [
   [/\brpc error: (?:rpc error: )*(?:unexpected )?EOF\b/, 'EOF'],
   [/\bdesc = (?:unexpected )?EOF\b/, 'EOF'],
   [/\bdesc = transport is closing\b/, 'EOF'],
-  [/(?:^|: |\()(?:unexpected )?EOF\)?$/, 'EOF'],
+  // At the end, after what may close it: a quote or bracket of the body it came in, a full stop,
+  // one short parenthetical (`: EOF (after 3 attempts)`).
+  [/(?:^|: |\(|")(?:unexpected )?EOF(?: \([^()]{0,80}\))?[)"'.\]}]*$/, 'EOF'],
   [/\bunexpected EOF\b/, 'EOF'],
   [/\bstream closed\b/, 'EOF'],
   [/\bsession shutdown\b/, 'EOF'],
@@ -473,7 +524,7 @@ export function patternVerdict(f: Facts): Verdict | undefined {
   if (status !== null && status[1]!.startsWith('4')) return verdict('application', `HTTP_${status[1]}`, { final: false });
   const texts = [f.message];
   if (f.details !== undefined) texts.push(f.details);
-  if (f.body !== undefined) texts.push(f.body);
+  if (f.body !== undefined) texts.push(...f.body);
   for (const text of texts) {
     const t = text.trimEnd();
     for (const [re, code] of REMOTE_TRANSPORT) {

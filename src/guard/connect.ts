@@ -70,6 +70,11 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
     if (options.attemptDelay !== undefined) checkDuration('attemptDelay', options.attemptDelay);
     // Where Http2Client and GrpcGuard take it: here it was ignored, and the system's DNS asked.
     if ((options as { lookup?: unknown }).lookup !== undefined) throw new TypeError('lookup is not a connect() option: pass it as socket: { lookup } (or tls: { lookup })');
+    // One colon is never an IPv6 address (`host:port`, a URL): refused before the breaker admits
+    // a dial, which was traced and counted abandoned for a call that opened no socket (an outside
+    // review). Two scans; a spelling with more colons is checked when its dial starts (checkedHost).
+    const host = target.host;
+    if (typeof host === 'string' && host.indexOf(':') !== -1 && host.indexOf(':') === host.lastIndexOf(':')) checkedHost(target);
     // An IP literal (bracketed IPv6 included) is one address: one entry, asked for by its
     // spelling and port, so a warm one's refusal makes no key (the breaker's own index finds it).
     if (options.perAddress === false || options.breaker === null || (typeof target.host === 'string' && isLiteral(target.host))) {

@@ -257,8 +257,11 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
       previousDelay = delay;
       const now = clock.now();
       if (now + delay >= s.deadline) {
-        // The next attempt could not start before the deadline: fail now rather than sleep.
-        return fail(new DeadlineExceededError(s.budgetMs, attempts, { ...causeOf(errors, undefined, 'deadline exceeded'), left: s.deadline - now, wait: delay }));
+        // The next attempt could not start before the deadline: fail now rather than sleep. An
+        // attempt that ended past it, before its timer ran, finds it passed: no `left` (it read
+        // -200 ms left; an outside review).
+        const cause = causeOf(errors, undefined, 'deadline exceeded');
+        return fail(new DeadlineExceededError(s.budgetMs, attempts, now < s.deadline ? { ...cause, left: s.deadline - now, wait: delay } : cause));
       }
       if (delay >= MAX_DURATION) {
         // A schedule answering Infinity (or 24.8 days): no timer waits longer, and no caller waits

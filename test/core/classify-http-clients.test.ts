@@ -133,7 +133,7 @@ describe('classify: real axios, got and node:http failures', () => {
       expect(relay.requests()).toBe(2);
     });
 
-    it('the body is read for a 5xx only, and only as text: a 400 saying it, or a JSON body, stays the server\'s answer', async () => {
+    it('the body is read for a 5xx only: a 400 saying it stays the server\'s answer; a 500 JSON body saying it, parsed by axios, is the EOF (was: the server\'s answer, never retried; an outside review)', async () => {
       const bad = await server((_req, res) => {
         res.writeHead(400, { 'content-type': 'text/plain' });
         res.end('rpc error: EOF');
@@ -143,7 +143,7 @@ describe('classify: real axios, got and node:http failures', () => {
         res.writeHead(500, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: 'rpc error: EOF' }));
       });
-      expect(classify(await failure(axios.get(json, { httpAgent: agent() })))).toMatchObject({ kind: 'application', code: 'HTTP_500', transient: false });
+      expect(classify(await failure(axios.get(json, { httpAgent: agent() })))).toMatchObject({ kind: 'connection', code: 'EOF', transient: true, connectionDead: false });
     });
   });
 });

@@ -191,6 +191,21 @@ describe('classify rules: what is read of an error', () => {
 describe('classify rules: remote transport failures told in text (seed 004)', () => {
   it.each<Row>([
     ['an EOF suffix followed by whitespace', new Error('failed to read response: EOF \n'), remote('EOF')],
+    // What closes it may follow (an outside review: each was unknown, never retried).
+    ['an EOF suffix and a full stop', new Error('upstream: EOF.'), remote('EOF')],
+    ['an EOF suffix in quotes', new Error('"upstream: EOF"'), remote('EOF')],
+    ['an EOF suffix and a parenthetical', new Error('upstream error: EOF (after 3 attempts)'), remote('EOF')],
+    ['an EOF suffix closing a JSON text', new Error('{"error":"read tcp 10.0.0.1:443: EOF"}'), remote('EOF')],
+    ['a quoted EOF', new Error('read failed: "EOF"'), remote('EOF')],
+    ['an unexpected EOF in brackets', new Error('[read: unexpected EOF]'), remote('EOF')],
+    ['two parentheticals are not one', new Error('failed: EOF (a) (b)'), unknown(undefined)],
+    ['a parenthetical with one inside is not one', new Error('failed: EOF (a (b))'), unknown(undefined)],
+    ['a parenthetical of 81 characters is too long', new Error(`failed: EOF (${'x'.repeat(81)})`), unknown(undefined)],
+    ['a parenthetical of 80 characters is read', new Error(`failed: EOF (${'x'.repeat(80)})`), remote('EOF')],
+    ['EOF inside a word is no EOF', new Error('failed: EOFS.'), unknown(undefined)],
+    ['an EOF after a word, no colon', new Error('got EOF.'), unknown(undefined)],
+    ['a 500 whose JSON body axios parsed tells the EOF', { status: 500, message: 'Request failed with status code 500', response: { data: { error: 'read tcp 10.0.0.1:443: EOF' } } }, remote('EOF')],
+    ['a 502 whose JSON text carries it mid-object', { statusCode: 502, message: 'Response code 502 (Bad Gateway)', response: { body: '{"message":"Post \\"http://b/v1\\": EOF","code":14}' } }, remote('EOF')],
     ['a grpc details field read as text', { code: 2, details: 'rpc error: EOF', message: 'upstream failed' }, remote('EOF')],
     ['a remote EPIPE spelled by Go', new Error('write tcp 10.0.0.1:4647: write: broken pipe'), remote('EPIPE')],
     ['remote text on a wrapper gives way to an errno underneath', new Error('rpc error: EOF', { cause: sys('ECONNRESET', 'read') }), dead('ECONNRESET')],
@@ -206,18 +221,50 @@ describe('classify rules: remote transport failures told in text (seed 004)', ()
 });
 
 describe("factsOf: a 5xx error's text body (axios's response.data, got's response.body)", () => {
-  it.each<[string, unknown, string | undefined]>([
-    ['axios shape, 500', { status: 500, response: { data: 'rpc error: EOF' } }, 'rpc error: EOF'],
-    ['got shape, 502', { statusCode: 502, response: { body: 'upstream: EOF' } }, 'upstream: EOF'],
+  it.each<[string, unknown, string[] | undefined]>([
+    ['axios shape, 500', { status: 500, response: { data: 'rpc error: EOF' } }, ['rpc error: EOF']],
+    ['got shape, 502', { statusCode: 502, response: { body: 'upstream: EOF' } }, ['upstream: EOF']],
     ['499: not read', { status: 499, response: { data: 'rpc error: EOF' } }, undefined],
     ['no status: not read', { response: { data: 'rpc error: EOF' } }, undefined],
-    ['a JSON body (an object): not read', { status: 500, response: { data: { error: 'rpc error: EOF' } } }, undefined],
     ['a Buffer: not read', { status: 500, response: { body: Buffer.from('rpc error: EOF') } }, undefined],
     ['no response', { status: 500 }, undefined],
     ['a null response', { status: 500, response: null }, undefined],
     ['a string response', { status: 500, response: 'rpc error: EOF' }, undefined],
+    // JSON: the text, then each string in it (was: an object not read at all, JSON text only whole).
+    ['a JSON text: its strings too', { status: 500, response: { data: ' {"error":"read tcp 10.0.0.1:443: EOF","code":14}' } }, [' {"error":"read tcp 10.0.0.1:443: EOF","code":14}', 'read tcp 10.0.0.1:443: EOF']],
+    ['a JSON string literal', { status: 500, response: { body: '"upstream: EOF"' } }, ['"upstream: EOF"', 'upstream: EOF']],
+    ['a JSON array, nested', { status: 500, response: { body: '[{"m":["a",{"n":"b"}]}]' } }, ['[{"m":["a",{"n":"b"}]}]', 'a']],
+    ['text that is not JSON after all', { status: 500, response: { body: '{ not json: EOF' } }, ['{ not json: EOF']],
+    ['an object axios parsed', { status: 500, response: { data: { error: 'rpc error: EOF', code: 14, nested: { m: 'x' } } } }, ['rpc error: EOF', 'x']],
+    ['axios data null: got body read', { status: 500, response: { data: null, body: 'upstream: EOF' } }, ['upstream: EOF']],
+    ['an object with no strings', { status: 500, response: { data: { code: 14 } } }, undefined],
+    ['a class instance is not walked', { status: 500, response: { data: new URL('http://x/EOF') } }, undefined],
+    ['an object with no prototype', { status: 500, response: { data: Object.assign(Object.create(null) as object, { e: 'EOF' }) } }, ['EOF']],
+    ['three levels of objects deep, no further', { status: 500, response: { data: { a: { b: { c: 'three', d: { e: 'four' } }, s: 'two' } } } }, ['three', 'two']],
   ])('%s', (_name, err, body) => {
-    expect(factsOf(err)?.body).toBe(body);
+    expect(factsOf(err)?.body).toEqual(body);
+  });
+
+  it('reads at most 16 strings of a body, and a JSON text only when whole (6 KiB)', () => {
+    const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`k${i}`, `v${i}`]));
+    expect(factsOf({ status: 500, response: { data: many } })?.body).toEqual(Array.from({ length: 16 }, (_, i) => `v${i}`));
+    const manyArray = Array.from({ length: 40 }, (_, i) => `a${i}`);
+    expect(factsOf({ status: 500, response: { data: { list: manyArray, after: 'z' } } })?.body).toEqual(manyArray.slice(0, 16));
+    const long = JSON.stringify({ error: 'x: EOF', pad: 'p'.repeat(6_200) });
+    expect(factsOf({ status: 500, response: { data: long } })?.body).toHaveLength(1);
+    const fits = JSON.stringify({ error: 'x: EOF', pad: 'p'.repeat(6_000) });
+    expect(fits.length).toBeLessThanOrEqual(6_144);
+    expect(factsOf({ status: 500, response: { data: fits } })?.body).toHaveLength(3);
+  });
+
+  it('a hostile body (a throwing getter, a revoked Proxy) gives what was read before it', () => {
+    const getter = { a: 'first', get b(): string {
+      throw new Error('no');
+    }, c: 'never' };
+    expect(factsOf({ status: 500, response: { data: getter } })?.body).toEqual(['first']);
+    const { proxy, revoke } = Proxy.revocable({ e: 'EOF' }, {});
+    revoke();
+    expect(factsOf({ status: 500, response: { data: proxy } })?.body).toBeUndefined();
   });
 
   it('a string thrown has no body', () => {

@@ -3,10 +3,13 @@
  * host with a colon is taken for an IPv6 literal, so `127.0.0.1:PORT` or `http://127.0.0.1`
  * reached Node, failed ENOTFOUND, and was filed under `127.0.0.1:PORT`: 17 such calls (1.7 s)
  * opened the healthy host for every client. Now a TypeError when the dial starts, which never
- * counts against the host.
+ * counts against the host. A spelling with one colon (`host:port`, a URL) is no IPv6 address:
+ * it is refused before the breaker admits anything, so no dial is traced or counted (it was an
+ * abandoned dial and a `dialguard.dial` span, for a call that opened no socket: an outside review).
  */
 import { describe, expect, it } from 'vitest';
 import { connect } from '../../src/guard/connect.js';
+import { dialTrace } from '../../src/observe/tracing.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { echoPeer } from '../../src/testing/tcp-peers.js';
 import { leakCheckEach } from '../helpers/leaks.js';
@@ -19,10 +22,18 @@ describe('connect(): a host Node cannot dial', () => {
     cleanups.push(() => peer.close());
     const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0 });
     const host = spelling.replace('PORT', String(peer.port));
-    for (let i = 0; i < 3; i++) {
-      await expect(connect({ host, port: peer.port }, { breaker })).rejects.toThrow(/host must be a name or an IP address/);
+    let dials = 0;
+    const traced = { start: () => void dials++, end: () => {}, asyncStart: () => {}, asyncEnd: () => {}, error: () => {} };
+    dialTrace.subscribe(traced);
+    try {
+      for (let i = 0; i < 3; i++) {
+        await expect(connect({ host, port: peer.port }, { breaker })).rejects.toThrow(/host must be a name or an IP address/);
+      }
+    } finally {
+      dialTrace.unsubscribe(traced);
     }
-    expect(breaker.stats()).toMatchObject({ failed: 0, opened: 0 });
+    expect(dials).toBe(0);
+    expect(breaker.stats()).toMatchObject({ failed: 0, opened: 0, abandoned: 0, succeeded: 0 });
     const socket = await connect({ host: '127.0.0.1', port: peer.port }, { breaker });
     socket.destroy();
   });

@@ -55,6 +55,28 @@ describe('retry: where the bounds fall', () => {
     expect(clock.pending).toBe(0);
   });
 
+  it('an attempt that fails past the deadline, its timer not yet run: the deadline passed (no negative `left`; was -200 ms left, an outside review)', async () => {
+    const inner = new ManualClock(T0);
+    let late = 0; // time the attempt takes without any timer firing: the loop is told before the deadline timer
+    const clock = { now: () => inner.now() + late, setTimeout: inner.setTimeout.bind(inner), clearTimeout: inner.clearTimeout.bind(inner) };
+    const call = track(
+      retry(
+        () => {
+          late = 1_200;
+          return Promise.reject(refusedConnect());
+        },
+        { clock, budget: null, backoff: constant(500), timeout: 1_000, maxAttempts: 10 },
+      ),
+      inner,
+    );
+    await flushMicrotasks();
+    expect(call.error).toBeInstanceOf(DeadlineExceededError);
+    expect(call.error).toMatchObject({ left: undefined, attempts: 1 });
+    expect((call.error as Error).message).toBe('deadline of 1000 ms exceeded after 1 attempt(s)');
+    expect(((call.error as Error).cause as { code?: string }).code).toBe('ECONNREFUSED');
+    expect(inner.pending).toBe(0);
+  });
+
   it('maxAttempts names itself when it ends the call', async () => {
     const clock = new ManualClock(T0);
     const call = run(clock, () => Promise.reject(refusedConnect()), { maxAttempts: 3 });
