@@ -101,7 +101,7 @@ class Rare {
   /** The last held response, until a later attempt fails on its own or holds another. */
   held: HeldResponse | undefined = undefined;
   retryAfter = 0;
-  /** The first attempt failed as a reused connection does when its server had closed it (see {@link staleConnection}). */
+  /** The last attempt failed as a reused connection does when its server had closed it (see {@link staleConnection}). */
   stale = false;
   /** The last error an attempt failed with (undici's refusals aside). */
   lastFailure: unknown = undefined;
@@ -429,9 +429,12 @@ export class GuardedCall extends Attempt implements AttemptOwner {
       timeout: s.timeout,
       maxAttempts: s.maxAttempts,
       idempotent: this.#idempotent,
-      // A keep-alive connection the server had closed as it was reused: the first retry goes at
-      // once, on a fresh connection (as Go's transport does); it waited out 400-600 ms.
-      backoff: (n, previous, random) => Math.max(this.#more.retryAfter, n === 1 && this.#more.stale ? 0 : this.#usersOwn(s.backoff, () => s.backoff(n, previous, random))),
+      // A keep-alive connection the server had closed as it was reused: the retry goes at once
+      // (as Go's transport does); it waited out 400-600 ms. Each such failure, not the first
+      // alone: undici may hand the retry another idle connection the server closed with the first,
+      // and the third attempt waited 0.8-1.2 s (an outside review). Each consumes a used
+      // connection, and maxAttempts bounds them; a fresh one's failure waits as before.
+      backoff: (n, previous, random) => Math.max(this.#more.retryAfter, this.#more.stale ? 0 : this.#usersOwn(s.backoff, () => s.backoff(n, previous, random))),
       retryable: (err, classification, attempt) => this.#retryable(err, classification, attempt),
       budget: s.budget,
       clock: s.clock,
@@ -562,7 +565,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
   }
 
   #retryable(...[err, classification, attempt]: Parameters<RetryPredicate>): ReturnType<RetryPredicate> {
-    this.#more.stale = attempt.number === 1 && staleConnection(err);
+    this.#more.stale = staleConnection(err);
     // Never again once the caller has the response, once a one-shot body has been read, or once
     // the agent underneath is closing (undici would refuse the retry).
     if (this.#current?.forwarded === true || this.#body.consumed || this.#reason !== undefined || this.#s.shutdown?.aborted === true) return false;

@@ -4,7 +4,7 @@
  * response or a one-shot body was read), in how much time, and what the caller gets at the end.
  */
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { Readable, type Writable } from 'node:stream';
 import FormData from 'form-data';
 import { Agent, type Dispatcher, fetch as undiciFetch, request, stream } from 'undici';
@@ -121,6 +121,50 @@ describe('maybe sent: retried only when idempotent, and never once the caller ha
     expect(await (await undiciFetch(`${server.origin}/`, { dispatcher: agent })).text()).toBe('answer 3');
     expect(server.connections).toBe(2);
     expect(schedule.asked()).toBe(0); // the schedule was not asked: no wait at all
+  });
+
+  it('a GET whose immediate retry lands on a second kept-alive connection the server also closed goes at once again, and is served on a fresh one (was: a 0.8-1.2 s backoff before the third; an outside review)', async () => {
+    // A raw server: each connection's first request is answered, a second one closes it (as a
+    // server's keep-alive timeout closing several idle connections at once). Undici's pool then
+    // sends a retry to another client's idle, used connection: dead too.
+    const sockets = new Set<net.Socket>();
+    let connections = 0;
+    const raw = net.createServer((socket) => {
+      connections++;
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {});
+      let requests = 0;
+      let buffered = '';
+      socket.on('data', (chunk) => {
+        buffered += String(chunk);
+        while (buffered.includes('\r\n\r\n')) {
+          buffered = buffered.slice(buffered.indexOf('\r\n\r\n') + 4);
+          if (++requests > 1) return void socket.destroy();
+          socket.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nfresh');
+        }
+      });
+    });
+    await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+    try {
+      const origin = `http://127.0.0.1:${(raw.address() as AddressInfo).port}`;
+      const schedule = countedBackoff(5_000);
+      const { agent } = guarded({ backoff: schedule.backoff, maxAttempts: 4 });
+      const attempts: number[] = [];
+      const off = onRetryEvent('scheduled', (e) => void attempts.push(e.attempt));
+      try {
+        await Promise.all([1, 2].map(() => request(origin, { dispatcher: agent }).then((r) => r.body.text())));
+        for (let i = 0; i < 6; i++) expect(await (await request(origin, { dispatcher: agent })).body.text()).toBe('fresh');
+      } finally {
+        off();
+      }
+      expect(attempts).toContain(3); // some GET met two dead connections in a row
+      expect(schedule.asked()).toBe(0); // and no GET waited at all
+      await agent.close();
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => raw.close(resolve));
+    }
   });
 
   it('a GET whose fresh connection is closed before any byte still waits out the backoff (a server dying of requests gets no burst)', async () => {
