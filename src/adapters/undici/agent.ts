@@ -33,6 +33,7 @@ import { CONNECTOR_OPTION_NAMES, type GuardedConnectorOptions, guardedConnector 
 import { type GuardedRetryOptions, type RetrySettings, UNDICI_TIMEOUT, retrySettings } from './options.js';
 import { RETRY_OPTION_NAMES, dispatchGuarded } from './retry-interceptor.js';
 import { undiciConnectOptions } from './undici-connect.js';
+import { DialWaiters } from './dial-waiters.js';
 import { type OptionNames, checkOptionNames, optionNames } from '../../core/option-names.js';
 
 /** The option names a GuardedAgent takes, guardedRetry()'s and guardedConnector()'s (but `closing`) and `undici`: any other is warned about (see checkOptionNames). */
@@ -90,7 +91,7 @@ const UNDICI_ONLY_KEYS = [
 ] as const;
 
 /** The undici Agent options for `super()`, checked: undici's own plus the guarded connector. */
-function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null, closing: AbortSignal): Agent.Options {
+function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null, closing: AbortSignal, waiters: DialWaiters): Agent.Options {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object, got ${show(options)}`);
   for (const key of UNDICI_ONLY_KEYS) {
     if ((options as Record<string, unknown>)[key] !== undefined) {
@@ -106,7 +107,10 @@ function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null,
   const { rest, connector } = undiciConnectOptions(undiciOptions);
   const connectorOptions: GuardedConnectorOptions = { ...connector, breaker, closing };
   for (const key of CONNECTOR_KEYS) if (options[key] !== undefined) (connectorOptions as Record<string, unknown>)[key] = options[key];
-  return { ...rest, connect: guardedConnector(connectorOptions) };
+  const dial = guardedConnector(connectorOptions);
+  // Each dial in the context of the request it serves, when dials are traced (see dial-waiters).
+  const connect: typeof dial = (opts, callback) => waiters.dial(opts.protocol, opts.hostname, opts.port, () => dial(opts, callback));
+  return { ...rest, connect };
 }
 
 const DIALS = Symbol('dialguard.agent.dials');
@@ -181,7 +185,8 @@ export class GuardedAgent extends Agent {
     // default of 10 printed a MaxListenersExceededWarning ("possible memory leak") on a healthy
     // start. Each listener goes with its dial.
     setMaxListeners(0, closing.signal);
-    super(agentOptions(options, breaker, closing.signal));
+    const waiters = new DialWaiters();
+    super(agentOptions(options, breaker, closing.signal, waiters));
     checkOptionNames('GuardedAgent', options, AGENT_OPTIONS); // after agentOptions: an undici option given at the top level is its TypeError alone
     this.breaker = breaker;
     this[DIALS] = new DialsClosing(closing, opt(options.clock, systemClock));
@@ -192,6 +197,7 @@ export class GuardedAgent extends Agent {
     this.#settings.headersTimeout ??= UNDICI_TIMEOUT;
     this.#settings.bodyTimeout ??= UNDICI_TIMEOUT;
     this.#settings.shutdown = this[DIALS].shutdown.signal;
+    this.#settings.dialWaiters = waiters;
     const servername = (options.tls as { servername?: unknown } | undefined)?.servername;
     if (typeof servername === 'string' && servername !== '') this.#settings.servername = servername;
     // A unix socket is its own host (see guardedConnector): an early refusal asks by its path.

@@ -92,6 +92,8 @@ export interface AttemptOwner {
   requestSent(): void;
   /** `attempt` ended with `err` (undefined: success); heard once, never after it was left. */
   ended(attempt: Attempt, err: unknown): void;
+  /** `attempt` waits for a connection no more: undici gave it one, or it was left. */
+  waitOver(attempt: Attempt): void;
 }
 
 /** {@link Attempt.deadlineCut}: its headers timeout is the deadline's remainder. */
@@ -161,6 +163,7 @@ export class Attempt implements LegacyHandler {
       }
     }
     this.#abandoned = reason;
+    this.#owner.waitOver(this);
     this.#abort?.(reason);
   }
 
@@ -202,6 +205,7 @@ export class Attempt implements LegacyHandler {
   }
 
   onConnect(abort: (err?: Error) => void): void {
+    this.#owner.waitOver(this);
     this.#abort = abort;
     if (this.#abandoned !== undefined) abort(this.#abandoned);
   }

@@ -492,11 +492,17 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     });
   }
 
+  /** `attempt` waits for a connection no more (AttemptOwner; see dial-waiters). */
+  waitOver(attempt: Attempt): void {
+    this.#s.dialWaiters?.over(attempt);
+  }
+
   /**
    * How an attempt ended (AttemptOwner): the first, run outside retry(), decides here; a retry
    * settles its promise.
    */
   ended(attempt: Attempt, err: unknown): void {
+    this.#s.dialWaiters?.over(attempt);
     withTlsAlert(err); // a TLS alert undici lost becomes the cause: a refused handshake, not a dead connection
     // A held response stays until another replaces it: a later attempt that fails on its own
     // (a reset, a refused connect) says nothing better than the server's answer, which raw undici
@@ -556,6 +562,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
       if (!keep && headersTimeout !== undefined) opts.headersTimeout = headersTimeout;
       if (!keep && bodyTimeout !== undefined) opts.bodyTimeout = bodyTimeout;
     }
+    s.dialWaiters?.wait(attempt, this.#opts.origin);
     try {
       return this.#dispatch(opts, attempt as Dispatcher.DispatchHandler);
     } catch (err) {

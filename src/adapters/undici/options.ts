@@ -4,6 +4,7 @@
  *
  * @module
  */
+import type { DialWaiters } from './dial-waiters.js';
 import type { Schedule } from '../../core/backoff.js';
 import { type ClassifyOptions, checkClassifyOptions } from '../../core/classify.js';
 import { type Clock, systemClock } from '../../core/clock.js';
@@ -140,6 +141,12 @@ export interface RetrySettings {
    * filed by that path, never by the origin, and so is a suspect origin's early refusal.
    */
   socketPath: string | undefined;
+  /**
+   * The GuardedAgent's record of which traced attempts wait for a connection (see dial-waiters):
+   * its dials run in the context of the request they serve. Undefined (an interceptor over a
+   * dispatcher whose connector it does not run): none.
+   */
+  dialWaiters: DialWaiters | undefined;
 }
 
 /** undici's default headers and body timeouts (300 s). */
@@ -183,6 +190,7 @@ export function retrySettings(options: GuardedRetryOptions): RetrySettings {
     shutdown: undefined,
     suspects: new Set(),
     servername: undefined,
+    dialWaiters: undefined,
     socketPath: undefined,
   };
 }

@@ -1,0 +1,79 @@
+/**
+ * Whose dial a GuardedAgent's connection is, when someone traces dials. undici opens a
+ * connection for its queue: the first request's dispatch dials in that request's async context,
+ * but a connection for requests already queued (behind `connections: 1`, after a server's
+ * `Connection: close`) is dialled from the events of whatever socket freed the queue, in the
+ * context of the request that socket served. Its `dialguard.dial` span went into that request's
+ * trace, often under its span already ended, and the requests that waited for it showed no dial
+ * (an outside review: 3 GETs on one connection, 2 of 3 dial spans under the first's ended span).
+ *
+ * An agent's attempts dispatched while dials are traced say here which origin they wait for,
+ * until their connection comes (undici's `onConnect`) or they end; the connector runs each dial
+ * in the async context of the oldest attempt still waiting for its origin (undici serves its
+ * queue in order), so its span is that request's (a retry's: its attempt's). Nothing is kept,
+ * and nothing is run differently, when nobody traces dials.
+ *
+ * @module
+ */
+import { AsyncResource } from 'node:async_hooks';
+import { dialTrace, traced } from '../../observe/tracing.js';
+
+/** Runs a function in the async context captured when the waiter was made. */
+type InContext = (run: () => void) => void;
+
+/** An origin as a connector's `protocol`, `hostname` and `port` spell it, or a URL does. */
+export function originKey(protocol: string, hostname: string, port: string | number): string {
+  const host = hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname;
+  const p = port === '' || port === undefined ? (protocol === 'https:' ? 443 : 80) : Number(port);
+  return `${protocol}//${host.toLowerCase()}:${p}`;
+}
+
+/** The origin key of a request's `origin` option (a string or a URL); undefined for one that is neither. */
+function keyOfOrigin(origin: unknown): string | undefined {
+  try {
+    const url = origin instanceof URL ? origin : new URL(String(origin));
+    return originKey(url.protocol, url.hostname, url.port);
+  } catch {
+    return undefined; // undici will refuse it
+  }
+}
+
+/** One agent's attempts waiting for a connection, per origin, oldest first. */
+export class DialWaiters {
+  readonly #byOrigin = new Map<string, Map<object, InContext>>();
+  /** The origin each waiting attempt waits for. */
+  readonly #of = new Map<object, string>();
+
+  /**
+   * `attempt` is about to be dispatched to `origin`: when dials are traced, it waits from now on,
+   * in the async context current now (its own, or its retry's attempt span's).
+   */
+  wait(attempt: object, origin: unknown): void {
+    if (!traced(dialTrace)) return;
+    const key = keyOfOrigin(origin);
+    if (key === undefined || this.#of.has(attempt)) return;
+    let waiting = this.#byOrigin.get(key);
+    if (waiting === undefined) this.#byOrigin.set(key, (waiting = new Map()));
+    waiting.set(attempt, AsyncResource.bind((run: () => void): void => run()));
+    this.#of.set(attempt, key);
+  }
+
+  /** `attempt` has its connection, or ended, or was left: it waits no more. */
+  over(attempt: object): void {
+    if (this.#of.size === 0) return; // nobody traced: the healthy path's only cost
+    const key = this.#of.get(attempt);
+    if (key === undefined) return;
+    this.#of.delete(attempt);
+    const waiting = this.#byOrigin.get(key)!;
+    waiting.delete(attempt);
+    if (waiting.size === 0) this.#byOrigin.delete(key);
+  }
+
+  /** Runs `dial` (undici's connect to this origin) in the context of the oldest attempt waiting for it; as it is when none. */
+  dial(protocol: string, hostname: string, port: string | number, dial: () => void): void {
+    if (this.#of.size === 0) return dial();
+    const oldest = this.#byOrigin.get(originKey(protocol, hostname, port))?.values().next().value;
+    if (oldest === undefined) return dial();
+    oldest(dial);
+  }
+}
