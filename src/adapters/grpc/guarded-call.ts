@@ -649,6 +649,13 @@ export class GuardedCall implements GrpcCall {
       // the caller's callback ends: one that throws (uncaught, as with raw grpc-js) must not
       // strand the ride, which would hold its lease and the channel until close() gave up on it.
       this.#rideStatus = status;
+      // A retried call's loop settles with this attempt and ends the call itself (see
+      // #retryOrFail), so its caller hears after the loop, and its dialguard:call trace, ended:
+      // heard here, the call span outlived the caller's own (an outside review).
+      if (this.#retrying !== undefined) {
+        turn.settle(true);
+        return;
+      }
       try {
         if (turn.active) this.#end(status, true);
       } finally {

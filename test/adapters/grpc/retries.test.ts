@@ -11,6 +11,7 @@ import { classify } from '../../../src/core/classify.js';
 import { HostUnavailableError } from '../../../src/core/errors.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { RetryBudget } from '../../../src/retry/budget.js';
+import { callTrace } from '../../../src/observe/tracing.js';
 import { type RetryEvents, onRetryEvent } from '../../../src/retry/retry.js';
 import { blackhole } from '../../../src/testing/blackhole.js';
 import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
@@ -44,6 +45,29 @@ function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGu
 }
 
 describe('grpc guard: retries', () => {
+  it('a retried call that succeeds: its caller hears after the retry loop (its dialguard:call trace) has ended (was: before, so the call span outlived the caller\'s own; an outside review)', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    server.failNext = { count: 1, code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' };
+    const { client } = setup(server.address, { idempotent: everything });
+    const order: string[] = [];
+    const handlers = { start: () => {}, end: () => {}, asyncStart: () => {}, asyncEnd: () => void order.push('call traced'), error: () => {} };
+    callTrace.subscribe(handlers);
+    try {
+      await new Promise<void>((resolve, reject) =>
+        client.Echo(Buffer.from('hi'), { deadline: Date.now() + 3_000 }, (err: grpc.ServiceError | null) => {
+          order.push('caller');
+          if (err === null) resolve();
+          else reject(err);
+        }),
+      );
+    } finally {
+      callTrace.unsubscribe(handlers);
+    }
+    expect(server.calls.Echo).toBe(2);
+    expect(order).toEqual(['call traced', 'caller']);
+  });
+
   it('each attempt gets the remaining deadline, never a fresh one', async () => {
     const server = await echoServer();
     cleanup.push(() => server.close());
