@@ -164,9 +164,19 @@ const BODY_STRINGS = 16;
 const BODY_DEPTH = 3;
 
 /**
- * Adds to `out` the strings in `value` (a JSON value, or a client's parse of one: plain objects
- * and arrays only, so a Buffer, a stream or a class instance is not walked), bounded in count and
- * depth, each bounded in length. A getter that throws ends the walk, with what it found so far.
+ * The fields of a JSON error body that carry its text: Go's and OAuth's `error` (and
+ * `error_description`), most APIs' and gRPC-gateway's `message` (and `details`), RFC 9457's
+ * `title` and `detail`, JSON:API's `errors`, and the like. Read by name, so a body of a million
+ * keys or elements costs what a small one does: a walk of every key cost a parsed 160 000-key
+ * body 52 ms a classify, a million-string array 223 ms (an outside review).
+ */
+const BODY_FIELDS = ['error', 'message', 'msg', 'detail', 'details', 'description', 'error_description', 'reason', 'title', 'cause', 'errors'];
+
+/**
+ * Adds to `out` the strings in `value` (a JSON value, or a client's parse of one): a string; an
+ * array's first {@link BODY_STRINGS} elements; a plain object's {@link BODY_FIELDS}; so a Buffer,
+ * a stream or a class instance is not walked. Bounded in count and depth, each string in length;
+ * a getter that throws reads as absent.
  */
 function stringsOf(value: unknown, out: string[], depth: number): void {
   if (typeof value === 'string') {
@@ -174,15 +184,22 @@ function stringsOf(value: unknown, out: string[], depth: number): void {
     return;
   }
   if (depth >= BODY_DEPTH || typeof value !== 'object' || value === null) return;
+  let array: boolean;
   try {
+    array = Array.isArray(value);
     const proto: unknown = Object.getPrototypeOf(value);
-    if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) return;
-    for (const key of Object.keys(value).slice(0, BODY_STRINGS)) {
-      if (out.length >= BODY_STRINGS) return;
-      stringsOf((value as Record<string, unknown>)[key], out, depth + 1);
-    }
+    if (!array && proto !== Object.prototype && proto !== null) return;
   } catch {
-    // A hostile object (a revoked Proxy, a throwing getter): what was read so far.
+    return; // a revoked Proxy: nothing to read
+  }
+  if (array) {
+    const n = Math.min(Number(safeGet(value, 'length')) || 0, BODY_STRINGS);
+    for (let i = 0; i < n && out.length < BODY_STRINGS; i++) stringsOf(safeGet(value, i), out, depth + 1);
+    return;
+  }
+  for (const field of BODY_FIELDS) {
+    if (out.length >= BODY_STRINGS) return;
+    stringsOf(safeGet(value, field), out, depth + 1);
   }
 }
 

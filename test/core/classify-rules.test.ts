@@ -233,38 +233,59 @@ describe("factsOf: a 5xx error's text body (axios's response.data, got's respons
     // JSON: the text, then each string in it (was: an object not read at all, JSON text only whole).
     ['a JSON text: its strings too', { status: 500, response: { data: ' {"error":"read tcp 10.0.0.1:443: EOF","code":14}' } }, [' {"error":"read tcp 10.0.0.1:443: EOF","code":14}', 'read tcp 10.0.0.1:443: EOF']],
     ['a JSON string literal', { status: 500, response: { body: '"upstream: EOF"' } }, ['"upstream: EOF"', 'upstream: EOF']],
-    ['a JSON array, nested', { status: 500, response: { body: '[{"m":["a",{"n":"b"}]}]' } }, ['[{"m":["a",{"n":"b"}]}]', 'a']],
+    ['a JSON array, nested', { status: 500, response: { body: '[{"message":["a",{"detail":"b"}]}]' } }, ['[{"message":["a",{"detail":"b"}]}]', 'a']],
     ['text that is not JSON after all', { status: 500, response: { body: '{ not json: EOF' } }, ['{ not json: EOF']],
-    ['an object axios parsed', { status: 500, response: { data: { error: 'rpc error: EOF', code: 14, nested: { m: 'x' } } } }, ['rpc error: EOF', 'x']],
+    ['an object axios parsed', { status: 500, response: { data: { error: 'rpc error: EOF', code: 14, details: { message: 'x' } } } }, ['rpc error: EOF', 'x']],
     ['axios data null: got body read', { status: 500, response: { data: null, body: 'upstream: EOF' } }, ['upstream: EOF']],
     ['an object with no strings', { status: 500, response: { data: { code: 14 } } }, undefined],
-    ['a class instance is not walked', { status: 500, response: { data: new URL('http://x/EOF') } }, undefined],
-    ['an object with no prototype', { status: 500, response: { data: Object.assign(Object.create(null) as object, { e: 'EOF' }) } }, ['EOF']],
-    ['three levels of objects deep, no further', { status: 500, response: { data: { a: { b: { c: 'three', d: { e: 'four' } }, s: 'two' } } } }, ['three', 'two']],
+    ['a field not among the error fields is not read', { status: 500, response: { data: { trace: 'x: EOF', error: 'no' } } }, ['no']],
+    ['every error field, in order', { status: 500, response: { data: Object.fromEntries(['title', 'errors', 'cause', 'reason', 'error_description', 'description', 'details', 'detail', 'msg', 'message', 'error'].map((f) => [f, f])) } }, ['error', 'message', 'msg', 'detail', 'details', 'description', 'error_description', 'reason', 'title', 'cause', 'errors']],
+    ['a class instance is not walked', { status: 500, response: { data: Object.assign(new URL('http://x/'), { error: 'EOF' }) } }, undefined],
+    ['an object with no prototype', { status: 500, response: { data: Object.assign(Object.create(null) as object, { error: 'EOF' }) } }, ['EOF']],
+    ['three levels of objects deep, no further', { status: 500, response: { data: { error: { error: { error: 'three', message: { error: 'four' } } }, message: 'two' } } }, ['three', 'two']],
+    ['an array-like length is not trusted past 16', { status: 500, response: { data: { errors: Object.assign(['a', 'b'], { length: 2 }) } } }, ['a', 'b']],
   ])('%s', (_name, err, body) => {
     expect(factsOf(err)?.body).toEqual(body);
   });
 
   it('reads at most 16 strings of a body, and a JSON text only when whole (6 KiB)', () => {
-    const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`k${i}`, `v${i}`]));
-    expect(factsOf({ status: 500, response: { data: many } })?.body).toEqual(Array.from({ length: 16 }, (_, i) => `v${i}`));
-    const manyArray = Array.from({ length: 40 }, (_, i) => `a${i}`);
-    expect(factsOf({ status: 500, response: { data: { list: manyArray, after: 'z' } } })?.body).toEqual(manyArray.slice(0, 16));
+    const many = Array.from({ length: 40 }, (_, i) => `v${i}`);
+    expect(factsOf({ status: 500, response: { data: many } })?.body).toEqual(many.slice(0, 16));
+    // Fields in their order (errors last), elements in theirs, 16 in all.
+    expect(factsOf({ status: 500, response: { data: { errors: many, message: 'z' } } })?.body).toEqual(['z', ...many.slice(0, 15)]);
+    expect(factsOf({ status: 500, response: { data: { errors: many.slice(0, 10), message: 'z', detail: many.slice(20, 30) } } })?.body).toEqual(['z', ...many.slice(20, 30), ...many.slice(0, 5)]);
     const long = JSON.stringify({ error: 'x: EOF', pad: 'p'.repeat(6_200) });
     expect(factsOf({ status: 500, response: { data: long } })?.body).toHaveLength(1);
     const fits = JSON.stringify({ error: 'x: EOF', pad: 'p'.repeat(6_000) });
     expect(fits.length).toBeLessThanOrEqual(6_144);
-    expect(factsOf({ status: 500, response: { data: fits } })?.body).toHaveLength(3);
+    expect(factsOf({ status: 500, response: { data: fits } })?.body).toEqual([fits, 'x: EOF']);
   });
 
-  it('a hostile body (a throwing getter, a revoked Proxy) gives what was read before it', () => {
-    const getter = { a: 'first', get b(): string {
+  it('a body of a million elements or keys costs what a small one does: its first elements and its error fields are read, never every key', () => {
+    const array = Array.from({ length: 1_000_000 }, (_, i) => `s${i}`);
+    let keysRead = 0;
+    const object = new Proxy(Object.fromEntries(Array.from({ length: 1_000 }, (_, i) => [`k${i}`, 'v'])), {
+      ownKeys(target) {
+        keysRead++;
+        return Reflect.ownKeys(target);
+      },
+    });
+    expect(factsOf({ status: 500, response: { data: array } })?.body).toHaveLength(16);
+    expect(factsOf({ status: 500, response: { data: object } })?.body).toBeUndefined();
+    expect(keysRead).toBe(0);
+  });
+
+  it('a hostile body (a throwing getter, a revoked Proxy) reads as absent where it throws', () => {
+    const getter = { error: 'first', get message(): string {
       throw new Error('no');
-    }, c: 'never' };
-    expect(factsOf({ status: 500, response: { data: getter } })?.body).toEqual(['first']);
-    const { proxy, revoke } = Proxy.revocable({ e: 'EOF' }, {});
+    }, detail: 'after' };
+    expect(factsOf({ status: 500, response: { data: getter } })?.body).toEqual(['first', 'after']);
+    const { proxy, revoke } = Proxy.revocable({ error: 'EOF' }, {});
     revoke();
     expect(factsOf({ status: 500, response: { data: proxy } })?.body).toBeUndefined();
+    const { proxy: list, revoke: revokeList } = Proxy.revocable(['EOF'], {});
+    revokeList();
+    expect(factsOf({ status: 500, response: { data: { errors: list, error: 'x' } } })?.body).toEqual(['x']);
   });
 
   it('a string thrown has no body', () => {

@@ -55,7 +55,7 @@ describe('grpc guard: retries', () => {
     callTrace.subscribe(handlers);
     try {
       await new Promise<void>((resolve, reject) =>
-        client.Echo(Buffer.from('hi'), { deadline: Date.now() + 3_000 }, (err: grpc.ServiceError | null) => {
+        client.Echo(Buffer.from('hi'), new grpc.Metadata(), { deadline: Date.now() + 3_000 }, (err: grpc.ServiceError | null) => {
           order.push('caller');
           if (err === null) resolve();
           else reject(err);
