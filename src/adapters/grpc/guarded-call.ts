@@ -355,55 +355,64 @@ export class GuardedCall implements GrpcCall {
     const statuses = policy.statuses;
     const backoff = policy.backoff;
     const paced = (n: number, previous: number, random: () => number): number => pushback ?? (backoff ?? restartSpanningBackoff)(n, previous, random);
-    retry(
-      (attempt) => {
-        if (attempt.number === 1) return Promise.reject(err);
-        return this.#attempt().catch((e: unknown) => {
-          last = e;
-          throw e;
-        });
-      },
-      {
-        // The same deadline as the call's, on the retry loop's clock. One past the longest timer
-        // (~24.8 days; grpc-js takes deadlines thousands of years away) bounds nothing a retry
-        // loop of a few attempts could reach: none. Passed on, a deadline over 10 years away
-        // read as a Date.now() mix-up, a RangeError that ended the call (an outside review).
-        deadline: Number.isFinite(left) && left <= MAX_DURATION ? policy.clock.now() + left : undefined,
-        // The whole call: connecting, every attempt and the backoff between them (seed 003).
-        start: this.#startedOnClock,
-        maxAttempts,
-        backoff: paced,
-        budget: policy.budget,
-        clock: policy.clock,
-        idempotent,
-        signal: controller.signal,
-        shutdown: policy.shutdown,
-        // Never once the server has answered, or more was sent than could be kept, nor after a
-        // connect the client's own TLS configuration failed.
-        // A status in retryableStatusCodes the server sent an idempotent method, before
-        // committing the call (resendable), is retried. A status the server sent is paced by its
-        // pushback, whichever rule retries it (a relayed EOF's UNAVAILABLE is retried by the
-        // default rule): a veto (negative or malformed) ends the call, a wait is waited.
-        retryable: (e, classification, attempt) => {
-          pushback = undefined;
-          if (!this.#sent.resendable || this.#owner.closed || clientMistake(e)) return false;
-          // Its dials opened the host: the call stops, as every other call to it is refused now,
-          // instead of waiting out a backoff longer than the breaker's window to probe after each
-          // (with maxAttempts 6: 6 connects where 3 opened it; the undici adapter's twin, an
-          // outside review). Its last attempt ends as retries running out.
-          if (classification.kind === 'dial' && attempt.number < maxAttempts && this.#host.refused(this.#spec)) return false;
-          if (isStatusObject(e) && answeredByServer(e)) {
-            const asked = pushbackOf(e);
-            if (asked === null) return false;
-            pushback = asked;
-          }
-          return retryableStatus(e, idempotent, statuses) ? true : undefined;
+    // In the caller's async context when someone traces calls: the first attempt's failure comes
+    // from the channel's events, in the context of whichever call opened that channel, and the
+    // loop's spans (call, attempts, their dials) went into that caller's trace, under its ended
+    // span (an outside review: 25 of 25 calls resent after a peer was killed).
+    const loop = (): void => {
+      retry(
+        (attempt) => {
+          if (attempt.number === 1) return Promise.reject(err);
+          return this.#attempt().catch((e: unknown) => {
+            last = e;
+            throw e;
+          });
         },
-      },
-    ).then(
-      (status) => this.#end(status),
-      (e: unknown) => this.#fail(finalFailure(e, last, remaining(this.#deadline) <= 0)),
-    );
+        {
+          // The same deadline as the call's, on the retry loop's clock. One past the longest timer
+          // (~24.8 days; grpc-js takes deadlines thousands of years away) bounds nothing a retry
+          // loop of a few attempts could reach: none. Passed on, a deadline over 10 years away
+          // read as a Date.now() mix-up, a RangeError that ended the call (an outside review).
+          deadline: Number.isFinite(left) && left <= MAX_DURATION ? policy.clock.now() + left : undefined,
+          // The whole call: connecting, every attempt and the backoff between them (seed 003).
+          start: this.#startedOnClock,
+          maxAttempts,
+          backoff: paced,
+          budget: policy.budget,
+          clock: policy.clock,
+          idempotent,
+          signal: controller.signal,
+          shutdown: policy.shutdown,
+          // Never once the server has answered, or more was sent than could be kept, nor after a
+          // connect the client's own TLS configuration failed.
+          // A status in retryableStatusCodes the server sent an idempotent method, before
+          // committing the call (resendable), is retried. A status the server sent is paced by its
+          // pushback, whichever rule retries it (a relayed EOF's UNAVAILABLE is retried by the
+          // default rule): a veto (negative or malformed) ends the call, a wait is waited.
+          retryable: (e, classification, attempt) => {
+            pushback = undefined;
+            if (!this.#sent.resendable || this.#owner.closed || clientMistake(e)) return false;
+            // Its dials opened the host: the call stops, as every other call to it is refused now,
+            // instead of waiting out a backoff longer than the breaker's window to probe after each
+            // (with maxAttempts 6: 6 connects where 3 opened it; the undici adapter's twin, an
+            // outside review). Its last attempt ends as retries running out.
+            if (classification.kind === 'dial' && attempt.number < maxAttempts && this.#host.refused(this.#spec)) return false;
+            if (isStatusObject(e) && answeredByServer(e)) {
+              const asked = pushbackOf(e);
+              if (asked === null) return false;
+              pushback = asked;
+            }
+            return retryableStatus(e, idempotent, statuses) ? true : undefined;
+          },
+        },
+      ).then(
+        (status) => this.#end(status),
+        (e: unknown) => this.#fail(finalFailure(e, last, remaining(this.#deadline) <= 0)),
+      );
+    };
+    const inCaller = this.#inCaller;
+    if (inCaller === undefined) loop();
+    else inCaller(loop);
   }
 
   sendMessageWithContext(context: MessageContext, message: Buffer): void {

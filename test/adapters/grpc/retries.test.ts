@@ -4,6 +4,7 @@
  * no call outlives the caller's deadline; the pool resends an idempotent call whose connection
  * died under it on a fresh channel.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { GrpcGuard, type GrpcGuardOptions } from '../../../src/adapters/grpc/index.js';
@@ -45,6 +46,34 @@ function setup(address: string, options: GrpcGuardOptions = {}): { guard: GrpcGu
 }
 
 describe('grpc guard: retries', () => {
+  it('a retried call\'s loop runs in its own caller\'s context, not in that of the call that opened the channel (was: the first\'s, so its spans went into another trace; an outside review)', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const { client } = setup(server.address, { idempotent: everything });
+    const als = new AsyncLocalStorage<string>();
+    const call = (name: string, method: 'Echo' | 'Hold'): Promise<unknown> =>
+      als.run(name, () => new Promise((resolve, reject) => client[method](Buffer.from(name), new grpc.Metadata(), { deadline: Date.now() + 5_000 }, (err: grpc.ServiceError | null, v?: Buffer) => (err === null ? resolve(String(v)) : reject(err)))));
+    expect(await call('A', 'Echo')).toBe('A'); // A opens the channel: its events run in A's context
+    const calls: Array<string | undefined> = [];
+    const handlers = { start: () => void calls.push(als.getStore()), end: () => {}, asyncStart: () => {}, asyncEnd: () => {}, error: () => {} };
+    callTrace.subscribe(handlers);
+    try {
+      const b = call('B', 'Hold');
+      await eventually(() => server.held.size, (n) => n === 1);
+      // The peer dies under B (its channel's events: A's context) and is back 50 ms later.
+      const port = server.port;
+      await server.close();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await server.listen(port);
+      expect(await eventually(() => server.held.size, (n) => n === 1, 4_000)).toBe(1);
+      server.releaseHeld();
+      expect(await b).toBe('B');
+    } finally {
+      callTrace.unsubscribe(handlers);
+    }
+    expect(calls).toEqual(['B']);
+  });
+
   it('a retried call that succeeds: its caller hears after the retry loop (its dialguard:call trace) has ended (was: before, so the call span outlived the caller\'s own; an outside review)', async () => {
     const server = await echoServer();
     cleanup.push(() => server.close());
