@@ -49,7 +49,10 @@ export class ManualClock implements Clock {
    * NaN or negative delay fires at once (Node: after 1 ms), never not at all.
    */
   setTimeout(callback: () => void, ms: number): TimerHandle {
-    const delay = ms > MAX_DURATION ? 1 : ms > 0 ? ms : 0;
+    // A number as Node takes it: a string delay ('100', from plain JavaScript) was added to the
+    // time as text, and the timer came due at 5100 for 100 at 5 (an outside review).
+    const n = Number(ms);
+    const delay = n > MAX_DURATION ? 1 : n > 0 ? n : 0;
     const timer: Pending = { id: this.#nextId++, due: this.#now + delay, callback };
     this.#timers.push(timer);
     return timer as unknown as TimerHandle;

@@ -19,6 +19,16 @@ describe('ManualClock', () => {
     expect(() => new ManualClock().advance('10' as unknown as number)).toThrow(/ms must be a number, got "10"/);
   });
 
+  it('a string delay (plain JavaScript) is the number it spells, as Node takes it (was: added as text: due at 5100 for 100 at 5)', () => {
+    const clock = new ManualClock(5);
+    const fired: number[] = [];
+    clock.setTimeout(() => fired.push(clock.now()), '100' as unknown as number);
+    clock.advance(99);
+    expect(fired).toEqual([]);
+    clock.advance(1);
+    expect(fired).toEqual([105]);
+  });
+
   it('a NaN or negative delay fires at once; one past 2^31-1 ms fires after 1 ms, as Node fires it', () => {
     const clock = new ManualClock();
     const fired: string[] = [];

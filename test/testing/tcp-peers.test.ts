@@ -20,6 +20,22 @@ describe('fault peers', () => {
     await peer.close();
   });
 
+  it('blackhole: a second heal() waits for the first, so a connect right after either completes at once (was: the second returned before the worker accepted, and 9 of 10 such connects came 1 s later)', async () => {
+    const peer = await blackhole();
+    const first = peer.heal();
+    await peer.heal(); // the second caller, the first not awaited
+    const started = performance.now();
+    expect(await probe(peer.host, peer.port, 2_000, 'back')).toEqual({ connected: true, data: 'back' });
+    expect(performance.now() - started).toBeLessThan(900); // not a SYN retransmission (1 s)
+    await first;
+    await peer.close();
+  });
+
+  it('blackhole: a port in use is the listen error, its code kept (was: a plain Error, no code)', async () => {
+    await using first = await blackhole();
+    await expect(blackhole({ port: first.port })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+  });
+
   it('blackhole works on ::1 too', async () => {
     await using peer = await blackhole({ host: '::1' });
     expect(peer.address).toBe(`[::1]:${peer.port}`);
