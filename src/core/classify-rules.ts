@@ -132,9 +132,10 @@ export function factsOf(value: unknown): Facts | undefined {
  * The texts of a response body an HTTP client's error holds: axios's `response.data` or got's
  * `response.body`. Their messages carry only the status ("Request failed with status code 500"),
  * so a server's relayed `rpc error: EOF` went unread and no retry path retried it (an outside
- * review). A body that is JSON gives its strings too: a Go server's `{"error":"read tcp ...: EOF"}`,
- * as text or as the object axios (by default) and got (`responseType: 'json'`) parse it into, was
- * an application error, never retried (another review). A Buffer or a stream says nothing here.
+ * review). A body that is JSON gives the strings of its error fields too (see stringsOf): a Go
+ * server's `{"error":"read tcp ...: EOF"}`, as text or as the object axios (by default) and got
+ * (`responseType: 'json'`) parse it into, was an application error, never retried (another
+ * review). A Buffer or a stream says nothing here.
  */
 function bodyTexts(response: unknown): string[] | undefined {
   const data = safeGet(response, 'data'); // safeGet: undefined for none, null or a primitive
@@ -179,16 +180,19 @@ const BODY_FIELDS = ['error', 'message', 'msg', 'detail', 'details', 'descriptio
  * a getter that throws reads as absent.
  */
 function stringsOf(value: unknown, out: string[], depth: number): void {
+  // Every call is made with room left in `out` (each loop below checks first).
   if (typeof value === 'string') {
-    if (out.length < BODY_STRINGS) out.push(boundText(value));
+    out.push(boundText(value));
     return;
   }
+  // Stryker disable next-line ConditionalExpression: equivalent: a number or boolean has a prototype that is no plain object's, and null's read throws, so each ends below the same
   if (depth >= BODY_DEPTH || typeof value !== 'object' || value === null) return;
   let array: boolean;
   try {
     array = Array.isArray(value);
     const proto: unknown = Object.getPrototypeOf(value);
     if (!array && proto !== Object.prototype && proto !== null) return;
+    // Stryker disable next-line BlockStatement: equivalent: a revoked Proxy that went on would read every field as absent (safeGet)
   } catch {
     return; // a revoked Proxy: nothing to read
   }

@@ -261,6 +261,44 @@ describe("factsOf: a 5xx error's text body (axios's response.data, got's respons
     expect(factsOf({ status: 500, response: { data: fits } })?.body).toEqual([fits, 'x: EOF']);
   });
 
+  it('16 strings in all, whatever holds them: a field after them is not read, nor an element', () => {
+    const fifteen = Array.from({ length: 15 }, (_, i) => `m${i}`);
+    expect(factsOf({ status: 500, response: { data: { error: 'a', message: fifteen, detail: 'late' } } })?.body).toEqual(['a', ...fifteen]);
+    expect(factsOf({ status: 500, response: { data: { error: 'a', message: [...fifteen, 'late'] } } })?.body).toEqual(['a', ...fifteen]);
+    expect(factsOf({ status: 500, response: { data: [['x', 'y'], ...fifteen] } })?.body).toEqual(['x', 'y', ...fifteen.slice(0, 14)]);
+  });
+
+  it('a JSON text of exactly 6 KiB is parsed; one character more is not', () => {
+    const of = (length: number): string => {
+      const head = '{"error":"x: EOF","pad":"';
+      return `${head}${'p'.repeat(length - head.length - 2)}"}`;
+    };
+    expect(of(6_144)).toHaveLength(6_144);
+    expect(factsOf({ status: 500, response: { data: of(6_144) } })?.body).toEqual([of(6_144), 'x: EOF']);
+    expect(factsOf({ status: 500, response: { data: of(6_145) } })?.body).toHaveLength(1);
+  });
+
+  it('an array is read by index, at most 16 of them, however long and whatever it holds', () => {
+    let reads = 0;
+    const numbers = new Proxy(Array.from({ length: 1_000 }, (_, i) => i), {
+      get(target, key, receiver) {
+        if (typeof key === 'string' && /^\d+$/.test(key)) reads++;
+        return Reflect.get(target, key, receiver) as unknown;
+      },
+    });
+    expect(factsOf({ status: 500, response: { data: numbers } })?.body).toBeUndefined();
+    expect(reads).toBe(16);
+    reads = 0;
+    const short = new Proxy([1, 2, 3], {
+      get(target, key, receiver) {
+        if (typeof key === 'string' && /^\d+$/.test(key)) reads++;
+        return Reflect.get(target, key, receiver) as unknown;
+      },
+    });
+    expect(factsOf({ status: 500, response: { data: short } })?.body).toBeUndefined();
+    expect(reads).toBe(3);
+  });
+
   it('a body of a million elements or keys costs what a small one does: its first elements and its error fields are read, never every key', () => {
     const array = Array.from({ length: 1_000_000 }, (_, i) => `s${i}`);
     let keysRead = 0;
