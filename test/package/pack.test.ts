@@ -128,9 +128,10 @@ describe('the packed package', () => {
     // Nor the other adapters: a user of fetch pays for no gRPC, Redis, node:http or OTel code.
     expect(loaded.filter((f) => /^dist\/src\/(adapters\/(grpc|redis|http|otel)|http2)[/.]/.test(f))).toEqual([]);
     // The measure, for the record (issue 13): the adapter's own files, core, guard, pool, retry,
-    // observe. 41 since the pool's pieces (trip, idle sweep, user code) got files of their own.
+    // observe. 41 since the pool's pieces (trip, idle sweep, user code) got files of their own;
+    // 48 with the agent's dial-waiters (whose dial a traced connection is).
     console.log(`import('dialguard/undici') loaded ${loaded.length} dialguard files`);
-    expect(loaded.length).toBeLessThan(48);
+    expect(loaded.length).toBeLessThan(50);
   });
 
   it('declares sideEffects: false and ships LICENSE as the MIT text', () => {
