@@ -10,6 +10,7 @@
 import { describe, expect, it } from 'vitest';
 import { connect } from '../../src/guard/connect.js';
 import { dialTrace } from '../../src/observe/tracing.js';
+import { whileTraced } from '../helpers/tracing.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { echoPeer } from '../../src/testing/tcp-peers.js';
 import { leakCheckEach } from '../helpers/leaks.js';
@@ -23,15 +24,11 @@ describe('connect(): a host Node cannot dial', () => {
     const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0 });
     const host = spelling.replace('PORT', String(peer.port));
     let dials = 0;
-    const traced = { start: () => void dials++, end: () => {}, asyncStart: () => {}, asyncEnd: () => {}, error: () => {} };
-    dialTrace.subscribe(traced);
-    try {
+    await whileTraced(dialTrace, { start: () => void dials++ }, async () => {
       for (let i = 0; i < 3; i++) {
         await expect(connect({ host, port: peer.port }, { breaker })).rejects.toThrow(/host must be a name or an IP address/);
       }
-    } finally {
-      dialTrace.unsubscribe(traced);
-    }
+    });
     expect(dials).toBe(0);
     expect(breaker.stats()).toMatchObject({ failed: 0, opened: 0, abandoned: 0, succeeded: 0 });
     const socket = await connect({ host: '127.0.0.1', port: peer.port }, { breaker });

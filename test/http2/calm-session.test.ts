@@ -17,8 +17,8 @@ import { listenH2 } from './listen.js';
 
 const cleanup = leakCheckEach();
 
-/** An h2c server answering `/upload` 413 without reading it and everything else 200; counts sessions. */
-async function earlyAnswering(): Promise<{ origin: string; sessions: () => number }> {
+/** An h2c server on loopback whose streams go to `onStream`; counts sessions. */
+async function h2cServer(onStream: (s: http2.ServerHttp2Stream, h: http2.IncomingHttpHeaders) => void): Promise<{ origin: string; sessions: () => number }> {
   let sessions = 0;
   const server = http2.createServer();
   server.on('session', (s) => {
@@ -27,11 +27,18 @@ async function earlyAnswering(): Promise<{ origin: string; sessions: () => numbe
   });
   server.on('stream', (s, h) => {
     s.on('error', () => {});
-    s.respond({ ':status': h[':path'] === '/upload' ? 413 : 200 });
-    s.end('resp');
+    onStream(s, h);
   });
   const port = await listenH2(server, cleanup);
   return { origin: `http://127.0.0.1:${port}`, sessions: () => sessions };
+}
+
+/** An h2c server answering `/upload` 413 without reading it and everything else 200; counts sessions. */
+function earlyAnswering(): Promise<{ origin: string; sessions: () => number }> {
+  return h2cServer((s, h) => {
+    s.respond({ ':status': h[':path'] === '/upload' ? 413 : 200 });
+    s.end('resp');
+  });
 }
 
 /** A 10 MB upload the server answers 413 unread, then 5 small POSTs: each POST's status, or the end of its error. */
@@ -86,15 +93,8 @@ describe('Http2Client: a session that refuses streams with ENHANCE_YOUR_CALM', (
 describe('Http2Client: an upload cut short retires its session', () => {
   /** An h2c server that never reads `/hold` (nor answers it), and answers anything else 200 after reading it; counts runs per `x-id`. */
   async function holding(): Promise<{ origin: string; sessions: () => number; runs: Map<string, number> }> {
-    let sessions = 0;
     const runs = new Map<string, number>();
-    const server = http2.createServer();
-    server.on('session', (s) => {
-      sessions++;
-      s.on('error', () => {});
-    });
-    server.on('stream', (s, h) => {
-      s.on('error', () => {});
+    const server = await h2cServer((s, h) => {
       const id = String(h['x-id']);
       runs.set(id, (runs.get(id) ?? 0) + 1);
       if (h[':path'] === '/hold') return;
@@ -104,8 +104,7 @@ describe('Http2Client: an upload cut short retires its session', () => {
         s.end('ok');
       });
     });
-    const port = await listenH2(server, cleanup);
-    return { origin: `http://127.0.0.1:${port}`, sessions: () => sessions, runs };
+    return { ...server, runs };
   }
 
   /** 10 concurrent requests of `method` after the cut: their statuses (or error codes and rstCodes). */

@@ -17,6 +17,7 @@ import { type RetryEvents, onRetryEvent } from '../../../src/retry/retry.js';
 import { blackhole } from '../../../src/testing/blackhole.js';
 import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
 import { eventually } from '../../helpers/eventually.js';
+import { whileTraced } from '../../helpers/tracing.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
 import { EchoClient, call, countingRelay, echoServer, echoService, failure } from './helpers.js';
 
@@ -55,9 +56,7 @@ describe('grpc guard: retries', () => {
       als.run(name, () => new Promise((resolve, reject) => client[method](Buffer.from(name), new grpc.Metadata(), { deadline: Date.now() + 5_000 }, (err: grpc.ServiceError | null, v?: Buffer) => (err === null ? resolve(String(v)) : reject(err)))));
     expect(await call('A', 'Echo')).toBe('A'); // A opens the channel: its events run in A's context
     const calls: Array<string | undefined> = [];
-    const handlers = { start: () => void calls.push(als.getStore()), end: () => {}, asyncStart: () => {}, asyncEnd: () => {}, error: () => {} };
-    callTrace.subscribe(handlers);
-    try {
+    await whileTraced(callTrace, { start: () => void calls.push(als.getStore()) }, async () => {
       const b = call('B', 'Hold');
       await eventually(() => server.held.size, (n) => n === 1);
       // The peer dies under B (its channel's events: A's context) and is back 50 ms later.
@@ -68,9 +67,7 @@ describe('grpc guard: retries', () => {
       expect(await eventually(() => server.held.size, (n) => n === 1, 4_000)).toBe(1);
       server.releaseHeld();
       expect(await b).toBe('B');
-    } finally {
-      callTrace.unsubscribe(handlers);
-    }
+    });
     expect(calls).toEqual(['B']);
   });
 
@@ -80,19 +77,15 @@ describe('grpc guard: retries', () => {
     server.failNext = { count: 1, code: grpc.status.UNAVAILABLE, details: 'rpc error: EOF' };
     const { client } = setup(server.address, { idempotent: everything });
     const order: string[] = [];
-    const handlers = { start: () => {}, end: () => {}, asyncStart: () => {}, asyncEnd: () => void order.push('call traced'), error: () => {} };
-    callTrace.subscribe(handlers);
-    try {
-      await new Promise<void>((resolve, reject) =>
+    await whileTraced(callTrace, { asyncEnd: () => void order.push('call traced') }, () =>
+      new Promise<void>((resolve, reject) =>
         client.Echo(Buffer.from('hi'), new grpc.Metadata(), { deadline: Date.now() + 3_000 }, (err: grpc.ServiceError | null) => {
           order.push('caller');
           if (err === null) resolve();
           else reject(err);
         }),
-      );
-    } finally {
-      callTrace.unsubscribe(handlers);
-    }
+      ),
+    );
     expect(server.calls.Echo).toBe(2);
     expect(order).toEqual(['call traced', 'caller']);
   });

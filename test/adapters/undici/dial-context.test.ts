@@ -13,18 +13,13 @@ import { describe, expect, it } from 'vitest';
 import { GuardedAgent } from '../../../src/adapters/undici/agent.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { dialTrace } from '../../../src/observe/tracing.js';
+import { whileTraced } from '../../helpers/tracing.js';
 import { httpServer } from './helpers.js';
 
 /** The request context each dial started in, while `run` runs (nothing recorded otherwise). */
 async function dialContexts(als: AsyncLocalStorage<string>, run: () => Promise<unknown>): Promise<Array<string | undefined>> {
   const seen: Array<string | undefined> = [];
-  const handlers = { start: () => void seen.push(als.getStore()), end: () => {}, asyncStart: () => {}, asyncEnd: () => {}, error: () => {} };
-  dialTrace.subscribe(handlers);
-  try {
-    await run();
-  } finally {
-    dialTrace.unsubscribe(handlers);
-  }
+  await whileTraced(dialTrace, { start: () => void seen.push(als.getStore()) }, run);
   return seen;
 }
 
