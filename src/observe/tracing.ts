@@ -76,11 +76,13 @@ export function traced(channel: diagnosticsChannel.TracingChannel<object>): bool
 export type InCallerContext = (run: () => void) => void;
 
 /**
- * @internal The caller's async context, captured now (at a call's start) for a span to start in
- * later; undefined when nobody traces calls (costs nothing then).
+ * @internal The caller's async context, captured now (at a call's start) for what the call
+ * starts later (its retry loop, a resend, a redial) to run in; undefined when nobody traces calls,
+ * attempts or dials (costs nothing then). Each counts: a user tracing dials alone saw a resent
+ * call's redial in the trace of the call that opened the dead connection.
  */
 export function callerContext(): InCallerContext | undefined {
-  return traced(callTrace) ? AsyncResource.bind((run: () => void): void => run()) : undefined;
+  return traced(callTrace) || traced(attemptTrace) || traced(dialTrace) ? AsyncResource.bind((run: () => void): void => run()) : undefined;
 }
 
 /**

@@ -38,6 +38,7 @@ import { unguarded } from './unguarded.js';
 import type { ConnectionPoolEvents, ConnectionPoolOptions, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 import { onCallerAbort } from '../core/shared-signal.js';
 import { type OptionNames, checkOptionNames, optionNames } from '../core/option-names.js';
+import { callerContext } from '../observe/tracing.js';
 
 export type { ConnectionPoolEvents, ConnectionPoolOptions, ConnectionWatch, Connector, PoolClassification, PoolStats, UseOptions } from './pool-types.js';
 
@@ -542,7 +543,11 @@ export class ConnectionPool<C> {
     resolve: (value: unknown) => void,
     reject: (reason: unknown, resent?: number) => void,
   ): void {
-    const trip = new Trip(conn, turn, signal, fn, ends, resends, resent, stale, this.#land, resolve, reject);
+    // When dials are traced, a ride keeps its caller's context: a call that goes back learns so
+    // from the connection's events, in the context of the call that opened it, and its redial
+    // started there was traced into that other call's trace (an outside review).
+    const inCaller = callerContext();
+    const trip = new Trip(conn, turn, signal, fn, ends, resends, resent, stale, this.#land, resolve, reject, inCaller);
     // First: a signal that cannot be listened to rejects the call before it boards.
     if (signal !== undefined) onCallerAbort(signal, trip);
     conn.addRide(trip);
@@ -630,7 +635,9 @@ export class ConnectionPool<C> {
       this.#events.emit('resent', { target: conn.target, id: conn.id, notSent, kind, code });
     }
     const again = notSent ? 0 : 1;
-    void this.#useSlow(conn.target, trip.fn, trip.ends, caller, trip.resends - again, trip.resent, again, trip.turn + 1, trip.stale, trip.resolve, trip.reject);
+    const goBack = (): void => void this.#useSlow(conn.target, trip.fn, trip.ends, caller, trip.resends - again, trip.resent, again, trip.turn + 1, trip.stale, trip.resolve, trip.reject);
+    if (trip.inCaller === undefined) goBack();
+    else trip.inCaller(goBack);
   };
 
   /** No new requests on `conn`; closed once its last request ends. */

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { InCallerContext } from '../observe/tracing.js';
 import { type Lease, type PooledConnection, Ride } from './pooled-connection.js';
 
 /**
@@ -32,6 +33,8 @@ export class Trip<C> extends Ride<C> {
     readonly land: (trip: Trip<C>, ok: boolean, value: unknown) => void,
     readonly resolve: (value: unknown) => void,
     readonly reject: (reason: unknown, resent?: number) => void,
+    /** The caller's async context, for a resend's redial to be traced in (captured only when dials are traced). */
+    readonly inCaller: InCallerContext | undefined,
   ) {
     super(conn, turn);
   }

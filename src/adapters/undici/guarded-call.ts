@@ -44,7 +44,7 @@ import type { RetrySettings } from './options.js';
 import { type RequestBody, requestBody } from './request-body.js';
 import { retryAfterMs } from './retry-after.js';
 import { withTlsAlert } from './tls-alert.js';
-import { type UnsuccessfulAnswer, callTrace, callerContext, traceFailedCall, traceUnsuccessfulCall, traced, unsuccessfulAnswer, unsuccessfulOf } from '../../observe/tracing.js';
+import { type UnsuccessfulAnswer, callerContext, traceFailedCall, traceUnsuccessfulCall, unsuccessfulAnswer, unsuccessfulOf } from '../../observe/tracing.js';
 
 /** Methods that may be repeated (RFC 9110 §9.2.2) when the request's own `idempotent` is unset. */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
@@ -229,7 +229,8 @@ export class GuardedCall extends Attempt implements AttemptOwner {
    */
   start(): boolean {
     const s = this.#s;
-    if (traced(callTrace)) this.#more.inCallerContext = callerContext();
+    const inCaller = callerContext();
+    if (inCaller !== undefined) this.#more.inCallerContext = inCaller;
     const own = this.#own?.headers;
     const timed = s.timeout !== Infinity || (own !== undefined && own > 0) || settledHeard(s.onResult);
     const started = timed ? s.clock.now() : 0; // 0: unread, and unused below (neither a deadline nor an own wait)

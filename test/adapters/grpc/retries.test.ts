@@ -12,7 +12,7 @@ import { classify } from '../../../src/core/classify.js';
 import { HostUnavailableError } from '../../../src/core/errors.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { RetryBudget } from '../../../src/retry/budget.js';
-import { callTrace } from '../../../src/observe/tracing.js';
+import { callTrace, dialTrace } from '../../../src/observe/tracing.js';
 import { type RetryEvents, onRetryEvent } from '../../../src/retry/retry.js';
 import { blackhole } from '../../../src/testing/blackhole.js';
 import { acceptAndHold, refusing } from '../../../src/testing/tcp-peers.js';
@@ -69,6 +69,30 @@ describe('grpc guard: retries', () => {
       expect(await b).toBe('B');
     });
     expect(calls).toEqual(['B']);
+  });
+
+  it('a call resent after its peer died redials in its own caller\'s context: its dial span is in its trace, not in that of the call that opened the channel (was: the opener\'s; an outside review)', async () => {
+    const server = await echoServer();
+    cleanup.push(() => server.close());
+    const { client } = setup(server.address, { idempotent: everything });
+    const als = new AsyncLocalStorage<string>();
+    const call = (name: string, method: 'Echo' | 'Hold'): Promise<unknown> =>
+      als.run(name, () => new Promise((resolve, reject) => client[method](Buffer.from(name), new grpc.Metadata(), { deadline: Date.now() + 5_000 }, (err: grpc.ServiceError | null, v?: Buffer) => (err === null ? resolve(String(v)) : reject(err)))));
+    expect(await call('A', 'Echo')).toBe('A'); // A opens the channel: its events run in A's context
+    const dials: Array<string | undefined> = [];
+    await whileTraced(dialTrace, { start: () => void dials.push(als.getStore()) }, async () => {
+      const b = call('B', 'Hold');
+      await eventually(() => server.held.size, (n) => n === 1);
+      const port = server.port;
+      await server.close();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await server.listen(port);
+      expect(await eventually(() => server.held.size, (n) => n === 1, 4_000)).toBe(1);
+      server.releaseHeld();
+      expect(await b).toBe('B');
+    });
+    expect(dials.length).toBeGreaterThan(0);
+    expect(dials.filter((d) => d !== 'B')).toEqual([]);
   });
 
   it('a retried call that succeeds: its caller hears after the retry loop (its dialguard:call trace) has ended (was: before, so the call span outlived the caller\'s own; an outside review)', async () => {

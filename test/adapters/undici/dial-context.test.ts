@@ -57,4 +57,22 @@ describe('GuardedAgent: a traced dial belongs to the request it serves', () => {
     expect(seen[0]).toBe('A');
     await agent.close();
   });
+
+  it('a request retried after a connection another request opened died under it redials in its own context (was: the opener\'s, when dials alone were traced)', async () => {
+    // A opens a kept-alive connection; B rides it next and the server drops it unanswered: B's
+    // retry learns so from that socket's events, in A's context.
+    await using server = await httpServer((req, res, n) => {
+      if (n === 2) return void req.socket.destroy();
+      res.end(`answer ${n}`);
+    });
+    const agent = new GuardedAgent({ breaker: new HostBreaker(), undici: { connections: 1 }, backoff: () => 0 });
+    const als = new AsyncLocalStorage<string>();
+    const seen = await dialContexts(als, async () => {
+      expect(await als.run('A', async () => (await request(`${server.origin}/`, { dispatcher: agent })).body.text())).toBe('answer 1');
+      expect(await als.run('B', async () => (await request(`${server.origin}/`, { dispatcher: agent })).body.text())).toBe('answer 3');
+    });
+    expect(seen).toEqual(['A', 'B']);
+    expect(server.connections).toBe(2);
+    await agent.close();
+  });
 });
