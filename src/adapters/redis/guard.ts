@@ -34,6 +34,7 @@ import dns from 'node:dns';
 import net from 'node:net';
 import { type PeerCertificate, checkServerIdentity as tlsCheck } from 'node:tls';
 import { ConnectTimeoutError, HostUnavailableError, TransportClosedError } from '../../core/errors.js';
+import { unitRandom } from '../../core/backoff.js';
 import { checkDuration, checkFunction, MAX_DURATION, opt, show } from '../../core/validate.js';
 import { reportingPermit, sharedBreaker } from '../../guard/dial.js';
 import { dialFailureOutcome } from '../../guard/dial-outcome.js';
@@ -110,7 +111,11 @@ export interface RedisGuardOptions {
    * spaced the rounds by nothing, hundreds of redials a second against a failing node.
    */
   maxBackoff?: number;
-  /** Uniform [0, 1) source for the jitter. Default `Math.random`. */
+  /**
+   * Uniform [0, 1) source for the jitter. Default `Math.random`. An answer outside [0, 1) (NaN, a
+   * negative number, a string) is replaced by `Math.random()`'s, and so is a throw (reported once
+   * as a process warning): a bad source must not space redials by nothing nor crash a client.
+   */
   random?: () => number;
 }
 
@@ -190,7 +195,10 @@ export class RedisGuard {
     this.#timeout = checkDuration('connectTimeout', opt(options.connectTimeout, 2_000), 1);
     // At least the first round's cap: 0 (or a fraction) spaced the rounds by nothing, a redial storm.
     this.#maxBackoff = checkDuration('maxBackoff', opt(options.maxBackoff, 2_000), FIRST_ROUND_CAP);
-    this.#random = checkFunction('random', opt(options.random, Math.random));
+    // Checked on every draw, as retry() and the breaker check theirs: a NaN or negative answer
+    // spaced redials by nothing (~17x the plain clients' dials in a 300 ms restart), and a throw
+    // escaped ioredis's retryStrategy as an uncaught exception (an outside review).
+    this.#random = options.random === undefined ? Math.random : unitRandom(checkFunction<() => number>('random', options.random), Math.random, "a RedisGuard's");
     this.#rounds = roundsFor(breaker);
     // Capped: a timer past 2^31-1 ms fires after 1 ms, and the round would hold no one.
     this.#policy = { maxBackoff: this.#maxBackoff, leadFor: Math.min(this.#timeout + 1_000, MAX_DURATION), random: this.#random };

@@ -10,7 +10,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { RedisGuard } from '../../../src/adapters/redis/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
@@ -105,3 +105,37 @@ describe('RedisGuard: a reconnect strategy answering a wait no timer can hold', 
     expect(answer).toBe('PONG');
   });
 });
+
+describe('RedisGuard: a `random` option answering outside [0, 1), or throwing', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  /** Made anew per test: a throw is reported once per function. */
+  const bad = (): Array<[string, () => number]> => [
+    ['NaN', () => Number.NaN],
+    ['-5', () => -5],
+    ['1e9', () => 1e9],
+    ['a string', () => '0.5' as unknown as number],
+    [
+      'a throw',
+      () => {
+        throw new Error('rng boom');
+      },
+    ],
+  ];
+
+  it.each(kinds)('%s: each answer is replaced by Math.random\'s, so the waits are those of a good source (was: NaN or negative waits, redials with no spacing; a throw escaped ioredis\'s retryStrategy and crashed the process; an outside review)', (_kind, strategyOf) => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
+    vi.spyOn(Math, 'random').mockReturnValue(0.5);
+    const cause = new Error('connect ECONNREFUSED');
+    const expected = [1, 2, 3, 4].map((n) => strategyOf(new RedisGuard({ breaker: new HostBreaker(), random: () => 0.5 }), () => 0)(n, cause));
+    for (const [name, random] of bad()) {
+      const strategy = strategyOf(new RedisGuard({ breaker: new HostBreaker(), random }), () => 0);
+      expect({ name, waits: [1, 2, 3, 4].map((n) => strategy(n, cause)) }).toEqual({ name, waits: expected });
+    }
+    expect(expected.every((w) => typeof w === 'number' && w >= 0 && w <= 2_000)).toBe(true);
+    expect(warn.mock.calls.filter((c) => /RedisGuard's random threw/.test(String(c[0]))).length).toBe(1);
+  });
+});
+
