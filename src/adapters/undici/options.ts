@@ -46,7 +46,8 @@ export interface GuardedRetryOptions {
    * Statuses an idempotent request is tried again on. Default 429, 502, 503 and 504: the server
    * (or the gateway in front of it) says it could not serve the request now. 500 is not among
    * them: a server bug answers the same way twice. When no retry is left, the caller gets the
-   * last such response as it came, never an error.
+   * last such response as it came, never an error. Each from 400 to 599 (a RangeError otherwise:
+   * a success or a redirect is the server's answer, and retried it was sent `maxAttempts` times).
    */
   retryStatuses?: readonly number[];
   /**
@@ -169,7 +170,8 @@ export function retrySettings(options: GuardedRetryOptions): RetrySettings {
   const breaker = breakerOption(options.breaker);
   const statuses = opt<readonly number[]>(options.retryStatuses, [429, 502, 503, 504]);
   if (!Array.isArray(statuses)) throw new TypeError(`retryStatuses must be an array of statuses, got ${show(statuses)}`);
-  statuses.forEach((s, i) => checkInteger(`retryStatuses[${i}]`, s, 100, 599));
+  // A failure's status only: a success or a redirect retried was sent maxAttempts times, its answer discarded each time.
+  statuses.forEach((s, i) => checkInteger(`retryStatuses[${i}]`, s, 400, 599));
   checkClassifyOptions('classify', options.classify);
   return {
     timeout: options.timeout === undefined ? Infinity : checkDuration('timeout', options.timeout, 1, true),
