@@ -81,18 +81,33 @@ function listenOverflows(): number {
 const WAITING = 0;
 const CLOSE = 1;
 const HEAL = 2;
+/** The shared state's slots: the worker's state, connections it accepted, then the fillers' local ports. */
+const STATE = 0;
+const ACCEPTED = 1;
+const FILLER_COUNT = 2;
+const FILLER_PORTS = 3;
+/** Most filler connections (see fillAcceptQueue). */
+const MAX_FILLERS = 16;
 
 // Runs in the worker. Blocks its event loop in Atomics.wait so the listener is never accepted
-// from. On HEAL it closes that listener (its backlog of 1 would keep dropping SYNs under load)
-// and binds a normal one on the same port that echoes; on CLOSE (or a 'close' message after a
-// heal) it closes the listener and every socket and exits.
+// from. On HEAL it raises the listener's backlog (listen() again on the listening socket: its
+// backlog of 1 would keep dropping SYNs under load) and accepts from it from then on, echoing;
+// the filler connections still queued (their local ports are in the shared state) are closed
+// uncounted. The listener is never closed: closing it and binding a new one left a moment with
+// nothing on the port, and a connect racing heal() was refused (an outside review, 6 of 2 400).
+// A Node whose handle cannot listen again falls back to that close and bind. On CLOSE (or a
+// 'close' message after a heal) it closes the listener and every socket and exits.
 const workerSource = `
 const { parentPort, workerData } = require('node:worker_threads');
 const net = require('node:net');
 const state = new Int32Array(workerData.shared);
 const sockets = new Set();
 const onConnection = (socket) => {
-  Atomics.add(state, 1, 1);
+  const fillers = Atomics.load(state, ${FILLER_COUNT});
+  for (let i = 0; i < fillers; i++) {
+    if (Atomics.load(state, ${FILLER_PORTS} + i) === socket.remotePort) return void socket.destroy();
+  }
+  Atomics.add(state, ${ACCEPTED}, 1);
   sockets.add(socket);
   socket.on('error', () => {});
   socket.on('close', () => sockets.delete(socket));
@@ -108,8 +123,14 @@ server.on('error', (err) => { parentPort.postMessage({ error: err.message, code:
 server.listen({ host: workerData.host, port: workerData.port, backlog: 1 }, () => {
   const port = server.address().port;
   parentPort.postMessage({ port });
-  Atomics.wait(state, 0, ${WAITING});
-  if (Atomics.load(state, 0) === ${CLOSE}) return shutdown();
+  Atomics.wait(state, ${STATE}, ${WAITING});
+  if (Atomics.load(state, ${STATE}) === ${CLOSE}) return shutdown();
+  const handle = server._handle;
+  if (handle !== null && typeof handle.listen === 'function' && handle.listen(511) === 0) {
+    server.on('connection', onConnection);
+    parentPort.postMessage({ healed: true });
+    return;
+  }
   server.close();
   server = net.createServer(onConnection);
   server.listen({ host: workerData.host, port }, () => parentPort.postMessage({ healed: true }));
@@ -142,7 +163,7 @@ class AcceptQueueBlackhole implements Blackhole {
 
   static async start(options: BlackholeOptions): Promise<AcceptQueueBlackhole> {
     const host = loopback(options.host);
-    const shared = new SharedArrayBuffer(8);
+    const shared = new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT * (FILLER_PORTS + MAX_FILLERS));
     const worker = new Worker(workerSource, { eval: true, workerData: { shared, host, port: options.port ?? 0 } });
     const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
     const port = await new Promise<number>((resolve, reject) => {
@@ -153,7 +174,11 @@ class AcceptQueueBlackhole implements Blackhole {
       worker.once('error', reject);
     });
     const fillers = await fillAcceptQueue(host, port);
-    return new AcceptQueueBlackhole(host, port, worker, new Int32Array(shared), fillers, exited);
+    const state = new Int32Array(shared);
+    // Queued still when the worker accepts again at heal: it closes them uncounted.
+    fillers.forEach((s, i) => Atomics.store(state, FILLER_PORTS + i, s.localPort ?? 0));
+    Atomics.store(state, FILLER_COUNT, fillers.length);
+    return new AcceptQueueBlackhole(host, port, worker, state, fillers, exited);
   }
 
   get address(): string {
@@ -166,7 +191,7 @@ class AcceptQueueBlackhole implements Blackhole {
 
   get attempts(): number {
     const drops = (this.#dropsAtHeal ?? listenOverflows()) - this.#dropBase;
-    return drops + Atomics.load(this.#state, 1);
+    return drops + Atomics.load(this.#state, ACCEPTED);
   }
 
   heal(): Promise<void> {
@@ -178,7 +203,7 @@ class AcceptQueueBlackhole implements Blackhole {
   }
 
   async #heal(): Promise<void> {
-    if (Atomics.load(this.#state, 0) !== WAITING) return;
+    if (Atomics.load(this.#state, STATE) !== WAITING) return;
     this.#dropsAtHeal = listenOverflows();
     for (const s of this.#fillers) s.destroy();
     const accepting = new Promise<void>((resolve) => {
@@ -189,16 +214,16 @@ class AcceptQueueBlackhole implements Blackhole {
       };
       this.#worker.on('message', onMessage);
     });
-    Atomics.store(this.#state, 0, HEAL);
-    Atomics.notify(this.#state, 0);
+    Atomics.store(this.#state, STATE, HEAL);
+    Atomics.notify(this.#state, STATE);
     await accepting;
   }
 
   async close(): Promise<void> {
     for (const s of this.#fillers) s.destroy();
-    if (Atomics.load(this.#state, 0) === WAITING) {
-      Atomics.store(this.#state, 0, CLOSE);
-      Atomics.notify(this.#state, 0);
+    if (Atomics.load(this.#state, STATE) === WAITING) {
+      Atomics.store(this.#state, STATE, CLOSE);
+      Atomics.notify(this.#state, STATE);
     } else {
       this.#worker.postMessage('close');
     }
@@ -216,7 +241,7 @@ class AcceptQueueBlackhole implements Blackhole {
  */
 async function fillAcceptQueue(host: string, port: number): Promise<net.Socket[]> {
   const fillers: net.Socket[] = [];
-  for (let i = 0; i < 16; i++) {
+  for (let i = 0; i < MAX_FILLERS; i++) {
     const socket = net.connect({ host, port });
     socket.on('error', () => {});
     const connected = await new Promise<boolean | Error>((resolve) => {

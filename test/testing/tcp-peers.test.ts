@@ -31,6 +31,59 @@ describe('fault peers', () => {
     await peer.close();
   });
 
+  it('blackhole: connects racing heal() are never refused (was: heal closed the listener and bound a new one, and a connect in between was refused; an outside review, 6 of 2 400)', async () => {
+    let refused = 0;
+    let connected = 0;
+    for (let round = 0; round < 4; round++) {
+      const peer = await blackhole();
+      const outcomes: Array<Promise<void>> = [];
+      let healing = true;
+      const connectOne = (): Promise<void> =>
+        new Promise((resolve) => {
+          const socket = net.connect({ host: peer.host, port: peer.port });
+          const timer = setTimeout(() => socket.destroy(), 2_500); // a SYN dropped before the heal: its retransmit lands after it
+          socket.once('connect', () => {
+            connected++;
+            clearTimeout(timer);
+            socket.destroy();
+            resolve();
+          });
+          socket.once('error', (err: NodeJS.ErrnoException) => {
+            if (err.code === 'ECONNREFUSED') refused++;
+            clearTimeout(timer);
+            resolve();
+          });
+          socket.once('close', () => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+      const fire = (): void => {
+        if (!healing || outcomes.length >= 2_000) return;
+        for (let i = 0; i < 16; i++) outcomes.push(connectOne());
+        setImmediate(fire);
+      };
+      const healed = peer.heal();
+      fire();
+      await healed;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      healing = false;
+      await Promise.all(outcomes);
+      await peer.close();
+    }
+    expect(refused).toBe(0);
+    expect(connected).toBeGreaterThan(0);
+  });
+
+  it('blackhole: heal() counts none of the connections it filled its own queue with', async () => {
+    await using peer = await blackhole();
+    await peer.heal();
+    expect(await probe(peer.host, peer.port, 2_000, 'back')).toEqual({ connected: true, data: 'back' });
+    expect(await eventually(() => peer.attempts, (n) => n >= 1)).toBe(1); // the probe alone
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(peer.attempts).toBe(1);
+  });
+
   it('blackhole: a port in use is the listen error, its code kept (was: a plain Error, no code)', async () => {
     await using first = await blackhole();
     await expect(blackhole({ port: first.port })).rejects.toMatchObject({ code: 'EADDRINUSE' });
