@@ -265,7 +265,7 @@ export function classify(err: unknown, options?: ClassifyOptions): Classificatio
       ? { kind: 'unknown', notSent: false, connectionDead: false, transient: false, code: walk.code, cause: err }
       : {
           kind: found.kind,
-          notSent: found.notSent,
+          notSent: found.notSent && !ANSWER_BEGAN.has(err as object),
           connectionDead: found.connectionDead,
           transient: found.transient,
           code: found.code ?? walk.code,
@@ -274,6 +274,20 @@ export function classify(err: unknown, options?: ClassifyOptions): Classificatio
   for (const r of registry) if (r.hook !== undefined) result = runHook(r.hook, err, result);
   if (options?.hook !== undefined) result = runHook(options.hook, err, result);
   return Object.freeze(enforce(result));
+}
+
+/** Errors a client met after the server's answer had begun (see {@link afterAnswerBegan}). */
+const ANSWER_BEGAN = new WeakSet<object>();
+
+/**
+ * @internal Marks `err` as met after the server's answer had begun (its headers, part of its
+ * body): {@link classify} then never says it was not sent, whatever it says itself. An HTTP/2
+ * stream the server answered and then reset with REFUSED_STREAM was read as never processed, and
+ * a POST whose handler had run was sent 3 times (an outside review). Returns `err`.
+ */
+export function afterAnswerBegan<E>(err: E): E {
+  if (typeof err === 'object' && err !== null) ANSWER_BEGAN.add(err);
+  return err;
 }
 
 /** The contract's invariants, whatever a pattern or hook said. */

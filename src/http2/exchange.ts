@@ -7,7 +7,7 @@
  */
 import http2 from 'node:http2';
 import type { Clock } from '../core/clock.js';
-import { heardOnLiveConnection } from '../core/classify.js';
+import { afterAnswerBegan, heardOnLiveConnection } from '../core/classify.js';
 import { h2Name } from '../core/classify-rules.js';
 import { TransportClosedError } from '../core/errors.js';
 import type { Lease } from '../pool/pooled-connection.js';
@@ -110,6 +110,8 @@ export function runExchange(
     let responded = false;
     let headers: http2.IncomingHttpHeaders = NO_HEADERS;
     let chunks: Buffer[] = [];
+    /** Bytes of body received. */
+    let received = 0;
     let settled = false;
     /** The streamed body's controller, once the headers came (`streaming` only). */
     let sink: ReadableStreamDefaultController<Uint8Array> | undefined;
@@ -150,9 +152,14 @@ export function runExchange(
       }
       failLater(settle, err);
     };
-    /** The stream failed before any response: if the peer's GOAWAY excluded it, it was never processed. */
+    /**
+     * The stream failed: before any response, if the peer's GOAWAY excluded it, it was never
+     * processed; after the response began, whatever the failure says, it was (a REFUSED_STREAM
+     * after the headers read as never processed, and a POST ran 3 times; an outside review).
+     */
     const failed = (err: unknown): void => {
-      const goaway = responded ? undefined : goawayOf(session);
+      if (responded) return finish(afterAnswerBegan(withRstCode(err, stream.rstCode)));
+      const goaway = goawayOf(session);
       if (goaway !== undefined && (stream.id === undefined || stream.id > goaway.lastStreamID)) finish(unprocessed(stream.id, goaway, err));
       else finish(withRstCode(err, stream.rstCode));
     };
@@ -205,6 +212,7 @@ export function runExchange(
     });
     stream.on('data', (chunk: Buffer) => {
       if (settled) return;
+      received += chunk.length;
       if (sink === undefined) {
         if (streaming === undefined) chunks.push(chunk);
         return;
@@ -229,6 +237,10 @@ export function runExchange(
       // session destroyed mid-body), with the close code already set: that body is cut short.
       const code = stream.rstCode;
       if (code !== undefined && code !== http2.constants.NGHTTP2_NO_ERROR) return failed(closedError(code, true));
+      // Reset with NO_ERROR (the stream is closed already): a whole answer when the server stops
+      // the upload after it (RFC 9113 §8.1), a body cut short when it is shorter than its
+      // content-length (node:http2 checks that only at an END_STREAM: 8 of 100 bytes were a 200).
+      if (code !== undefined && shortOfLength(headers, received, method, status)) return failed(closedError(code, true));
       if (streaming !== undefined) return finish(undefined, response);
       const whole: Http2Response = { status, headers, body: Buffer.concat(chunks), connectionId, latency: clock.now() - started };
       if (trailers !== undefined) whole.trailers = trailers; // the key only when there are some
@@ -255,6 +267,17 @@ export function runExchange(
       failed(err);
     }
   }
+}
+
+/**
+ * Whether a response holds fewer body bytes than its `content-length` says (a HEAD's, a 204's and
+ * a 304's say nothing of a body).
+ */
+function shortOfLength(headers: http2.IncomingHttpHeaders, received: number, method: string, status: number): boolean {
+  const length = headers['content-length'];
+  if (length === undefined || method === 'HEAD' || status === 204 || status === 304) return false;
+  const expected = Number(length);
+  return Number.isSafeInteger(expected) && received < expected;
 }
 
 /** Ends `to` with `err` a microtask from now (see {@link runExchange}). */

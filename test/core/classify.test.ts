@@ -4,7 +4,7 @@
  * hostile inputs it must survive. Real captured failures are in classify-real.test.ts.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type Classification, type FailureKind, classify, heardOnLiveConnection, registerClassifier } from '../../src/core/classify.js';
+import { type Classification, type FailureKind, afterAnswerBegan, classify, heardOnLiveConnection, registerClassifier } from '../../src/core/classify.js';
 import {
   ConnectTimeoutError,
   ConnectionGoneError,
@@ -302,6 +302,25 @@ describe('classify: an error heard on a live connection is never a dial\'s', () 
     expect(classify(fn).kind).toBe('dial');
     heardOnLiveConnection(fn);
     expect(classify(fn).kind).toBe('connection');
+  });
+});
+
+describe('classify: an error met after the server\'s answer began is never "not sent"', () => {
+  const refused = (): Error => Object.assign(new Error('Stream closed with error code NGHTTP2_REFUSED_STREAM'), { code: 'ERR_HTTP2_STREAM_ERROR' });
+
+  it('a REFUSED_STREAM marked so keeps its kind, code and transience, and loses notSent alone (was: notSent, a POST that ran sent 3 times)', () => {
+    expect(classify(refused())).toMatchObject({ kind: 'stream', code: 'REFUSED_STREAM', notSent: true, transient: true });
+    const marked = afterAnswerBegan(refused());
+    expect(classify(marked)).toMatchObject({ kind: 'stream', code: 'REFUSED_STREAM', notSent: false, transient: true, connectionDead: false });
+  });
+
+  it('a refused dial marked so is not "not sent" either; a wrapper of a marked error is read by its own mark alone; primitives pass through', () => {
+    const dial = afterAnswerBegan(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED', syscall: 'connect' }));
+    expect(classify(dial)).toMatchObject({ kind: 'dial', notSent: false });
+    expect(classify(new Error('wrapper', { cause: refused() })).notSent).toBe(true);
+    expect(afterAnswerBegan('text')).toBe('text');
+    expect(afterAnswerBegan(null)).toBe(null);
+    expect(classify(afterAnswerBegan('x')).notSent).toBe(false);
   });
 });
 

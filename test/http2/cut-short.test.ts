@@ -58,6 +58,19 @@ async function heldFeed(options: ConstructorParameters<typeof Http2Client>[0]): 
   return { peer, c, reading };
 }
 
+/**
+ * Sends RST_STREAM `code` on a server stream now. node:http2's own `close(code)` ends the
+ * response first (END_STREAM) when it was begun, so a client never sees the reset mid-answer;
+ * the handle's own reset is what a server whose stream failed sends. Throws if this Node has no
+ * such handle (the test then fails, never passes unchecked).
+ */
+function resetNow(stream: http2.ServerHttp2Stream, code: number): void {
+  const key = Object.getOwnPropertySymbols(stream).find((k) => String(k) === 'Symbol(kHandle)');
+  const handle = key === undefined ? undefined : (stream as unknown as Record<symbol, { rstStream?: (code: number) => void }>)[key];
+  if (typeof handle?.rstStream !== 'function') throw new Error('this Node has no stream handle to reset');
+  handle.rstStream(code);
+}
+
 describe('Http2Client: an answer cut short after its headers', () => {
   for (const method of ['GET', 'POST']) {
     it(`stream() ${method}, the session destroyed mid-body: the body errors, the request is sent once, and close() is prompt`, async () => {
@@ -248,6 +261,59 @@ describe('Http2Client: an answer cut short after its headers', () => {
     const res = await c.request(`${peer.origin}/poll`);
     expect(res.body.toString()).toBe('late');
     expect(peer.streams).toBe(1);
+  });
+
+  it('REFUSED_STREAM after the response began (headers, part of the body) is the server\'s answer: a POST or a GET is sent once, request() rejects with rstCode 7 (was: read as never processed, sent 3 times; an outside review)', async () => {
+    const C = http2.constants;
+    const runs = new Map<string, number>();
+    await using peer = await http2Peer({
+      handler: (stream, headers) => {
+        stream.on('error', () => {});
+        const path = String(headers[':path']);
+        runs.set(path, (runs.get(path) ?? 0) + 1);
+        stream.respond({ ':status': 200 });
+        if (path.startsWith('/headers')) return void setTimeout(() => resetNow(stream, C.NGHTTP2_REFUSED_STREAM), 10);
+        stream.write('part;', () => setTimeout(() => resetNow(stream, C.NGHTTP2_REFUSED_STREAM), 10));
+      },
+    });
+    const c = client();
+    for (const method of ['POST', 'GET']) {
+      for (const path of [`/headers-${method}`, `/body-${method}`]) {
+        const failure = await c.request(`${peer.origin}${path}`, { method }).then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+        expect({ path, failure }).toMatchObject({ path, failure: { code: 'ERR_HTTP2_STREAM_ERROR', rstCode: C.NGHTTP2_REFUSED_STREAM } });
+      }
+      const res = await c.stream(`${peer.origin}/body-stream-${method}`, { method });
+      expect(await drain(res.body)).toMatchObject({ text: 'part;', error: { rstCode: C.NGHTTP2_REFUSED_STREAM } });
+    }
+    expect(Object.fromEntries(runs)).toEqual({ '/headers-POST': 1, '/body-POST': 1, '/body-stream-POST': 1, '/headers-GET': 1, '/body-GET': 1, '/body-stream-GET': 1 });
+  });
+
+  it('RST_STREAM(NO_ERROR) before the body its content-length names is a body cut short: request() rejects and stream()\'s body errors, sent once (was: a 200 with 8 of 100 bytes; an outside review)', async () => {
+    const C = http2.constants;
+    let runs = 0;
+    await using peer = await http2Peer({
+      handler: (stream, headers) => {
+        stream.on('error', () => {});
+        runs++;
+        const whole = headers[':path'] === '/whole';
+        stream.respond({ ':status': 200, 'content-length': whole ? '8' : '100' });
+        stream.write('8 bytes.', () => setTimeout(() => resetNow(stream, C.NGHTTP2_NO_ERROR), 10));
+      },
+    });
+    const c = client();
+    const failure = await c.request(`${peer.origin}/short`).then(
+      (r) => r,
+      (err: unknown) => err,
+    );
+    expect(failure).toMatchObject({ code: 'ERR_HTTP2_STREAM_ERROR', rstCode: C.NGHTTP2_NO_ERROR });
+    const res = await c.stream(`${peer.origin}/short`);
+    expect(await drain(res.body)).toMatchObject({ text: '8 bytes.', error: { code: 'ERR_HTTP2_STREAM_ERROR', rstCode: C.NGHTTP2_NO_ERROR } });
+    expect(runs).toBe(2); // each sent once: the server answered
+    // A NO_ERROR reset after the whole body (a server stopping the client's upload) is a whole answer.
+    expect((await c.request(`${peer.origin}/whole`)).body.toString()).toBe('8 bytes.');
   });
 });
 
