@@ -484,6 +484,24 @@ describe('HostBreaker: operator control', () => {
     expect(breaker.stats().hosts).toBeLessThanOrEqual(42);
   });
 
+  it('once isolations that held the table past its capacity end, it shrinks back to the capacity as other hosts come (was: it stayed at the isolations\' peak for good; an outside review: 100 hosts at capacity 16)', () => {
+    for (const end of ['released', 'expired'] as const) {
+      const { clock, breaker } = make({ capacity: 4 });
+      const releases = Array.from({ length: 12 }, (_, i) => breaker.isolate(`i${i}:1`, 5_000));
+      breaker.admit('x:1').succeeded();
+      expect(breaker.stats().hosts).toBe(13); // held beyond the bound while isolated
+      if (end === 'released') for (const release of releases) release();
+      else clock.advance(5_000);
+      const sizes: number[] = [];
+      for (let i = 0; i < 12; i++) {
+        breaker.admit(`h${i}:1`).succeeded();
+        sizes.push(breaker.stats().hosts);
+      }
+      expect({ end, sizes }).toEqual({ end, sizes: [12, 11, 10, 9, 8, 7, 6, 5, 4, 4, 4, 4] });
+      for (let i = 0; i < 12; i++) expect(breaker.state(`i${i}:1`)).toBeUndefined();
+    }
+  });
+
   it('isolate(host, 0) isolates nothing: the next dial is admitted', () => {
     const { breaker } = make();
     breaker.isolate(H, 0);
