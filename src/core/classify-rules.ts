@@ -44,7 +44,10 @@ export interface Facts {
   readonly details: string | undefined;
   /** An HTTP status carried as `statusCode` or `status` (100-599). */
   readonly status: number | undefined;
-  /** An AbortError's: the `name` of its `cause` (a TimeoutError reason). Undefined for any other error. */
+  /**
+   * An AbortError's: the `name` of its `cause` (a TimeoutError reason); axios's `ERR_CANCELED`'s:
+   * the name of its config's signal's reason. Undefined for any other error.
+   */
   readonly causeName: string | undefined;
   /**
    * A 5xx response's body as texts, bounded, when the error holds one (axios: `response.data`,
@@ -123,7 +126,8 @@ export function factsOf(value: unknown): Facts | undefined {
     details: details === undefined ? undefined : boundText(details),
     status,
     // Read for an AbortError only (the one rule that asks): a cause is otherwise read once, by the walk.
-    causeName: name === 'AbortError' || code === 'ABORT_ERR' ? nameOf(safeGet(value, 'cause')) : undefined,
+    // axios's CanceledError drops the signal's reason, which its config's signal still holds.
+    causeName: name === 'AbortError' || code === 'ABORT_ERR' ? nameOf(safeGet(value, 'cause')) : code === 'ERR_CANCELED' ? nameOf(safeGet(safeGet(safeGet(value, 'config'), 'signal'), 'reason')) : undefined,
     body: status !== undefined && status >= 500 ? bodyTexts(safeGet(value, 'response')) : undefined,
   };
 }
@@ -433,8 +437,9 @@ export function structuralVerdict(f: Facts): Verdict | undefined {
     if (f.causeName === 'TimeoutError') return verdict('timeout', 'TIMEOUT_ERR');
     return verdict('cancelled', typeof code === 'string' ? code : 'ABORT_ERR');
   }
-  // axios's cancellation (a signal, a CancelToken).
-  if (code === 'ERR_CANCELED' && name === 'CanceledError') return verdict('cancelled', code);
+  // axios's cancellation (a signal, a CancelToken); a signal that ended by AbortSignal.timeout is
+  // a timeout, as fetch's is (axios's own docs time requests out so: it was never retried).
+  if (code === 'ERR_CANCELED' && name === 'CanceledError') return f.causeName === 'TimeoutError' ? verdict('timeout', 'TIMEOUT_ERR') : verdict('cancelled', code);
   if (name === 'TimeoutError') return verdict('timeout', typeof code === 'string' ? code : 'TIMEOUT_ERR');
   if (typeof code === 'string') {
     if (code.startsWith('DIALGUARD_')) {

@@ -81,6 +81,20 @@ describe('classify: real axios, got and node:http failures', () => {
     expect(classify(err)).toMatchObject({ kind: 'cancelled', code: 'ERR_CANCELED' });
   });
 
+  it("axios: a cancellation by an AbortSignal.timeout signal is a timeout (axios drops the reason; its config's signal keeps it; was: cancelled, never retried; an outside review)", async () => {
+    const url = await server(silent);
+    const err = await failure(axios.get(url, { httpAgent: agent(), signal: AbortSignal.timeout(100) }));
+    expect(err).toMatchObject({ code: 'ERR_CANCELED' });
+    expect(classify(err)).toMatchObject({ kind: 'timeout', notSent: false, connectionDead: false, transient: true });
+    // Combined with the caller's own signal, as retry()'s attempts do: whichever fired decides.
+    const caller = new AbortController();
+    const timedOut = await failure(axios.get(url, { httpAgent: agent(), signal: AbortSignal.any([caller.signal, AbortSignal.timeout(100)]) }));
+    expect(classify(timedOut)).toMatchObject({ kind: 'timeout' });
+    setTimeout(() => caller.abort(), 50);
+    const cancelled = await failure(axios.get(url, { httpAgent: agent(), signal: AbortSignal.any([caller.signal, AbortSignal.timeout(5_000)]) }));
+    expect(classify(cancelled)).toMatchObject({ kind: 'cancelled', code: 'ERR_CANCELED' });
+  });
+
   it("got: an HTTPError's status is read from its response", async () => {
     const url = await server((_req, res) => {
       res.statusCode = 503;
