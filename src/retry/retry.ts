@@ -255,6 +255,10 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
 
       const delay = safeDelay(s.backoff(attempts, previousDelay, s.random));
       previousDelay = delay;
+      // A schedule answering Infinity (or 24.8 days): no timer waits longer, and no caller waits
+      // that long for a retry. With no deadline the call hung for 24.8 days; with one it ended as
+      // DeadlineExceededError with nearly all of it left (an outside review, both).
+      if (delay >= MAX_DURATION) return fail(new RetriesExhaustedError(errors, `the backoff answered ${show(delay)} ms or more: no retry waits that long`));
       const now = clock.now();
       if (now + delay >= s.deadline) {
         // The next attempt could not start before the deadline: fail now rather than sleep. An
@@ -262,11 +266,6 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
         // -200 ms left; an outside review).
         const cause = causeOf(errors, undefined, 'deadline exceeded');
         return fail(new DeadlineExceededError(s.budgetMs, attempts, now < s.deadline ? { ...cause, left: s.deadline - now, wait: delay } : cause));
-      }
-      if (delay >= MAX_DURATION) {
-        // A schedule answering Infinity (or 24.8 days): no timer waits longer, and no caller waits
-        // that long for a retry. With no deadline the call hung for 24.8 days (an outside review).
-        return fail(new RetriesExhaustedError(errors, `the backoff answered ${show(delay)} ms or more: no retry waits that long`));
       }
       if (now + delay - s.start > s.retryWindow) {
         return fail(new RetriesExhaustedError(errors, `retry window of ${s.retryWindow} ms passed`));
