@@ -158,7 +158,7 @@ export function runExchange(
      * after the headers read as never processed, and a POST ran 3 times; an outside review).
      */
     const failed = (err: unknown): void => {
-      if (responded) return finish(afterAnswerBegan(withRstCode(err, stream.rstCode)));
+      if (responded || (stream as Informed)[INFORMED] === true) return finish(afterAnswerBegan(withRstCode(err, stream.rstCode)));
       const goaway = goawayOf(session);
       if (goaway !== undefined && (stream.id === undefined || stream.id > goaway.lastStreamID)) finish(unprocessed(stream.id, goaway, err));
       else finish(withRstCode(err, stream.rstCode));
@@ -177,6 +177,8 @@ export function runExchange(
     };
     if (signal?.aborted === true) return finish(signal.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
+    // Informational headers (103 Early Hints) begin the answer too: the request is under way.
+    stream.on('headers', markInformed);
     stream.on('response', (h) => {
       responded = true;
       headers = h;
@@ -278,6 +280,15 @@ function shortOfLength(headers: http2.IncomingHttpHeaders, received: number, met
   if (length === undefined || method === 'HEAD' || status === 204 || status === 304) return false;
   const expected = Number(length);
   return Number.isSafeInteger(expected) && received < expected;
+}
+
+/** Set on a stream that received informational (1xx) headers: its request is under way. */
+const INFORMED = Symbol('dialguard.http2.informed');
+type Informed = http2.ClientHttp2Stream & { [INFORMED]?: true };
+
+/** A stream's 'headers' listener (1xx headers): one function for every stream, no closure a call. */
+function markInformed(this: Informed): void {
+  this[INFORMED] = true;
 }
 
 /** Ends `to` with `err` a microtask from now (see {@link runExchange}). */

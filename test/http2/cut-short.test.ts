@@ -263,7 +263,7 @@ describe('Http2Client: an answer cut short after its headers', () => {
     expect(peer.streams).toBe(1);
   });
 
-  it('REFUSED_STREAM after the response began (headers, part of the body) is the server\'s answer: a POST or a GET is sent once, request() rejects with rstCode 7 (was: read as never processed, sent 3 times; an outside review)', async () => {
+  it('REFUSED_STREAM after the response began (103 Early Hints, headers, part of the body) is the server\'s answer: a POST or a GET is sent once, request() rejects with rstCode 7 (was: read as never processed, sent 3 times; an outside review)', async () => {
     const C = http2.constants;
     const runs = new Map<string, number>();
     await using peer = await http2Peer({
@@ -271,6 +271,11 @@ describe('Http2Client: an answer cut short after its headers', () => {
         stream.on('error', () => {});
         const path = String(headers[':path']);
         runs.set(path, (runs.get(path) ?? 0) + 1);
+        if (path.startsWith('/hints')) {
+          // 103 Early Hints: informational headers, the request under way; then refused.
+          stream.additionalHeaders({ ':status': 103, link: '</style.css>; rel=preload' });
+          return void setTimeout(() => resetNow(stream, C.NGHTTP2_REFUSED_STREAM), 10);
+        }
         stream.respond({ ':status': 200 });
         if (path.startsWith('/headers')) return void setTimeout(() => resetNow(stream, C.NGHTTP2_REFUSED_STREAM), 10);
         stream.write('part;', () => setTimeout(() => resetNow(stream, C.NGHTTP2_REFUSED_STREAM), 10));
@@ -278,7 +283,7 @@ describe('Http2Client: an answer cut short after its headers', () => {
     });
     const c = client();
     for (const method of ['POST', 'GET']) {
-      for (const path of [`/headers-${method}`, `/body-${method}`]) {
+      for (const path of [`/hints-${method}`, `/headers-${method}`, `/body-${method}`]) {
         const failure = await c.request(`${peer.origin}${path}`, { method }).then(
           () => undefined,
           (err: unknown) => err,
@@ -288,7 +293,7 @@ describe('Http2Client: an answer cut short after its headers', () => {
       const res = await c.stream(`${peer.origin}/body-stream-${method}`, { method });
       expect(await drain(res.body)).toMatchObject({ text: 'part;', error: { rstCode: C.NGHTTP2_REFUSED_STREAM } });
     }
-    expect(Object.fromEntries(runs)).toEqual({ '/headers-POST': 1, '/body-POST': 1, '/body-stream-POST': 1, '/headers-GET': 1, '/body-GET': 1, '/body-stream-GET': 1 });
+    expect(Object.fromEntries(runs)).toEqual({ '/hints-POST': 1, '/headers-POST': 1, '/body-POST': 1, '/body-stream-POST': 1, '/hints-GET': 1, '/headers-GET': 1, '/body-GET': 1, '/body-stream-GET': 1 });
   });
 
   it('RST_STREAM(NO_ERROR) before the body its content-length names is a body cut short: request() rejects and stream()\'s body errors, sent once (was: a 200 with 8 of 100 bytes; an outside review)', async () => {
