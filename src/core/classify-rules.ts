@@ -96,6 +96,22 @@ function nameOf(value: unknown): string | undefined {
   return (typeof value === 'object' || typeof value === 'function') && value !== null ? str(safeGet(value, 'name')) : undefined;
 }
 
+/**
+ * The AbortSignal reason behind a timeout error, when it shows one: the TimeoutError itself (fetch
+ * rejects with its signal's reason), an AbortError's cause (node:http, http2, net), axios's
+ * CanceledError's config's signal's reason. Undefined otherwise. Never throws. One signal's
+ * timeout gives the same reason object to every request it ends: retry() reads a reason met twice
+ * in a row as a signal that outlived its attempt (see retry.ts).
+ */
+export function timeoutReasonOf(err: unknown): object | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const name = str(safeGet(err, 'name'));
+  if (name === 'TimeoutError') return err;
+  const code = safeGet(err, 'code');
+  const reason = name === 'AbortError' || code === 'ABORT_ERR' ? safeGet(err, 'cause') : code === 'ERR_CANCELED' ? safeGet(safeGet(safeGet(err, 'config'), 'signal'), 'reason') : undefined;
+  return nameOf(reason) === 'TimeoutError' ? (reason as object) : undefined;
+}
+
 /** Reads the facts of one thrown value; never throws. Primitives other than strings have none. */
 export function factsOf(value: unknown): Facts | undefined {
   if (typeof value === 'string') {

@@ -16,6 +16,7 @@
  */
 import { type Schedule, safeDelay } from '../core/backoff.js';
 import { type Classification, type FailureKind, classify } from '../core/classify.js';
+import { timeoutReasonOf } from '../core/classify-rules.js';
 import { type Clock, type TimerHandle, sleep } from '../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
@@ -223,6 +224,8 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
 
   async function loop(): Promise<T> {
     let previousDelay = 0;
+    /** The AbortSignal reason the last attempt timed out with, if it showed one (see timeoutReasonOf). */
+    let lastTimeout: object | undefined;
     for (;;) {
       // No attempt starts at or after the deadline, even if its timer has not fired yet.
       if (stop === undefined && clock.now() >= s.deadline) halt('deadline', new DeadlineExceededError(s.budgetMs, attempts));
@@ -249,6 +252,17 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
 
       // Refused by a breaker: every attempt would be refused the same way (rule 5).
       if (c.kind === 'refused' || isPermanent(error)) return fail(error);
+      if (c.kind === 'timeout') {
+        // The same signal's timeout twice in a row: a signal of the caller's own, made outside
+        // `fn`, that outlived its attempt. Every later attempt fails at once, sending nothing,
+        // each after a backoff (`AbortSignal.timeout(300)` around axios or fetch: 3 attempts and
+        // 1.9 s where the caller asked for 0.3; an outside review). Its timeout is the call's.
+        const reason = timeoutReasonOf(error);
+        if (reason !== undefined && reason === lastTimeout) return fail(error);
+        lastTimeout = reason;
+      } else {
+        lastTimeout = undefined;
+      }
       const wanted = (s.retryable === undefined ? undefined : answerOf(s.retryable, error, c, attempt)) ?? (c.transient && (c.notSent || s.idempotent));
       if (!wanted) return fail(error);
       if (attempts >= s.maxAttempts) return fail(new RetriesExhaustedError(errors, `${s.maxAttempts} attempt(s) allowed`));

@@ -78,7 +78,10 @@ export interface GrpcGuardOptions {
    * HTTP/2 PING interval, ms (`grpc.keepalive_time_ms`); 0 turns keep-alive off; at least 10
    * otherwise (a RangeError: a fraction of a ms was a PING every millisecond). Default 10 000
    * (seed 003): with the timeout below a silent peer is found within ~20 s, and a call may still
-   * run for as long as its deadline allows. grpc-js sends none unless asked.
+   * run for as long as its deadline allows. grpc-js sends none unless asked. A call still running
+   * this long after its server's GOAWAY (a graceful drain) fails UNAVAILABLE: grpc-js reads the
+   * PING node:http2 cancels on a draining connection as a dead one (grpc/grpc-node#3068); raise
+   * it past such calls, or set 0, where servers drain long calls.
    */
   keepAliveInterval?: number;
   /** How long a PING may go unanswered before the connection is dropped, ms (`grpc.keepalive_timeout_ms`). Default 10 000 (seed 003). */
