@@ -9,11 +9,11 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { DEFAULT_ATTEMPT_DELAY, connectAddresses, refuseFromMemory, tlsForName } from './addresses.js';
 import { systemClock } from '../core/clock.js';
-import { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, dialWith, sharedBreaker } from './dial.js';
+import { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, breakerOption, dialWith, sharedBreaker } from './dial.js';
 import { localFailure, noAddressOfOwnChoice } from './dial-outcome.js';
 import { type Transport, tlsTransport } from './host-breaker.js';
 import { hostKey } from './host-key.js';
-import { checkDuration, opt } from '../core/validate.js';
+import { checkDuration, checkFunction, opt, show } from '../core/validate.js';
 import { caughtIdentityCheck } from './identity-check.js';
 
 /** Where to connect. */
@@ -68,6 +68,7 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
     // Checked whichever way the dial goes: an IP literal, `breaker: null` and `perAddress: false`
     // never read it, but a wrong value is still the caller's to hear of.
     if (options.attemptDelay !== undefined) checkDuration('attemptDelay', options.attemptDelay);
+    checkTypes(target, options);
     // Where Http2Client and GrpcGuard take it: here it was ignored, and the system's DNS asked.
     if ((options as { lookup?: unknown }).lookup !== undefined) throw new TypeError('lookup is not a connect() option: pass it as socket: { lookup } (or tls: { lookup })');
     // One colon is never an IPv6 address (`host:port`, a URL): refused before the breaker admits
@@ -86,6 +87,22 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
     return Promise.reject(err);
   }
   return byAddress(target, key, options);
+}
+
+/**
+ * The options whose type connect() would otherwise read loosely or trip on inside: a TypeError
+ * naming each, before any dial is admitted. `perAddress: 'no'` read as true, `tls: 'yes'` as
+ * true, a string `breaker` or `handshake` failed from inside ("breaker.tryAdmit is not a
+ * function"), and a missing port reached Node after a dial was admitted (an outside review).
+ */
+function checkTypes(target: ConnectTarget, options: ConnectOptions): void {
+  const port = (target as { port?: unknown }).port;
+  if (typeof port !== 'number' && typeof port !== 'string') throw new TypeError(`port must be a number, got ${show(port)}`);
+  if (options.breaker !== undefined) breakerOption(options.breaker);
+  if (options.perAddress !== undefined && typeof options.perAddress !== 'boolean') throw new TypeError(`perAddress must be a boolean, got ${show(options.perAddress)}`);
+  if (options.handshake !== undefined) checkFunction('handshake', options.handshake);
+  const t = options.tls;
+  if (t !== undefined && typeof t !== 'boolean' && (typeof t !== 'object' || t === null)) throw new TypeError(`tls must be true, false or tls.connect options, got ${show(t)}`);
 }
 
 /** {@link connect} for a name: resolve it, dial its addresses, each guarded apart. */

@@ -178,11 +178,13 @@ export class ConnectionPool<C> {
 
   /** How many times a call with `options` may be sent again after its connection died under it: 0 unless idempotent. */
   #resendsOf(options: UseOptions): number {
-    if (!checkBoolean('idempotent', options.idempotent, false)) return 0;
     const resends = options.resends;
-    if (resends === undefined) return this.#retiredRetries;
-    // The adapters' per-client value, on every call: checked in full only when it is not plainly good.
-    return Number.isInteger(resends) && resends >= 0 && resends <= 100 ? resends : checkInteger('resends', resends, 0, 100);
+    // The adapters' per-client value, on every call: checked in full only when it is not plainly
+    // good, and whatever the call (a typo went unheard until the call was made idempotent; an
+    // outside review).
+    if (resends !== undefined && !(Number.isInteger(resends) && resends >= 0 && resends <= 100)) checkInteger('resends', resends, 0, 100);
+    if (!checkBoolean('idempotent', options.idempotent, false)) return 0;
+    return resends ?? this.#retiredRetries;
   }
 
   /**

@@ -44,3 +44,23 @@ describe('connect(): a host Node cannot dial', () => {
     }
   });
 });
+
+describe('connect(): options of the wrong type', () => {
+  it.each([
+    ['no port', { host: '127.0.0.1' }, {}, /port must be a number/],
+    ['no port, a name', { host: 'localhost' }, {}, /port must be a number/],
+    ['perAddress a string', { host: 'localhost', port: 1 }, { perAddress: 'no' }, /perAddress must be a boolean, got "no"/],
+    ['breaker a string', { host: '127.0.0.1', port: 1 }, { breaker: 'shared' }, /breaker must be a HostBreaker or null, got "shared"/],
+    ['handshake a string', { host: 'localhost', port: 1 }, { handshake: 'version' }, /handshake must be a function, got "version"/],
+    ['tls a string', { host: 'localhost', port: 1 }, { tls: 'yes' }, /tls must be true, false or tls.connect options, got "yes"/],
+  ])('%s: a TypeError naming it, before any dial is admitted (was: a raw TypeError from inside, read as true, or an admitted dial; an outside review)', async (_case, target, options, message) => {
+    const breaker = new HostBreaker();
+    let dials = 0;
+    await whileTraced(dialTrace, { start: () => void dials++ }, async () => {
+      await expect(connect(target as never, { breaker, timeout: 300, ...options } as never)).rejects.toThrow(message);
+    });
+    expect(dials).toBe(0);
+    expect(breaker.stats()).toMatchObject({ hosts: 0, abandoned: 0, failed: 0 });
+  });
+});
+

@@ -164,11 +164,20 @@ describe('ConnectionPool: resends (a call\'s own bound on sends that may have ru
     await pool.close();
   });
 
-  it('is checked: not an integer in 0..100 rejects the call, no connection opened', async () => {
+  it('is checked, idempotent or not: not an integer in 0..100 rejects the call, no connection opened (was: unchecked unless idempotent; an outside review)', async () => {
     const { connector, pool } = setup({});
-    await expect(pool.use(T, async () => 1, { idempotent: true, resends: -1 })).rejects.toThrow(RangeError);
-    await expect(pool.use(T, async () => 1, { idempotent: true, resends: 1.5 })).rejects.toThrow(/resends/);
+    let runs = 0;
+    const fn = async (): Promise<number> => ++runs;
+    await expect(pool.use(T, fn, { idempotent: true, resends: -1 })).rejects.toThrow(RangeError);
+    await expect(pool.use(T, fn, { idempotent: true, resends: 1.5 })).rejects.toThrow(/resends/);
+    for (const resends of [Number.NaN, -1, '3', 1e9, 101]) {
+      await expect(pool.use(T, fn, { resends } as never)).rejects.toThrow(/resends/);
+      await expect(pool.use(T, fn, { idempotent: false, resends } as never)).rejects.toThrow(/resends/);
+    }
+    expect(runs).toBe(0);
     expect(connector.opened.length).toBe(0);
+    expect(await pool.use(T, fn, { resends: 0 })).toBe(1); // a good value, not idempotent: runs
+    expect(await pool.use(T, fn, { resends: 100, idempotent: true })).toBe(2);
     await pool.close();
   });
 });
