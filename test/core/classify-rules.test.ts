@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { classify } from '../../src/core/classify.js';
-import { factsOf } from '../../src/core/classify-rules.js';
+import { factsOf, timeoutReasonOf } from '../../src/core/classify-rules.js';
 import { HostUnavailableError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../src/core/errors.js';
 import { type Row, type Want, coded, expectClassified, sys } from './classify-table.js';
 
@@ -330,3 +330,49 @@ describe("factsOf: a 5xx error's text body (axios's response.data, got's respons
     expect(factsOf('rpc error: EOF')?.body).toBeUndefined();
   });
 });
+
+describe('timeoutReasonOf: the AbortSignal reason behind a timeout error', () => {
+  const reason = new DOMException('The operation was aborted due to timeout', 'TimeoutError');
+  const other = new DOMException('This operation was aborted', 'AbortError');
+
+  it('finds it in fetch\'s, node:http\'s and axios\'s errors', () => {
+    expect(timeoutReasonOf(reason)).toBe(reason);
+    expect(timeoutReasonOf(Object.assign(new Error('aborted'), { name: 'AbortError', cause: reason }))).toBe(reason);
+    expect(timeoutReasonOf(Object.assign(new Error('aborted'), { code: 'ABORT_ERR', cause: reason }))).toBe(reason);
+    expect(timeoutReasonOf(Object.assign(new Error('canceled'), { name: 'CanceledError', code: 'ERR_CANCELED', config: { signal: { reason } } }))).toBe(reason);
+  });
+
+  it('finds none where the reason is no timeout, or there is none to read', () => {
+    for (const err of [
+      undefined,
+      null,
+      'TimeoutError',
+      42,
+      new Error('plain'),
+      Object.assign(new Error('aborted'), { name: 'AbortError', cause: other }),
+      Object.assign(new Error('aborted'), { name: 'AbortError' }),
+      Object.assign(new Error('aborted'), { code: 'ABORT_ERR', cause: 'TimeoutError' }),
+      Object.assign(new Error('canceled'), { code: 'ERR_CANCELED' }),
+      Object.assign(new Error('canceled'), { code: 'ERR_CANCELED', config: { signal: { reason: other } } }),
+      Object.assign(new Error('canceled'), { code: 'ERR_CANCELED', config: { signal: null } }),
+      Object.assign(new Error('other'), { name: 'Error', code: 'ECONNRESET', cause: reason }),
+      Object.assign(new Error('other'), { code: 'ERR_OTHER', config: { signal: { reason } } }),
+    ]) {
+      expect(timeoutReasonOf(err)).toBeUndefined();
+    }
+  });
+
+  it('never throws on a hostile getter', () => {
+    const hostile = new Proxy(
+      {},
+      {
+        get: () => {
+          throw new Error('boom');
+        },
+      },
+    );
+    expect(timeoutReasonOf(hostile)).toBeUndefined();
+    expect(timeoutReasonOf(Object.assign(new Error('canceled'), { code: 'ERR_CANCELED', config: hostile }))).toBeUndefined();
+  });
+});
+

@@ -53,6 +53,8 @@ describe('connect(): options of the wrong type', () => {
     ['breaker a string', { host: '127.0.0.1', port: 1 }, { breaker: 'shared' }, /breaker must be a HostBreaker or null, got "shared"/],
     ['handshake a string', { host: 'localhost', port: 1 }, { handshake: 'version' }, /handshake must be a function, got "version"/],
     ['tls a string', { host: 'localhost', port: 1 }, { tls: 'yes' }, /tls must be true, false or tls.connect options, got "yes"/],
+    ['tls null', { host: 'localhost', port: 1 }, { tls: null }, /tls must be true, false or tls.connect options, got null/],
+    ['tls a number', { host: '127.0.0.1', port: 1 }, { tls: 1 }, /tls must be true, false or tls.connect options, got 1/],
   ])('%s: a TypeError naming it, before any dial is admitted (was: a raw TypeError from inside, read as true, or an admitted dial; an outside review)', async (_case, target, options, message) => {
     const breaker = new HostBreaker();
     let dials = 0;
@@ -61,6 +63,20 @@ describe('connect(): options of the wrong type', () => {
     });
     expect(dials).toBe(0);
     expect(breaker.stats()).toMatchObject({ hosts: 0, abandoned: 0, failed: 0 });
+  });
+});
+
+describe('connect(): option types it takes', () => {
+  it('a port as a numeric string, tls false, perAddress true, a breaker of null: dialled as before', async () => {
+    const peer = await echoPeer();
+    cleanups.push(() => peer.close());
+    const sockets = await Promise.all([
+      connect({ host: '127.0.0.1', port: String(peer.port) } as never, { breaker: new HostBreaker() }),
+      connect({ host: 'localhost', port: peer.port }, { breaker: new HostBreaker(), tls: false, perAddress: true }),
+      connect({ host: '127.0.0.1', port: peer.port }, { breaker: null, handshake: async () => {} }),
+    ]);
+    for (const socket of sockets) socket.destroy();
+    expect(sockets.length).toBe(3);
   });
 });
 
