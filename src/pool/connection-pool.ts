@@ -447,7 +447,7 @@ export class ConnectionPool<C> {
         try {
           unwatch = this.#connector.watch?.(
             connection,
-            { gone: (cause) => this.#gone(conn, cause), retire: (reason) => this.#retire(conn, reason ?? 'goaway') },
+            { gone: (cause) => this.#gone(conn, cause), retire: (reason) => this.#retireWatched(conn, reason) },
             target,
           );
         } catch (err) {
@@ -642,6 +642,15 @@ export class ConnectionPool<C> {
     else trip.inCaller(goBack);
   };
 
+  /**
+   * A watcher retires `conn`: with a reason the pool knows (else a GOAWAY, the reason a transport
+   * gives), and not once it reported it gone (evicted and closed then: 'retired' after 'gone'
+   * told a listener a dead connection was draining; an outside review).
+   */
+  #retireWatched(conn: PooledConnection<C>, reason: unknown): void {
+    if (conn.goneReason === undefined) this.#retire(conn, retireReason(reason));
+  }
+
   /** No new requests on `conn`; closed once its last request ends. */
   #retire(conn: PooledConnection<C>, reason: RetireReason): void {
     // Evicted before anyone hears: a 'retired' listener that calls use() gets a fresh connection.
@@ -668,7 +677,9 @@ export class ConnectionPool<C> {
     // Stryker disable next-line ConditionalExpression,EqualityOperator: already gone, markGone reports no first death, so `later` decides nothing; retired with no ride, it was closed at its retirement and returned above
     const later = conn.retired !== undefined && conn.goneReason === undefined && conn.leases > 0;
     const leases = conn.leases;
-    const first = conn.markGone(cause, !later);
+    // The rides are released after 'gone' is heard: their resends come after the death that
+    // caused them (a listener keyed on connection ids heard `resent` first; an outside review).
+    const first = conn.markGone(cause, false);
     if (first && later) {
       setImmediate(() => {
         // The death cut the rides still riding, and those whose own failure came first with
@@ -677,13 +688,16 @@ export class ConnectionPool<C> {
         // is a retirement, not a death: no 'gone', nothing counted (every nginx reload was
         // logged as a dead connection).
         const cut = conn.leases + conn.cutAfterGone;
-        conn.releaseRides();
         if (cut > 0) this.#reportGone(conn, cut);
+        conn.releaseRides();
         this.#closeConnection(conn);
       });
       return;
     }
-    if (first) this.#reportGone(conn, leases);
+    if (first) {
+      this.#reportGone(conn, leases);
+      conn.releaseRides();
+    }
     this.#closeConnection(conn);
   }
 
@@ -720,6 +734,13 @@ export class ConnectionPool<C> {
     conn.closing = closing;
     this.#closes.add(closing);
   }
+}
+
+const RETIRE_REASONS: ReadonlySet<unknown> = new Set<RetireReason>(['goaway', 'idle', 'closing', 'refusing']);
+
+/** A watcher's retirement reason: one the pool knows, else a GOAWAY (the reason a transport gives). */
+function retireReason(reason: unknown): RetireReason {
+  return RETIRE_REASONS.has(reason) ? (reason as RetireReason) : 'goaway';
 }
 
 /** What a connection's `closing` holds while the connector's close is being called. */
