@@ -165,6 +165,11 @@ export class Attempt implements LegacyHandler {
     this.#abandoned = reason;
     this.#owner.waitOver(this);
     this.#abort?.(reason);
+    // A retry's promise ends with the reason (retry() has let go of it already): it never
+    // settled, and its `dialguard:attempt` span stayed open for good (an outside review).
+    const settled = this.settled;
+    this.settled = undefined;
+    settled?.(reason);
   }
 
   /**
