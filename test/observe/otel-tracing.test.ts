@@ -5,7 +5,7 @@
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { SpanStatusCode, type Tracer } from '@opentelemetry/api';
+import { SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
 import { afterEach, describe, expect, it } from 'vitest';
 import { traceSpans } from '../../src/adapters/otel/index.js';
 import { HostBreaker, dial, retry } from '../../src/index.js';
@@ -49,6 +49,21 @@ describe('traceSpans', () => {
     stop = undefined;
     await call();
     expect(names()).toHaveLength(6); // nobody traces now
+  });
+
+  it('asked twice with no tracer before an SDK registers the global provider, then registered: one set of spans a call (was two: the proxy hands out a new tracer each time; an outside review)', async () => {
+    const { exporter } = sdkTracer();
+    const first = traceSpans();
+    const second = traceSpans();
+    try {
+      expect(trace.setGlobalTracerProvider(provider!)).toBe(true);
+      await retry(() => dial('db.test:1', async () => 'conn', { breaker: null }), { budget: null });
+      expect(exporter.getFinishedSpans().map((sp) => sp.name).sort()).toEqual(['dialguard.attempt', 'dialguard.call', 'dialguard.dial']);
+    } finally {
+      first();
+      second();
+      trace.disable();
+    }
   });
 
   it('a call that dials, fails once, backs off and succeeds: call > attempt 1 > dial (failed), call > attempt 2 > dial (succeeded), the wait an event on the call', async () => {

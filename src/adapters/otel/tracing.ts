@@ -111,14 +111,18 @@ function open(holder: Holder | undefined): Holder | undefined {
  * after the tracer provider was shut down are dropped by it: let calls in flight settle first.
  */
 export function traceSpans(options: TraceSpansOptions = {}): Unsubscribe {
-  const tracer = options.tracer ?? (options.tracerProvider ?? trace.getTracerProvider()).getTracer('dialguard');
   // One subscription per tracer however often it is asked for (each call had its own, and
-  // every span came out once per call: an outside review).
-  return tracers.hold(tracer, traceOn);
+  // every span came out once per call: an outside review). A provider's own tracer is keyed by
+  // the provider: before an SDK registers, the global provider hands out a new proxy tracer on
+  // each getTracer(), and two traceSpans() made every span twice once it did (an outside review).
+  const given = options.tracer;
+  if (given !== undefined) return tracers.hold(given, () => traceOn(given));
+  const provider = options.tracerProvider ?? trace.getTracerProvider();
+  return tracers.hold(provider, () => traceOn(provider.getTracer('dialguard')));
 }
 
-/** The tracers being fed, one subscription each however often {@link traceSpans} is called. */
-const tracers = new SharedFeeds<Tracer>();
+/** The tracers (or providers) being fed, one subscription each however often {@link traceSpans} is called. */
+const tracers = new SharedFeeds<object>();
 
 /** Subscribes `tracer` to every traced call, attempt and dial (see {@link traceSpans}); returns the stop. */
 function traceOn(tracer: Tracer): () => void {
