@@ -30,7 +30,7 @@
 import { type Dispatcher, errors } from 'undici';
 import { classify } from '../../core/classify.js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
-import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
+import { DeadlineExceededError, HostUnavailableError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { asError } from '../../core/validate.js';
 import { warnOnce } from '../../core/warn-once.js';
 import { releaseFrames } from '../../core/release-frames.js';
@@ -763,7 +763,7 @@ function ownError(err: unknown): unknown {
  * The retry story of an error a guarded undici call failed with: the
  * {@link RetriesExhaustedError} (every attempt's error in `errors`) or the
  * {@link RetryBudgetExhaustedError} behind it; undefined when the call ended without that verdict
- * (an error not worth retrying, a deadline, an abort).
+ * (an error not worth retrying, a deadline, an abort, a breaker's refusal).
  *
  * A GuardedAgent (or `guardedRetry`) fails a call with its last attempt's own error, so code that
  * checks `err.code` works as with undici alone; this is where the attempts before it are. Given
@@ -788,6 +788,10 @@ export function retriesOf(err: unknown): RetriesExhaustedError | RetryBudgetExha
       return undefined; // a throwing getter (a hostile proxy): no story to read
     }
     if (story instanceof RetriesExhaustedError || story instanceof RetryBudgetExhaustedError) return story;
+    // A refusal's cause is the dial error that opened the host, another call's (with that call's
+    // story on it): a refused call has no story of its own (it was handed the other's; an
+    // outside review).
+    if (at instanceof HostUnavailableError) return undefined;
     at = cause;
   }
   return undefined;

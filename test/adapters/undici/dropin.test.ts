@@ -97,6 +97,21 @@ describe('1. errors: the caller sees the last attempt’s own error, the retry s
     expect((story as RetriesExhaustedError).errors.map((e) => (e as { code: string }).code)).toEqual(['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED']);
   });
 
+  it('a later call the opened host refused has no retry story: not the story of the call whose dials opened it, which the refusal keeps as its cause (was: that call\'s 3 attempts; an outside review)', async () => {
+    const peer = await refusing();
+    const breaker = new HostBreaker({ failureThreshold: 3, minOutage: 0, openDuration: () => 60_000 });
+    const { agent } = guarded({ breaker });
+    const first = await failure(request(`http://${peer.address}/`, { dispatcher: agent }));
+    expect(first.error).toMatchObject({ code: 'ECONNREFUSED' });
+    expect(retriesOf(first.error)).toBeInstanceOf(RetriesExhaustedError);
+    const refused = await failure(request(`http://${peer.address}/`, { dispatcher: agent }));
+    expect(refused.error).toMatchObject({ code: 'DIALGUARD_HOST_UNAVAILABLE', cause: { code: 'ECONNREFUSED' } });
+    expect(retriesOf(refused.error)).toBeUndefined();
+    const fetched = await failure(fetch(`http://${peer.address}/`, { dispatcher: forFetch(agent) }));
+    expect(fetched.error).toMatchObject({ name: 'TypeError', cause: { code: 'DIALGUARD_HOST_UNAVAILABLE' } });
+    expect(retriesOf(fetched.error)).toBeUndefined();
+  });
+
   it("fetch(): retriesOf() reads the story through fetch's TypeError('fetch failed') as well (was: undefined, only its cause had it)", async () => {
     const peer = await refusing();
     const { agent } = guarded({ breaker: manualBreaker(10).breaker });
