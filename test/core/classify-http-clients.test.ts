@@ -85,7 +85,7 @@ describe('classify: real axios, got and node:http failures', () => {
     const url = await server(silent);
     const err = await failure(axios.get(url, { httpAgent: agent(), signal: AbortSignal.timeout(100) }));
     expect(err).toMatchObject({ code: 'ERR_CANCELED' });
-    expect(classify(err)).toMatchObject({ kind: 'timeout', notSent: false, connectionDead: false, transient: true });
+    expect(classify(err)).toMatchObject({ kind: 'timeout', code: 'TIMEOUT_ERR', notSent: false, connectionDead: false, transient: true });
     // Combined with the caller's own signal, as retry()'s attempts do: whichever fired decides.
     const caller = new AbortController();
     const timedOut = await failure(axios.get(url, { httpAgent: agent(), signal: AbortSignal.any([caller.signal, AbortSignal.timeout(100)]) }));

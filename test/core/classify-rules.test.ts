@@ -376,3 +376,21 @@ describe('timeoutReasonOf: the AbortSignal reason behind a timeout error', () =>
   });
 });
 
+describe('factsOf: causeName and body are read only where a rule asks', () => {
+  const reason = new DOMException('The operation was aborted due to timeout', 'TimeoutError');
+
+  it("axios's CanceledError: the name of its config's signal's reason; no other error reads it", () => {
+    expect(factsOf(Object.assign(new Error('canceled'), { name: 'CanceledError', code: 'ERR_CANCELED', config: { signal: { reason } } }))?.causeName).toBe('TimeoutError');
+    expect(factsOf(Object.assign(new Error('x'), { code: 'ERR_OTHER', config: { signal: { reason } } }))?.causeName).toBeUndefined();
+    expect(factsOf(Object.assign(new Error('reset'), { code: 'ECONNRESET', cause: reason }))?.causeName).toBeUndefined();
+    expect(factsOf(Object.assign(new Error('aborted'), { name: 'AbortError', cause: reason }))?.causeName).toBe('TimeoutError');
+  });
+
+  it('a response body is read for a 5xx only', () => {
+    const withBody = (status: number): unknown => Object.assign(new Error(`Request failed with status code ${status}`), { status, response: { status, data: 'read tcp: EOF' } });
+    expect(factsOf(withBody(502))?.body).toBeDefined();
+    expect(factsOf(withBody(404))?.body).toBeUndefined();
+    expect(factsOf(withBody(499))?.body).toBeUndefined();
+  });
+});
+
