@@ -170,6 +170,15 @@ describe('retry: nothing outlives the deadline', () => {
 
   describe('a timeout signal of the caller\'s own that outlives its attempt (made outside fn)', () => {
     const timeoutReason = (): DOMException => new DOMException('The operation was aborted due to timeout', 'TimeoutError');
+    /** A call whose attempt n fails 10 ms in with `errorOf(n)` (from 0): its attempts and its error. */
+    async function failingWith(errorOf: (n: number) => unknown, maxAttempts: number): Promise<{ attempts: number; error: unknown }> {
+      const clock = new ManualClock(0);
+      let attempts = 0;
+      const call = run(clock, () => after(clock, 10, { error: errorOf(attempts++) }), { idempotent: true, maxAttempts });
+      await clock.tick(1_000);
+      return { attempts, error: call.error };
+    }
+
     // What each client rejects with once its signal ended by AbortSignal.timeout: fetch the reason
     // itself; node:http an AbortError whose cause it is; axios a CanceledError whose config's signal holds it.
     const shapes: Array<[string, (reason: DOMException) => unknown]> = [
@@ -179,52 +188,25 @@ describe('retry: nothing outlives the deadline', () => {
     ];
 
     it.each(shapes)('%s: the same reason twice ends the call with it (every later attempt failed at once, unsent, each after a backoff; an outside review)', async (_shape, make) => {
-      const clock = new ManualClock(0);
       const reason = timeoutReason();
-      let attempts = 0;
-      const call = run(
-        clock,
-        () => {
-          attempts++;
-          return after(clock, 10, { error: make(reason) });
-        },
-        { idempotent: true, maxAttempts: 5 },
-      );
-      await clock.tick(1_000);
+      const { attempts, error } = await failingWith(() => make(reason), 5);
       expect(attempts).toBe(2);
-      expect(call.error).not.toBeInstanceOf(RetriesExhaustedError);
-      expect(call.error).toMatchObject({ name: make(reason) === reason ? 'TimeoutError' : expect.any(String) });
+      expect(error).not.toBeInstanceOf(RetriesExhaustedError);
+      expect(error).toMatchObject({ name: make(reason) === reason ? 'TimeoutError' : expect.any(String) });
     });
 
     it.each(shapes)('%s: a fresh reason each attempt (a timeout made inside fn) is retried as any timeout', async (_shape, make) => {
-      const clock = new ManualClock(0);
-      let attempts = 0;
-      const call = run(
-        clock,
-        () => {
-          attempts++;
-          return after(clock, 10, { error: make(timeoutReason()) });
-        },
-        { idempotent: true, maxAttempts: 3 },
-      );
-      await clock.tick(1_000);
+      const { attempts, error } = await failingWith(() => make(timeoutReason()), 3);
       expect(attempts).toBe(3);
-      expect(call.error).toBeInstanceOf(RetriesExhaustedError);
+      expect(error).toBeInstanceOf(RetriesExhaustedError);
     });
 
     it('a reason seen before, then another failure, then the same reason: retried (only back to back is the same signal)', async () => {
-      const clock = new ManualClock(0);
       const reason = timeoutReason();
       const errors = [reason, refusedConnect(), reason];
-      let attempts = 0;
-      const call = run(
-        clock,
-        () => after(clock, 10, { error: errors[attempts++] }),
-        { idempotent: true, maxAttempts: 3 },
-      );
-      await clock.tick(1_000);
+      const { attempts, error } = await failingWith((n) => errors[n], 3);
       expect(attempts).toBe(3);
-      expect(call.error).toBeInstanceOf(RetriesExhaustedError);
+      expect(error).toBeInstanceOf(RetriesExhaustedError);
     });
   });
 
