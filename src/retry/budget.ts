@@ -77,6 +77,8 @@ export interface RetryBudgetStats {
   withdrawn: number;
   /** Withdrawals refused since the budget was made. */
   refused: number;
+  /** Withdrawals given back since the budget was made (see {@link RetryBudget.refund}). */
+  refunded: number;
 }
 
 /** A retry budget: `deposit()` once per call, `tryWithdraw()` before each retry. */
@@ -95,6 +97,7 @@ export class RetryBudget {
   #deposited = 0;
   #withdrawn = 0;
   #refused = 0;
+  #refunded = 0;
   /** The clock arms timers: a deposit may skip reading it while {@link #headCurrent}. */
   readonly #timed: boolean;
   /** `#head` is the current slot: set by a clock read, cleared by the timer at the slot's end. */
@@ -141,6 +144,28 @@ export class RetryBudget {
     return true;
   }
 
+  /**
+   * Gives back one withdrawal whose retry never started: its call ended while it waited (the
+   * caller aborted during the backoff, the deadline or a shutdown came, its `onRetry` threw).
+   * A retry that sent nothing does not count against the fleet's; without it, a shutdown that
+   * met many calls in their backoff left the budget spent for the next 10 s (an outside review).
+   * The newest withdrawal still in the window is the one given back; with none left (expired
+   * already), nothing is.
+   */
+  refund(): void {
+    this.#advance();
+    const n = this.#retries.length;
+    for (let i = 0; i < n; i++) {
+      const at = this.#at(this.#head - i);
+      if (this.#retries[at]! > 0) {
+        this.#retries[at]! -= 1;
+        this.#retrySum--;
+        this.#refunded++;
+        return;
+      }
+    }
+  }
+
   /** Retries that may be withdrawn now. */
   get available(): number {
     this.#advance();
@@ -157,6 +182,7 @@ export class RetryBudget {
       deposited: this.#deposited,
       withdrawn: this.#withdrawn,
       refused: this.#refused,
+      refunded: this.#refunded,
     };
   }
 

@@ -177,9 +177,12 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
   };
 
   let finished = false;
+  /** A retry withdrawn from the budget whose attempt has not started yet: given back if the call ends first. */
+  let unspent = false;
   const finish = (result: RetryResult): void => {
     if (finished) return;
     finished = true;
+    if (unspent) s.budget!.refund();
     if (timer !== undefined) clock.clearTimeout(timer);
     s.signal?.removeEventListener('abort', onCaller);
     s.shutdown?.removeEventListener('abort', onShutdown);
@@ -230,6 +233,7 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
       // No attempt starts at or after the deadline, even if its timer has not fired yet.
       if (stop === undefined && clock.now() >= s.deadline) halt('deadline', new DeadlineExceededError(s.budgetMs, attempts));
       if (stop !== undefined) return interrupted();
+      unspent = false;
       attempts++;
       const attempt = new Attempt(attempts, s.deadline, clock, signal);
       let error: unknown;
@@ -288,6 +292,7 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
         events.emit('budget-exhausted', { attempt: attempts });
         return fail(new RetryBudgetExhaustedError(causeOf(errors, undefined, 'retry budget exhausted')));
       }
+      unspent = s.budget !== null;
       if (s.onRetry !== undefined) {
         // A hook that throws (or rejects) ends the call with its error, through the caller of loop().
         const hooked = s.onRetry({ attempt: attempts, error, classification: c, delay, remaining: s.deadline === Infinity ? Infinity : wholeMsLeft(s.deadline - now) });

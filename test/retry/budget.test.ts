@@ -90,6 +90,32 @@ describe('RetryBudget: the window', () => {
   });
 });
 
+describe('RetryBudget: refund', () => {
+  it('gives back the newest withdrawal still in the window, and nothing once it expired', () => {
+    const { clock, budget } = make({ minRetriesPerSec: 0, percentCanRetry: 0.5, ttl: 10 * S, slots: 10 });
+    deposit(budget, 4);
+    expect(withdrawAll(budget)).toBe(2);
+    clock.advance(3 * S);
+    budget.refund(); // from the slot at 0 s: the newest that holds one
+    expect(budget.stats()).toMatchObject({ retries: 1, available: 1, withdrawn: 2, refunded: 1 });
+    clock.advance(7 * S); // the slot at 0 s expires: nothing is left to give back
+    budget.refund();
+    budget.refund();
+    expect(budget.stats()).toMatchObject({ calls: 0, retries: 0, refunded: 1 });
+  });
+
+  it('takes from the newest slot first, so the older slot expires with what it holds', () => {
+    const { clock, budget } = make({ minRetriesPerSec: 0, percentCanRetry: 1, ttl: 10 * S, slots: 10 });
+    deposit(budget, 4);
+    expect(budget.tryWithdraw()).toBe(true); // slot at 0 s
+    clock.advance(5 * S);
+    expect(budget.tryWithdraw()).toBe(true); // slot at 5 s
+    budget.refund(); // the one at 5 s
+    clock.advance(5 * S); // the slot at 0 s expires with its withdrawal
+    expect(budget.stats()).toMatchObject({ calls: 0, retries: 0, refunded: 1 });
+  });
+});
+
 describe('RetryBudget: options', () => {
   it.each([null, 'x', 42])('options that are not an object (%o): a TypeError (was: taken with every default)', (options) => {
     expect(() => new RetryBudget(options as never)).toThrow(/options must be an object/);

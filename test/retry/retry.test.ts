@@ -575,6 +575,46 @@ describe('retry: budget', () => {
     expect(budget.stats()).toMatchObject({ deposited: 3, withdrawn: 2, refused: 1 });
   });
 
+  it('a retry whose call ended before it started gives its withdrawal back (abort, deadline, shutdown, a throwing onRetry)', async () => {
+    // A shutdown that met calls in their backoff left the budget spent for 10 s (an outside review).
+    const ends: Array<[string, (c: AbortController) => RetryOptions, (c: AbortController, clock: ManualClock) => void]> = [
+      ['caller abort in the backoff', (c) => ({ signal: c.signal }), (c) => c.abort(new Error('caller'))],
+      ['shutdown in the backoff', (c) => ({ shutdown: c.signal }), (c) => c.abort(new Error('down'))],
+      ['deadline in the backoff', () => ({ timeout: 500, backoff: constant(400) }), (_c, clock) => void clock.advance(450)],
+      ['onRetry throws', () => ({ onRetry: () => { throw new Error('hook'); } }), () => undefined],
+      ['onRetry rejects', () => ({ onRetry: () => Promise.reject(new Error('hook')) }), () => undefined],
+    ];
+    for (const [name, options, end] of ends) {
+      const clock = new ManualClock(0);
+      const budget = new RetryBudget({ clock, percentCanRetry: 0, minRetriesPerSec: 0.1, ttl: 10 * S }); // 1 retry per 10 s
+      const c = new AbortController();
+      const call = run(clock, () => Promise.reject(refusedConnect()), { budget, backoff: constant(300), ...options(c) });
+      await clock.tick(100);
+      end(c, clock);
+      await clock.tick(0);
+      expect(call.state, name).toBe('rejected');
+      expect(budget.stats(), name).toMatchObject({ withdrawn: 1, refunded: 1, retries: 0, available: 1 });
+    }
+  });
+
+  it('a retry that started keeps its withdrawal, and a call that withdrew nothing gives nothing back', async () => {
+    const clock = new ManualClock(0);
+    const budget = new RetryBudget({ clock, percentCanRetry: 0, minRetriesPerSec: 0.2, ttl: 10 * S });
+    const c = new AbortController();
+    // The second attempt hangs until aborted: its withdrawal was spent on a real send.
+    const call = run(clock, (a) => (a.number === 1 ? Promise.reject(refusedConnect()) : hang()), { budget, signal: c.signal, backoff: constant(100) });
+    await clock.tick(200);
+    c.abort(new Error('caller'));
+    await clock.tick(0);
+    expect(call.state).toBe('rejected');
+    const other = new AbortController();
+    const idle = run(clock, () => hang(), { budget, signal: other.signal });
+    other.abort(new Error('caller'));
+    await clock.tick(0);
+    expect(idle.state).toBe('rejected');
+    expect(budget.stats()).toMatchObject({ withdrawn: 1, refunded: 0, retries: 1, available: 1 });
+  });
+
   it('is on by default: the process-wide budget is charged', async () => {
     const { sharedRetryBudget } = await import('../../src/retry/budget.js');
     const before = sharedRetryBudget().stats().deposited;
