@@ -31,6 +31,7 @@
  *
  * @module
  */
+import { leftHostRefusing, markLeftRefusing } from '../core/classify.js';
 import dns from 'node:dns';
 import net from 'node:net';
 import type tls from 'node:tls';
@@ -615,7 +616,8 @@ function eachFailed(name: string, errors: unknown[]): AggregateError {
   const err = new AggregateError(errors, `connect to ${name} failed on each of its ${errors.length} addresses dialled`);
   const code = errors.map((e) => (e as { code?: unknown } | null)?.code).find((c) => typeof c === 'string');
   if (code !== undefined) Object.assign(err, { code });
-  return err;
+  // The name is refused once each address dialled is (the others were refused before any dial).
+  return errors.every(leftHostRefusing) ? markLeftRefusing(err) : err;
 }
 
 function destroy(socket: net.Socket): void {

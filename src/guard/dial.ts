@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { markLeftRefusing } from '../core/classify.js';
 import { type Clock, type TimerHandle, checkedClock, systemClock } from '../core/clock.js';
 import { DEFAULT_CONNECT_TIMEOUT } from '../core/connect-timeout.js';
 import { type ConnectPhase, ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
@@ -271,8 +272,10 @@ export function dialWith<C>(
   // thrown from its timer as an uncaught exception; an outside review).
   const settle = (outcome: DialEvents['settled']['outcome'], err?: unknown): void => {
     try {
-      if (outcome === 'failed') permit.failed(err);
-      else if (outcome === 'succeeded') permit.succeeded();
+      if (outcome === 'failed') {
+        permit.failed(err);
+        if (breaker !== noBreaker && refusing(breaker, permit.host, transport)) markLeftRefusing(err);
+      } else if (outcome === 'succeeded') permit.succeeded();
       else permit.abandoned();
     } catch (thrown) {
       warnOnce('a breaker threw while settling a dial (its clock?; contained, reported once)', breaker, thrown);
@@ -354,6 +357,15 @@ export function dialWith<C>(
     );
   });
   return trace === undefined ? run() : dialTrace.tracePromise(run, trace);
+}
+
+/**
+ * Whether `breaker` refuses a `transport` dial to `key` now: open inside its window, or half-open
+ * with its probe out (read without touching its recency or counters).
+ */
+export function refusing(breaker: HostBreaker, key: string, transport: Transport | undefined): boolean {
+  const s = breaker.state(key, undefined, transport);
+  return s !== undefined && s.state !== 'closed' && s.retryAfter > 0;
 }
 
 /** Calls the user's `dispose` on a late connection; a throw becomes a warning, never an unhandled rejection. */

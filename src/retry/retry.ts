@@ -15,7 +15,7 @@
  * @module
  */
 import { type Schedule, safeDelay } from '../core/backoff.js';
-import { type Classification, type FailureKind, classify } from '../core/classify.js';
+import { type Classification, type FailureKind, classify, leftHostRefusing } from '../core/classify.js';
 import { timeoutReasonOf } from '../core/classify-rules.js';
 import { type Clock, type TimerHandle, sleep } from '../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
@@ -270,6 +270,11 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
       const wanted = (s.retryable === undefined ? undefined : answerOf(s.retryable, error, c, attempt)) ?? (c.transient && (c.notSent || s.idempotent));
       if (!wanted) return fail(error);
       if (attempts >= s.maxAttempts) return fail(new RetriesExhaustedError(errors, `${s.maxAttempts} attempt(s) allowed`));
+      // Its dial left the host refused (its failure opened it, or it was the probe): a retry would
+      // be refused, or, after a backoff longer than the breaker's window, be the next probe, so
+      // this caller paid 3 dials and ~1.4 s once a window where every other was refused at once
+      // (an outside review, a host long dead). The call ends as every other call to it does.
+      if (c.kind === 'dial' && leftHostRefusing(error)) return fail(error);
 
       const delay = safeDelay(s.backoff(attempts, previousDelay, s.random));
       previousDelay = delay;

@@ -4,7 +4,7 @@
  * hostile inputs it must survive. Real captured failures are in classify-real.test.ts.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type Classification, type FailureKind, afterAnswerBegan, classify, heardOnLiveConnection, registerClassifier } from '../../src/core/classify.js';
+import { type Classification, type FailureKind, afterAnswerBegan, classify, heardOnLiveConnection, leftHostRefusing, markLeftRefusing, registerClassifier } from '../../src/core/classify.js';
 import {
   ConnectTimeoutError,
   ConnectionGoneError,
@@ -504,5 +504,27 @@ describe('classify: hostile inputs never crash or hang', () => {
     classify(new Error('a'.repeat(5_000_000)), { patterns: [{ match: new Recording('a+b'), transient: true }] });
     expect(lengths.length).toBeGreaterThan(0);
     for (const n of lengths) expect(n).toBeLessThanOrEqual(4096 + 2048 + 3);
+  });
+});
+
+describe('leftHostRefusing: a dial failure marked as leaving its host refused', () => {
+  it('reads the mark on the error and on its causes, three deep (undici\'s and grpc-js\'s wrappings), no deeper', () => {
+    const marked = markLeftRefusing(new Error('connect ECONNREFUSED'));
+    expect(leftHostRefusing(marked)).toBe(true);
+    let wrapped: unknown = marked;
+    const depths: boolean[] = [];
+    for (let depth = 1; depth <= 4; depth++) {
+      wrapped = new Error(`wrap ${depth}`, { cause: wrapped });
+      depths.push(leftHostRefusing(wrapped));
+    }
+    expect(depths).toEqual([true, true, true, false]);
+    expect(leftHostRefusing(new Error('unmarked', { cause: new Error('neither') }))).toBe(false);
+  });
+
+  it('a primitive is neither marked nor read as marked', () => {
+    expect(markLeftRefusing('ECONNREFUSED')).toBe('ECONNREFUSED');
+    expect(leftHostRefusing('ECONNREFUSED')).toBe(false);
+    expect(leftHostRefusing(undefined)).toBe(false);
+    expect(leftHostRefusing(null)).toBe(false);
   });
 });

@@ -8,6 +8,7 @@
  */
 import type net from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { leftHostRefusing } from '../../src/core/classify.js';
 import { ADDRESS_RECHECK, addressesRetryAfter, connectAddresses } from '../../src/guard/addresses.js';
 import type { DialContext } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
@@ -56,6 +57,29 @@ describe('connectAddresses over any connection type', () => {
     await clock.tick(300); // .2 connects at 400: recorded, then disposed
     expect(disposed.map((c) => c.address)).toEqual(['127.0.0.2']);
     expect(breaker.state('127.0.0.2:7')?.state).toBe('closed');
+  });
+});
+
+describe('connectAddresses: a name left refused says so (leftHostRefusing)', () => {
+  it('each address dialled failing and opening: the AggregateError is marked; one of them still closed: it is not', async () => {
+    const opened = setup(['127.0.0.2', '127.0.0.3']);
+    const both = await connectAddresses<Conn>('svc.test', 7, NAME, opener(opened.clock, { '127.0.0.2': 'ECONNREFUSED', '127.0.0.3': 'ECONNREFUSED' }), options(opened.clock, opened.breaker, opened.lookup)).catch((e: unknown) => e);
+    expect(both).toBeInstanceOf(AggregateError);
+    expect(leftHostRefusing(both)).toBe(true);
+    // A threshold of 2: each address failed once and stays closed, so the name is not refused.
+    const closed = setup(['127.0.0.2', '127.0.0.3']);
+    const breaker = new HostBreaker({ clock: closed.clock, failureThreshold: 2, minOutage: 0 });
+    const neither = await connectAddresses<Conn>('svc.test', 7, NAME, opener(closed.clock, { '127.0.0.2': 'ECONNREFUSED', '127.0.0.3': 'ECONNREFUSED' }), options(closed.clock, breaker, closed.lookup)).catch((e: unknown) => e);
+    expect(neither).toBeInstanceOf(AggregateError);
+    expect(leftHostRefusing(neither)).toBe(false);
+    // One address opened (a threshold of 1 for .2 only, by a failure before), the other not.
+    const half = setup(['127.0.0.2', '127.0.0.3']);
+    const mixed = new HostBreaker({ clock: half.clock, failureThreshold: 2, minOutage: 0 });
+    mixed.admit('127.0.0.2:7').failed();
+    const one = await connectAddresses<Conn>('svc.test', 7, NAME, opener(half.clock, { '127.0.0.2': 'ECONNREFUSED', '127.0.0.3': 'ECONNREFUSED' }), options(half.clock, mixed, half.lookup)).catch((e: unknown) => e);
+    expect(one).toBeInstanceOf(AggregateError);
+    expect((one as AggregateError).errors.map(leftHostRefusing)).toEqual([true, false]);
+    expect(leftHostRefusing(one)).toBe(false);
   });
 });
 

@@ -1,6 +1,7 @@
 import diagnosticsChannel from 'node:diagnostics_channel';
 import { getEventListeners } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
+import { leftHostRefusing } from '../../src/core/classify.js';
 import { ConnectTimeoutError, HostUnavailableError } from '../../src/core/errors.js';
 import { type DialContext, type DialEvents, dial, sharedBreaker } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
@@ -146,6 +147,36 @@ describe('dial', () => {
     const { clock, breaker } = setup();
     await expect(dial(H, () => Promise.resolve(1), { clock, breaker, timeout: 0 })).rejects.toThrow(/timeout.*0/);
     await expect(dial(H, () => Promise.resolve(1), { clock, breaker, timeout: Number.NaN })).rejects.toThrow(RangeError);
+  });
+});
+
+describe('dial: a failure after which its host is refused says so (leftHostRefusing)', () => {
+  const refused = (): Error => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED', syscall: 'connect' });
+
+  it('the failure that opens the host, and a probe that fails, are marked; one that leaves it closed is not', async () => {
+    const { clock, breaker } = setup(2);
+    const errors = [refused(), refused(), refused()];
+    for (const err of errors.slice(0, 2)) await dial(H, () => Promise.reject(err), { clock, breaker, timeout: 1_000 }).catch(() => undefined);
+    expect(errors.slice(0, 2).map(leftHostRefusing)).toEqual([false, true]); // the first left it closed; the second opened it
+    clock.advance(breaker.state(H)!.retryAfter); // the window is over: the next dial is the probe
+    await dial(H, () => Promise.reject(errors[2]), { clock, breaker, timeout: 1_000 }).catch(() => undefined);
+    expect(leftHostRefusing(errors[2])).toBe(true);
+    expect(breaker.stats()).toMatchObject({ failed: 3, opened: 2 });
+  });
+
+  it('a timeout that opens the host is marked; a failure that proves the host alive, or with no breaker, is not', async () => {
+    const { clock, breaker } = setup(1);
+    const p = dial(H, deferred<string>().establish, { clock, breaker, timeout: 100 });
+    clock.advance(100);
+    expect(leftHostRefusing(await p.catch((e: unknown) => e))).toBe(true);
+    const other = setup(1);
+    const alive = Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' });
+    await dial(H, () => Promise.reject(alive), { clock: other.clock, breaker: other.breaker, timeout: 1_000 }).catch(() => undefined);
+    expect(leftHostRefusing(alive)).toBe(false);
+    expect(other.breaker.state(H)?.state).toBe('closed');
+    const unguarded = refused();
+    await dial(H, () => Promise.reject(unguarded), { clock, breaker: null, timeout: 1_000 }).catch(() => undefined);
+    expect(leftHostRefusing(unguarded)).toBe(false);
   });
 });
 

@@ -8,6 +8,7 @@ import {
   RetryBudgetExhaustedError,
 } from '../../src/core/errors.js';
 import { RetryBudget } from '../../src/retry/budget.js';
+import { markLeftRefusing } from '../../src/core/classify.js';
 import { REPORTED_BY_CALLER } from '../../src/retry/retry-options.js';
 import { type RetryAttempt, type RetryEvents, type RetryOptions, type RetryResult, onRetryEvent, retry } from '../../src/retry/retry.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
@@ -554,6 +555,31 @@ describe('retry: backoff', () => {
     expect(ds[0]).toBe(100);
     expect(ds.slice(1).every((d) => d <= 1_000)).toBe(true);
     expect(ds[1]).toBeGreaterThan(ds[0]!);
+  });
+});
+
+describe('retry: a dial that left its host refused', () => {
+  it('ends the call with its own error: no backoff, no probe a window later (an outside review: 3 dials and ~1.4 s a window)', async () => {
+    const clock = new ManualClock(0);
+    let calls = 0;
+    const call = run(clock, () => {
+      calls++;
+      return Promise.reject(markLeftRefusing(refusedConnect()));
+    }, { backoff: constant(300) });
+    await clock.tick(S);
+    expect(call.state).toBe('rejected');
+    expect(call.error).toMatchObject({ code: 'ECONNREFUSED' });
+    expect(calls).toBe(1);
+  });
+
+  it('a dial that left it open, an unmarked failure of another kind, and the last attempt go as before', async () => {
+    const clock = new ManualClock(0);
+    const plan = [refusedConnect(), markLeftRefusing(resetMidRequest())];
+    const call = run(clock, (a) => (a.number <= plan.length ? Promise.reject(plan[a.number - 1]) : Promise.reject(markLeftRefusing(refusedConnect()))), { idempotent: true, maxAttempts: 3 });
+    await clock.tick(S);
+    expect(call.state).toBe('rejected');
+    expect(call.error).toBeInstanceOf(RetriesExhaustedError); // the third, marked, was the last
+    expect((call.error as RetriesExhaustedError).errors).toHaveLength(3);
   });
 });
 

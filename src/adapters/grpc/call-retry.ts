@@ -11,7 +11,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Schedule } from '../../core/backoff.js';
-import { classify } from '../../core/classify.js';
+import { classify, leftHostRefusing } from '../../core/classify.js';
 import type { Clock } from '../../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
 import { dialFailureOutcome } from '../../guard/dial-outcome.js';
@@ -76,7 +76,8 @@ export function worthRetrying(err: unknown, idempotent: boolean, statuses: Reado
   if (clientMistake(err)) return false;
   if (retryableStatus(err, idempotent, statuses)) return true;
   const c = classify(err);
-  return c.kind !== 'refused' && c.transient && (c.notSent || idempotent);
+  // A dial that left its host refused ends the call, as in retry() (see leftHostRefusing).
+  return c.kind !== 'refused' && !(c.kind === 'dial' && leftHostRefusing(err)) && c.transient && (c.notSent || idempotent);
 }
 
 /**
