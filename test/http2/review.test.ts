@@ -35,3 +35,29 @@ describe('Http2Client review: settings node:http2 refuses', () => {
     expect((await other.request(`${origin}/`)).status).toBe(200);
   });
 });
+
+describe('Http2Client review: server push', () => {
+  it('is off unless the settings turn it on: the client has no API for a pushed stream, and unread pushes filled the session (ENHANCE_YOUR_CALM on 2 of 30 GETs; an outside review)', async () => {
+    const allowed: boolean[] = [];
+    const server = http2.createServer();
+    server.on('stream', (stream) => {
+      allowed.push(stream.pushAllowed);
+      stream.respond({ ':status': 200 });
+      stream.end('ok');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const sessions = new Set<http2.ServerHttp2Session>();
+    server.on('session', (s) => sessions.add(s));
+    cleanup.push(() => new Promise<void>((resolve) => {
+      for (const s of sessions) s.destroy();
+      server.close(() => resolve());
+    }));
+    const origin = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    for (const settings of [undefined, { maxConcurrentStreams: 50 }, { enablePush: true }]) {
+      const client = new Http2Client({ breaker: new HostBreaker(), ...(settings === undefined ? {} : { settings }) });
+      cleanup.push(() => client.close());
+      expect((await client.request(`${origin}/`)).status).toBe(200);
+    }
+    expect(allowed).toEqual([false, false, true]);
+  });
+});
