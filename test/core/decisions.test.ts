@@ -134,7 +134,7 @@ describe('backoff: no schedule makes a wait NaN, negative or endless', () => {
     }
   });
 
-  it("retry: a user schedule answering NaN waits 0; Infinity ends the retries (no timer holds it), never NaN", async () => {
+  it("retry: a user schedule answering NaN waits the default schedule's wait; Infinity ends the retries (no timer holds it), never NaN", async () => {
     const clock = new ManualClock();
     let attempts = 0;
     const call = retry(
@@ -145,7 +145,9 @@ describe('backoff: no schedule makes a wait NaN, negative or endless', () => {
       { clock, budget: null, maxAttempts: 3, backoff: (n) => (n === 1 ? Number.NaN : Number.POSITIVE_INFINITY), timeout: Infinity },
     ).catch((err: unknown) => err);
     await clock.tick(0);
-    expect(attempts).toBe(2); // NaN: no wait
+    expect(attempts).toBe(1); // NaN: not no wait, but the default schedule's (400-600 ms)
+    await clock.tick(600);
+    expect(attempts).toBe(2);
     // Infinity: the longest a timer holds, 2^31-1 ms, is no wait for a retry; the call ends now
     // (it waited 24.8 days for its third attempt).
     expect(await call).toMatchObject({ code: 'DIALGUARD_RETRIES_EXHAUSTED' });

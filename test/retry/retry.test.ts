@@ -482,20 +482,37 @@ describe('retry: backoff', () => {
     ]);
   });
 
-  it('a schedule returning garbage is clamped, never a hot loop past maxAttempts', async () => {
-    const clock = new ManualClock(0);
-    let calls = 0;
-    const call = run(
-      clock,
-      () => {
-        calls++;
-        throw refusedConnect();
-      },
-      { backoff: () => Number.NaN, maxAttempts: 5 },
-    );
-    await clock.tick(0);
-    expect(calls).toBe(5);
-    expect(call.error).toBeInstanceOf(RetriesExhaustedError);
+  it("a schedule answering NaN, a negative number, a string or undefined waits the default schedule's wait, warned once (was: no wait, a tight loop; an outside review: 751 attempts in 1 s)", async () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    try {
+      for (const answer of [Number.NaN, -5, '200', undefined]) {
+        const clock = new ManualClock(0);
+        let calls = 0;
+        const call = run(
+          clock,
+          () => {
+            calls++;
+            throw refusedConnect();
+          },
+          { backoff: () => answer as number, maxAttempts: 3, random: () => 0 },
+        );
+        await clock.tick(0);
+        await clock.tick(399);
+        expect(calls, String(answer)).toBe(1); // restartSpanningBackoff's first wait, no jitter: 400 ms
+        await clock.tick(1);
+        expect(calls, String(answer)).toBe(2);
+        await clock.tick(799);
+        expect(calls, String(answer)).toBe(2); // its second: 800 ms
+        await clock.tick(1);
+        expect(calls, String(answer)).toBe(3);
+        expect(call.error).toBeInstanceOf(RetriesExhaustedError);
+      }
+      const odd = warn.mock.calls.filter(([m]) => String(m).includes("a backoff's answer is not a wait"));
+      expect(odd).toHaveLength(1);
+      expect(String(odd[0]![0])).toContain('the backoff answered NaN');
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it('jitter spreads 200 clients that failed together across the first window', async () => {
