@@ -29,6 +29,7 @@ import { ConnectionPool, type ConnectionPoolEvents, type PoolStats, type UseOpti
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
 import { RetryBudget, sharedRetryBudget } from '../retry/budget.js';
 import { retry } from '../retry/retry.js';
+import { tellStory } from '../retry/story.js';
 import { type InCallerContext, callerContext, traceFailedCall } from '../observe/tracing.js';
 import { REPORTED_BY_CALLER } from '../retry/retry-options.js';
 import type { Lease } from '../pool/pooled-connection.js';
@@ -588,7 +589,10 @@ export class Http2Client {
         [REPORTED_BY_CALLER]: true, // request() reports the whole call on http2:settled
       },
     ).catch((e: unknown) => {
-      if (e instanceof RetriesExhaustedError || e instanceof RetryBudgetExhaustedError) throw last;
+      // Its last attempt's own error, as raw node:http2 fails, the verdict told on it for
+      // retriesOf(): a request failed with a GOAWAY's error once the budget was spent said
+      // nothing of the budget (an outside review).
+      if (e instanceof RetriesExhaustedError || e instanceof RetryBudgetExhaustedError) throw tellStory(last, e);
       // Stopped because the next wait would outlast the deadline: the call failed as its dial did;
       // the deadline itself passing is this client's RequestTimeoutError, as on any other path.
       if (e instanceof DeadlineExceededError) throw this.#clock.now() < deadline ? last : new RequestTimeoutError(timeout);

@@ -30,14 +30,14 @@
 import { type Dispatcher, errors } from 'undici';
 import { classify } from '../../core/classify.js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
-import { DeadlineExceededError, HostUnavailableError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../core/errors.js';
+import { DeadlineExceededError } from '../../core/errors.js';
 import { asError } from '../../core/validate.js';
 import { warnOnce } from '../../core/warn-once.js';
-import { releaseFrames } from '../../core/release-frames.js';
 import { isLiteral, tlsTransportFor } from '../../guard/connect.js';
 import type { Transport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { type RetryAttempt, type RetryPredicate, type RetryResult, answerOf, reportSettled, retry, settledHeard } from '../../retry/retry.js';
+import { withStory as ownError } from '../../retry/story.js';
 import { Attempt, type AttemptOwner, BODY_CUT, HEADERS_CUT, HeldResponse, completeOrFail } from './attempt.js';
 import { type LegacyHandler, type RawHeaders, rawHeader } from './handlers.js';
 import type { RetrySettings } from './options.js';
@@ -740,62 +740,6 @@ function isRefusal(err: unknown): boolean {
   return err instanceof errors.UndiciError && REFUSALS.has(err.code);
 }
 
-/** Where {@link retriesOf} finds the retry story on an error. */
-const RETRIES = Symbol.for('dialguard.undici.retries');
-
-/**
- * What the caller is told: the last attempt's own error (`ECONNREFUSED`, `ENOTFOUND`,
- * `UND_ERR_SOCKET`...), as undici alone would have failed, with retry()'s story attached for
- * {@link retriesOf}. A deadline stays a {@link DeadlineExceededError} (the call's own time ran out).
- */
-function ownError(err: unknown): unknown {
-  if (!(err instanceof RetriesExhaustedError) && !(err instanceof RetryBudgetExhaustedError)) return err;
-  let last: unknown = err instanceof RetriesExhaustedError ? err.errors[err.errors.length - 1] : err.cause;
-  if (last instanceof RetriesExhaustedError) last = last.errors[last.errors.length - 1];
-  if (!(last instanceof Error) || !Object.isExtensible(last)) return err;
-  // `last` may be the error the breaker keeps as its host's last (a failed dial): the story rides
-  // on it for as long, and must not keep this call's frames (its handler, its request body).
-  Object.defineProperty(last, RETRIES, { value: releaseFrames(err), configurable: true, writable: true, enumerable: false });
-  return last;
-}
-
-/**
- * The retry story of an error a guarded undici call failed with: the
- * {@link RetriesExhaustedError} (every attempt's error in `errors`) or the
- * {@link RetryBudgetExhaustedError} behind it; undefined when the call ended without that verdict
- * (an error not worth retrying, a deadline, an abort, a breaker's refusal).
- *
- * A GuardedAgent (or `guardedRetry`) fails a call with its last attempt's own error, so code that
- * checks `err.code` works as with undici alone; this is where the attempts before it are. Given
- * fetch()'s `TypeError: fetch failed` (or another wrapper), it reads the story from its `cause`
- * chain, up to 4 errors deep. The
- * story rides on the error object itself: when undici fails several requests with one error
- * object (a failed connect fails every request queued for it), it holds the story of the call
- * that ended last.
- */
-export function retriesOf(err: unknown): RetriesExhaustedError | RetryBudgetExhaustedError | undefined {
-  // fetch() rejects with its own TypeError('fetch failed') whose `cause` is the call's error: the
-  // story is read through it (was: undefined for every fetch error, the README's first example).
-  // A few causes deep at most: a wrapper of the caller's own around that is read too.
-  let at: unknown = err;
-  for (let depth = 0; depth < 4 && typeof at === 'object' && at !== null; depth++) {
-    let story: unknown;
-    let cause: unknown;
-    try {
-      story = (at as { [RETRIES]?: unknown })[RETRIES];
-      cause = (at as { cause?: unknown }).cause;
-    } catch {
-      return undefined; // a throwing getter (a hostile proxy): no story to read
-    }
-    if (story instanceof RetriesExhaustedError || story instanceof RetryBudgetExhaustedError) return story;
-    // A refusal's cause is the dial error that opened the host, another call's (with that call's
-    // story on it): a refused call has no story of its own (it was handed the other's; an
-    // outside review).
-    if (at instanceof HostUnavailableError) return undefined;
-    at = cause;
-  }
-  return undefined;
-}
 
 
 /**

@@ -11,7 +11,7 @@
  * @module
  */
 export { GuardedAgent, type GuardedAgentOptions, type UndiciAgentOptions } from './agent.js';
-export { retriesOf } from './guarded-call.js';
+export { retriesOf } from '../../retry/story.js';
 export { type GuardedConnectorOptions, type GuardedSocketOptions, type GuardedTlsOptions, type UndiciConnector, guardedConnector } from './connector.js';
 export { type GuardedRetryOptions } from './options.js';
 export { guardedRetry } from './retry-interceptor.js';
