@@ -363,7 +363,7 @@ export function dialWith<C>(
  * Whether `breaker` refuses a `transport` dial to `key` now: open inside its window, or half-open
  * with its probe out (read without touching its recency or counters).
  */
-export function refusing(breaker: HostBreaker, key: string, transport: Transport | undefined): boolean {
+function refusing(breaker: HostBreaker, key: string, transport: Transport | undefined): boolean {
   const s = breaker.state(key, undefined, transport);
   return s !== undefined && s.state !== 'closed' && s.retryAfter > 0;
 }

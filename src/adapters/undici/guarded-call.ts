@@ -740,8 +740,6 @@ function isRefusal(err: unknown): boolean {
   return err instanceof errors.UndiciError && REFUSALS.has(err.code);
 }
 
-
-
 /**
  * A request's own timeout when it is one undici takes (a finite number >= 0; 0 = none), else
  * undefined: the agent's applies, and undici still judges the value it was given.
