@@ -262,7 +262,11 @@ export function classify(err: unknown, options?: ClassifyOptions): Classificatio
   const found = decide(err, 0, walk);
   let result: Classification =
     found === undefined
-      ? { kind: 'unknown', notSent: false, connectionDead: false, transient: false, code: walk.code, cause: err }
+      ? // A connection's own establishment that failed in a way no rule knows (a protocol's first
+        // exchange answered with an error): nothing was sent on it, whatever it says.
+        ESTABLISHING.has(err as object)
+        ? { kind: 'dial', notSent: true, connectionDead: false, transient: true, code: walk.code, cause: err }
+        : { kind: 'unknown', notSent: false, connectionDead: false, transient: false, code: walk.code, cause: err }
       : {
           kind: found.kind,
           notSent: found.notSent && !ANSWER_BEGAN.has(err as object),
@@ -287,6 +291,22 @@ const ANSWER_BEGAN = new WeakSet<object>();
  */
 export function afterAnswerBegan<E>(err: E): E {
   if (typeof err === 'object' && err !== null) ANSWER_BEGAN.add(err);
+  return err;
+}
+
+/** Errors a connection's establishment failed with (see {@link failedEstablishing}). */
+const ESTABLISHING = new WeakSet<object>();
+
+/**
+ * @internal Marks `err` as the failure of a connection's establishment (a pool's connector: its
+ * dial and the protocol's first exchange), on which no request was sent. An error no rule knows
+ * (memcached's `ERROR Too many open connections` answering the `version` handshake) then
+ * classifies as a failed dial, not sent and transient, so it is retried and a `ServerSet` moves
+ * on: read as unknown, every call failed while healthy servers sat idle (an outside review: 0 of
+ * 1 792 calls served). Known errors keep their own classification. Returns `err`.
+ */
+export function failedEstablishing<E>(err: E): E {
+  if (typeof err === 'object' && err !== null) ESTABLISHING.add(err);
   return err;
 }
 

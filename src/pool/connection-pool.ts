@@ -21,7 +21,7 @@
  * @module
  */
 import { setMaxListeners } from 'node:events';
-import { classify as defaultClassify } from '../core/classify.js';
+import { classify as defaultClassify, failedEstablishing } from '../core/classify.js';
 import { type Clock, checkedClock } from '../core/clock.js';
 import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
@@ -473,7 +473,12 @@ export class ConnectionPool<C> {
         // fails the same way at once, as a plain client's does; paced, Http2Client took up to
         // 250 ms a call to fail where node:http2 failed in ms; an outside review), nor a close().
         // Stryker disable next-line ConditionalExpression,EqualityOperator: with redialPace 0 a record's wait is 0 (no pacing); the check only keeps the map empty
-        if (this.#redialPace > 0 && !(err instanceof PoolClosedError) && dialFailureOutcome(err) === 'failed') this.#failedAttempt(target);
+        const outcome = dialFailureOutcome(err);
+        if (this.#redialPace > 0 && !(err instanceof PoolClosedError) && outcome === 'failed') this.#failedAttempt(target);
+        // No request went on it: an error no rule knows is a failed dial to its callers (see
+        // failedEstablishing), not an unknown failure that may have been sent. Not this process's
+        // own failure (a connector bug, a local limit): that is no dial of the host's.
+        if (outcome !== 'abandoned') failedEstablishing(err);
         // The slot holds no connection (an attempt is only started for a slot without one, and
         // sets one only on success), so it goes, if it is still the target's.
         // Stryker disable next-line ConditionalExpression: only close() removes a slot whose attempt is in flight, and no new slot is made after it; the identity check guards that invariant.
