@@ -4,7 +4,7 @@
  * hostile inputs it must survive. Real captured failures are in classify-real.test.ts.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type Classification, type FailureKind, afterAnswerBegan, classify, heardOnLiveConnection, leftHostRefusing, markLeftRefusing, registerClassifier } from '../../src/core/classify.js';
+import { type Classification, type FailureKind, afterAnswerBegan, classify, failedEstablishing, heardOnLiveConnection, leftHostRefusing, markLeftRefusing, registerClassifier } from '../../src/core/classify.js';
 import {
   ConnectTimeoutError,
   ConnectionGoneError,
@@ -526,5 +526,21 @@ describe('leftHostRefusing: a dial failure marked as leaving its host refused', 
     expect(leftHostRefusing('ECONNREFUSED')).toBe(false);
     expect(leftHostRefusing(undefined)).toBe(false);
     expect(leftHostRefusing(null)).toBe(false);
+  });
+});
+
+describe('failedEstablishing: a connection\'s establishment that failed', () => {
+  it('an error no rule knows is a failed dial, not sent, transient; unmarked, it stays unknown', () => {
+    const answered = new Error('handshake: ERROR Too many open connections');
+    expect(classify(answered)).toMatchObject({ kind: 'unknown', notSent: false, transient: false });
+    expect(failedEstablishing(answered)).toBe(answered);
+    expect(classify(answered)).toMatchObject({ kind: 'dial', notSent: true, transient: true, connectionDead: false, cause: answered });
+  });
+
+  it('a known error keeps its own classification (a certificate the client rejects stays permanent)', () => {
+    const cert = failedEstablishing(Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' }));
+    const before = classify(Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' }));
+    expect(classify(cert)).toMatchObject({ kind: before.kind, transient: before.transient, notSent: before.notSent });
+    expect(failedEstablishing('text')).toBe('text');
   });
 });
