@@ -152,6 +152,29 @@ describe('ConnectionPool redialPace', () => {
     await pool.close();
   });
 
+  it('a failure that leaves the host refused (it opened it, or the probe failed) paces nothing: callers meanwhile are refused at once, not held for the next probe (an outside review: 504 of ~1 300 calls held ~250 ms)', async () => {
+    const clock = new ManualClock();
+    const connector = new FakeConnector();
+    // Opens on its second failed dial; each window 300 ms, longer than any pace.
+    const breaker = new HostBreaker({ clock, failureThreshold: 2, minOutage: 0, openDuration: 300 });
+    const pool = new ConnectionPool<FakeConnection>({ connector, clock, breaker, classify: testClassify, connectTimeout: 1_000 });
+    void pool.use(T, async () => 1).catch(() => {});
+    await flushMicrotasks();
+    await failLast(connector); // closed still: the next is paced
+    expect(await nextWait(clock, connector, pool)).toBe(10);
+    await failLast(connector); // this one opened the host
+    expect(breaker.state(T)?.state).toBe('open');
+    const connects = connector.connects;
+    for (let i = 0; i < 3; i++) await expect(pool.use(T, async () => 1)).rejects.toBeInstanceOf(HostUnavailableError); // at once, no clock advance
+    expect(connector.connects).toBe(connects);
+    clock.advance(300); // the window is over: the next caller is the probe, at once
+    expect(await nextWait(clock, connector, pool)).toBe(0);
+    await failLast(connector); // the probe failed: open again, and again nothing is paced
+    for (let i = 0; i < 3; i++) await expect(pool.use(T, async () => 1)).rejects.toBeInstanceOf(HostUnavailableError);
+    expect(connector.connects).toBe(connects + 1);
+    await pool.close();
+  });
+
   it('an answer the client rejects (a TLS mismatch alert, a certificate) paces nothing: the host is up, the next dials at once', async () => {
     const { clock, connector, pool } = await dialling();
     for (const code of ['ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION', 'ERR_SSL_TLSV1_UNRECOGNIZED_NAME', 'CERT_HAS_EXPIRED', 'ERR_TLS_CERT_ALTNAME_INVALID']) {
