@@ -11,6 +11,7 @@
  * a string and drops them.
  */
 import { MAX_CHAIN_MEMBERS, MAX_CHAIN_NODES } from './errors.js';
+import { isError } from './validate.js';
 
 /**
  * Formats the stack of `err` and of the errors it wraps (`cause`, and the members of an `errors`
@@ -27,7 +28,7 @@ export function releaseFrames<T>(err: T): T {
     if (typeof node !== 'object' || node === null || seen.has(node)) continue;
     seen.add(node);
     try {
-      if (!(node instanceof Error)) continue;
+      if (!isError(node)) continue;
       void node.stack; // formats it, once; V8 then lets the captured frames go
       const cause: unknown = (node as { cause?: unknown }).cause;
       if (cause !== undefined) pending.push(cause);

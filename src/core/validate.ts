@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { types } from 'node:util';
 
 /** `value` if it is a finite number `>= min` (and `<= max`), else a RangeError/TypeError naming `name`. */
 export function checkNumber(name: string, value: unknown, min: number, max = Number.POSITIVE_INFINITY): number {
@@ -119,7 +120,18 @@ export function thrownText(thrown: unknown): string {
   }
 }
 
-/** `thrown` as an Error: itself when it is one, else an Error carrying its text (see {@link thrownText}). */
+/**
+ * Whether `value` is an Error, from this realm or another. Node's own errors (a socket's
+ * ECONNREFUSED) come from the main realm; code loaded in a `vm` context (jest runs tests so) has
+ * an `Error` of its own, and `instanceof Error` said no to them: `asError` wrapped each in a new
+ * Error with its text alone, its `code` lost, and a refused dial was never retried there (an
+ * outside review).
+ */
+export function isError(value: unknown): value is Error {
+  return value instanceof Error || types.isNativeError(value);
+}
+
+/** `thrown` as an Error: itself when it is one (see {@link isError}), else an Error carrying its text (see {@link thrownText}). */
 export function asError(thrown: unknown): Error {
-  return thrown instanceof Error ? thrown : new Error(thrownText(thrown));
+  return isError(thrown) ? thrown : new Error(thrownText(thrown));
 }

@@ -13,6 +13,7 @@ import { TransportClosedError } from '../core/errors.js';
 import type { Lease } from '../pool/pooled-connection.js';
 import type { Http2RequestOptions, Http2Response, Http2StreamingResponse } from './client.js';
 import { goawayOf, leftUnsent, retireRefusing, retireUnusable } from './session-connector.js';
+import { isError } from '../core/validate.js';
 
 /** What a streamed call needs: the body's buffer bound, and where its headers go. */
 export interface Streaming {
@@ -317,7 +318,7 @@ function streamClosedError(rstCode: number, responded: boolean): Error {
  * stream's `rstCode` on it, as this client's own reset errors carry it.
  */
 function withRstCode(err: unknown, rstCode: number | undefined): unknown {
-  if (rstCode === undefined || !(err instanceof Error) || (err as { code?: unknown }).code !== 'ERR_HTTP2_STREAM_ERROR') return err;
+  if (rstCode === undefined || !isError(err) || (err as { code?: unknown }).code !== 'ERR_HTTP2_STREAM_ERROR') return err;
   if ((err as { rstCode?: unknown }).rstCode !== undefined || !Object.isExtensible(err)) return err;
   Object.defineProperty(err, 'rstCode', { value: rstCode, configurable: true, writable: true, enumerable: true });
   return err;

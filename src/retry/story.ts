@@ -8,6 +8,7 @@
  */
 import { HostUnavailableError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../core/errors.js';
 import { releaseFrames } from '../core/release-frames.js';
+import { isError } from '../core/validate.js';
 
 /** Where {@link retriesOf} finds the story on an error (one symbol for every adapter). */
 const RETRIES = Symbol.for('dialguard.undici.retries');
@@ -20,7 +21,7 @@ export type RetryVerdict = RetriesExhaustedError | RetryBudgetExhaustedError;
  * itself when `last` cannot carry it (not an Error, or frozen).
  */
 export function tellStory(last: unknown, verdict: RetryVerdict): unknown {
-  if (!(last instanceof Error) || !Object.isExtensible(last)) return verdict;
+  if (!isError(last) || !Object.isExtensible(last)) return verdict;
   // `last` may be the error the breaker keeps as its host's last (a failed dial): the story rides
   // on it for as long, and must not keep this call's frames (its handler, its request body).
   Object.defineProperty(last, RETRIES, { value: releaseFrames(verdict), configurable: true, writable: true, enumerable: false });

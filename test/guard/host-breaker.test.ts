@@ -1282,3 +1282,23 @@ describe('HostBreaker: a transport that never reached the host while another did
     expect(breaker.stats().probesGranted).toBe(2);
   });
 });
+
+describe('HostBreaker.resetAll: a test suite sharing one breaker', () => {
+  it('forgets every host (open, isolated, closed): each is admitted as never seen; the counters stay', () => {
+    const { breaker } = make({ failureThreshold: 1, minOutage: 0 });
+    breaker.admit('a:1').failed();
+    breaker.admit('b:1').succeeded();
+    breaker.isolate('c:1');
+    expect(() => breaker.admit('a:1')).toThrow(HostUnavailableError);
+    expect(breaker.resetAll()).toBe(3);
+    expect(breaker.stats()).toMatchObject({ hosts: 0, failed: 1, succeeded: 1, opened: 1 });
+    for (const h of ['a:1', 'b:1', 'c:1']) {
+      expect(breaker.state(h)).toBeUndefined();
+      expect(breaker.admit(h).probe).toBe(false);
+    }
+    expect(breaker.resetAll()).toBe(3);
+    expect(breaker.resetAll()).toBe(0);
+    breaker.admit('a:1').failed(); // the table works after it: a fresh host opens again
+    expect(() => breaker.admit('a:1')).toThrow(HostUnavailableError);
+  });
+});

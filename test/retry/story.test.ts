@@ -82,3 +82,18 @@ describe('retriesOf: reading it back', () => {
     expect(retriesOf(hostile)).toBeUndefined();
   });
 });
+
+describe('errors from another realm (a vm context: jest runs tests so)', () => {
+  it('an Error of another realm is an Error: asError keeps it, code and all, and the story rides on it (was: re-wrapped, its code lost; an outside review)', async () => {
+    const { runInNewContext } = await import('node:vm');
+    const { asError, isError } = await import('../../src/core/validate.js');
+    const foreign = runInNewContext("Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED', syscall: 'connect' })") as Error;
+    expect(foreign instanceof Error).toBe(false); // the premise: another realm's Error
+    expect(isError(foreign)).toBe(true);
+    expect(asError(foreign)).toBe(foreign);
+    expect(isError({ message: 'x', name: 'Error' })).toBe(false); // a look-alike is not one
+    const verdict = new RetriesExhaustedError([foreign], 'x');
+    expect(withStory(verdict)).toBe(foreign);
+    expect(retriesOf(foreign)).toBe(verdict);
+  });
+});

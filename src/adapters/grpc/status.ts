@@ -14,6 +14,7 @@ import * as grpc from '@grpc/grpc-js';
 import { DIALGUARD_DETAILS_PREFIX } from '../../core/classify-grpc.js';
 import { DialguardError, HostUnavailableError } from '../../core/errors.js';
 import { ChannelConnectError } from './connect-error.js';
+import { isError } from '../../core/validate.js';
 
 /** Metadata key carrying the dialguard error's stable code. */
 export const METADATA_CODE = 'dialguard-code';
@@ -46,6 +47,6 @@ export function statusFor(err: unknown, code: grpc.status = grpc.status.UNAVAILA
     metadata.set(METADATA_CODE, err.code);
     if (err instanceof HostUnavailableError) metadata.set(METADATA_RETRY_AFTER, String(Math.ceil(err.retryAfter)));
   }
-  const message = err instanceof Error ? err.message : String(err);
+  const message = isError(err) ? err.message : String(err);
   return { code, details: `${DIALGUARD_DETAILS_PREFIX}${message}`, metadata, cause: err };
 }

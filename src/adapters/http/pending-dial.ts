@@ -21,7 +21,7 @@ import type http from 'node:http';
 import net from 'node:net';
 import { heardOnLiveConnection } from '../../core/classify.js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
-import { MAX_DURATION } from '../../core/validate.js';
+import { MAX_DURATION, asError } from '../../core/validate.js';
 import { presentedCertificate } from '../../guard/connect.js';
 import { dial } from '../../guard/dial.js';
 import { localFailure, noAddressOfOwnChoice } from '../../guard/dial-outcome.js';
@@ -448,7 +448,7 @@ export class AgentGuard {
           next(books, name, options, req);
           return;
         }
-        const error = slot.destroyed ? agentDestroyed() : err instanceof Error ? err : new Error(String(err));
+        const error = slot.destroyed ? agentDestroyed() : asError(err);
         if (queuedAtStart && !isQueued(books.requests, name, req!)) {
           // Taken from the queue by a socket that freed while this dial ran (or by its own
           // destroy): it is that socket's now. Failing it here reported a request the server

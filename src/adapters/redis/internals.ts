@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { MAX_DURATION, show } from '../../core/validate.js';
+import { MAX_DURATION, isError, show } from '../../core/validate.js';
 import type { DialPermit, Transport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import type { RedialRounds, RoundOutcome, RoundPolicy } from './redial.js';
@@ -127,7 +127,7 @@ export function roundKey(key: string, tls: boolean): string {
 
 /** Whether `err` is a reply the server sent (so the node is alive), for node-redis and ioredis. */
 export function serverReplied(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
+  if (!isError(err)) return false;
   const name = err.constructor?.name;
   return name === 'ErrorReply' || name === 'ReplyError' || name === 'SimpleError' || name === 'BlobError';
 }
@@ -279,7 +279,7 @@ export function withoutUrl(options: NodeRedisOptions, socket: Record<string, unk
  * review).
  */
 export function nodeRedisGivesUp(cause: unknown): boolean {
-  return cause instanceof Error && (cause.constructor.name === 'SocketTimeoutError' || cause.message.startsWith('Socket timeout timeout.'));
+  return isError(cause) && (cause.constructor.name === 'SocketTimeoutError' || cause.message.startsWith('Socket timeout timeout.'));
 }
 
 /**

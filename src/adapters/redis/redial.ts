@@ -27,6 +27,7 @@
  * @module
  */
 import { type Clock, type TimerHandle, systemClock, unrefTimer } from '../../core/clock.js';
+import { isError } from '../../core/validate.js';
 
 /** The first round's spacing cap, ms (jittered to 25-50 ms), growing by as much per failed round up to `maxBackoff`. */
 export const FIRST_ROUND_CAP = 50;
@@ -196,5 +197,5 @@ function fresh(nextAt: number, cause: unknown): Node {
 }
 
 function asError(cause: unknown): Error {
-  return cause instanceof Error ? cause : new Error(`redis connection lost: ${String(cause)}`);
+  return isError(cause) ? cause : new Error(`redis connection lost: ${String(cause)}`);
 }

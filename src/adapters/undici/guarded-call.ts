@@ -31,7 +31,7 @@ import { type Dispatcher, errors } from 'undici';
 import { classify } from '../../core/classify.js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { DeadlineExceededError } from '../../core/errors.js';
-import { asError } from '../../core/validate.js';
+import { asError, isError } from '../../core/validate.js';
 import { warnOnce } from '../../core/warn-once.js';
 import { isLiteral, tlsTransportFor } from '../../guard/connect.js';
 import type { Transport } from '../../guard/host-breaker.js';
@@ -703,7 +703,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     // call with the last attempt's own error, as undici alone would have failed: the deadline has
     // not passed (a refused port with timeout 300 said "deadline exceeded" after 5 ms). After
     // more than one attempt that cause is retry()'s RetriesExhaustedError, itself unwrapped in turn.
-    const early = err instanceof DeadlineExceededError && err.cause instanceof Error && this.#s.clock.now() < this.deadline;
+    const early = err instanceof DeadlineExceededError && isError(err.cause) && this.#s.clock.now() < this.deadline;
     const own = ownError(early ? err.cause : err);
     const lastFailure = this.#rare?.lastFailure;
     // A timeout the deadline set is the deadline, as the README says a call's timeout ends.
