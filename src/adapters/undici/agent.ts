@@ -98,6 +98,13 @@ function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null,
       throw new TypeError(`${key} is an undici Agent option: pass it as undici: { ${key} } (at the top level it was ignored)`);
     }
   }
+  // Http2Client and GrpcGuard take `retry: false | { maxAttempts, backoff, budget }`; this agent
+  // takes those at the top level. Only warned about as unknown, `retry: false` left every retry
+  // on and `retry: { maxAttempts: 4 }` ran with 3 (an outside review).
+  const retry = (options as { retry?: unknown }).retry;
+  if (retry !== undefined) {
+    throw new TypeError(`retry is not a GuardedAgent option: its retry options are top-level (maxAttempts, backoff, budget, timeout...); ${retry === false ? 'maxAttempts: 1 turns retries off' : `pass ${show(retry)}'s keys at the top level`}`);
+  }
   const undiciOptions = opt<UndiciAgentOptions>(options.undici, {});
   if (typeof undiciOptions !== 'object' || undiciOptions === null) throw new TypeError(`undici must be an object, got ${show(undiciOptions)}`);
   for (const key of ['headersTimeout', 'bodyTimeout'] as const) {

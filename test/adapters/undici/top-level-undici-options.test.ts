@@ -23,6 +23,12 @@ describe('GuardedAgent: undici Agent options at the top level', () => {
     },
   );
 
+  it('retry, as Http2Client and GrpcGuard take it, is refused naming the top-level options (was: warned about and ignored, so retry: false left every retry on; an outside review)', () => {
+    expect(() => new GuardedAgent({ retry: false } as never)).toThrow('retry is not a GuardedAgent option: its retry options are top-level (maxAttempts, backoff, budget, timeout...); maxAttempts: 1 turns retries off');
+    expect(() => new GuardedAgent({ retry: { maxAttempts: 4 } } as never)).toThrow(TypeError);
+    void new GuardedAgent({ retry: undefined } as never).destroy();
+  });
+
   it("connect.lookup under undici is the one used: a name only it knows is served, with one lookup per dial", async () => {
     await using server = await httpServer(answer(200, 'via lookup'));
     let lookups = 0;
