@@ -37,7 +37,7 @@ import net from 'node:net';
 import type tls from 'node:tls';
 import { type Clock, systemClock } from '../core/clock.js';
 import { ConnectTimeoutError, HostUnavailableError } from '../core/errors.js';
-import { type DialContext, dialWith, whenReached } from './dial.js';
+import { type DialContext, dialWith, refusing, whenReached } from './dial.js';
 import { localFailure, noAddressOfOwnChoice } from './dial-outcome.js';
 import type { HostBreaker, Transport } from './host-breaker.js';
 import { hostKey } from './host-key.js';
@@ -218,15 +218,6 @@ function memoOf(breaker: HostBreaker): Memo {
 }
 
 /**
- * Whether `key` would be refused now (open inside its window, or half-open with its probe out),
- * read without touching its recency or counters.
- */
-function refusedNow(breaker: HostBreaker, key: string, transport: Transport | undefined): boolean {
-  const s = breaker.state(key, undefined, transport);
-  return s !== undefined && (s.state === 'open' || s.probing);
-}
-
-/**
  * @internal The refusal for `name` when the addresses it last resolved to (within {@link ADDRESS_RECHECK})
  * are all open; otherwise undefined. `how`: the caller's resolver (its lookup, family, hints),
  * whose answers alone are read. A stale memo is marked fresh by the caller that goes on to
@@ -248,7 +239,7 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
     // Not refused from memory yet: look before admitting, so that an address that may be dialled
     // is not admitted (and abandoned) here. Once refused, admit at once (the hot path): an admit
     // granted there is abandoned below, which happens once per window at most.
-    for (const key of keys) if (!refusedNow(breaker, key, transport)) return undefined;
+    for (const key of keys) if (!refusing(breaker, key, transport)) return undefined;
   }
   // Each admit counts its refusal; while they are the same objects, so is the name's.
   for (let i = 0; i < keys.length; i++) {

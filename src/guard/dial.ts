@@ -360,10 +360,13 @@ export function dialWith<C>(
 }
 
 /**
- * Whether `breaker` refuses a `transport` dial to `key` now: open inside its window, or half-open
- * with its probe out (read without touching its recency or counters).
+ * Whether `breaker` refuses a `transport` dial to `key` now: open inside its window (isolated, or
+ * a stranger's own window), or half-open with its probe out; read without touching its recency
+ * or counters. One check for the dial's mark (leftHostRefusing) and a name's refusal from memory.
+ *
+ * @internal
  */
-function refusing(breaker: HostBreaker, key: string, transport: Transport | undefined): boolean {
+export function refusing(breaker: HostBreaker, key: string, transport: Transport | undefined): boolean {
   const s = breaker.state(key, undefined, transport);
   return s !== undefined && s.state !== 'closed' && s.retryAfter > 0;
 }

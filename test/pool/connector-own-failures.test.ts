@@ -33,22 +33,28 @@ const socketConnector = (port: number, breaker: HostBreaker) => ({
   },
 });
 
+/** A pool on `breaker` whose connector throws `err` synchronously (a connector bug, before any I/O). */
+function throwingPool(breaker: HostBreaker, err: Error): ConnectionPool<net.Socket> {
+  const pool = new ConnectionPool<net.Socket>({
+    breaker,
+    connector: {
+      connect: () => {
+        throw err;
+      },
+      close: () => {},
+    },
+  });
+  cleanups.push(() => pool.close());
+  return pool;
+}
+
 describe('ConnectionPool: a connector’s own failures, and connect() inside it', () => {
   it('a connector that throws synchronously never counts against the host: a healthy pool on the same breaker is served', async () => {
     const peer = await echoPeer();
     cleanups.push(() => peer.close());
     const breaker = new HostBreaker({ failureThreshold: 1, minOutage: 0 });
     const target = `127.0.0.1:${peer.port}`;
-    const buggy = new ConnectionPool<net.Socket>({
-      breaker,
-      connector: {
-        connect: () => {
-          throw new TypeError('connector bug');
-        },
-        close: () => {},
-      },
-    });
-    cleanups.push(() => buggy.close());
+    const buggy = throwingPool(breaker, new TypeError('connector bug'));
     for (let i = 0; i < 5; i++) await expect(buggy.use(target, async () => 'x')).rejects.toThrow('connector bug');
     expect(breaker.stats()).toMatchObject({ failed: 0, opened: 0, abandoned: 5 }); // was failed 5, opened 1
     const healthy = new ConnectionPool<net.Socket>({ breaker, connector: socketConnector(peer.port, breaker) });
@@ -167,17 +173,7 @@ describe('ConnectionPool: a handshake the server answered with an error', () => 
   });
 
   it('a connector that throws (this process\'s own failure) stays unknown: no retry of a bug', async () => {
-    const breaker = new HostBreaker();
-    const pool = new ConnectionPool<net.Socket>({
-      breaker,
-      connector: {
-        connect: () => {
-          throw new Error('connector bug');
-        },
-        close: () => {},
-      },
-    });
-    cleanups.push(() => pool.close());
+    const pool = throwingPool(new HostBreaker(), new Error('connector bug'));
     const err = await pool.use('127.0.0.1:1', async () => 'x').catch((e: unknown) => e);
     expect(classify(err)).toMatchObject({ kind: 'unknown', notSent: false, transient: false });
   });

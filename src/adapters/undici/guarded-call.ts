@@ -36,6 +36,7 @@ import { warnOnce } from '../../core/warn-once.js';
 import { isLiteral, tlsTransportFor } from '../../guard/connect.js';
 import type { Transport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
+import { refusing } from '../../guard/dial.js';
 import { type RetryAttempt, type RetryPredicate, type RetryResult, answerOf, reportSettled, retry, settledHeard } from '../../retry/retry.js';
 import { withStory as ownError } from '../../retry/story.js';
 import { Attempt, type AttemptOwner, BODY_CUT, HEADERS_CUT, HeldResponse, completeOrFail } from './attempt.js';
@@ -637,9 +638,7 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     } catch {
       return undefined;
     }
-    const state = breaker.state(key, undefined, transport);
-    if (state === undefined || state.state === 'closed' || state.retryAfter <= 0) return undefined;
-    return { key, transport };
+    return refusing(breaker, key, transport) ? { key, transport } : undefined;
   }
 
   /**
