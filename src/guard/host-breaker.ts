@@ -141,6 +141,12 @@ interface Entry {
    */
   provenVia: number;
   /**
+   * The TLS transport of the host's last successful dial (`'tls:<name>'`, `'tls'`) until a dial of
+   * it fails; undefined: none (the last success was plain, or named none). Past
+   * {@link MAX_TLS_NAMES} failing names it is still let through (see {@link TLS_FULL}).
+   */
+  provenTls: string | undefined;
+  /**
    * The TLS transports (`'tls:<server name>'`, `'tls'`) that failed while the host was alive to
    * another TLS one (filed among the failed since a success by another name, and not succeeded
    * since), at most {@link MAX_TLS_NAMES}; undefined: none. A dial of one is a stranger's. Not
@@ -217,6 +223,13 @@ type Kind = typeof DIAL | typeof PROBE | typeof TRIAL;
 const VIA_TLS = 1;
 const VIA_PLAIN = 2;
 const VIA_ANY = VIA_TLS | VIA_PLAIN;
+/**
+ * In `failedVia`: more TLS names failed than {@link MAX_TLS_NAMES} keeps, so every TLS dial counts
+ * as failed but the name that last reached the host (`provenTls`), until one of its own dials
+ * fails. Nine clients with a wrong `servername` refused every right-name client needing a new
+ * connection 45-100 % of the time, where plain clients were all served (an outside review).
+ */
+const TLS_FULL = 4;
 
 /**
  * Distinct TLS server names a host keeps failures for; past it, every TLS dial counts as failed
@@ -282,7 +295,8 @@ function strangersAfter(entry: Entry, transport: string): string[] | undefined {
 function failedFor(entry: Entry, transport: Transport | undefined): boolean {
   if (transport === 'plain') return (entry.failedVia & VIA_PLAIN) !== 0;
   if (!isTls(transport)) return entry.failedVia !== 0 || entry.failedTls !== undefined;
-  return (entry.failedVia & VIA_TLS) !== 0 || (entry.failedTls !== undefined && entry.failedTls.includes(transport));
+  if ((entry.failedVia & VIA_TLS) !== 0 || (entry.failedTls !== undefined && entry.failedTls.includes(transport))) return true;
+  return (entry.failedVia & TLS_FULL) !== 0 && transport !== entry.provenTls;
 }
 
 /** A TLS transport, named or not; anything else but `'plain'` (left out, or junk from JavaScript) is any transport. */
@@ -294,10 +308,13 @@ function isTls(transport: Transport | undefined): transport is 'tls' | `tls:${st
 function fileFailure(entry: Entry, transport: Transport | undefined): void {
   if (transport === 'plain') entry.failedVia |= VIA_PLAIN;
   else if (!isTls(transport)) entry.failedVia = VIA_ANY;
-  else if (entry.failedTls === undefined) entry.failedTls = [transport];
-  else if (!entry.failedTls.includes(transport)) {
-    if (entry.failedTls.length < MAX_TLS_NAMES) entry.failedTls.push(transport);
-    else entry.failedVia |= VIA_TLS;
+  else {
+    if (transport === entry.provenTls) entry.provenTls = undefined; // no longer let through past the cap
+    if (entry.failedTls === undefined) entry.failedTls = [transport];
+    else if (!entry.failedTls.includes(transport)) {
+      if (entry.failedTls.length < MAX_TLS_NAMES) entry.failedTls.push(transport);
+      else entry.failedVia |= TLS_FULL;
+    }
   }
 }
 
@@ -840,6 +857,7 @@ export class HostBreaker {
       trials: undefined,
       refusingSince: 0,
       provenVia: 0,
+      provenTls: undefined,
       strangeTls: undefined,
       strangers: undefined,
     };
@@ -942,6 +960,7 @@ export class HostBreaker {
     if (outcome === 'succeeded') {
       this.#stats.succeeded++;
       entry.provenVia = viaOf(transport);
+      entry.provenTls = isTls(transport) ? transport : undefined;
       entry.strangeTls = isTls(transport) ? strangersAfter(entry, transport) : undefined;
       entry.strangers = undefined;
       entry.failures = 0;
