@@ -233,8 +233,8 @@ const TLS_FULL = 4;
 
 /**
  * Distinct TLS server names a host keeps failures for; past it, every TLS dial counts as failed
- * (a stream of names cannot grow an entry, and a host failing that many is not one client's
- * mistake).
+ * but the last name to reach the host (see {@link TLS_FULL}: a stream of names cannot grow an
+ * entry, and a name never proven is refused).
  */
 const MAX_TLS_NAMES = 8;
 
