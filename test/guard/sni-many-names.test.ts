@@ -7,7 +7,6 @@
  * until a dial of its own fails; a name never proven is still refused there.
  */
 import https from 'node:https';
-import type net from 'node:net';
 import tls from 'node:tls';
 import { request } from 'undici';
 import { describe, expect, it } from 'vitest';
@@ -16,6 +15,7 @@ import { HostUnavailableError } from '../../src/core/errors.js';
 import { HostBreaker, type Transport, tlsTransport } from '../../src/guard/host-breaker.js';
 import { TEST_CERT, TEST_KEY } from '../../src/testing/test-cert.js';
 import { leakCheckEach } from '../helpers/leaks.js';
+import { listenLoopback } from '../helpers/listen.js';
 
 const cleanup = leakCheckEach();
 
@@ -95,20 +95,7 @@ async function oneNameServer(): Promise<{ port: number; served: () => number }> 
   );
   server.on('secureConnection', () => served++);
   server.on('tlsClientError', () => {});
-  const sockets = new Set<net.Socket>();
-  server.on('connection', (s: net.Socket) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanup.push(
-    () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  );
-  return { port: (server.address() as net.AddressInfo).port, served: () => served };
+  return { port: await listenLoopback(server, cleanup), served: () => served };
 }
 
 describe('nine clients with a wrong servername beside a right one, on one breaker (undici, real TLS)', () => {
