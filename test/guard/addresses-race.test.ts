@@ -8,7 +8,7 @@ import { getEventListeners } from 'node:events';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError, HostUnavailableError } from '../../src/core/errors.js';
-import { ADDRESS_RECHECK, connectAddresses, lookupBreaker, refuseFromMemory } from '../../src/guard/addresses.js';
+import { ADDRESS_RECHECK, REFUSED_RECHECK, connectAddresses, lookupBreaker, refuseFromMemory } from '../../src/guard/addresses.js';
 import type { DialContext } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { hostKey } from '../../src/guard/host-key.js';
@@ -403,9 +403,10 @@ describe('per-address racing: refusals', () => {
   });
 
   it('refused from memory: the same refusal object while nothing changed, a new one (the old untouched) once an address changes', async () => {
-    const r = rig({ openDuration: 500 });
+    // Within REFUSED_RECHECK of the lookup throughout: refused from memory, never looked up again.
+    const r = rig({ openDuration: REFUSED_RECHECK / 2 });
     r.breaker.isolate(key(A));
-    r.breaker.admit(key(B)).failed(new Error('dead')); // open until 500
+    r.breaker.admit(key(B)).failed(new Error('dead')); // open for half of REFUSED_RECHECK
     const first = r.call([B, A]);
     await flushMicrotasks();
     expect(first.value).toBeInstanceOf(HostUnavailableError);
@@ -415,7 +416,7 @@ describe('per-address racing: refusals', () => {
     expect(r.lookups()).toBe(1); // the later calls never looked up
     expect(second.value).toBeInstanceOf(HostUnavailableError);
     expect(third.value).toBe(second.value);
-    r.clock.advance(500);
+    r.clock.advance(REFUSED_RECHECK / 2);
     const probe = r.breaker.admit(key(B)); // someone else's probe to B is out: B is now refused half-open
     const fourth = r.call([B, A]);
     await flushMicrotasks();
@@ -437,13 +438,13 @@ describe('per-address racing: refusals', () => {
     probe.abandoned();
   });
 
-  it(`memory of a refused name lasts ${ADDRESS_RECHECK} ms: refused without a lookup until then, resolved again from then`, async () => {
+  it(`memory of a refused name lasts ${REFUSED_RECHECK} ms (REFUSED_RECHECK): refused without a lookup until then, resolved again from then`, async () => {
     const r = rig();
     r.breaker.isolate(key(A));
     const first = r.call([A]);
     await flushMicrotasks();
     expect(first.value).toBeInstanceOf(HostUnavailableError);
-    r.clock.advance(ADDRESS_RECHECK - 1);
+    r.clock.advance(REFUSED_RECHECK - 1);
     r.call([A]);
     await flushMicrotasks();
     expect(r.lookups()).toBe(1);

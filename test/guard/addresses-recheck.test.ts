@@ -1,0 +1,129 @@
+/**
+ * A name refused from memory (every address it resolved to open) is looked up again 100 ms after
+ * its lookup, by one caller at a time: a deploy that moves the name to a new address is served at
+ * once, not after ADDRESS_RECHECK (1 s; an outside review: guarded clients were served again up
+ * to a second after plain ones, 135 failed calls against 121). A resolver that is slow to answer
+ * gets one lookup out at a time, not one per recheck. Real sockets on loopback; the clock is
+ * injected.
+ */
+import type net from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { HostUnavailableError } from '../../src/core/errors.js';
+import { ADDRESS_RECHECK } from '../../src/guard/addresses.js';
+import { connect } from '../../src/guard/connect.js';
+import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
+import { echoPeer } from '../../src/testing/tcp-peers.js';
+import { leakCheckEach } from '../helpers/leaks.js';
+
+const cleanup = leakCheckEach();
+
+/** A lookup whose answer the test switches (`to`), counting its calls; `hold` keeps it from answering. */
+function switchableLookup(first: string): { lookup: net.LookupFunction; calls: () => number; to: (address: string) => void; hold: () => () => void } {
+  let address = first;
+  let calls = 0;
+  let held: Array<() => void> | undefined;
+  const lookup = ((_host: string, _options: unknown, callback: (err: null, list: Array<{ address: string; family: number }>) => void) => {
+    calls++;
+    const answer = [{ address, family: 4 }];
+    const reply = (): void => callback(null, answer);
+    if (held !== undefined) held.push(reply);
+    else queueMicrotask(reply);
+  }) as unknown as net.LookupFunction;
+  return {
+    lookup,
+    calls: () => calls,
+    to: (a) => {
+      address = a;
+    },
+    hold: () => {
+      held = [];
+      return () => {
+        const replies = held ?? [];
+        held = undefined;
+        for (const r of replies) r();
+      };
+    },
+  };
+}
+
+describe('a name refused on its old answer is looked up again soon, one lookup at a time', () => {
+  it('moved to a live address: served 100 ms after its lookup, where it was refused for a second', async () => {
+    const live = await echoPeer({ host: '127.0.0.3' }); // nothing listens on 127.0.0.2 at that port: refused
+    cleanup.push(() => live.close());
+    const clock = new ManualClock(1_000);
+    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+    const dns = switchableLookup('127.0.0.2');
+    const target = { host: 'svc.test', port: live.port };
+    const options = { breaker, clock, timeout: 1_000, socket: { lookup: dns.lookup } };
+    await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
+    dns.to('127.0.0.3'); // the deploy: the name now answers the new pod
+    clock.advance(99);
+    await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
+    expect(dns.calls()).toBe(1); // refused from memory: no lookup
+    clock.advance(1);
+    // One caller looks the name up again; one beside it, while that lookup is out, is refused from memory.
+    const first = connect(target, options);
+    await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
+    const socket = await first; // was HostUnavailableError until ADDRESS_RECHECK
+    expect(socket.remoteAddress).toBe('127.0.0.3');
+    socket.destroy();
+    expect(dns.calls()).toBe(2);
+    // The new answer is remembered: every later call dials the live address.
+    const again = await connect(target, options);
+    expect(again.remoteAddress).toBe('127.0.0.3');
+    again.destroy();
+    expect(breaker.stats().failed).toBe(1); // the one dial of the old address
+  });
+
+  it('the same answer again: refused after the lookup, and the next lookup waits 100 ms more', async () => {
+    const live = await echoPeer({ host: '127.0.0.3' });
+    cleanup.push(() => live.close());
+    const clock = new ManualClock(1_000);
+    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+    const dns = switchableLookup('127.0.0.2');
+    const target = { host: 'svc.test', port: live.port };
+    const options = { breaker, clock, timeout: 1_000, socket: { lookup: dns.lookup } };
+    await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    for (let round = 0; round < 3; round++) {
+      clock.advance(100);
+      await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError); // looked up, still dead
+      expect(dns.calls()).toBe(round + 2);
+      clock.advance(50);
+      for (let i = 0; i < 5; i++) await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
+      expect(dns.calls()).toBe(round + 2); // within 100 ms of the last lookup: from memory
+    }
+    expect(breaker.stats().failed).toBe(1); // refused, never dialled again: its window is 60 s
+  });
+
+  it('a resolver slow to answer: one lookup out until ADDRESS_RECHECK, however many refusals meanwhile', async () => {
+    const clock = new ManualClock(1_000);
+    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
+    const dns = switchableLookup('127.0.0.2');
+    const closed = await echoPeer({ host: '127.0.0.3' }); // a port nothing listens on at 127.0.0.2
+    const port = closed.port;
+    await closed.close();
+    const target = { host: 'svc.test', port };
+    const options = { breaker, clock, timeout: 5_000, socket: { lookup: dns.lookup } };
+    await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    clock.advance(100);
+    const release = dns.hold();
+    const slow = connect(target, options); // the lookup that does not answer
+    await flushMicrotasks();
+    expect(dns.calls()).toBe(2);
+    for (let t = 0; t < 8; t++) {
+      clock.advance(100); // 200 ... 900 ms since the answer, 100 ... 800 since the lookup went out
+      await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
+    }
+    expect(dns.calls()).toBe(2); // was one more each 100 ms with a plain recheck interval
+    clock.advance(ADDRESS_RECHECK - 800);
+    const late = connect(target, options); // a second out only once ADDRESS_RECHECK has passed
+    await flushMicrotasks();
+    expect(dns.calls()).toBe(3);
+    release();
+    await expect(slow).rejects.toBeInstanceOf(HostUnavailableError); // answered: still the dead address, open
+    await expect(late).rejects.toBeInstanceOf(HostUnavailableError);
+    expect(breaker.stats().failed).toBe(1);
+  });
+});
