@@ -68,7 +68,7 @@ export const ADDRESS_RECHECK = 1_000;
  * {@link ADDRESS_RECHECK}, guarded clients were served again up to a second after plain ones (an
  * outside review: 20-290 ms in its runs, 135 failed calls against plain's 121). One lookup at a
  * time per name (the others keep refusing from memory meanwhile), so a slow resolver gets no pile
- * of them; one that never answers holds the next back for at most ADDRESS_RECHECK.
+ * of them; one that fails or never answers holds the next back until ADDRESS_RECHECK.
  */
 export const REFUSED_RECHECK = 100;
 
@@ -161,8 +161,12 @@ interface Remembered {
   keys: readonly string[];
   /** When they were resolved (or a refresh started). */
   at: number;
-  /** When a caller refused from them went to look the name up again (see REFUSED_RECHECK); -Infinity: none did. */
-  refreshing: number;
+  /**
+   * A caller refused from them went to look the name up again (see REFUSED_RECHECK): the others
+   * refuse from them until its answer replaces them, or ADDRESS_RECHECK after they were resolved
+   * (a lookup that failed, or never answered).
+   */
+  refreshing: boolean;
   /** The last refusal made from them, reused while each address's refusal is the same object. */
   refusal: HostUnavailableError | undefined;
   /**
@@ -248,10 +252,10 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
     return undefined;
   }
   const { keys } = seen;
-  if (now - seen.at >= REFUSED_RECHECK && now - seen.refreshing >= ADDRESS_RECHECK && keys.every((key) => refusing(breaker, key, transport))) {
+  if (!seen.refreshing && now - seen.at >= REFUSED_RECHECK && keys.every((key) => refusing(breaker, key, transport))) {
     // Refused on an answer a deploy may have changed: this caller looks the name up again (and
     // dials a new address at once), the others keep refusing from memory until its answer is in.
-    seen.refreshing = now;
+    seen.refreshing = true;
     return undefined;
   }
   const last = seen.refusal;
@@ -306,7 +310,7 @@ function remember(breaker: HostBreaker, name: string, keys: readonly string[], n
   // forgetting addresses the name no longer resolves to.
   const proven = before ?? new Set<string>();
   for (const key of proven) if (!keys.includes(key)) proven.delete(key);
-  const remembered: Remembered = { keys, at: now, refreshing: -Infinity, refusal: undefined, proven }; // never empty: resolve() fails on no address
+  const remembered: Remembered = { keys, at: now, refreshing: false, refusal: undefined, proven }; // never empty: resolve() fails on no address
   names.set(name, remembered);
   return remembered;
 }
