@@ -269,10 +269,21 @@ export function refuseFromMemory(breaker: HostBreaker, name: string, clock: Cloc
   }
   // Each admit counts its refusal; while they are the same objects, so is the name's.
   for (let i = 0; i < keys.length; i++) {
-    const answer = breaker.tryAdmit(keys[i]!, undefined, transport);
-    if (!(answer instanceof HostUnavailableError)) {
-      answer.abandoned(); // its window ended this instant (or it was reset, or only another transport failed): dial after all
-      return undefined;
+    const key = keys[i]!;
+    let answer: ReturnType<HostBreaker['tryAdmit']>;
+    if (seen.refreshing && lastParts !== undefined && !refusing(breaker, key, transport)) {
+      // Its window ended, and the caller let through to look the name up dials it when its answer
+      // comes: refused as it last was until then. Admitted and abandoned by every caller, each
+      // went on to a lookup of its own, and a slow resolver's piled up (an outside review: 20
+      // callers, 60 lookups out at once).
+      answer = lastParts[i]!;
+    } else {
+      answer = breaker.tryAdmit(key, undefined, transport);
+      if (!(answer instanceof HostUnavailableError)) {
+        answer.abandoned(); // its window ended this instant (or it was reset, or only another transport failed): dial after all
+        seen.refreshing = true; // this caller looks the name up and dials; the others wait for its answer
+        return undefined;
+      }
     }
     if (parts === undefined && lastParts !== undefined && lastParts[i] === answer) continue;
     parts ??= lastParts === undefined ? [] : lastParts.slice(0, i);

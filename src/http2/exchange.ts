@@ -103,7 +103,13 @@ export function runExchange(
     throw err;
   }
   const ex = new Exchange(stream, session, url, method, body, signal, started, clock, streaming, connectionId, committing, to);
-  if (signal?.aborted === true) return ex.finish(signal.reason);
+  if (signal?.aborted === true) {
+    // Cancelled before any listener: one for 'error', so a failure node:http2 reports on the
+    // cancelled stream (its session destroyed with an error) is not an uncaught one (an outside
+    // review's reading; raw node:http2 crashed the process so).
+    stream.on('error', ignore);
+    return ex.finish(signal.reason);
+  }
   // The exchange is the abort listener itself (its handleEvent): no closure a call for it.
   signal?.addEventListener('abort', ex, { once: true });
   // Every listener is one module-level function for all streams, finding its exchange on the
@@ -132,6 +138,9 @@ export function runExchange(
     ex.failed(err);
   }
 }
+
+/** An 'error' listener that does nothing: the call has ended already. */
+function ignore(): void {}
 
 /** Where a stream's listeners find their exchange. */
 const EXCHANGE = Symbol('dialguard.http2.exchange');

@@ -18,15 +18,26 @@ import { leakCheckEach } from '../helpers/leaks.js';
 
 const cleanup = leakCheckEach();
 
-/** A lookup whose answer the test switches (`to`), counting its calls; `hold` keeps it from answering. */
-function switchableLookup(first: string): { lookup: net.LookupFunction; calls: () => number; to: (address: string) => void; hold: () => () => void } {
+/**
+ * A lookup whose answer the test switches (`to`), counting its calls; `hold` keeps it from
+ * answering; `fail` makes it answer with that error code (undefined: addresses again).
+ */
+function switchableLookup(first: string): {
+  lookup: net.LookupFunction;
+  calls: () => number;
+  to: (address: string) => void;
+  hold: () => () => void;
+  fail: (code: string | undefined) => void;
+} {
   let address = first;
   let calls = 0;
   let held: Array<() => void> | undefined;
-  const lookup = ((_host: string, _options: unknown, callback: (err: null, list: Array<{ address: string; family: number }>) => void) => {
+  let failing: string | undefined;
+  const lookup = ((_host: string, _options: unknown, callback: (err: Error | null, list?: Array<{ address: string; family: number }>) => void) => {
     calls++;
     const answer = [{ address, family: 4 }];
-    const reply = (): void => callback(null, answer);
+    const code = failing;
+    const reply = (): void => (code === undefined ? callback(null, answer) : callback(Object.assign(new Error(`getaddrinfo ${code} svc.test`), { code })));
     if (held !== undefined) held.push(reply);
     else queueMicrotask(reply);
   }) as unknown as net.LookupFunction;
@@ -35,6 +46,9 @@ function switchableLookup(first: string): { lookup: net.LookupFunction; calls: (
     calls: () => calls,
     to: (a) => {
       address = a;
+    },
+    fail: (code) => {
+      failing = code;
     },
     hold: () => {
       held = [];
@@ -129,5 +143,57 @@ describe('a name refused on its old answer is looked up again soon, one lookup a
     await expect(slow).rejects.toBeInstanceOf(HostUnavailableError); // answered: still the dead address, open
     await expect(late).rejects.toBeInstanceOf(HostUnavailableError);
     expect(breaker.stats().failed).toBe(1);
+  });
+
+  it("an address whose window ended: one caller looks the name up and probes it, the others are refused from memory until that lookup answers", async () => {
+    const clock = new ManualClock(1_000);
+    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 500 });
+    const dns = switchableLookup('127.0.0.2');
+    const closed = await echoPeer({ host: '127.0.0.3' }); // a port nothing listens on at 127.0.0.2
+    const port = closed.port;
+    await closed.close();
+    const target = { host: 'svc.test', port };
+    const options = { breaker, clock, timeout: 5_000, socket: { lookup: dns.lookup } };
+    await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError); // refused from memory
+    clock.advance(500); // 127.0.0.2's window ends: half-open, no probe out
+    const release = dns.hold();
+    const calls = Array.from({ length: 5 }, () => connect(target, options).catch((err: unknown) => err));
+    await flushMicrotasks();
+    expect(dns.calls()).toBe(2); // one caller's lookup; was one per caller (6), each admitting and abandoning the probe
+    expect(breaker.stats()).toMatchObject({ probesGranted: 1, abandoned: 1 });
+    release();
+    const [first, ...others] = await Promise.all(calls);
+    expect(first).toMatchObject({ code: 'ECONNREFUSED' }); // its answer came, it probed: still dead
+    for (const err of others) expect(err).toBeInstanceOf(HostUnavailableError);
+    expect(breaker.stats()).toMatchObject({ failed: 2, probesGranted: 2 }); // the first dial and the one probe
+  });
+
+  it('a lookup that fails while the name is refused: the others are refused from memory, no lookup each, until ADDRESS_RECHECK after the answer', async () => {
+    const clock = new ManualClock(1_000);
+    // Two failures to open: the lookup's one ENOTFOUND leaves the name's own entry closed.
+    const breaker = new HostBreaker({ clock, failureThreshold: 2, minOutage: 0, openDuration: 500 });
+    const dns = switchableLookup('127.0.0.2');
+    const closed = await echoPeer({ host: '127.0.0.3' });
+    const port = closed.port;
+    await closed.close();
+    const target = { host: 'svc.test', port };
+    const options = { breaker, clock, timeout: 5_000, socket: { lookup: dns.lookup } };
+    for (let i = 0; i < 2; i++) await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
+    expect(dns.calls()).toBe(2);
+    dns.fail('ENOTFOUND');
+    clock.advance(100);
+    await expect(connect(target, options)).rejects.toMatchObject({ code: 'ENOTFOUND' }); // the recheck's lookup
+    expect(dns.calls()).toBe(3);
+    // 150 ... 950 ms after the answer: the address's window ends at 500 (half-open from then)
+    for (const at of [150, 300, 550, 700, 999]) {
+      clock.advance(at - (clock.now() - 1_000));
+      await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
+    }
+    expect(dns.calls()).toBe(3); // was one a call from the window's end (an outside review: 20 callers, 1 200 lookups a second)
+    clock.advance(1);
+    await expect(connect(target, options)).rejects.toMatchObject({ code: 'ENOTFOUND' }); // ADDRESS_RECHECK after the answer: looked up
+    expect(dns.calls()).toBe(4);
   });
 });
