@@ -355,10 +355,15 @@ export function connectAddresses<C = net.Socket>(
     const isolation = isolationOf(breaker, name);
     if (isolation !== undefined) return Promise.reject(isolation);
   }
-  return dialWith(name, (ctx) => resolve(lookup, host, options, ctx), { timeout: options.timeout, signal: options.signal, breaker: lookups, clock }, undefined, true).then(
+  const memo = memoKey(name, options);
+  const keysOf = (resolved: readonly ResolvedAddress[]): string[] => resolved.map((a) => hostKey(a.address, port));
+  const late = (resolved: ResolvedAddress[]): void => {
+    remember(breaker, memo, keysOf(resolved), clock.now());
+  };
+  return dialWith(name, (ctx) => resolve(lookup, host, options, ctx, late), { timeout: options.timeout, signal: options.signal, breaker: lookups, clock }, undefined, true).then(
     (resolved) => {
-      const keys = resolved.map((a) => hostKey(a.address, port));
-      const { proven } = remember(breaker, memoKey(name, options), keys, clock.now());
+      const keys = keysOf(resolved);
+      const { proven } = remember(breaker, memo, keys, clock.now());
       const remaining = Math.max(1, options.timeout - (clock.now() - started));
       return race(name, resolved, keys, proven, open, { ...options, timeout: remaining }, clock, dispose, options.timeout);
     },
@@ -374,8 +379,12 @@ function isolationOf(breaker: HostBreaker, name: string): HostUnavailableError |
   return undefined;
 }
 
-/** The lookup, `all: true`, as one establishment: phase `lookup`, stopped by `ctx.signal`. */
-function resolve(lookup: net.LookupFunction, host: string, options: AddressDialOptions, ctx: DialContext): Promise<ResolvedAddress[]> {
+/**
+ * The lookup, `all: true`, as one establishment: phase `lookup`, stopped by `ctx.signal`. An
+ * answer that comes after the caller left (its timeout, its abort) goes to `late`: it is still
+ * the name's answer.
+ */
+function resolve(lookup: net.LookupFunction, host: string, options: AddressDialOptions, ctx: DialContext, late: (answer: ResolvedAddress[]) => void): Promise<ResolvedAddress[]> {
   ctx.phase = 'lookup';
   return new Promise<ResolvedAddress[]>((done, fail) => {
     const onAbort = (): void => fail(ctx.signal.reason);
@@ -405,7 +414,11 @@ function resolve(lookup: net.LookupFunction, host: string, options: AddressDialO
         usable.push(a);
       }
       if (usable.length === 0) return fail(noAddress(Object.assign(new Error(`${host} resolved to no address`), { code: 'ENOTFOUND', hostname: host })));
-      done(interleave(usable));
+      // Dropped when its caller had left, the answer was lost to the callers refused from memory
+      // meanwhile: the name stayed refused on its old answer for a second after a deploy, on a
+      // live address, whenever a caller with a short timeout was the one to look it up (r118).
+      if (ctx.signal.aborted) late(interleave(usable));
+      else done(interleave(usable));
     };
     try {
       (lookup as (h: string, o: dns.LookupAllOptions, cb: typeof answered) => void)(host, lookupOptions, answered);

@@ -196,4 +196,30 @@ describe('a name refused on its old answer is looked up again soon, one lookup a
     await expect(connect(target, options)).rejects.toMatchObject({ code: 'ENOTFOUND' }); // ADDRESS_RECHECK after the answer: looked up
     expect(dns.calls()).toBe(4);
   });
+
+  it('the caller that looks the name up gives up before the answer: the answer is still kept, and the next caller dials the new address', async () => {
+    const live = await echoPeer({ host: '127.0.0.3' }); // nothing listens on 127.0.0.2 at that port: refused
+    cleanup.push(() => live.close());
+    const clock = new ManualClock(1_000);
+    // Two failures to open: the short caller's timed-out lookup leaves the name's own entry closed.
+    const breaker = new HostBreaker({ clock, failureThreshold: 2, minOutage: 0, openDuration: 60_000 });
+    const dns = switchableLookup('127.0.0.2');
+    const target = { host: 'svc.test', port: live.port };
+    const options = { breaker, clock, timeout: 1_000, socket: { lookup: dns.lookup } };
+    for (let i = 0; i < 2; i++) await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
+    dns.to('127.0.0.3'); // the deploy
+    clock.advance(100);
+    const release = dns.hold();
+    const short = connect(target, { ...options, timeout: 20 }); // its deadline nearly spent: it looks the name up, then leaves
+    await flushMicrotasks();
+    expect(dns.calls()).toBe(3);
+    clock.advance(20);
+    await expect(short).rejects.toMatchObject({ code: 'DIALGUARD_CONNECT_TIMEOUT' });
+    await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError); // its lookup is still out
+    release(); // the answer comes after its caller left
+    const next = await connect(target, options); // was refused until ADDRESS_RECHECK after the old answer (r118: 1-2.7 s)
+    expect(next.remoteAddress).toBe('127.0.0.3');
+    next.destroy();
+  });
 });
