@@ -222,4 +222,34 @@ describe('a name refused on its old answer is looked up again soon, one lookup a
     expect(next.remoteAddress).toBe('127.0.0.3');
     next.destroy();
   });
+
+  it('a late answer with the same addresses: one caller goes on at a window\'s end, not each (the refusal is kept)', async () => {
+    const clock = new ManualClock(1_000);
+    // Two failures to open: a timed-out lookup leaves the name's own entry closed.
+    const breaker = new HostBreaker({ clock, failureThreshold: 2, minOutage: 0, openDuration: 500 });
+    const dns = switchableLookup('127.0.0.2');
+    const closed = await echoPeer({ host: '127.0.0.3' }); // a port nothing listens on at 127.0.0.2
+    const port = closed.port;
+    await closed.close();
+    const target = { host: 'svc.test', port };
+    const options = { breaker, clock, timeout: 1_000, socket: { lookup: dns.lookup } };
+    for (let i = 0; i < 2; i++) await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
+    clock.advance(500); // half-open, no probe out
+    let release = dns.hold();
+    const short = connect(target, { ...options, timeout: 20 }); // let through; its lookup outlasts it
+    await flushMicrotasks();
+    clock.advance(20);
+    await expect(short).rejects.toMatchObject({ code: 'DIALGUARD_CONNECT_TIMEOUT' });
+    expect(dns.calls()).toBe(3);
+    release(); // the late answer: the same address
+    release = dns.hold();
+    const calls = Array.from({ length: 5 }, () => connect(target, options).catch((err: unknown) => err));
+    await flushMicrotasks();
+    expect(dns.calls()).toBe(4); // one goes on; was one each (8): the late answer had dropped the refusal
+    release();
+    const [first, ...others] = await Promise.all(calls);
+    expect(first).toMatchObject({ code: 'ECONNREFUSED' }); // it probed: still dead
+    for (const err of others) expect(err).toBeInstanceOf(HostUnavailableError);
+  });
 });
