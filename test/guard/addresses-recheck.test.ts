@@ -61,15 +61,26 @@ function switchableLookup(first: string): {
   };
 }
 
+/**
+ * `svc.test` on a port nothing listens on at 127.0.0.2 (its dials refused), answered 127.0.0.2 by a
+ * switchable lookup; with `live`, a server on 127.0.0.3 at that port (the address a deploy moves it
+ * to). A breaker on a manual clock.
+ */
+async function scene(o: { live: boolean; failureThreshold: number; openDuration: number; timeout: number }) {
+  const peer = await echoPeer({ host: '127.0.0.3' });
+  if (o.live) cleanup.push(() => peer.close());
+  else await peer.close();
+  const clock = new ManualClock(1_000);
+  const breaker = new HostBreaker({ clock, failureThreshold: o.failureThreshold, minOutage: 0, openDuration: o.openDuration });
+  const dns = switchableLookup('127.0.0.2');
+  const target = { host: 'svc.test', port: peer.port };
+  const options = { breaker, clock, timeout: o.timeout, socket: { lookup: dns.lookup } };
+  return { clock, breaker, dns, target, options };
+}
+
 describe('a name refused on its old answer is looked up again soon, one lookup at a time', () => {
   it('moved to a live address: served 100 ms after its lookup, where it was refused for a second', async () => {
-    const live = await echoPeer({ host: '127.0.0.3' }); // nothing listens on 127.0.0.2 at that port: refused
-    cleanup.push(() => live.close());
-    const clock = new ManualClock(1_000);
-    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
-    const dns = switchableLookup('127.0.0.2');
-    const target = { host: 'svc.test', port: live.port };
-    const options = { breaker, clock, timeout: 1_000, socket: { lookup: dns.lookup } };
+    const { clock, breaker, dns, target, options } = await scene({ live: true, failureThreshold: 1, openDuration: 60_000, timeout: 1_000 });
     await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
     dns.to('127.0.0.3'); // the deploy: the name now answers the new pod
@@ -92,13 +103,7 @@ describe('a name refused on its old answer is looked up again soon, one lookup a
   });
 
   it('the same answer again: refused after the lookup, and the next lookup waits 100 ms more', async () => {
-    const live = await echoPeer({ host: '127.0.0.3' });
-    cleanup.push(() => live.close());
-    const clock = new ManualClock(1_000);
-    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
-    const dns = switchableLookup('127.0.0.2');
-    const target = { host: 'svc.test', port: live.port };
-    const options = { breaker, clock, timeout: 1_000, socket: { lookup: dns.lookup } };
+    const { clock, breaker, dns, target, options } = await scene({ live: true, failureThreshold: 1, openDuration: 60_000, timeout: 1_000 });
     await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     for (let round = 0; round < 3; round++) {
       clock.advance(100);
@@ -112,14 +117,7 @@ describe('a name refused on its old answer is looked up again soon, one lookup a
   });
 
   it('a resolver slow to answer: one lookup out until ADDRESS_RECHECK after the answer, however many refusals meanwhile', async () => {
-    const clock = new ManualClock(1_000);
-    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 60_000 });
-    const dns = switchableLookup('127.0.0.2');
-    const closed = await echoPeer({ host: '127.0.0.3' }); // a port nothing listens on at 127.0.0.2
-    const port = closed.port;
-    await closed.close();
-    const target = { host: 'svc.test', port };
-    const options = { breaker, clock, timeout: 5_000, socket: { lookup: dns.lookup } };
+    const { clock, breaker, dns, target, options } = await scene({ live: false, failureThreshold: 1, openDuration: 60_000, timeout: 5_000 });
     await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     clock.advance(100);
     const release = dns.hold();
@@ -146,14 +144,7 @@ describe('a name refused on its old answer is looked up again soon, one lookup a
   });
 
   it("an address whose window ended: one caller looks the name up and probes it, the others are refused from memory until that lookup answers", async () => {
-    const clock = new ManualClock(1_000);
-    const breaker = new HostBreaker({ clock, failureThreshold: 1, minOutage: 0, openDuration: 500 });
-    const dns = switchableLookup('127.0.0.2');
-    const closed = await echoPeer({ host: '127.0.0.3' }); // a port nothing listens on at 127.0.0.2
-    const port = closed.port;
-    await closed.close();
-    const target = { host: 'svc.test', port };
-    const options = { breaker, clock, timeout: 5_000, socket: { lookup: dns.lookup } };
+    const { clock, breaker, dns, target, options } = await scene({ live: false, failureThreshold: 1, openDuration: 500, timeout: 5_000 });
     await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError); // refused from memory
     clock.advance(500); // 127.0.0.2's window ends: half-open, no probe out
@@ -170,15 +161,8 @@ describe('a name refused on its old answer is looked up again soon, one lookup a
   });
 
   it('a lookup that fails while the name is refused: the others are refused from memory, no lookup each, until ADDRESS_RECHECK after the answer', async () => {
-    const clock = new ManualClock(1_000);
     // Two failures to open: the lookup's one ENOTFOUND leaves the name's own entry closed.
-    const breaker = new HostBreaker({ clock, failureThreshold: 2, minOutage: 0, openDuration: 500 });
-    const dns = switchableLookup('127.0.0.2');
-    const closed = await echoPeer({ host: '127.0.0.3' });
-    const port = closed.port;
-    await closed.close();
-    const target = { host: 'svc.test', port };
-    const options = { breaker, clock, timeout: 5_000, socket: { lookup: dns.lookup } };
+    const { clock, dns, target, options } = await scene({ live: false, failureThreshold: 2, openDuration: 500, timeout: 5_000 });
     for (let i = 0; i < 2; i++) await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
     expect(dns.calls()).toBe(2);
@@ -198,14 +182,8 @@ describe('a name refused on its old answer is looked up again soon, one lookup a
   });
 
   it('the caller that looks the name up gives up before the answer: the answer is still kept, and the next caller dials the new address', async () => {
-    const live = await echoPeer({ host: '127.0.0.3' }); // nothing listens on 127.0.0.2 at that port: refused
-    cleanup.push(() => live.close());
-    const clock = new ManualClock(1_000);
     // Two failures to open: the short caller's timed-out lookup leaves the name's own entry closed.
-    const breaker = new HostBreaker({ clock, failureThreshold: 2, minOutage: 0, openDuration: 60_000 });
-    const dns = switchableLookup('127.0.0.2');
-    const target = { host: 'svc.test', port: live.port };
-    const options = { breaker, clock, timeout: 1_000, socket: { lookup: dns.lookup } };
+    const { clock, dns, target, options } = await scene({ live: true, failureThreshold: 2, openDuration: 60_000, timeout: 1_000 });
     for (let i = 0; i < 2; i++) await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
     dns.to('127.0.0.3'); // the deploy
@@ -224,15 +202,8 @@ describe('a name refused on its old answer is looked up again soon, one lookup a
   });
 
   it('a late answer with the same addresses: one caller goes on at a window\'s end, not each (the refusal is kept)', async () => {
-    const clock = new ManualClock(1_000);
     // Two failures to open: a timed-out lookup leaves the name's own entry closed.
-    const breaker = new HostBreaker({ clock, failureThreshold: 2, minOutage: 0, openDuration: 500 });
-    const dns = switchableLookup('127.0.0.2');
-    const closed = await echoPeer({ host: '127.0.0.3' }); // a port nothing listens on at 127.0.0.2
-    const port = closed.port;
-    await closed.close();
-    const target = { host: 'svc.test', port };
-    const options = { breaker, clock, timeout: 1_000, socket: { lookup: dns.lookup } };
+    const { clock, dns, target, options } = await scene({ live: false, failureThreshold: 2, openDuration: 500, timeout: 1_000 });
     for (let i = 0; i < 2; i++) await expect(connect(target, options)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     await expect(connect(target, options)).rejects.toBeInstanceOf(HostUnavailableError);
     clock.advance(500); // half-open, no probe out

@@ -15,6 +15,7 @@ import { sharedBreaker } from '../../../src/guard/dial.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { TEST_CERT, TEST_KEY } from '../../../src/testing/test-cert.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
+import { listenLoopback } from '../../helpers/listen.js';
 import { OTHER_CERT, OTHER_KEY } from '../../helpers/other-cert.js';
 import { EchoClient, call, echoService, failure } from './helpers.js';
 
@@ -221,20 +222,7 @@ describe('grpc guard: a client’s TLS mistake is not the host’s failure', () 
 /** A server on loopback (TLS with TEST_CERT and no ALPN, or plain TCP) running `onSocket`; its `host:port`. */
 async function rawServer(secure: boolean, onSocket: (s: net.Socket) => void): Promise<string> {
   const server = secure ? tls.createServer({ key: TEST_KEY, cert: TEST_CERT }, onSocket) : net.createServer(onSocket);
-  const sockets = new Set<net.Socket>();
-  server.on(secure ? 'secureConnection' : 'connection', (s: net.Socket) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanup.push(
-    () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  );
-  return `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  return `127.0.0.1:${await listenLoopback(server, cleanup, secure ? 'secureConnection' : 'connection')}`;
 }
 
 /** An HTTP/1.1 server's answer to the HTTP/2 client preface. */
