@@ -89,6 +89,11 @@ describe('the packed package', () => {
     expect(stray).toEqual([]);
     expect(files).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json']));
     expect(files.filter((f) => f.endsWith('.map'))).toEqual([]);
+    // Nor a comment naming one: a bundler's source-map loader (webpack's, Vite's) warned once per
+    // file that the map it names is missing.
+    const installed = join(consumer, 'node_modules', 'dialguard');
+    const naming = files.filter((f) => f.endsWith('.js') && readFileSync(join(installed, f), 'utf8').includes('sourceMappingURL'));
+    expect(naming).toEqual([]);
     // every export's JS and types are in it
     for (const target of Object.values(pkg.exports)) {
       if (typeof target === 'string') continue;
