@@ -263,6 +263,21 @@ export class ConnectionPool<C> {
     }
   }
 
+  /**
+   * Retires `target`'s connection, as the idle sweep does (a `'retired'` event, reason `'idle'`):
+   * the next call to the target gets a fresh one, calls riding it finish first, and it closes
+   * once they have (at once when none do). For an owner that knows no caller can reach the
+   * connection any more (a gRPC channel whose every client closed).
+   *
+   * @returns whether the target had a connection to retire.
+   */
+  retire(target: string): boolean {
+    const conn = this.#slots.get(target)?.current;
+    if (conn === undefined) return false;
+    this.#retire(conn, 'idle');
+    return true;
+  }
+
   /** Counters and gauges. */
   stats(): PoolStats {
     return { targets: this.#slots.size, connections: this.#live.size, attempts: this.#attempts, leases: this.#leases, ...this.#counts };

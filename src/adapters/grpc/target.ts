@@ -91,8 +91,12 @@ export class SpecTable {
   #nextCredentials = 0;
   #nextOpaque = 0;
 
-  constructor(base: grpc.ChannelOptions) {
+  /** Hears each spec forgotten (no client or call holds it any more). */
+  readonly #onUnused: (spec: ChannelSpec) => void;
+
+  constructor(base: grpc.ChannelOptions, onUnused: (spec: ChannelSpec) => void = () => {}) {
     this.#base = base;
+    this.#onUnused = onUnused;
   }
 
   /** The spec for a client's channel (made on first use); counts the client in. */
@@ -116,7 +120,9 @@ export class SpecTable {
 
   /** Forgets `spec` if nothing holds it. */
   forgetIfUnused(spec: ChannelSpec): void {
-    if (spec.clients <= 0 && spec.calls <= 0 && this.#specs.get(spec.key) === spec) this.#specs.delete(spec.key);
+    if (spec.clients > 0 || spec.calls > 0 || this.#specs.get(spec.key) !== spec) return;
+    this.#specs.delete(spec.key);
+    this.#onUnused(spec);
   }
 
   /** The spec behind a pool key, if a client still holds it. */
