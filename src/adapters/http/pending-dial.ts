@@ -218,6 +218,14 @@ export class AgentGuard {
     // socket that frees meanwhile. Raw Node never has that moment (its socket is handed over at
     // once); here its dial's failure must not reach a request that a socket took from the queue.
     const queuedAtStart = req !== undefined && isQueued(books.requests, name, req);
+    if (queuedAtStart && req!.destroyed) {
+      // Node's removeSocket dials for the first queued request, given up or not: it ends with its
+      // own error at once (Node's agent hands it the socket, which it destroys), and the slot
+      // goes to the next one waiting.
+      dropGivenUp(books.requests);
+      next(books, name, options, req);
+      return;
+    }
     /**
      * Fails the request this dial is for. One that waited in the queue leaves it and fails as
      * Node fails a queued request, once: Node's removeSocket, on a failed dial, emits the error
@@ -599,6 +607,24 @@ function leaveQueue(requests: AgentBooks['requests'], req: http.ClientRequest): 
   return false;
 }
 
+/**
+ * Takes every destroyed request out of the agent's queues, each ended with its own error (its
+ * destroy reason, or "socket hang up") unless it ended already, as Node's agent ends one when a
+ * freed slot reaches it. One destroyed while nothing watched it (it waited behind live sockets
+ * only: see watchQueued) was taken out as if it had failed, and never heard of again: no
+ * 'error', no 'close' (an outside review); the one before it in the queue was dialled for anyway
+ * and failed with that dial's error instead of its own.
+ */
+function dropGivenUp(requests: AgentBooks['requests']): void {
+  const gone: http.ClientRequest[] = [];
+  for (const name in requests) for (const r of requests[name] ?? []) if (r.destroyed) gone.push(r);
+  for (const r of gone) {
+    stopQueueWatch(r);
+    leaveQueue(requests, r);
+    if ((r as { _closed?: boolean })._closed !== true) failQueued(r);
+  }
+}
+
 /** Ends a request that left the queue: Node emits its own error (its destroy reason, or "socket hang up"). */
 function failQueued(req: http.ClientRequest, err: Error | null = null): void {
   if (failed.has(req)) return; // once, whichever way it came to fail
@@ -726,15 +752,10 @@ function release(books: AgentBooks, name: string, slot: PendingDial): void {
  * the breaker refuses without I/O).
  */
 function next(books: AgentBooks, name: string, options: ConnectionOptions, failed: http.ClientRequest | undefined): void {
-  // A request destroyed and still queued is not dialled for: it has failed already (Node fails a
-  // request whose dial failed, and leaves it queued), so it only leaves the queue.
-  const waiting = books.requests[name];
-  if (waiting !== undefined) {
-    for (const gone of waiting.filter((r) => r.destroyed)) {
-      stopQueueWatch(gone);
-      leaveQueue(books.requests, gone);
-    }
-  }
+  // A request destroyed and still queued is not dialled for: it leaves the queue (any origin's:
+  // the freed slot may go to another's), and ends with its own error unless it has (a failed dial
+  // of its own, see failQueued).
+  dropGivenUp(books.requests);
   // The first queued request with no dial out: picked whether or not it had one, a request
   // behind 10 failing dials carried 10 dials and 10 'socket' listeners at once (Node warned of a
   // leak on every refused request). Every queued one has its dial: nobody needs this slot's.
