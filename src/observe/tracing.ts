@@ -82,7 +82,19 @@ export type InCallerContext = (run: () => void) => void;
  * call's redial in the trace of the call that opened the dead connection.
  */
 export function callerContext(): InCallerContext | undefined {
-  return traced(callTrace) || traced(attemptTrace) || traced(dialTrace) ? AsyncResource.bind((run: () => void): void => run()) : undefined;
+  return traced(callTrace) || traced(attemptTrace) || traced(dialTrace) ? captureContext() : undefined;
+}
+
+/**
+ * @internal The async context current now, as a function that runs what it is given in it. An
+ * AsyncResource and a closure over it: `AsyncResource.bind()` gives the same, but redefines
+ * properties on the bound function it makes, ~11 µs a call on Node 20 against ~0.03, and a
+ * GuardedAgent took two a request while anything traced calls or dials (+48 µs of CPU a healthy
+ * request, 39 % of its throughput, with no span made; an outside review).
+ */
+export function captureContext(): InCallerContext {
+  const resource = new AsyncResource('dialguard.caller');
+  return (run) => resource.runInAsyncScope(run);
 }
 
 /**

@@ -116,7 +116,18 @@ function agentOptions(options: GuardedAgentOptions, breaker: HostBreaker | null,
   for (const key of CONNECTOR_KEYS) if (options[key] !== undefined) (connectorOptions as Record<string, unknown>)[key] = options[key];
   const dial = guardedConnector(connectorOptions);
   // Each dial in the context of the request it serves, when dials are traced (see dial-waiters).
-  const connect: typeof dial = (opts, callback) => waiters.dial(opts.protocol, opts.hostname, opts.port, () => dial(opts, callback));
+  const connect: typeof dial = (opts, callback) =>
+    waiters.dial(opts.protocol, opts.hostname, opts.port, (ended) =>
+      dial(
+        opts,
+        ended === undefined
+          ? callback
+          : (...args: Parameters<typeof callback>) => {
+              ended();
+              return callback(...args);
+            },
+      ),
+    );
   return { ...rest, connect };
 }
 

@@ -15,8 +15,7 @@
  *
  * @module
  */
-import { AsyncResource } from 'node:async_hooks';
-import { dialTrace, traced } from '../../observe/tracing.js';
+import { captureContext, dialTrace, traced } from '../../observe/tracing.js';
 
 /** Runs a function in the async context captured when the waiter was made. */
 type InContext = (run: () => void) => void;
@@ -30,19 +29,38 @@ export function originKey(protocol: string, hostname: string, port: string | num
 
 /** The origin key of a request's `origin` option (a string or a URL); undefined for one that is neither. */
 function keyOfOrigin(origin: unknown): string | undefined {
+  if (typeof origin === 'string') {
+    const known = originKeys.get(origin);
+    if (known !== undefined) return known;
+  }
+  let key: string;
   try {
     const url = origin instanceof URL ? origin : new URL(String(origin));
-    return originKey(url.protocol, url.hostname, url.port);
+    key = originKey(url.protocol, url.hostname, url.port);
   } catch {
     return undefined; // undici will refuse it
   }
+  if (typeof origin === 'string') {
+    if (originKeys.size >= MAX_ORIGIN_KEYS) originKeys.clear();
+    originKeys.set(origin, key);
+  }
+  return key;
 }
+
+/**
+ * The keys of origins as requests name them: a request traced for its dials parsed its origin as
+ * a URL each time (~2 µs). Bounded: past it the memory starts over.
+ */
+const originKeys = new Map<string, string>();
+const MAX_ORIGIN_KEYS = 256;
 
 /** One agent's attempts waiting for a connection, per origin, oldest first. */
 export class DialWaiters {
   readonly #byOrigin = new Map<string, Map<object, InContext>>();
   /** The origin each waiting attempt waits for. */
   readonly #of = new Map<object, string>();
+  /** The waiting attempts a dial runs for now (see {@link dial}). */
+  readonly #dialing = new Set<object>();
 
   /**
    * `attempt` is about to be dispatched to `origin`: when dials are traced, it waits from now on,
@@ -54,7 +72,7 @@ export class DialWaiters {
     if (key === undefined || this.#of.has(attempt)) return;
     let waiting = this.#byOrigin.get(key);
     if (waiting === undefined) this.#byOrigin.set(key, (waiting = new Map()));
-    waiting.set(attempt, AsyncResource.bind((run: () => void): void => run()));
+    waiting.set(attempt, captureContext());
     this.#of.set(attempt, key);
   }
 
@@ -64,16 +82,33 @@ export class DialWaiters {
     const key = this.#of.get(attempt);
     if (key === undefined) return;
     this.#of.delete(attempt);
+    this.#dialing.delete(attempt);
     const waiting = this.#byOrigin.get(key)!;
     waiting.delete(attempt);
     if (waiting.size === 0) this.#byOrigin.delete(key);
   }
 
-  /** Runs `dial` (undici's connect to this origin) in the context of the oldest attempt waiting for it; as it is when none. */
-  dial(protocol: string, hostname: string, port: string | number, dial: () => void): void {
+  /**
+   * Runs `dial` (undici's connect to this origin) in the context of the oldest attempt waiting for
+   * it that no other dial runs for (all have one: the oldest); as it is when none waits. `dial`
+   * is handed a function to call as the dial ends, when it ran for an attempt, which may then be
+   * dialled for again (a dial failed, undici dials once more for its queue). Was: always the
+   * oldest, still waiting for its own dial, so with undici's connection per request 10 requests'
+   * dials all ran in the first one's context, their spans in its trace (an outside review).
+   */
+  dial(protocol: string, hostname: string, port: string | number, dial: (ended?: () => void) => void): void {
     if (this.#of.size === 0) return dial();
-    const oldest = this.#byOrigin.get(originKey(protocol, hostname, port))?.values().next().value;
+    const waiting = this.#byOrigin.get(originKey(protocol, hostname, port));
+    if (waiting === undefined) return dial();
+    let oldest: InContext | undefined;
+    for (const [attempt, inContext] of waiting) {
+      oldest ??= inContext;
+      if (this.#dialing.has(attempt)) continue;
+      this.#dialing.add(attempt);
+      inContext(() => dial(() => this.#dialing.delete(attempt)));
+      return;
+    }
     if (oldest === undefined) return dial();
-    oldest(dial);
+    oldest(() => dial());
   }
 }
