@@ -347,19 +347,27 @@ export class RedisGuard {
     // ioredis dials a Sentinel's master with TLS only given enableTLSForSentinelMode.
     const tls = Boolean(options.tls) && (!sentinel || Boolean(options.enableTLSForSentinelMode));
     const state = new ClientState(sentinel ? `sentinel:${String(options.name)}` : ioredisKey(options), true, tls);
+    let client: C | undefined; // made below; its strategy runs only after
     const guarded: IoredisOptions = {
       ...options,
       connectTimeout: this.#own(state, options.connectTimeout, 'connectTimeout'),
       retryStrategy: (times: number) => {
         const cause = state.lastError;
         state.lastError = undefined;
-        // No sooner than this ioredis's own default, whatever the breaker and the rounds say (unlike
-        // node-redis): ioredis counts every retry, a refusal at the gate too, toward
-        // `maxRetriesPerRequest`, and fails its offline queue each time that many went by. At the
-        // breaker's pace (250-312 ms windows) its 20 went in ~4 s where its plain self's take
-        // ~10.5 s: a 4-10 s outage failed 194-215 of ~500 queued commands, plain none (an outside
-        // review). A strategy of the user's sets its own pace (its answer is the floor below).
-        const floor = typeof options.retryStrategy === 'function' ? 0 : ownDefault(times);
+        const gated = state.gated;
+        state.gated = false;
+        const own = typeof options.retryStrategy === 'function';
+        // ioredis counts each retry toward `maxRetriesPerRequest` and fails its offline queue each
+        // time that many went by. A dial of this client's own waits no less than ioredis's default
+        // for it: at the breaker's pace (250-312 ms windows) its 20 went in ~4 s where its plain
+        // self's take ~10.5 s, and a 4-10 s outage failed 194-215 of ~500 queued commands, plain
+        // none (an outside review). A refusal at the gate sent nothing: it is not one of ioredis's
+        // retries (taken off its count) and waits the breaker's pace. Floored and counted too, the
+        // clients of a guard refused while one of them probed a node coming back waited ioredis
+        // 6's growing delay, ~5 s, where plain clients were back within 0.5 s (an outside review).
+        // A strategy of the user's sets its own pace (its answer is the floor below), as counted.
+        if (gated && !own) uncount(client);
+        const floor = own || gated ? 0 : ownDefault(times);
         const delay = Math.max(this.#next(state, times, cause, floor), floor);
         // The client's own strategy still decides whether to go on, and may ask for a longer wait.
         // ioredis alone reconnects only through a function: any other value given (null, false,
@@ -370,7 +378,7 @@ export class RedisGuard {
       },
       Connector: sentinel ? this.#gatedSentinelConnector(Base, state) : this.#gatedConnector(Base, state),
     };
-    const client = new Client(guarded) as C; // `Client`: the same class, typed for one options object
+    client = new Client(guarded) as C; // `Client`: the same class, typed for one options object
     // ioredis tells its own SentinelConnector its client (for its 'failoverSubscribed' and
     // 'sentinelReconnecting' events), not a Connector given in the options.
     const connector = (client as unknown as { connector?: { emitter?: unknown } }).connector;
@@ -604,6 +612,7 @@ export class RedisGuard {
           }
           // A stream already dead with its first error: ioredis reports the error and runs its
           // retryStrategy, as for a refused connect (a rejected connect would end the client).
+          state.gated = true;
           const dead = new net.Socket();
           dead.destroy();
           this.firstError = refusal;
@@ -648,6 +657,7 @@ export class RedisGuard {
         let gate = guard.#gate(state, () => this.connecting === true);
         if (gate instanceof Promise) gate = await gate;
         if (gate === undefined) return address;
+        state.gated = true;
         const refusal = gate;
         const lookup = (_name: string, _opts: unknown, cb: (err: Error) => void): void => process.nextTick(cb, refusal);
         return { ...address, host: 'refused.dialguard.invalid', lookup } as { host: string; port: number };
@@ -752,6 +762,23 @@ export class RedisGuard {
     if (!dialled) this.#rounds.lost(state.roundKey, cause);
     return this.#delayFor(state.key, attempt, state.roundKey, state.transport, floor);
   }
+}
+
+/**
+ * Takes the retry ioredis just counted off its count (`retryAttempts`, which it raises before
+ * asking the strategy, then fails its offline queue if the count is a multiple of
+ * `maxRetriesPerRequest` + 1): a connect refused at the gate sent nothing. Never back onto such a
+ * multiple (0 after a connect, or a count that just failed the queue): that one refusal stays
+ * counted instead, or each would fail the queue again. A client that keeps no such count
+ * (another major) is left as it is.
+ */
+function uncount(client: unknown): void {
+  const c = client as { retryAttempts?: unknown; options?: { maxRetriesPerRequest?: unknown } } | undefined;
+  if (c === undefined || typeof c.retryAttempts !== 'number' || c.retryAttempts <= 0) return;
+  const back = c.retryAttempts - 1;
+  const max = c.options?.maxRetriesPerRequest;
+  if (typeof max === 'number' && max >= 0 && back % (max + 1) === 0) return;
+  c.retryAttempts = back;
 }
 
 /**

@@ -84,6 +84,8 @@ export class ClientState {
    */
   socket: { readonly bytesRead: number } | undefined;
   lastError: unknown;
+  /** The client's last connect was refused at the gate: nothing was sent (ioredis: see its retryStrategy). */
+  gated = false;
   /**
    * The client's bound on one dial, ms: its own `connectTimeout` when it gave one, else 0 (the
    * guard's). With it, the rounds' lead bound for this client's dials.
