@@ -25,6 +25,14 @@ describe('refusedAtOnce: an AggregateError is refused at once when every member 
     ['one member with no code (a timeout of the user\'s own)', new AggregateError([refused(), new Error('timed out')]), false],
     ['no members', new AggregateError([]), false],
     ['a code of its own wins', Object.assign(new AggregateError([refused()]), { code: 'ETIMEDOUT' }), false],
+    ['its own ECONNREFUSED wins too (as Node\'s autoSelectFamily sets it)', Object.assign(new AggregateError([reset()]), { code: 'ECONNREFUSED' }), true],
+    ['16 refused members (the most read)', new AggregateError(Array.from({ length: 16 }, refused)), true],
+    ['17: more than are read, so no verdict', new AggregateError(Array.from({ length: 17 }, refused)), false],
+    ['nested past the cause chain\'s depth (8)', Array.from({ length: 8 }).reduce<Error>((inner) => new AggregateError([inner]), refused()), false],
+    ['nested within it', Array.from({ length: 7 }).reduce<Error>((inner) => new AggregateError([inner]), refused()), true],
+    ['a member whose code getter throws', new AggregateError([refused(), Object.defineProperty(new Error('x'), 'code', { get: () => { throw new Error('hostile'); } })]), false],
+    ['a plain object with an errors array is not an aggregate', Object.assign(new Error('x'), { errors: [refused()] }), false],
+    ['not an object', 'ECONNREFUSED', false],
   ])('%s: %s', (_what, err, expected) => {
     expect(refusedAtOnce(err)).toBe(expected);
   });
