@@ -64,15 +64,17 @@ export class DialWaiters {
 
   /**
    * `attempt` is about to be dispatched to `origin`: when dials are traced, it waits from now on,
-   * in the async context current now (its own, or its retry's attempt span's).
+   * in the async context current now (its own, or its retry's attempt span's). `current`: that
+   * context, when the caller captured it already (a call's first attempt, dispatched from its
+   * start: one capture a request, not two).
    */
-  wait(attempt: object, origin: unknown): void {
+  wait(attempt: object, origin: unknown, current?: InContext): void {
     if (!traced(dialTrace)) return;
     const key = keyOfOrigin(origin);
     if (key === undefined || this.#of.has(attempt)) return;
     let waiting = this.#byOrigin.get(key);
     if (waiting === undefined) this.#byOrigin.set(key, (waiting = new Map()));
-    waiting.set(attempt, captureContext());
+    waiting.set(attempt, current ?? captureContext());
     this.#of.set(attempt, key);
   }
 

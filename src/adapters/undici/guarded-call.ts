@@ -564,7 +564,8 @@ export class GuardedCall extends Attempt implements AttemptOwner {
       if (!keep && headersTimeout !== undefined) opts.headersTimeout = headersTimeout;
       if (!keep && bodyTimeout !== undefined) opts.bodyTimeout = bodyTimeout;
     }
-    s.dialWaiters?.wait(attempt, this.#opts.origin);
+    // The first attempt is dispatched from start(), in the caller's context it captured then.
+    s.dialWaiters?.wait(attempt, this.#opts.origin, first ? this.#rare?.inCallerContext : undefined);
     try {
       return this.#dispatch(opts, attempt as Dispatcher.DispatchHandler);
     } catch (err) {
