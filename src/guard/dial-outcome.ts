@@ -7,7 +7,7 @@
  * @module
  */
 import { CERT_CODES, TLS_MISMATCH_ALERT } from '../core/tls-codes.js';
-import { ErrorCodes } from '../core/errors.js';
+import { ErrorCodes, MAX_CHAIN_MEMBERS } from '../core/errors.js';
 
 /** What a failed dial tells the breaker: settle the permit with this outcome. */
 export type DialFailureOutcome = 'failed' | 'succeeded' | 'abandoned';
@@ -108,16 +108,13 @@ function programmingError(err: unknown): boolean {
   return err instanceof TypeError || err instanceof ReferenceError || err instanceof SyntaxError || err instanceof RangeError || err instanceof EvalError;
 }
 
-/** Most members of one AggregateError {@link refusedAtOnce} reads (a dial's paths: a few addresses). */
-const MAX_MEMBERS = 16;
-
 /**
  * Whether a failed dial was refused by the host's kernel (`ECONNREFUSED`): the host's machine
  * answered at once that nothing listens on the port, as during a restart. Such a failure cost
  * one round trip, so probing it again soon costs nearly nothing. Read from the first code on the
  * error's cause chain; where the chain reaches an AggregateError with no code of its own before
  * any code (a connector of the user's racing addresses with `Promise.any`), refused when every
- * one of its members is: such a dial was taken for a silent host's, its windows doubling (an
+ * one of its members is (at most `MAX_CHAIN_MEMBERS` of them, as `findError` reads): such a dial was taken for a silent host's, its windows doubling (an
  * outside review: a 6 s restart still refused 3.3-4 s after, a single address 0.02-0.3 s).
  */
 export function refusedAtOnce(err: unknown, depth = 0): boolean {
@@ -136,7 +133,7 @@ export function refusedAtOnce(err: unknown, depth = 0): boolean {
     if (typeof code === 'string') return code === 'ECONNREFUSED';
     if (Array.isArray(members)) {
       const next = depth + 1;
-      return members.length > 0 && members.length <= MAX_MEMBERS && members.every((m) => refusedAtOnce(m, next));
+      return members.length > 0 && members.length <= MAX_CHAIN_MEMBERS && members.every((m) => refusedAtOnce(m, next));
     }
     e = cause;
   }

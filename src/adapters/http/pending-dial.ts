@@ -221,8 +221,7 @@ export class AgentGuard {
     if (queuedAtStart && req!.destroyed) {
       // Node's removeSocket dials for the first queued request, given up or not: it ends with its
       // own error at once (Node's agent hands it the socket, which it destroys), and the slot
-      // goes to the next one waiting.
-      dropGivenUp(books.requests);
+      // goes to the next one waiting (next() takes every given-up request out first).
       next(books, name, options, req);
       return;
     }

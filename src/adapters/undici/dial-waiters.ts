@@ -100,17 +100,15 @@ export class DialWaiters {
    */
   dial(protocol: string, hostname: string, port: string | number, dial: (ended?: () => void) => void): void {
     if (this.#of.size === 0) return dial();
+    // An origin's map is never empty: over() deletes it with its last attempt.
     const waiting = this.#byOrigin.get(originKey(protocol, hostname, port));
     if (waiting === undefined) return dial();
-    let oldest: InContext | undefined;
     for (const [attempt, inContext] of waiting) {
-      oldest ??= inContext;
       if (this.#dialing.has(attempt)) continue;
       this.#dialing.add(attempt);
       inContext(() => dial(() => this.#dialing.delete(attempt)));
       return;
     }
-    if (oldest === undefined) return dial();
-    oldest(() => dial());
+    waiting.values().next().value!(() => dial()); // every waiter has a dial out: the oldest's context
   }
 }
