@@ -356,6 +356,7 @@ export class RedisGuard {
         state.lastError = undefined;
         const gated = state.gated;
         state.gated = false;
+        const dialled = state.permit !== undefined; // a dial of its own just ended (#next settles it)
         const own = typeof options.retryStrategy === 'function';
         // ioredis counts each retry toward `maxRetriesPerRequest` and fails its offline queue each
         // time that many went by. A dial of this client's own waits no less than ioredis's default
@@ -366,8 +367,20 @@ export class RedisGuard {
         // clients of a guard refused while one of them probed a node coming back waited ioredis
         // 6's growing delay, ~5 s, where plain clients were back within 0.5 s (an outside review).
         // A strategy of the user's sets its own pace (its answer is the floor below), as counted.
+        // The floor counts from the client's own schedule, not from now: a dial that began late (a
+        // refusal at the gate, a round, the breaker's window before it) leaves that much less to
+        // wait. Counted from each dial, the lateness added up: 3 ioredis 6 clients' 7th dials
+        // came 1.5-3.3 s after their plain selves', and they were back 2.8-4.9 s after a node's
+        // ~10 s outage where plain took 1.8-2.5 s (an outside review). No counted retry comes
+        // sooner than its plain self's: the queue still fails no sooner.
         if (gated && !own) uncount(client);
-        const floor = own || gated ? 0 : ownDefault(times);
+        let floor = 0;
+        if (!own && !gated) {
+          const pace = ownDefault(times);
+          const late = dialled && state.dueAt !== undefined ? Math.max(0, state.dialAt - state.dueAt) : 0;
+          floor = Math.max(0, pace - late);
+          state.dueAt = this.#rounds.now() - late + pace;
+        }
         const delay = Math.max(this.#next(state, times, cause, floor), floor);
         // The client's own strategy still decides whether to go on, and may ask for a longer wait.
         // ioredis alone reconnects only through a function: any other value given (null, false,

@@ -87,6 +87,12 @@ export class ClientState {
   /** The client's last connect was refused at the gate: nothing was sent (ioredis: see its retryStrategy). */
   gated = false;
   /**
+   * ioredis with its default pace: when that pace has the client's next dial due (the rounds'
+   * clock), counted from its first failure after a connection, so a late dial does not push the
+   * rest of its schedule. Undefined before the first.
+   */
+  dueAt: number | undefined;
+  /**
    * The client's bound on one dial, ms: its own `connectTimeout` when it gave one, else 0 (the
    * guard's). With it, the rounds' lead bound for this client's dials.
    */
