@@ -564,13 +564,16 @@ export class GuardedCall extends Attempt implements AttemptOwner {
       if (!keep && headersTimeout !== undefined) opts.headersTimeout = headersTimeout;
       if (!keep && bodyTimeout !== undefined) opts.bodyTimeout = bodyTimeout;
     }
-    // The first attempt is dispatched from start(), in the caller's context it captured then.
-    s.dialWaiters?.wait(attempt, this.#opts.origin, first ? this.#rare?.inCallerContext : undefined);
+    const waiters = s.dialWaiters;
+    const followed = waiters !== undefined && waiters.dispatching(attempt);
     try {
       return this.#dispatch(opts, attempt as Dispatcher.DispatchHandler);
     } catch (err) {
       attempt.onError(asError(err));
       return false;
+    } finally {
+      // The first attempt is dispatched from start(), in the caller's context it captured then.
+      if (followed) waiters.dispatched(attempt, this.#opts.origin, first ? this.#rare?.inCallerContext : undefined);
     }
   }
 
