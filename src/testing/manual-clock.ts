@@ -27,6 +27,8 @@ export class ManualClock implements Clock {
   #now: number;
   #nextId = 1;
   #timers: Pending[] = [];
+  /** advance() or tick() is firing timers: a 0 ms timer set now waits 1 ms (see setTimeout). */
+  #firing = 0;
 
   /**
    * @param start - the initial `now()`, ms. Default 0.
@@ -46,13 +48,18 @@ export class ManualClock implements Clock {
   /**
    * Due `ms` from now. As with Node's timers, a delay no timer can hold (past 2^31-1 ms) fires
    * after 1 ms, so a test on this clock meets the bug that code would have on the real one; a
-   * NaN or negative delay fires at once (Node: after 1 ms), never not at all.
+   * 0, NaN or negative delay fires at once (Node: after 1 ms), never not at all, except when set
+   * from a timer's callback while it runs: then after 1 ms, as Node's. A timer that rescheduled
+   * itself at 0 ms (a poll loop) came due again at once and spun inside one advance() for good
+   * (an outside review); now advance(100) fires it 101 times, at 0 to 100. A 0 ms timer set from
+   * a promise callback that {@link tick} lets run between timers still fires at once (a retry
+   * with no backoff goes at the same instant).
    */
   setTimeout(callback: () => void, ms: number): TimerHandle {
     // A number as Node takes it: a string delay ('100', from plain JavaScript) was added to the
     // time as text, and the timer came due at 5100 for 100 at 5 (an outside review).
     const n = Number(ms);
-    const delay = n > MAX_DURATION ? 1 : n > 0 ? n : 0;
+    const delay = n > MAX_DURATION ? 1 : n > 0 ? n : this.#firing > 0 ? 1 : 0;
     const timer: Pending = { id: this.#nextId++, due: this.#now + delay, callback };
     this.#timers.push(timer);
     return timer as unknown as TimerHandle;
@@ -76,9 +83,14 @@ export class ManualClock implements Clock {
    */
   advance(ms: number): void {
     const end = this.#now + step(ms);
-    for (let timer = this.#nextDue(end); timer !== undefined; timer = this.#nextDue(end)) {
-      this.#now = Math.max(this.#now, timer.due);
-      timer.callback();
+    this.#firing++;
+    try {
+      for (let timer = this.#nextDue(end); timer !== undefined; timer = this.#nextDue(end)) {
+        this.#now = Math.max(this.#now, timer.due);
+        timer.callback();
+      }
+    } finally {
+      this.#firing--;
     }
     this.#now = Math.max(this.#now, end); // a timer's callback may have moved it further: never back
   }
@@ -94,7 +106,12 @@ export class ManualClock implements Clock {
     await flushMicrotasks();
     for (let timer = this.#nextDue(end); timer !== undefined; timer = this.#nextDue(end)) {
       this.#now = Math.max(this.#now, timer.due);
-      timer.callback();
+      this.#firing++;
+      try {
+        timer.callback();
+      } finally {
+        this.#firing--;
+      }
       await flushMicrotasks();
     }
     // An advance() or tick() while this one awaited may have moved it past `end`: never back.
