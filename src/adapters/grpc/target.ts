@@ -16,15 +16,26 @@ const GRPC_DEFAULT_PORT = 443;
  * all become `h:p` (port 443 when none is named, as grpc does). An `ipv4:`/`ipv6:` list of several
  * addresses is one target grpc-js dials itself (the first that answers serves it): it is keyed
  * by the whole list, its addresses keyed each as above and sorted, so a dead first address
- * (open for the clients that dial it alone) never gets the list refused. Other schemes (`unix:`,
- * `vsock:`) are keyed by their target text, colons replaced.
+ * (open for the clients that dial it alone) never gets the list refused. A socket (`unix:`,
+ * `unix-abstract:`, `vsock:`) is keyed by its path as given. A target of another resolver
+ * (`xds:///name`, a scheme the user registered with grpc-js) is keyed by its whole text, colons
+ * replaced: one entry per target, never a host's. Was: its text read as `host:port`, so
+ * `grpc://127.0.0.1:35935` was filed under `127.0.0.1:443` (the port dropped, grpc's default put
+ * in), and the failing target opened a live server's entry for every client of the breaker,
+ * while `xds:///name` threw (an outside review).
  *
- * @throws TypeError for a target that names no host.
+ * @throws TypeError for a target that names no host, and for an `http:`/`https:` URL (grpc-js
+ *   reads it as a DNS name it never resolves: every call fails UNAVAILABLE).
  */
 export function grpcHostKey(target: string): string {
   if (typeof target !== 'string' || target.length === 0) throw new TypeError(`target must be a non-empty string, got ${typeof target}`);
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(target)?.[1]?.toLowerCase();
   let rest = target;
+  if (scheme === 'http' || scheme === 'https') {
+    const authority = /^[a-z]+:\/\/([^/?#]*)/i.exec(target)?.[1];
+    const hint = authority ? ` as ${JSON.stringify(authority)} (or "dns:///${authority}")` : ' as host:port';
+    throw new TypeError(`target ${JSON.stringify(target)} is a URL: grpc-js reads it as a DNS name it never resolves, and every call fails UNAVAILABLE; name the server${hint}`);
+  }
   if (scheme === 'dns') {
     rest = target.slice(4).replace(/^\/\/[^/]*\//, '');
   } else if (scheme === 'ipv4' || scheme === 'ipv6') {
@@ -34,6 +45,9 @@ export function grpcHostKey(target: string): string {
   } else if (scheme === 'unix' || scheme === 'unix-abstract' || scheme === 'vsock') {
     // The path as given (case and colons kept), under its scheme: see hostKey.
     return hostKey(`${scheme}${target.slice(scheme.length)}`);
+  } else if (scheme !== undefined && !/^\d+$/.test(target.slice(scheme.length + 1))) {
+    // Not `host:port` (`localhost:50051` reads as a scheme too): another resolver's target.
+    return hostKey(target.replace(/:/g, '/'));
   }
   return withDefaultPort(rest);
 }
