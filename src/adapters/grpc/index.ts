@@ -15,7 +15,7 @@
  *
  * @module
  */
-export { GrpcGuard, type ChannelFactory } from './guard.js';
+export { GrpcGuard, MANY_GUARDS, type ChannelFactory } from './guard.js';
 export type { GrpcGuardOptions, GrpcRetryOptions, StatusName } from './options.js';
 export { GuardedChannel } from './guarded-channel.js';
 export { GuardedCall } from './guarded-call.js';
