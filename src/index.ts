@@ -33,6 +33,7 @@ export {
   TransportClosedError,
   ClientCertificateRejectedError,
   findError,
+  isDialguardError,
   isPermanent,
 } from './core/errors.js';
 export { type Listener, type Unsubscribe } from './core/events.js';

@@ -475,8 +475,20 @@ export function isPermanent(err: unknown): boolean {
 }
 
 /**
+ * True when `err` itself is one of dialguard's errors, typed as {@link AnyDialguardError} so a
+ * `switch (err.code)` narrows it: `catch (err) { if (isDialguardError(err)) switch (err.code) {
+ * case 'DIALGUARD_HOST_UNAVAILABLE': err.retryAfter } }`. `instanceof DialguardError` gives the
+ * base class, whose `code` narrows nothing (an outside review: no way there from `unknown`
+ * without a cast). Wrapped errors are not looked for: see {@link findError}.
+ */
+export function isDialguardError(err: unknown): err is AnyDialguardError {
+  return err instanceof DialguardError;
+}
+
+/**
  * Every error class of dialguard's, as a union discriminated by `code`: a `switch (err.code)` on
- * one narrows `err` to its class (`case 'DIALGUARD_HOST_UNAVAILABLE': err.retryAfter`).
+ * one narrows `err` to its class (`case 'DIALGUARD_HOST_UNAVAILABLE': err.retryAfter`); from a
+ * `catch`, through {@link isDialguardError}.
  */
 export type AnyDialguardError =
   | HostUnavailableError
