@@ -96,8 +96,17 @@ export function connect(target: ConnectTarget, options: ConnectOptions = {}): Pr
  * function"), and a missing port reached Node after a dial was admitted (an outside review).
  */
 function checkTypes(target: ConnectTarget, options: ConnectOptions): void {
+  if (typeof target !== 'object' || target === null) throw new TypeError(`target must be { host, port }, got ${show(target)}`);
   const port = (target as { port?: unknown }).port;
-  if (typeof port !== 'number' && typeof port !== 'string') throw new TypeError(`port must be a number, got ${show(port)}`);
+  if (typeof port !== 'number' && typeof port !== 'string') {
+    // A URL or `host:port` given as the host, its port with it: that is the mistake to name (it
+    // was "port must be a number, got undefined": an outside review).
+    if (port === undefined && typeof target.host === 'string' && target.host.includes(':')) checkedHost(target);
+    throw new TypeError(`port must be a number, got ${show(port)}`);
+  }
+  // Node's own rule: an empty (or blank) string is no port. It was admitted and keyed as the bare
+  // host, and failed ERR_SOCKET_BAD_PORT inside the dial (an outside review).
+  if (typeof port === 'string' && port.trim() === '') throw new TypeError(`port must be a number, got ${show(port)}`);
   if (options.breaker !== undefined) breakerOption(options.breaker);
   if (options.perAddress !== undefined && typeof options.perAddress !== 'boolean') throw new TypeError(`perAddress must be a boolean, got ${show(options.perAddress)}`);
   if (options.handshake !== undefined) checkFunction('handshake', options.handshake);
