@@ -101,7 +101,7 @@ function checkTypes(target: ConnectTarget, options: ConnectOptions): void {
   if (typeof port !== 'number' && typeof port !== 'string') {
     // A URL or `host:port` given as the host, its port with it: that is the mistake to name (it
     // was "port must be a number, got undefined": an outside review).
-    if (port === undefined && typeof target.host === 'string' && target.host.includes(':')) checkedHost(target);
+    if (port === undefined) checkedHost(target);
     throw new TypeError(`port must be a number, got ${show(port)}`);
   }
   // Node's own rule: an empty (or blank) string is no port. It was admitted and keyed as the bare

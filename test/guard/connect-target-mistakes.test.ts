@@ -39,6 +39,8 @@ describe('connect(): target mistakes named', () => {
     [{ host: '127.0.0.1', port: '  ' }, 'port must be a number'],
     [{ host: '127.0.0.1' }, 'port must be a number, got undefined'],
     [{ host: '::1' }, 'port must be a number, got undefined'],
+    [{ host: '127.0.0.1:16429', port: null }, 'port must be a number, got null'],
+    [{ host: 5 }, 'port must be a number, got undefined'],
   ])('%j: %s', async (target, message) => {
     const { error, asked } = await mistake(target);
     expect(error).toBeInstanceOf(TypeError);
