@@ -30,7 +30,7 @@
  */
 import { type Schedule, drawDelay, unitRandom } from '../core/backoff.js';
 import { type Clock, checkedClock } from '../core/clock.js';
-import { HostUnavailableError } from '../core/errors.js';
+import { ConnectTimeoutError, HostUnavailableError, findError } from '../core/errors.js';
 import { releaseFrames } from '../core/release-frames.js';
 import { EventHub, type Unsubscribe, type Listener } from '../core/events.js';
 import { checkDuration, checkFunction, checkInteger, opt, show } from '../core/validate.js';
@@ -156,6 +156,27 @@ interface Entry {
   strangeTls: string[] | undefined;
   /** A stranger transport's spacing while the host is open, once one of its trials failed; undefined: none. */
   strangers: Strangers | undefined;
+  /**
+   * How long the host's dials take to establish, ms, from its successful ones (-1: none yet):
+   * falls to a faster success at once, rises a quarter of the way to a slower one. A dial whose
+   * own bound was shorter timed out on its caller's choice, not the host's: see {@link tooShort}.
+   */
+  needs: number;
+}
+
+/**
+ * Whether `error` is a dial's timeout (a {@link ConnectTimeoutError}, or one on its cause chain)
+ * whose bound was shorter than the host's dials take (`needs`, ms; -1: unknown). Such a dial
+ * never had the time to succeed: not counted toward opening the host. Counted, one client's `connectTimeout: 1` (meant as seconds)
+ * opened a live TLS host within 1.5 s for every other client of the breaker, a healthy keep-alive
+ * agent's new connections refused (an outside review: 9-50 refusals in 6 s, plain 0). Its cost to
+ * its own caller is its own short bound, never the long wait the breaker exists to spare; and a
+ * host that has not answered in longer than its bounds is still counted (no success: unknown).
+ */
+function tooShort(error: unknown, needs: number): boolean {
+  if (needs <= 0) return false;
+  const timeout = findError(error, ConnectTimeoutError)?.timeout;
+  return timeout !== undefined && timeout < needs;
 }
 
 /**
@@ -860,6 +881,7 @@ export class HostBreaker {
       provenTls: undefined,
       strangeTls: undefined,
       strangers: undefined,
+      needs: -1,
     };
   }
 
@@ -935,11 +957,24 @@ export class HostBreaker {
     return entry.refusal;
   }
 
-  #settle(entry: Entry, generation: number, round: number, admittedAt: number, kind: Kind, transport: Transport | undefined, outcome: Outcome, error: unknown, reached: boolean): void {
+  #settle(entry: Entry, generation: number, round: number, admittedAt: number, kind: Kind, transport: Transport | undefined, given: Outcome, error: unknown, reached: boolean): void {
     // The entry's own flag, not a second lookup of its key: a settlement costs no map probe.
     const current = entry.tracked && entry.generation === generation;
     // A trial frees its transport's slot however it ends (a newer trial of it keeps its own).
     if (kind === TRIAL) endTrial(entry, transport!, admittedAt);
+    let outcome = given;
+    if (outcome === 'succeeded') {
+      // Any success, current or not, says how long the host's dials take.
+      const took = this.#clock.now() - admittedAt;
+      const needs = entry.needs;
+      entry.needs = needs < 0 || took < needs ? took : needs + (took - needs) / 4;
+    } else if (outcome === 'failed' && entry.state === 'closed' && tooShort(error, entry.needs)) {
+      // Timed out on its caller's bound, shorter than the host needs: not a failure to count
+      // toward opening it. Once open (the host failed dials given time enough), such a probe
+      // still fails it, so its caller waits out the window: abandoned, its slot freed at once,
+      // the next admit probed at once, and that client dialled a dead host at its own pace.
+      outcome = 'abandoned';
+    }
     if (outcome === 'abandoned') {
       this.#stats.abandoned++;
       // A probe whose caller left frees its slot: the next admit may probe at once.
