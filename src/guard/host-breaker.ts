@@ -174,9 +174,7 @@ interface Entry {
  * host that has not answered in longer than its bounds is still counted (no success: unknown).
  */
 function tooShort(error: unknown, needs: number): boolean {
-  if (needs <= 0) return false;
-  const timeout = findError(error, ConnectTimeoutError)?.timeout;
-  return timeout !== undefined && timeout < needs;
+  return (findError(error, ConnectTimeoutError)?.timeout ?? Number.POSITIVE_INFINITY) < needs;
 }
 
 /**

@@ -85,6 +85,26 @@ describe('HostBreaker: a timeout shorter than the host needs is not the host\'s 
     expect(b.state(HOST)?.failures).toBe(1);
   });
 
+  it('the first success sets the need as it took; a bound equal to the need is time enough; a 0 ms success then a slower one', () => {
+    const clock = new ManualClock(0);
+    const b = breaker(clock);
+    succeed(b, clock, 8);
+    timeOut(b, clock, 2); // 2 < 8: not counted
+    expect(b.state(HOST)?.failures).toBe(0);
+    timeOut(b, clock, 8); // as long as the host needs: counted
+    expect(b.state(HOST)?.failures).toBe(1);
+    const c = breaker(clock);
+    const fresh = c.tryAdmit(HOST);
+    if (fresh instanceof HostUnavailableError) throw fresh;
+    fresh.succeeded(); // 0 ms: needs 0
+    succeed(c, clock, 4); // a quarter of the way up: 1
+    const permit = c.tryAdmit(HOST);
+    if (permit instanceof HostUnavailableError) throw permit;
+    clock.advance(2);
+    permit.failed(new ConnectTimeoutError(HOST, 2, 'tcp')); // 2 >= 1: counted
+    expect(c.state(HOST)?.failures).toBe(1);
+  });
+
   it('once open, a short timeout of the probe still fails it: its caller waits the window, not a probe per call', () => {
     const clock = new ManualClock(0);
     const b = breaker(clock);
