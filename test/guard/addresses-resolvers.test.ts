@@ -32,6 +32,7 @@ describe('a name resolved differently by two clients of one breaker', () => {
     // The dead client's next call is refused from memory: no lookup, no dial.
     await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup: dead.lookup } })).rejects.toBeInstanceOf(HostUnavailableError);
     expect(dead.calls()).toBe(1);
+    const t0 = performance.now();
     for (let i = 0; i < 10; i++) {
       const s = await connect(target, { breaker, timeout: 1_000, socket: { lookup: good.lookup } }); // was HostUnavailableError
       expect(s.remoteAddress).toBe('127.0.0.2');
@@ -40,7 +41,10 @@ describe('a name resolved differently by two clients of one breaker', () => {
       await expect(connect(target, { breaker, timeout: 1_000, socket: { lookup: dead.lookup } })).rejects.toBeInstanceOf(HostUnavailableError);
     }
     expect(live.attempts).toBe(10);
-    expect(dead.calls()).toBe(1);
+    // Refused from memory, not looked up per call (11 then); a name refused from memory is looked
+    // up again 100 ms after (README), which a slow run (mutation testing's instrumented dry run
+    // on a loaded machine: 2) may reach.
+    expect(dead.calls()).toBeLessThanOrEqual(1 + Math.ceil((performance.now() - t0) / 100));
   });
 
   it("a lookup that answers ENOTFOUND opens the name for its own client only: another resolver's client, and dns.lookup's, are served (was: refused)", async () => {
