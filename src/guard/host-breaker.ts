@@ -167,11 +167,12 @@ interface Entry {
 /**
  * Whether `error` is a dial's timeout (a {@link ConnectTimeoutError}, or one on its cause chain)
  * whose bound was shorter than the host's dials take (`needs`, ms; -1: unknown). Such a dial
- * never had the time to succeed: not counted toward opening the host. Counted, one client's `connectTimeout: 1` (meant as seconds)
- * opened a live TLS host within 1.5 s for every other client of the breaker, a healthy keep-alive
- * agent's new connections refused (an outside review: 9-50 refusals in 6 s, plain 0). Its cost to
- * its own caller is its own short bound, never the long wait the breaker exists to spare; and a
- * host that has not answered in longer than its bounds is still counted (no success: unknown).
+ * never had the time to succeed: not counted toward opening the host. Counted, one client's
+ * `connectTimeout: 1` (meant as seconds) opened a live TLS host within 1.5 s for every other
+ * client of the breaker, a healthy keep-alive agent's new connections refused (an outside
+ * review: 9-50 refusals in 6 s, plain 0). Its cost to its own caller is its own short bound,
+ * never the long wait the breaker exists to spare; and a host with no success yet (unknown) is
+ * counted as before.
  */
 function tooShort(error: unknown, needs: number): boolean {
   return (findError(error, ConnectTimeoutError)?.timeout ?? Number.POSITIVE_INFINITY) < needs;
