@@ -50,18 +50,29 @@ export function takeConnectingSocket(): net.Socket | undefined {
 
 /**
  * Destroys `socket` with `timeoutError()` if, `ms` from now, it has received nothing and
- * `unreported()` still holds (its dial was neither a success nor a failure yet). The timer is
- * unref'd and cleared when the socket closes.
+ * `unreported()` still holds (its dial was neither a success nor a failure yet). `timeoutError`
+ * may answer a number instead: wait that many ms more and ask again (a stage with a longer
+ * bound has begun). The timer is unref'd and cleared when the socket closes.
  */
-export function boundHandshake(socket: net.Socket, ms: number, unreported: () => boolean, timeoutError: () => Error): void {
+export function boundHandshake(socket: net.Socket, ms: number, unreported: () => boolean, timeoutError: () => Error | number): void {
   if (socket.destroyed) return;
+  let timer: NodeJS.Timeout;
   const stop = (): void => {
     clearTimeout(timer);
   };
-  const timer = setTimeout(() => {
-    socket.off('close', stop);
-    if (socket.bytesRead === 0 && !socket.destroyed && unreported()) socket.destroy(timeoutError());
-  }, Math.max(0, ms));
-  timer.unref();
+  const arm = (after: number): void => {
+    timer = setTimeout(() => {
+      if (socket.bytesRead !== 0 || socket.destroyed || !unreported()) {
+        socket.off('close', stop);
+        return;
+      }
+      const answer = timeoutError();
+      if (typeof answer === 'number') return arm(answer);
+      socket.off('close', stop);
+      socket.destroy(answer);
+    }, Math.max(0, after));
+    timer.unref();
+  };
+  arm(ms);
   socket.once('close', stop);
 }
