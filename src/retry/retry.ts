@@ -37,7 +37,9 @@ export interface RetryEvents {
   'budget-exhausted': { attempt: number };
   /**
    * A call ended: whole-call latency, every attempt and wait included (rule 12). Fires per call
-   * (and costs nothing unless someone listens): for metrics, not logs.
+   * (and costs nothing unless someone listens): for metrics, not logs. `kind`: the last
+   * attempt's failure's kind, else (the caller's signal or the deadline ended the call before any
+   * attempt failed on its own) the kind of what the call failed with; undefined for a success.
    */
   settled: { ok: boolean; attempts: number; elapsed: number; kind: FailureKind | undefined };
 }
@@ -64,6 +66,16 @@ export function settledHeard(onResult?: (result: RetryResult) => void): boolean 
 }
 
 /**
+ * The kind a call's end is reported with: its last attempt's failure's, else (its caller or its
+ * deadline ended it before any attempt failed on its own) what it failed with. A caller's
+ * `AbortSignal.timeout` was reported with no kind where Http2Client said `timeout` (a review).
+ */
+function settledKind(result: RetryResult): FailureKind | undefined {
+  if (result.classification !== undefined) return result.classification.kind;
+  return result.ok || result.error === undefined ? undefined : classify(result.error).kind;
+}
+
+/**
  * Reports a call's end: the `settled` event (when anyone listens) and the caller's `onResult`
  * (a throwing one becomes a warning). Also for a layer that ends a call without entering retry()
  * (its first attempt succeeded), so every call is reported once, the same way.
@@ -72,7 +84,7 @@ export function settledHeard(onResult?: (result: RetryResult) => void): boolean 
  */
 export function reportSettled(result: RetryResult, onResult?: (result: RetryResult) => void, publish = true): void {
   if (publish && settledAudience.heard) {
-    events.emit('settled', { ok: result.ok, attempts: result.attempts, elapsed: result.elapsed, kind: result.classification?.kind });
+    events.emit('settled', { ok: result.ok, attempts: result.attempts, elapsed: result.elapsed, kind: settledKind(result) });
   }
   if (onResult === undefined) return;
   try {
