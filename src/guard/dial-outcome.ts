@@ -12,8 +12,13 @@ import { ErrorCodes, MAX_CHAIN_MEMBERS } from '../core/errors.js';
 /** What a failed dial tells the breaker: settle the permit with this outcome. */
 export type DialFailureOutcome = 'failed' | 'succeeded' | 'abandoned';
 
-/** Failures of this process, not of the host: no file descriptors, ports or buffers left. */
-const LOCAL_CODES: ReadonlySet<string> = new Set(['EMFILE', 'ENFILE', 'EADDRNOTAVAIL', 'ENOBUFS']);
+/**
+ * Failures of this process, not of the host: no file descriptors, ports or buffers left, or its
+ * own socket could not be bound as asked (a pinned `localPort` taken, a `localAddress` of the
+ * other family or not allowed, a family this machine lacks). Nothing was sent: one job's
+ * socket options opened a live host for every client of the shared breaker (an outside review).
+ */
+const LOCAL_CODES: ReadonlySet<string> = new Set(['EMFILE', 'ENFILE', 'EADDRNOTAVAIL', 'ENOBUFS', 'EADDRINUSE', 'EINVAL', 'EACCES', 'EAFNOSUPPORT']);
 
 /**
  * Errors thrown before any I/O by this process's own setup (a TLS key that does not parse, a
@@ -70,7 +75,8 @@ function codeOf(err: unknown): string | undefined {
  *   sent, a non-TLS answer (`ERR_SSL_WRONG_VERSION_NUMBER`), or any failure after the peer sent
  *   at least one byte (`answered`).
  * - `abandoned`: nobody's failure against the host: this process ran out of something (EMFILE,
- *   ENFILE, EADDRNOTAVAIL, ENOBUFS), the TLS layer refused our own configuration before the
+ *   ENFILE, EADDRNOTAVAIL, ENOBUFS) or could not bind its socket as asked (EADDRINUSE, EINVAL,
+ *   EACCES, EAFNOSUPPORT), the TLS layer refused our own configuration before the
  *   peer said anything (another `ERR_SSL_*` / `ERR_TLS_*`), the dial's own setup threw before
  *   any I/O ({@link localFailure}), JavaScript's own error for a bug with no code on its chain
  *   (a TypeError an `async` connector rejects with), or a breaker refused a dial made inside it
