@@ -381,7 +381,7 @@ export function connectAddresses<C = net.Socket>(
 }
 
 /** The refusal of `name` while `breaker` isolates it (see {@link HostBreaker.isolate}); otherwise undefined. */
-function isolationOf(breaker: HostBreaker, name: string): HostUnavailableError | undefined {
+export function isolationOf(breaker: HostBreaker, name: string): HostUnavailableError | undefined {
   if (breaker.state(name)?.isolated !== true) return undefined;
   const answer = breaker.tryAdmit(name);
   if (answer instanceof HostUnavailableError) return answer;

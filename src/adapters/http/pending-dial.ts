@@ -18,6 +18,7 @@
  * @module
  */
 import type http from 'node:http';
+import dns from 'node:dns';
 import net from 'node:net';
 import { heardOnLiveConnection } from '../../core/classify.js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
@@ -25,6 +26,7 @@ import { MAX_DURATION, asError } from '../../core/validate.js';
 import { presentedCertificate } from '../../guard/connect.js';
 import { dial } from '../../guard/dial.js';
 import { localFailure, noAddressOfOwnChoice } from '../../guard/dial-outcome.js';
+import { isolationOf, lookupBreaker } from '../../guard/addresses.js';
 import { type Transport, tlsTransport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { DialScout } from '../undici/dial-scout.js';
@@ -258,7 +260,14 @@ export class AgentGuard {
     // Requests already queued under this origin now wait behind a dial that holds its slot to
     // its bound: a destroy must reach them at once (see watchQueued).
     for (const queued of books.requests[name] ?? []) if (queued !== req) watchQueuedRequest(books, queued);
-    const { timeout, breaker, clock } = this.settings;
+    const { timeout, clock } = this.settings;
+    // A name resolved by a lookup of the request's own is filed apart for that resolver (as
+    // connect() files its lookups): what it answers says nothing of the name as others resolve
+    // it. Filed under the name, one client's lookup answering ENOTFOUND opened the live name for
+    // every client of the shared breaker, undici's too (an outside review: 5 of 5 refused).
+    const given = byName ? (options as { lookup?: unknown }).lookup : undefined;
+    const resolver = typeof given === 'function' && given !== dns.lookup && this.settings.breaker !== null ? (given as net.LookupFunction) : undefined;
+    const breaker = resolver === undefined ? this.settings.breaker : lookupBreaker(this.settings.breaker!, resolver);
     const stop = new AbortController(); // agent.destroy(): the dial is given up
     // `req.setTimeout(ms)` during the dial runs as Node runs it on a connecting socket: from its
     // TCP connect (the TLS handshake counts), never before. Armed at the call, a 300 ms one fired
@@ -308,6 +317,9 @@ export class AgentGuard {
           setTimeout: (callback, ms) => (loop.timer = clock.setTimeout(callback, ms)),
           clearTimeout: (handle) => clock.clearTimeout(handle),
         };
+        // An operator's isolation of the name holds whoever resolves it.
+        const isolation = resolver === undefined ? undefined : isolationOf(this.settings.breaker!, key);
+        if (isolation !== undefined) return Promise.reject(isolation);
         const dialling = dial(
           key,
           (ctx) =>
