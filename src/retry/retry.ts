@@ -346,8 +346,11 @@ const ODD_BACKOFF = {};
  * the process warned once. It was no wait at all, a tight loop against the failing server: 751
  * attempts in 1 s for NaN where `() => 200` made 5, and 50 requests in 147 ms through a
  * GuardedAgent (an outside review), as `random`'s NaN was before it was checked.
+ *
+ * @internal also for an adapter that combines the answer with a wait of its own (undici's
+ * Retry-After), which must read the answer as retry() does first.
  */
-function delayOf(answer: unknown, attempt: number, previous: number, random: () => number): number {
+export function delayOf(answer: unknown, attempt: number, previous: number, random: () => number): number {
   if (typeof answer === 'number' && answer >= 0) return safeDelay(answer);
   warnOnce("a backoff's answer is not a wait in ms from 0 up; the default schedule's wait is used instead (reported once)", ODD_BACKOFF, new RangeError(`the backoff answered ${show(answer)}`));
   return safeDelay(restartSpanningBackoff(attempt, previous, random));

@@ -37,7 +37,7 @@ import { isLiteral, tlsTransportFor } from '../../guard/connect.js';
 import type { Transport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { refusing } from '../../guard/dial.js';
-import { type RetryAttempt, type RetryPredicate, type RetryResult, answerOf, reportSettled, retry, settledHeard } from '../../retry/retry.js';
+import { type RetryAttempt, type RetryPredicate, type RetryResult, answerOf, delayOf, reportSettled, retry, settledHeard } from '../../retry/retry.js';
 import { withStory as ownError } from '../../retry/story.js';
 import { Attempt, type AttemptOwner, BODY_CUT, HEADERS_CUT, HeldResponse, completeOrFail } from './attempt.js';
 import { type LegacyHandler, type RawHeaders, rawHeader } from './handlers.js';
@@ -436,7 +436,10 @@ export class GuardedCall extends Attempt implements AttemptOwner {
       // alone: undici may hand the retry another idle connection the server closed with the first,
       // and the third attempt waited 0.8-1.2 s (an outside review). Each consumes a used
       // connection, and maxAttempts bounds them; a fresh one's failure waits as before.
-      backoff: (n, previous, random) => Math.max(this.#more.retryAfter, this.#more.stale ? 0 : this.#usersOwn(s.backoff, () => s.backoff(n, previous, random))),
+      // The answer is read as retry() reads it before the Retry-After raises it: a negative or
+      // string answer is the default schedule's wait (Math.max made -5 no wait, '100' 100 ms).
+      backoff: (n, previous, random) =>
+        Math.max(this.#more.retryAfter, this.#more.stale ? 0 : delayOf(this.#usersOwn(s.backoff, () => s.backoff(n, previous, random)), n, previous, random)),
       retryable: (err, classification, attempt) => this.#retryable(err, classification, attempt),
       budget: s.budget,
       clock: s.clock,
