@@ -39,6 +39,8 @@ import { SessionConnector } from './session-connector.js';
 import { onCallerAbort } from '../core/shared-signal.js';
 import { checkOptionNames, optionNames } from '../core/option-names.js';
 
+/** The option names an Http2Client's `retry` takes: any other is warned about (see checkOptionNames). */
+const RETRY_OPTIONS = optionNames<Http2RetryOptions>({ maxAttempts: true, backoff: true, budget: true });
 /** The option names an Http2Client takes: any other is warned about (see checkOptionNames). */
 const CLIENT_OPTIONS = optionNames<Http2ClientOptions>({ connectTimeout: true, breaker: true, lookup: true, keepAliveInterval: true, keepAliveTimeout: true, requestTimeout: true, tls: true, settings: true, sessionOptions: true, idleTimeout: true, sweepInterval: true, retiredRetries: true, closeTimeout: true, redialPace: true, retry: true, clock: true });
 
@@ -182,6 +184,8 @@ function redialPolicy(options: Http2RetryOptions | false | undefined): RedialPol
   if (options === false) return undefined;
   const r = opt<Http2RetryOptions>(options, {});
   if (typeof r !== 'object' || r === null) throw new TypeError(`retry must be an object or false, got ${show(r)}`);
+  // A misspelt name was silent: `maxAttemps: 1` meant one send, and the client sent 3 (a review).
+  checkOptionNames('Http2Client retry', r, RETRY_OPTIONS);
   const maxAttempts = checkInteger('retry.maxAttempts', opt(r.maxAttempts, 3), 1, 100);
   const backoff = r.backoff === undefined ? restartSpanningBackoff : checkFunction<Schedule>('retry.backoff', r.backoff);
   const budget = r.budget === undefined ? sharedRetryBudget() : r.budget;

@@ -126,6 +126,8 @@ describe('every constructor and factory warns of a misspelt option, and of no ri
     ['ConnectionPool', (x) => new ConnectionPool({ connector, connectTimeout: 100, ...x }), 'conectTimeout', 'connectTimeout'],
     ['RetryBudget', (x) => void new RetryBudget({ ttl: 1_000, ...x }), 'percentCanRety', 'percentCanRetry'],
     ['Http2Client', (x) => new Http2Client({ connectTimeout: 100, breaker: null, ...x }), 'requestTimout', 'requestTimeout'],
+    // Was silent (an outside review): maxAttemps: 1 meant one send, the client sent 3 times.
+    ['Http2Client retry', (x) => new Http2Client({ connectTimeout: 100, breaker: null, retry: { maxAttempts: 2, ...x } }), 'maxAttemps', 'maxAttempts'],
     ['GuardedAgent', (x) => new GuardedAgent({ timeout: 1_000, connectTimeout: 100, breaker: null, undici: {}, ...x }), 'connectTimout', 'connectTimeout'],
     ['guardedConnector', (x) => void guardedConnector({ connectTimeout: 100, breaker: null, ...x }), 'maxCachedSesions', 'maxCachedSessions'],
     ['guardedRetry', (x) => void guardedRetry({ maxAttempts: 2, ...x }), 'maxAttemps', 'maxAttempts'],
