@@ -96,8 +96,8 @@ export interface RedisGuardOptions {
   breaker?: HostBreaker;
   /**
    * Bound on one connect, ms (TCP, TLS and the client's handshake), given to each client that
-   * sets no `connectTimeout` of its own (node-redis: `socket.connectTimeout`; 0, "none", counts
-   * as unset); a client's own bounds what it bounds itself (TCP and TLS), and the handshake
+   * sets no `connectTimeout` of its own (node-redis: `socket.connectTimeout`; 0, "none", and null
+   * count as unset); a client's own bounds what it bounds itself (TCP and TLS), and the handshake
    * after it, which neither client bounds, has the longer of the two. A cluster's node connections
    * all take this one. Default 2 000: a cache node on the same network connects in
    * milliseconds, and a cache is worth less than a long wait (node-redis's own default is 5 000,
@@ -718,8 +718,9 @@ export class RedisGuard {
    */
   #own(state: ClientState, given: unknown, name: string): number {
     // 0 is both clients' "no timeout": the guard's bound then, as before a client's own counted
-    // (rule 6: every dial is bounded).
-    if (given === undefined || given === 0) return this.#timeout;
+    // (rule 6: every dial is bounded). null is unset to both clients (a config loader's blank):
+    // it was a TypeError here where the plain clients connected (an outside review).
+    if (given === undefined || given === null || given === 0) return this.#timeout;
     const timeout = checkDuration(name, given, 1);
     if (timeout !== this.#timeout) state.timeout = timeout;
     // A round's leader may take its handshake's bound (the longer of the two, see
