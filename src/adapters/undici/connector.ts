@@ -338,9 +338,19 @@ function tlsFor(s: ConnectorSettings, opts: buildConnector.Options, host: string
   };
 }
 
-/** Keeps the sessions `socket` is handed (TLS 1.3 sends them after the handshake), by servername (or address). */
+/**
+ * Keeps the sessions `socket` is handed, by servername (or address). TLS 1.3 sends its tickets
+ * after the handshake ('session', heard from now on). TLS 1.2's session is emitted in the same
+ * turn as 'secureConnect', before the dial was over and this listener was there: it is read from
+ * the socket instead. Heard only through the listener, no TLS 1.2 connection was ever resumed
+ * (an outside review: 0 of 29 over 10 nginx reloads, plain undici 7 of 24).
+ */
 function remember(cache: SessionCache, key: string, socket: tls.TLSSocket): void {
   if (cache.capacity === 0) return;
+  if (socket.getProtocol?.() === 'TLSv1.2') {
+    const session = socket.getSession?.();
+    if (session !== undefined) cache.set(key, session);
+  }
   socket.on('session', (session: Buffer) => cache.set(key, session));
 }
 
