@@ -53,8 +53,8 @@ export interface Facts {
    * A 5xx response's body as texts, bounded, when the error holds one (axios: `response.data`,
    * got: `response.body`): where a server relays its upstream's `rpc error: EOF`. The text as it
    * came and, for JSON (a text that parses, or the object a client parsed it into), each string
-   * in it (see {@link bodyTexts}). Undefined otherwise (never read for another status, a Buffer
-   * or a stream).
+   * in it (see {@link bodyTexts}); bytes (a Buffer) decoded unless their content-type is no
+   * text. Undefined otherwise (never read for another status, or a stream).
    */
   readonly body: readonly string[] | undefined;
 }
@@ -145,7 +145,8 @@ export function factsOf(value: unknown): Facts | undefined {
     // Read for an AbortError only (the one rule that asks): a cause is otherwise read once, by the walk.
     // axios's CanceledError drops the signal's reason, which its config's signal still holds.
     causeName: name === 'AbortError' || code === 'ABORT_ERR' ? nameOf(safeGet(value, 'cause')) : code === 'ERR_CANCELED' ? nameOf(safeGet(safeGet(safeGet(value, 'config'), 'signal'), 'reason')) : undefined,
-    body: status !== undefined && status >= 500 ? bodyTexts(safeGet(value, 'response')) : undefined,
+    // undici's ResponseError (its responseError interceptor) keeps the body on the error itself.
+    body: status !== undefined && status >= 500 ? bodyTexts(code === 'UND_ERR_RESPONSE' ? value : safeGet(value, 'response')) : undefined,
   };
 }
 
@@ -156,11 +157,15 @@ export function factsOf(value: unknown): Facts | undefined {
  * review). A body that is JSON gives the strings of its error fields too (see stringsOf): a Go
  * server's `{"error":"read tcp ...: EOF"}`, as text or as the object axios (by default) and got
  * (`responseType: 'json'`) parse it into, was an application error, never retried (another
- * review). A Buffer or a stream says nothing here.
+ * review). Bytes are decoded (see textOfBytes); a stream says nothing here.
  */
 function bodyTexts(response: unknown): string[] | undefined {
   const data = safeGet(response, 'data'); // safeGet: undefined for none, null or a primitive
-  const body = data === undefined || data === null ? safeGet(response, 'body') : data;
+  let body = data === undefined || data === null ? safeGet(response, 'body') : data;
+  // Kept as bytes (axios `responseType: 'arraybuffer'`, got `'buffer'`): decoded unless its
+  // content-type says it is no text. Read as text only, the same "EOF" body was retried or not by
+  // the client's body type (an outside review: axios text 3 sends, arraybuffer 1).
+  if (isBytes(body)) body = textOfBytes(body, safeGet(response, 'headers'));
   const texts: string[] = [];
   if (typeof body === 'string') {
     texts.push(boundText(body));
@@ -176,6 +181,41 @@ function bodyTexts(response: unknown): string[] | undefined {
     stringsOf(body, texts, 0);
   }
   return texts.length === 0 ? undefined : texts;
+}
+
+/**
+ * `bytes` as text (UTF-8), bounded as {@link boundText} bounds (its head and tail decoded, a
+ * megabyte costing what a short body does); undefined when `headers` name a content-type that is
+ * no text (neither `text/*` nor JSON, XML or a form), whose bytes say nothing readable.
+ */
+function textOfBytes(bytes: Uint8Array | ArrayBuffer, headers: unknown): string | undefined {
+  const type = safeGet(headers, 'content-type') ?? (typeof safeGet(headers, 'get') === 'function' ? callGet(headers, 'content-type') : undefined);
+  if (typeof type === 'string' && type !== '' && !TEXT_TYPE.test(type)) return undefined;
+  const view = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+  const decoder = new TextDecoder();
+  if (view.byteLength <= HEAD + TAIL) return decoder.decode(view);
+  return `${decoder.decode(view.subarray(0, HEAD))} … ${decoder.decode(view.subarray(view.byteLength - TAIL))}`;
+}
+
+/** Whether `value` is bytes; false for what cannot be asked (a revoked Proxy throws). */
+function isBytes(value: unknown): value is Uint8Array | ArrayBuffer {
+  try {
+    return value instanceof Uint8Array || value instanceof ArrayBuffer;
+  } catch {
+    return false;
+  }
+}
+
+/** Content-types whose bytes are text. */
+const TEXT_TYPE = /^\s*(?:text\/|application\/(?:[\w.+-]*\+)?(?:json|xml|x-www-form-urlencoded)\b)/i;
+
+/** `headers.get(name)` of a Headers-like object (axios's AxiosHeaders), or undefined if it throws. */
+function callGet(headers: unknown, name: string): unknown {
+  try {
+    return (headers as { get(n: string): unknown }).get(name);
+  } catch {
+    return undefined;
+  }
 }
 
 /** A text that may be JSON holding strings: an object, an array or a string, after any whitespace. */
