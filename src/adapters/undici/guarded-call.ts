@@ -438,8 +438,15 @@ export class GuardedCall extends Attempt implements AttemptOwner {
       // connection, and maxAttempts bounds them; a fresh one's failure waits as before.
       // The answer is read as retry() reads it before the Retry-After raises it: a negative or
       // string answer is the default schedule's wait (Math.max made -5 no wait, '100' 100 ms).
-      backoff: (n, previous, random) =>
-        Math.max(this.#more.retryAfter, this.#more.stale ? 0 : delayOf(this.#usersOwn(s.backoff, () => s.backoff(n, previous, random)), n, previous, random)),
+      // A retry that could not begin before the request's own wait for headers is spent is none
+      // (Infinity ends the retries; the call fails with the last attempt's error, as the call's
+      // own timeout does): it was slept, and the call failed after the wait, nothing more sent
+      // (an outside review: 400-600 ms after its headersTimeout; plain undici failed at once).
+      backoff: (n, previous, random) => {
+        const wait = Math.max(this.#more.retryAfter, this.#more.stale ? 0 : delayOf(this.#usersOwn(s.backoff, () => s.backoff(n, previous, random)), n, previous, random));
+        const by = this.#headersBy;
+        return by !== Infinity && s.clock.now() + wait >= by ? Infinity : wait;
+      },
       retryable: (err, classification, attempt) => this.#retryable(err, classification, attempt),
       budget: s.budget,
       clock: s.clock,
