@@ -14,6 +14,7 @@ import got from 'got';
 import { errors as undiciErrors } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { classify } from '../../src/core/classify.js';
+import { factsOf } from '../../src/core/classify-rules.js';
 import { retry } from '../../src/retry/retry.js';
 import { leakCheckEach } from '../helpers/leaks.js';
 
@@ -70,6 +71,26 @@ describe('classify reads a 5xx body kept as bytes', () => {
     // A 4xx body is never read.
     const four = new undiciErrors.ResponseError('Response Error', 400, { headers: {}, body: 'EOF' });
     expect(classify(four).kind).toBe('application');
+  });
+
+  it('bytes read as text reads it: whole up to 6 144 bytes (head 4 096 and tail 2 048 past it), an empty content-type as none', () => {
+    const bodyOf = (bytes: Buffer, headers: Record<string, string> = {}): readonly string[] | undefined => factsOf({ status: 502, response: { data: bytes, headers } })?.body;
+    for (const n of [3_000, 6_144]) {
+      const text = 'a'.repeat(n - 5) + ': EOF';
+      expect(bodyOf(Buffer.from(text))).toEqual([text]);
+    }
+    const long = 'h'.repeat(4_096) + 'm'.repeat(10) + 't'.repeat(2_048);
+    expect(bodyOf(Buffer.from(long))).toEqual([`${'h'.repeat(4_096)} … ${'t'.repeat(2_048)}`]);
+    expect(bodyOf(Buffer.from('EOF'), { 'content-type': '' })).toEqual(['EOF']);
+    expect(bodyOf(Buffer.from('EOF'), { 'content-type': 'application/problem+json' })).toEqual(['EOF']);
+    expect(bodyOf(Buffer.from('EOF'), { 'content-type': 'image/png' })).toBeUndefined();
+    // An ArrayBuffer (a fetch-style body) too.
+    expect(bodyOf(new Uint8Array(Buffer.from('EOF')).buffer as unknown as Buffer)).toEqual(['EOF']);
+  });
+
+  it('a 4xx error body, bytes or ResponseError, is never read', () => {
+    expect(factsOf({ status: 404, response: { data: Buffer.from('EOF'), headers: {} } })?.body).toBeUndefined();
+    expect(factsOf(new undiciErrors.ResponseError('Response Error', 404, { headers: {}, body: 'EOF' }))?.body).toBeUndefined();
   });
 
   it('a long body: its head and tail are read, at a bounded cost', () => {
