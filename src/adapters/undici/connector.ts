@@ -32,7 +32,11 @@ const CONNECTOR_OPTIONS = optionNames(CONNECTOR_OPTION_NAMES);
 /** An undici connector: what the `connect` option of an Agent, Pool or Client accepts. */
 export type UndiciConnector = buildConnector.connector;
 
-/** TLS options for `https:` origins (a subset of `tls.connect`'s; the servername is per origin). */
+/**
+ * TLS options for `https:` origins: `tls.connect`'s, but those the connector sets itself per dial
+ * (the session from its cache, ALPN from `allowH2`, the socket, host and port). The servername
+ * defaults to the origin's host name.
+ */
 export type GuardedTlsOptions = Pick<
   tls.ConnectionOptions,
   | 'ca'
@@ -47,13 +51,34 @@ export type GuardedTlsOptions = Pick<
   | 'maxVersion'
   | 'secureContext'
   | 'servername'
+  | 'sigalgs'
+  | 'ecdhCurve'
+  | 'honorCipherOrder'
+  | 'secureOptions'
+  | 'secureProtocol'
+  | 'sessionIdContext'
+  | 'ticketKeys'
+  | 'sessionTimeout'
+  | 'crl'
+  | 'dhparam'
+  | 'privateKeyEngine'
+  | 'privateKeyIdentifier'
+  | 'clientCertEngine'
+  | 'minDHSize'
+  | 'enableTrace'
+  | 'pskCallback'
 >;
 
-/** `net.connect` options a guarded dial passes on (how to resolve and reach the host). */
+/**
+ * `net.connect` options a guarded dial passes on: how to resolve and reach the host, where to
+ * leave from (`localAddress`, `localPort`: a port pinned for a pool of several connections fails
+ * every dial after the first with EADDRINUSE, the client's own error, never the host's), and the
+ * socket's buffer (`highWaterMark`, both directions).
+ */
 export type GuardedSocketOptions = Pick<
   net.TcpNetConnectOpts,
-  'lookup' | 'family' | 'hints' | 'autoSelectFamily' | 'autoSelectFamilyAttemptTimeout' | 'localAddress' | 'noDelay'
->;
+  'lookup' | 'family' | 'hints' | 'autoSelectFamily' | 'autoSelectFamilyAttemptTimeout' | 'localAddress' | 'localPort' | 'noDelay'
+> & { highWaterMark?: number | undefined };
 
 /** Options of {@link guardedConnector}; every one has a default. */
 export interface GuardedConnectorOptions {
@@ -136,10 +161,36 @@ export const TLS_KEYS: ReadonlySet<string> = new Set([
   'maxVersion',
   'secureContext',
   'servername',
+  'sigalgs',
+  'ecdhCurve',
+  'honorCipherOrder',
+  'secureOptions',
+  'secureProtocol',
+  'sessionIdContext',
+  'ticketKeys',
+  'sessionTimeout',
+  'crl',
+  'dhparam',
+  'privateKeyEngine',
+  'privateKeyIdentifier',
+  'clientCertEngine',
+  'minDHSize',
+  'enableTrace',
+  'pskCallback',
 ]);
 
 /** The socket options the connector passes to `net.connect` (its `socket`, and those keys of undici's `connect` object). */
-export const SOCKET_KEYS: ReadonlySet<string> = new Set(['lookup', 'family', 'hints', 'autoSelectFamily', 'autoSelectFamilyAttemptTimeout', 'localAddress', 'noDelay']);
+export const SOCKET_KEYS: ReadonlySet<string> = new Set([
+  'lookup',
+  'family',
+  'hints',
+  'autoSelectFamily',
+  'autoSelectFamilyAttemptTimeout',
+  'localAddress',
+  'localPort',
+  'noDelay',
+  'highWaterMark',
+]);
 
 /** `connectTimeout: 0`: the longest timer Node can arm (about 24.8 days), as good as none. */
 const NO_LIMIT = 2 ** 31 - 1;
@@ -183,6 +234,7 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
     if (!SOCKET_KEYS.has(key)) throw new TypeError(`socket.${key} is not supported (supported: ${[...SOCKET_KEYS].join(', ')})`);
   }
   if (socket.lookup !== undefined) checkFunction('socket.lookup', socket.lookup);
+  checkSocketNumbers('socket', socket);
   const socketPath = options.socketPath;
   if (socketPath !== undefined && (typeof socketPath !== 'string' || socketPath === '')) {
     throw new TypeError(`socketPath must be a non-empty string, got ${show(socketPath)}`);
@@ -314,6 +366,17 @@ function viaConnector(connector: UndiciConnector, opts: buildConnector.Options):
 /** Whether `host` is an IP address (undici brackets IPv6 ones). */
 function isLiteral(host: string): boolean {
   return host.startsWith('[') || net.isIP(host) !== 0;
+}
+
+/**
+ * Checks the numeric socket options where they are given (`prefix` names where, as the user
+ * spelt it): Node refuses them only at the dial, one failed request at a time.
+ *
+ * @throws TypeError/RangeError naming the option and the bad value.
+ */
+export function checkSocketNumbers(prefix: string, socket: { localPort?: unknown; highWaterMark?: unknown }): void {
+  if (socket.localPort !== undefined) checkInteger(`${prefix}.localPort`, socket.localPort, 0, 65_535);
+  if (socket.highWaterMark !== undefined) checkInteger(`${prefix}.highWaterMark`, socket.highWaterMark, 0);
 }
 
 function checkBoolean(name: string, value: unknown): boolean {

@@ -8,8 +8,8 @@
  * @module
  */
 import type { Agent } from 'undici';
-import { show } from '../../core/validate.js';
-import { type GuardedConnectorOptions, type GuardedSocketOptions, type GuardedTlsOptions, SOCKET_KEYS, TLS_KEYS, type UndiciConnector } from './connector.js';
+import { checkDuration, show } from '../../core/validate.js';
+import { checkSocketNumbers, type GuardedConnectorOptions, type GuardedSocketOptions, type GuardedTlsOptions, SOCKET_KEYS, TLS_KEYS, type UndiciConnector } from './connector.js';
 
 /** Top-level undici Agent options that configure undici's own connector. */
 const TOP_LEVEL = ['connect', 'connectTimeout', 'socketPath', 'autoSelectFamily', 'autoSelectFamilyAttemptTimeout', 'maxCachedSessions'] as const;
@@ -32,7 +32,9 @@ export function undiciConnectOptions(options: Options): { rest: Options; connect
   const set = (key: keyof GuardedConnectorOptions, value: unknown): void => {
     if (value !== undefined && value !== null) (connector as Record<string, unknown>)[key] = value;
   };
-  set('connectTimeout', options.connectTimeout);
+  // Checked here, under the name the user gave: the connector would name its own `connectTimeout`.
+  const timeout = (name: string, value: unknown): void => set('connectTimeout', value === undefined || value === null ? value : checkDuration(name, value));
+  timeout('undici.connectTimeout', options.connectTimeout);
   set('socketPath', options.socketPath);
   set('maxCachedSessions', options.maxCachedSessions);
   if (options.autoSelectFamily !== undefined) socket['autoSelectFamily'] = options.autoSelectFamily;
@@ -46,7 +48,9 @@ export function undiciConnectOptions(options: Options): { rest: Options; connect
       if (value === undefined) continue;
       if (SOCKET_KEYS.has(key)) socket[key] = value;
       else if (TLS_KEYS.has(key)) tls[key] = value;
-      else if (key === 'timeout') set('connectTimeout', value);
+      else if (key === 'timeout') timeout('undici.connect.timeout', value);
+      // undici's own connector overwrites both (its session cache, ALPN from allowH2): taken, as there.
+      else if (key === 'session' || key === 'ALPNProtocols') continue;
       else if (key === 'socketPath') set('socketPath', value);
       else if (key === 'maxCachedSessions') set('maxCachedSessions', value);
       else if (key === 'keepAliveInitialDelay') set('keepAliveInitialDelay', value);
@@ -58,6 +62,7 @@ export function undiciConnectOptions(options: Options): { rest: Options; connect
       }
     }
   }
+  checkSocketNumbers('undici.connect', socket);
   if (Object.keys(socket).length > 0) connector.socket = socket as GuardedSocketOptions;
   if (Object.keys(tls).length > 0) connector.tls = tls as GuardedTlsOptions;
   return { rest: rest as Options, connector };
