@@ -347,6 +347,10 @@ function systemVerdict(code: string, f: Facts): Verdict | undefined {
   // every other SSL error arrives during the handshake, before a byte of the request.
   if (code.startsWith('ERR_SSL_')) return verdict(/BAD_RECORD_MAC|DECRYPTION_FAILED|RECORD_OVERFLOW/.test(code) ? 'connection' : 'dial', code);
   if (code === 'ERR_TLS_HANDSHAKE_TIMEOUT') return verdict('dial', code);
+  // The socket could not bind as the client's own options ask (a localAddress not on this
+  // machine or of the other family, a pinned localPort in use): nothing was sent, and the same
+  // options fail the same way again (GuardedAgent waited out 2 retries' backoff: an outside review).
+  if (f.syscall === 'bind') return verdict('dial', code, { transient: false });
   if (f.syscall === 'connect' || isDnsSyscall(f.syscall)) return verdict('dial', code);
   // tls.connect: the peer hung up after TCP connected but before the handshake finished.
   if (code === 'ECONNRESET' && f.message.includes('before secure TLS connection was established')) return verdict('dial', code);

@@ -45,6 +45,11 @@ describe('classify rules: Node system and TLS errors', () => {
     ['a query* prefix only, not a suffix', sys('EWEIRD', 'resquery'), unknown('EWEIRD')],
     ['ECONNREFUSED without a syscall', coded('ECONNREFUSED'), dial('ECONNREFUSED')],
     ['EADDRNOTAVAIL', coded('EADDRNOTAVAIL'), dial('EADDRNOTAVAIL')],
+    ['EADDRNOTAVAIL from connect (no ephemeral port free just now) may pass', sys('EADDRNOTAVAIL', 'connect'), dial('EADDRNOTAVAIL')],
+    // The socket could not bind as its own options asked: the same options fail the same way again (r134: retried 3 times, ~1.5 s).
+    ['a localAddress not on this machine (bind)', sys('EADDRNOTAVAIL', 'bind'), dial('EADDRNOTAVAIL', false)],
+    ['a pinned localPort in use (bind)', sys('EADDRINUSE', 'bind'), dial('EADDRINUSE', false)],
+    ['a localAddress of the other family (bind)', sys('EINVAL', 'bind'), dial('EINVAL', false)],
     ["net's connection timeout", coded('ERR_SOCKET_CONNECTION_TIMEOUT'), dial('ERR_SOCKET_CONNECTION_TIMEOUT')],
     ['ENOTFOUND without a syscall', coded('ENOTFOUND'), dial('ENOTFOUND')],
     ['ECONNRESET on a read', sys('ECONNRESET', 'read'), dead('ECONNRESET')],
