@@ -18,13 +18,14 @@ import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { PoolClosedError } from '../../core/errors.js';
 import type { Listener, Unsubscribe } from '../../core/events.js';
 import { ConnectionPool, type ConnectionPoolEvents, type PoolStats } from '../../pool/connection-pool.js';
-import { MAX_DURATION } from '../../core/validate.js';
+import { MAX_DURATION, show } from '../../core/validate.js';
 import { sharedRetryBudget } from '../../retry/budget.js';
 import { lookupBreaker } from '../../guard/addresses.js';
 import { ChannelConnector, type PooledChannel, channelTransport } from './channel-connector.js';
 import { type ChannelHost, GuardedChannel } from './guarded-channel.js';
 import { type GrpcGuardOptions, checkChannelOptions, grpcSettings, serviceConfigRetries } from './options.js';
 import { type ChannelSpec, SpecTable, grpcHostKey, targetOfKey } from './target.js';
+import { callbackFailure } from './status.js';
 
 /** grpc-js's `channelFactoryOverride` client option. */
 export type ChannelFactory = (target: string, credentials: grpc.ChannelCredentials, options: grpc.ChannelOptions) => grpc.ChannelInterface;
@@ -116,7 +117,7 @@ export class GrpcGuard {
     this.#statusRetries = s.retry !== false && s.retry.statuses.size > 0;
     this.#specs = new SpecTable(s.channelOptions, (spec) => this.#released(spec.key));
     this.#linger = Math.min(RELEASED_LINGER, s.idleTimeout ?? RELEASED_LINGER);
-    const hostOf = s.hostOf ?? grpcHostKey;
+    const hostOf = s.hostOf === undefined ? grpcHostKey : ownHostOf(s.hostOf);
     const breaker = s.breaker;
     // Names are dialled per address when there is a breaker to keep each address's entry in.
     const dialing =
@@ -348,6 +349,23 @@ export class GrpcGuard {
  * not this copy's. grpc-js's own "Channel credentials must be a ChannelCredentials object" named
  * neither the cause nor the fix (an outside review).
  */
+/**
+ * The user's `hostOf`, its throw (or an answer that is no key) marked as the caller's own bug: the
+ * call fails INTERNAL with it as `cause`, never UNAVAILABLE (see callbackFailure).
+ */
+function ownHostOf(hostOf: (target: string) => string): (target: string) => string {
+  return (target) => {
+    let key: unknown;
+    try {
+      key = hostOf(target);
+    } catch (err) {
+      throw callbackFailure(err);
+    }
+    if (typeof key !== 'string' || key === '') throw callbackFailure(new TypeError(`hostOf(${JSON.stringify(target)}) must return a non-empty string, got ${show(key)}`));
+    return key;
+  };
+}
+
 function foreignCredentials(credentials: object): TypeError {
   const looksLike = typeof (credentials as { _isSecure?: unknown })._isSecure === 'function';
   if (!looksLike) return new TypeError('credentials must be grpc ChannelCredentials');

@@ -147,7 +147,8 @@ export interface GrpcGuardOptions {
    * Maps a channel's target to its breaker key. Default {@link grpcHostKey}: `dns:///h:p`,
    * `h:p`, `ipv4:a:p` all become `h:p`. For a name dialled per address (`perAddress`) this is the
    * name's own entry (its lookups, and the refusal when every address is open); each address is
-   * keyed `address:port`.
+   * keyed `address:port`. One that throws (or answers no string) fails the call INTERNAL with
+   * its error as `cause`: a bug of the caller's, never an outage to retry.
    */
   hostOf?: (target: string) => string;
   /**

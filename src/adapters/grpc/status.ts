@@ -34,9 +34,24 @@ export function isStatusObject(value: unknown): value is grpc.StatusObject {
   return typeof v.code === 'number' && typeof v.details === 'string' && v.metadata instanceof grpc.Metadata;
 }
 
+/** Errors a callback of the user's threw (see {@link callbackFailure}). */
+const CALLBACK_FAILURES = new WeakSet<object>();
+
+/**
+ * Marks `err`, thrown by a callback of the user's (`hostOf`), as the caller's own bug: the call
+ * it ends fails INTERNAL, never UNAVAILABLE, which every retry policy reads as an outage and
+ * retries (an outside review). Returns it (a thrown non-object is wrapped in an Error).
+ */
+export function callbackFailure(err: unknown): Error {
+  const error = isError(err) ? err : new Error(String(err));
+  CALLBACK_FAILURES.add(error);
+  return error;
+}
+
 /** The status for a failure that ended a call before (or instead of) a server's answer. */
 export function statusFor(err: unknown, code: grpc.status = grpc.status.UNAVAILABLE): GuardStatus {
   if (isStatusObject(err)) return err;
+  if (typeof err === 'object' && err !== null && CALLBACK_FAILURES.has(err)) code = grpc.status.INTERNAL;
   if (err instanceof ChannelConnectError && typeof err.toStatus === 'function') {
     // grpc-js's own words for the failed connect, as a raw channel would have reported them, with
     // the class's brand and the quoted failure as `cause` (see ChannelConnectError).
