@@ -16,6 +16,7 @@ import { type Clock, type TimerHandle, unrefTimer } from '../core/clock.js';
 import { ClientCertificateRejectedError, KeepAliveTimeoutError, TransportClosedError } from '../core/errors.js';
 import { certificateRejected, sentRequestedCertificate } from '../guard/client-certificate.js';
 import { connect, openSocket, tlsTransportFor } from '../guard/connect.js';
+import { TlsSessionCache } from '../guard/tls-sessions.js';
 import type { DialContext } from '../guard/dial.js';
 import type { HostBreaker, Transport } from '../guard/host-breaker.js';
 import type { ConnectionWatch, Connector } from '../pool/connection-pool.js';
@@ -45,6 +46,9 @@ export interface SessionConnectorOptions {
 }
 
 const noop = (): void => {};
+
+/** TLS sessions kept for resumption, one per origin (undici's default count). */
+const TLS_SESSIONS = 100;
 
 /** node:http2's default `maxSessionMemory`, MB. */
 const DEFAULT_SESSION_MEMORY = 10;
@@ -131,6 +135,8 @@ const DRAIN_SILENCE = 3;
 export class SessionConnector implements Connector<http2.ClientHttp2Session> {
   readonly #options: SessionConnectorOptions;
   readonly #contexts = new Map<string, tls.ConnectionOptions>();
+  /** TLS sessions by origin, offered when it is dialled again (see TlsSessionCache). */
+  readonly #sessions = new TlsSessionCache(TLS_SESSIONS);
 
   constructor(options: SessionConnectorOptions) {
     this.#options = options;
@@ -161,10 +167,11 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
     const secure = url.protocol === 'https:';
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     const port = Number(url.port || (secure ? 443 : 80));
-    const tlsOptions = secure ? this.#tlsFor(origin) : undefined;
+    const tlsOptions = secure ? this.#withSession(origin, this.#tlsFor(origin)) : undefined;
+    const sessions = secure ? this.#sessions : undefined;
     if (this.guardsItself(origin)) {
       // Each address's dial runs TCP, TLS and the SETTINGS exchange; the one that wins is kept.
-      const sessions = new WeakMap<net.Socket, http2.ClientHttp2Session>();
+      const established = new WeakMap<net.Socket, http2.ClientHttp2Session>();
       const { breaker, connectTimeout, clock, lookup } = this.#options;
       const socket = await connect(
         { host, port },
@@ -175,12 +182,16 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
           signal: ctx.signal,
           tls: tlsOptions,
           ...(lookup === undefined ? {} : { socket: { lookup } }),
-          handshake: (sock, inner) => this.#handshake(origin, sock, inner).then((session) => void sessions.set(sock, session)),
+          handshake: (sock, inner) => {
+            sessions?.remember(origin, sock as tls.TLSSocket);
+            return this.#handshake(origin, sock, inner).then((session) => void established.set(sock, session));
+          },
         },
       );
-      return sessions.get(socket)!;
+      return established.get(socket)!;
     }
     const socket = await openSocket({ host, port }, { tls: tlsOptions }, ctx);
+    sessions?.remember(origin, socket as tls.TLSSocket);
     ctx.phase = 'handshake';
     return this.#handshake(origin, socket, ctx);
   }
@@ -387,6 +398,12 @@ export class SessionConnector implements Connector<http2.ClientHttp2Session> {
       if (next !== undefined) clock.clearTimeout(next);
       if (deadline !== undefined) clock.clearTimeout(deadline);
     };
+  }
+
+  /** `options` offering `origin`'s last TLS session, when there is one. */
+  #withSession(origin: string, options: tls.ConnectionOptions): tls.ConnectionOptions {
+    const session = this.#sessions.get(origin);
+    return session === undefined ? options : { ...options, session };
   }
 
   /** Connect options for `origin`, around a secure context built once per origin. */

@@ -21,6 +21,7 @@ import { type DialContext, breakerOption, dial } from '../../guard/dial.js';
 import { connect, openSocket } from '../../guard/connect.js';
 import { HostBreaker, tlsTransport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
+import { TlsSessionCache } from '../../guard/tls-sessions.js';
 import { DialScout } from './dial-scout.js';
 import { watchErrors } from './tls-alert.js';
 import { type OptionNames, checkOptionNames, optionNames } from '../../core/option-names.js';
@@ -200,7 +201,7 @@ interface ConnectorSettings {
   timeout: number;
   breaker: HostBreaker | null;
   tls: GuardedTlsOptions;
-  sessions: SessionCache;
+  sessions: TlsSessionCache;
   keepAliveDelay: number;
   socket: GuardedSocketOptions;
   socketPath: string | undefined;
@@ -253,7 +254,7 @@ function settings(options: GuardedConnectorOptions): ConnectorSettings {
     allowH2: checkBoolean('allowH2', opt(options.allowH2, false)),
     breaker,
     tls: tlsOptions,
-    sessions: new SessionCache(checkInteger('maxCachedSessions', opt(options.maxCachedSessions, 100), 0)),
+    sessions: new TlsSessionCache(checkInteger('maxCachedSessions', opt(options.maxCachedSessions, 100), 0)),
     keepAliveDelay: checkDuration('keepAliveInitialDelay', opt(options.keepAliveInitialDelay, 60_000)),
     clock,
     closing,
@@ -325,7 +326,7 @@ export function guardedConnector(options: GuardedConnectorOptions = {}): UndiciC
         ).then((sock) => {
           // As undici's own connector does: the kernel probes an idle pooled connection.
           if (s.keepAliveDelay > 0) sock.setKeepAlive(true, s.keepAliveDelay);
-          if (tlsOptions !== undefined && s.connector === undefined) remember(s.sessions, tlsOptions.servername ?? host, sock as tls.TLSSocket);
+          if (tlsOptions !== undefined && s.connector === undefined) s.sessions.remember(tlsOptions.servername ?? host, sock as tls.TLSSocket);
           watchErrors(sock);
           return sock;
         });
@@ -399,39 +400,4 @@ function tlsFor(s: ConnectorSettings, opts: buildConnector.Options, host: string
     ...(session === undefined ? {} : { session }),
     ALPNProtocols: allowH2 ? ['http/1.1', 'h2'] : ['http/1.1'],
   };
-}
-
-/**
- * Keeps the sessions `socket` is handed, by servername (or address). TLS 1.3 sends its tickets
- * after the handshake ('session', heard from now on). TLS 1.2's session is emitted in the same
- * turn as 'secureConnect', before the dial was over and this listener was there: it is read from
- * the socket instead. Heard only through the listener, no TLS 1.2 connection was ever resumed
- * (an outside review: 0 of 29 over 10 nginx reloads, plain undici 7 of 24).
- */
-function remember(cache: SessionCache, key: string, socket: tls.TLSSocket): void {
-  if (cache.capacity === 0) return;
-  if (socket.getProtocol?.() === 'TLSv1.2') {
-    const session = socket.getSession?.();
-    if (session !== undefined) cache.set(key, session);
-  }
-  socket.on('session', (session: Buffer) => cache.set(key, session));
-}
-
-/** TLS sessions by servername (the address when there is none), bounded: the least recently stored goes first. */
-class SessionCache {
-  readonly #sessions = new Map<string, Buffer>();
-  constructor(readonly capacity: number) {}
-
-  get(servername: string): Buffer | undefined {
-    return this.#sessions.get(servername);
-  }
-
-  set(servername: string, session: Buffer): void {
-    this.#sessions.delete(servername);
-    if (this.#sessions.size >= this.capacity) {
-      const oldest = this.#sessions.keys().next();
-      if (oldest.done !== true) this.#sessions.delete(oldest.value);
-    }
-    this.#sessions.set(servername, session);
-  }
 }
