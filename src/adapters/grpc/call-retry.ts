@@ -17,7 +17,7 @@ import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError
 import { dialFailureOutcome } from '../../guard/dial-outcome.js';
 import type { RetryBudget } from '../../retry/budget.js';
 import { answeredByServer } from '../../core/classify-grpc.js';
-import { ChannelConnectError, notHttp2 } from './connect-error.js';
+import { ChannelConnectError, clientVerdict, notHttp2 } from './connect-error.js';
 import { isStatusObject } from './status.js';
 
 /** A guarded call's retry settings, resolved. */
@@ -90,7 +90,7 @@ export function worthRetrying(err: unknown, idempotent: boolean, statuses: Reado
  */
 export function clientMistake(err: unknown): boolean {
   if (!(err instanceof ChannelConnectError)) return false;
-  if (dialFailureOutcome(err) === 'succeeded' || notHttp2(err)) return true;
+  if (dialFailureOutcome(err) === 'succeeded' || notHttp2(err) || clientVerdict(err)) return true;
   // Per address: every address failed on the client's configuration (each presented the
   // certificate this client refused). Was read as a dial failure and retried: a wrong CA on a
   // name of three addresses cost 9 handshakes and ~1.5 s a call, and the shared retry budget.

@@ -103,6 +103,26 @@ export function notHttp2(err: ChannelConnectError): boolean {
   return cause instanceof AggregateError && cause.errors.length > 0 && cause.errors.every((e) => e instanceof ChannelConnectError && notHttp2(e));
 }
 
+/** Causes of connects the client's own identity check refused: see {@link clientVerdict}. */
+const CLIENT_VERDICTS = new WeakSet<object>();
+
+/**
+ * Marks `cause` as the failure of a connect whose certificate the client's own
+ * `checkServerIdentity` refused (it returned or threw an Error: a pin that does not match). It
+ * carries no code Node would give a certificate verdict, and grpc-js words it UNAVAILABLE, yet
+ * the same check refuses the same certificate on every connect. Returns `cause`.
+ */
+export function markClientVerdict<T>(cause: T): T {
+  if (typeof cause === 'object' && cause !== null) CLIENT_VERDICTS.add(cause);
+  return cause;
+}
+
+/** Whether `err` (a {@link ChannelConnectError}, or grpc-js's copy of one) failed on the client's own identity check. */
+export function clientVerdict(err: ChannelConnectError): boolean {
+  const cause: unknown = err.cause;
+  return typeof cause === 'object' && cause !== null && CLIENT_VERDICTS.has(cause);
+}
+
 /** A system error grpc-js quoted as text: `connect ECONNREFUSED 127.0.0.1:1`, `getaddrinfo ENOTFOUND name`. */
 const SYSTEM_ERROR = /^(connect|getaddrinfo|read|write) (E[A-Z]{3,}|EAI_[A-Z]+)(?: (.+))?$/;
 

@@ -12,7 +12,7 @@ import net from 'node:net';
 import type { Clock } from '../../core/clock.js';
 import { ClientCertificateRejectedError } from '../../core/errors.js';
 import type { DialContext } from '../../guard/dial.js';
-import { ChannelConnectError, lastError, markNotHttp2, quotedCause } from './connect-error.js';
+import { ChannelConnectError, lastError, markClientVerdict, markNotHttp2, quotedCause } from './connect-error.js';
 import type { ChannelSpec } from './target.js';
 import { ConnectTracker, trackCredentials } from './tracked-credentials.js';
 
@@ -134,7 +134,9 @@ function connectError(target: string, status: grpc.StatusObject, tracker: Connec
  * fails there at once, never after retries.
  */
 function causeOf(tracker: ConnectTracker, details: string): unknown {
-  if (tracker.handshakeError !== undefined) return tracker.handshakeError;
+  // The client's own identity check refused the certificate: that verdict is the client's own,
+  // the same on every connect (see markClientVerdict).
+  if (tracker.handshakeError !== undefined) return tracker.identityRefused === undefined ? tracker.handshakeError : markClientVerdict(tracker.handshakeError);
   const quoted = quotedCause(details);
   return tracker.answered ? markNotHttp2(quoted ?? new Error(details)) : quoted;
 }

@@ -44,6 +44,12 @@ export class ConnectTracker {
    */
   certificatePresented = false;
   /**
+   * What the client's own `checkServerIdentity` answered in the last handshake when it refused
+   * the certificate (an Error returned or thrown: a pin that does not match); undefined when it
+   * accepted it, or was never asked.
+   */
+  identityRefused: Error | undefined;
+  /**
    * Whether the server asked for this client's certificate in the last TLS handshake and the
    * client sent one: a hang-up with no byte after it is the server's refusal of the certificate
    * (see `client-certificate.ts`), not a dead host.
@@ -224,6 +230,8 @@ function catchIdentityCheck(connector: object, tracker: ConnectTracker): void {
   const caught = caughtIdentityCheck(options.checkServerIdentity as Parameters<typeof caughtIdentityCheck>[0]);
   options.checkServerIdentity = function checkServerIdentity(this: unknown, host: string, cert: PeerCertificate) {
     tracker.certificatePresented = true;
-    return caught.call(this, host, cert);
+    const verdict = caught.call(this, host, cert);
+    tracker.identityRefused = verdict;
+    return verdict;
   };
 }
