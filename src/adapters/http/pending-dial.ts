@@ -51,7 +51,7 @@ export interface ConnectionOptions {
   socketPath?: string;
   path?: string | null;
   _agentKey?: string;
-  /** The request's own `timeout`: Node arms it before the socket connects. */
+  /** The agent's `timeout`, else the request's (Node merges them so): armed before the socket connects, where the request has none of its own. */
   timeout?: number;
   family?: number;
   hints?: number;
@@ -278,6 +278,11 @@ export class AgentGuard {
     // heard from every dial of the origin, another request's connect armed it during its own.
     let tcpUp = false;
     let asked: unknown;
+    // The request's own `timeout` wins over the agent's, as Node's setRequestSocket sets it on the
+    // connecting socket where it differs: the options Node merged for createConnection hold the
+    // agent's (its values win there), and a request asking 10 s timed out at an agent-wide 1 s
+    // during a 1.5 s handshake Node served (an outside review).
+    const waitFor = (req as { timeout?: unknown } | undefined)?.timeout ?? options.timeout;
     const onTcp = (): void => {
       if (tcpUp) return;
       tcpUp = true;
@@ -308,7 +313,7 @@ export class AgentGuard {
           // 400: two timed out at 401 ms; an outside review). A `req.setTimeout` armed from the
           // scout's connect is disarmed with it, and armed again at this one's.
           unlisten();
-          arm(options.timeout);
+          arm(waitFor);
           tcpUp = false;
         }
         // The dial's timer and socket, kept so an abandoned dial can stop holding the process.
@@ -373,7 +378,7 @@ export class AgentGuard {
         timer = unrefTimer(clock.setTimeout(() => void watched.emit('timeout'), Math.min(wait, MAX_DURATION)));
       }
     };
-    arm(options.timeout);
+    arm(waitFor);
     // A request destroyed while its dial is in flight fails now, with its own error (Node's
     // agent hands a request its connecting socket at once, so destroying the request destroys
     // the socket and fails it there). Was: it waited for the dial, up to the whole connect
