@@ -31,6 +31,7 @@ import { type Transport, tlsTransport } from '../../guard/host-breaker.js';
 import { hostKey } from '../../guard/host-key.js';
 import { DialScout } from '../undici/dial-scout.js';
 import type { AgentGuardSettings } from './options.js';
+import { announceConnected } from './connect-events.js';
 
 /** Node's callback for `createConnection`. */
 export type OnCreate = (err: Error | null, socket?: net.Socket) => void;
@@ -192,7 +193,12 @@ export class AgentGuard {
    * options and, for https, its TLS session cache), run inside a guarded, bounded dial. Returns
    * nothing: the socket or the error goes to `oncreate`.
    */
-  connect(agent: http.Agent, options: ConnectionOptions, oncreate: OnCreate, open: () => net.Socket, secure: boolean, defaultPort: number): void {
+  connect(agent: http.Agent, options: ConnectionOptions, created: OnCreate, open: () => net.Socket, secure: boolean, defaultPort: number): void {
+    // Every socket handed to Node, connected, tells its first request's listeners so (see connect-events.ts).
+    const oncreate: OnCreate = (err, socket) => {
+      if (err === null && socket !== undefined) announceConnected(socket, secure);
+      created(err, socket);
+    };
     const handing = this.#handing;
     if (handing !== undefined) {
       this.#handing = undefined;
