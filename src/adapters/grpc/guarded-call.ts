@@ -40,7 +40,7 @@ import { type CallRetry, clientMistake, finalFailure, pushbackOf, remaining, ret
 import type { PooledChannel } from './channel-connector.js';
 import { SendLog, type Sent } from './send-log.js';
 import { Turn, reportTurnsTo } from './turn.js';
-import { PARENT_CANCELLED, deadlineUnder, followCancellation } from './parent.js';
+import { PARENT_CANCELLED, deadlineUnder, followCancellation, minDeadline } from './parent.js';
 import { type GuardStatus, isStatusObject, statusFor } from './status.js';
 import type { ChannelSpec, SpecTable } from './target.js';
 
@@ -214,7 +214,10 @@ export class GuardedCall implements GrpcCall {
     this.#owner = owner;
     this.#method = method;
     // No parent (the usual case): nothing to do.
-    this.#deadline = parent == null ? deadline : deadlineUnder(deadline, parent, flags);
+    const own = parent == null ? deadline : deadlineUnder(deadline, parent, flags);
+    // The service config's timeout for the method bounds the call as grpc-js bounds it, from now.
+    const bound = spec.methodTimeout === undefined ? undefined : spec.methodTimeout(method);
+    this.#deadline = bound === undefined ? own : minDeadline(own, Date.now() + bound);
     this.#authority = authority;
     this.#parent = parent;
     this.#flags = flags;

@@ -41,7 +41,7 @@ export function followCancellation(parent: ParentCall, flags: number | null | un
 }
 
 /** grpc-js's `minDeadline` (deadline.js): the earliest, in ms; Infinity when none is earlier. */
-function minDeadline(...deadlines: grpc.Deadline[]): number {
+export function minDeadline(...deadlines: grpc.Deadline[]): number {
   let min = Infinity;
   for (const d of deadlines) {
     const ms = d instanceof Date ? d.getTime() : d;

@@ -7,6 +7,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { hostKey } from '../../guard/host-key.js';
 import { serviceConfigRetries } from './options.js';
+import { type MethodTimeout, methodTimeouts } from './method-timeout.js';
 
 /** grpc's default port, for a target that names none. */
 const GRPC_DEFAULT_PORT = 443;
@@ -75,6 +76,8 @@ export interface ChannelSpec {
    * which may have run at the server. See GuardedCall's #settle.
    */
   readonly selfRetrying: boolean;
+  /** The service config's method timeouts, which grpc-js makes a call's deadline (see method-timeout.ts); undefined: none. */
+  readonly methodTimeout: MethodTimeout | undefined;
   /** Clients holding it open. */
   clients: number;
   /** Calls started and not yet ended (they may still need a channel after their client closed). */
@@ -119,7 +122,7 @@ export class SpecTable {
     const key = this.#keyOf(target, `${target}\n${this.#credentialsId(credentials)}\n${this.#optionsKey(options)}`);
     let spec = this.#specs.get(key);
     if (spec === undefined) {
-      spec = { key, target, credentials, options, selfRetrying: serviceConfigRetries(options), clients: 0, calls: 0, keepAlive: undefined };
+      spec = { key, target, credentials, options, selfRetrying: serviceConfigRetries(options), methodTimeout: methodTimeouts(options), clients: 0, calls: 0, keepAlive: undefined };
       this.#specs.set(key, spec);
     }
     spec.clients++;
