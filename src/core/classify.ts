@@ -294,6 +294,19 @@ export function afterAnswerBegan<E>(err: E): E {
   return err;
 }
 
+/**
+ * @internal Marks `err`, an error a retry loop made to end a call (out of attempts, of time or of
+ * budget), as the end of a call an earlier attempt of which may have reached the server:
+ * {@link classify} then never says it was not sent, whatever its last attempt met. An idempotent
+ * call whose first attempt was cut after sending (ECONNRESET) and whose retries were refused
+ * ended as "not sent", and a layer above that is not idempotent sent it again (an outside
+ * review: a gRPC handler ran twice). Only for an error made for this one call: the mark is the
+ * object's, and an attempt's own error may be shared by every caller of one dial. Returns `err`.
+ */
+export function sentEarlier<E>(err: E): E {
+  return afterAnswerBegan(err);
+}
+
 /** Errors a connection's establishment failed with (see {@link failedEstablishing}). */
 const ESTABLISHING = new WeakSet<object>();
 

@@ -16,7 +16,7 @@
  */
 import { type Schedule, safeDelay } from '../core/backoff.js';
 import { restartSpanningBackoff } from '../core/restart-backoff.js';
-import { type Classification, type FailureKind, classify, leftHostRefusing } from '../core/classify.js';
+import { type Classification, type FailureKind, classify, leftHostRefusing, sentEarlier } from '../core/classify.js';
 import { timeoutReasonOf } from '../core/classify-rules.js';
 import { type Clock, type TimerHandle, sleep } from '../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
@@ -131,6 +131,10 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
   const errors: unknown[] = [];
   let attempts = 0;
   let last: Classification | undefined;
+  /** An attempt failed in a way that may have reached the server (not "not sent"). */
+  let reached = false;
+  /** `err`, made here to end the call, marked when an attempt may have reached the server (see sentEarlier). */
+  const ending = <E>(err: E): E => (reached ? sentEarlier(err) : err);
   let stop: Stop | undefined;
 
   // The call's AbortSignal (`attempt.signal`) is made only when something reads it, and the
@@ -208,7 +212,7 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
   /** The error for an interruption: the signal's reason, or the deadline with what came before. */
   const interrupted = (): never => {
     if (stop === 'deadline') {
-      return fail(new DeadlineExceededError(s.budgetMs, attempts, causeOf(errors, haltReason, 'deadline exceeded')));
+      return fail(ending(new DeadlineExceededError(s.budgetMs, attempts, causeOf(errors, haltReason, 'deadline exceeded'))));
     }
     return fail(haltReason); // the caller's or the owner's reason
   };
@@ -266,6 +270,7 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
       errors.push(error);
       const c = classify(error, s.signal === undefined ? s.classify : { ...s.classify, signal: s.signal });
       last = c;
+      if (!c.notSent) reached = true;
 
       // Refused by a breaker: every attempt would be refused the same way (rule 5).
       if (c.kind === 'refused' || isPermanent(error)) return fail(error);
@@ -282,7 +287,7 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
       }
       const wanted = (s.retryable === undefined ? undefined : answerOf(s.retryable, error, c, attempt)) ?? (c.transient && (c.notSent || s.idempotent));
       if (!wanted) return fail(error);
-      if (attempts >= s.maxAttempts) return fail(new RetriesExhaustedError(errors, `${s.maxAttempts} attempt(s) allowed`));
+      if (attempts >= s.maxAttempts) return fail(ending(new RetriesExhaustedError(errors, `${s.maxAttempts} attempt(s) allowed`)));
       // Its dial left the host refused (its failure opened it, or it was the probe): a retry would
       // be refused, or, after a backoff longer than the breaker's window, be the next probe, so
       // this caller paid 3 dials and ~1.4 s once a window where every other was refused at once
@@ -294,21 +299,21 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
       // A schedule answering Infinity (or 24.8 days): no timer waits longer, and no caller waits
       // that long for a retry. With no deadline the call hung for 24.8 days; with one it ended as
       // DeadlineExceededError with nearly all of it left (an outside review, both).
-      if (delay >= MAX_DURATION) return fail(new RetriesExhaustedError(errors, `the backoff answered ${show(delay)} ms or more: no retry waits that long`));
+      if (delay >= MAX_DURATION) return fail(ending(new RetriesExhaustedError(errors, `the backoff answered ${show(delay)} ms or more: no retry waits that long`)));
       const now = clock.now();
       if (now + delay >= s.deadline) {
         // The next attempt could not start before the deadline: fail now rather than sleep. An
         // attempt that ended past it, before its timer ran, finds it passed: no `left` (it read
         // -200 ms left; an outside review).
         const cause = causeOf(errors, undefined, 'deadline exceeded');
-        return fail(new DeadlineExceededError(s.budgetMs, attempts, now < s.deadline ? { ...cause, left: s.deadline - now, wait: delay } : cause));
+        return fail(ending(new DeadlineExceededError(s.budgetMs, attempts, now < s.deadline ? { ...cause, left: s.deadline - now, wait: delay } : cause)));
       }
       if (now + delay - s.start > s.retryWindow) {
-        return fail(new RetriesExhaustedError(errors, `retry window of ${s.retryWindow} ms passed`));
+        return fail(ending(new RetriesExhaustedError(errors, `retry window of ${s.retryWindow} ms passed`)));
       }
       if (s.budget !== null && !s.budget.tryWithdraw()) {
         events.emit('budget-exhausted', { attempt: attempts });
-        return fail(new RetryBudgetExhaustedError(causeOf(errors, undefined, 'retry budget exhausted')));
+        return fail(ending(new RetryBudgetExhaustedError(causeOf(errors, undefined, 'retry budget exhausted'))));
       }
       unspent = s.budget !== null;
       if (s.onRetry !== undefined) {

@@ -28,7 +28,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
 import { classify } from '../../core/classify.js';
-import { CLIENT_MADE, SERVER_ANSWERED, answeredByServer } from '../../core/classify-grpc.js';
+import { CLIENT_MADE, SERVER_ANSWERED, answeredByServer, madeByClient } from '../../core/classify-grpc.js';
 import { ConnectionGoneError, DeadlineExceededError } from '../../core/errors.js';
 import { MAX_DURATION } from '../../core/validate.js';
 import type { ConnectionPool, UseOptions } from '../../pool/connection-pool.js';
@@ -712,7 +712,11 @@ export class GuardedCall implements GrpcCall {
       }
     }
     if (turn !== undefined) turn.active = false;
-    this.#end(isStatusObject(err) ? err : statusFor(err, err instanceof DeadlineExceededError ? grpc.status.DEADLINE_EXCEEDED : grpc.status.UNAVAILABLE));
+    const status = isStatusObject(err) ? err : statusFor(err, err instanceof DeadlineExceededError ? grpc.status.DEADLINE_EXCEEDED : grpc.status.UNAVAILABLE);
+    // Sent once, the call may have run at the server, whatever its last attempt met (a resend's
+    // refused connect): its status never says it was not sent. It did, and an outer retry of a
+    // non-idempotent wrapper ran the handler twice (an outside review).
+    this.#end(this.#sent.wasStarted && madeByClient(status) ? ({ ...status, [CLIENT_MADE]: false } as grpc.StatusObject) : status);
     // The caller has its answer. A grpc-js call on a dead transport ends on its own within the same
     // turn of the event loop; one that has not by then (its channel was dropped for a sibling's
     // failure) is cancelled, so nothing keeps running unheard.
