@@ -15,10 +15,12 @@ export class TlsSessionCache {
   /** @param capacity - sessions kept at most; 0 keeps none. */
   constructor(readonly capacity: number) {}
 
+  /** The session last kept under `key`, if any. */
   get(key: string): Buffer | undefined {
     return this.#sessions.get(key);
   }
 
+  /** Keeps `session` under `key` (the most recent now), dropping the least recently stored when full. */
   set(key: string, session: Buffer): void {
     if (this.capacity === 0) return;
     this.#sessions.delete(key);
