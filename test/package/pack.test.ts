@@ -134,9 +134,10 @@ describe('the packed package', () => {
     expect(loaded.filter((f) => /^dist\/src\/(adapters\/(grpc|redis|http|otel)|http2)[/.]/.test(f))).toEqual([]);
     // The measure, for the record (issue 13): the adapter's own files, core, guard, pool, retry,
     // observe. 41 since the pool's pieces (trip, idle sweep, user code) got files of their own;
-    // 48 with the agent's dial-waiters (whose dial a traced connection is).
+    // 48 with the agent's dial-waiters (whose dial a traced connection is); 50 with the TLS
+    // session cache, a file of its own since Http2Client keeps sessions too.
     console.log(`import('dialguard/undici') loaded ${loaded.length} dialguard files`);
-    expect(loaded.length).toBeLessThan(50);
+    expect(loaded.length).toBeLessThan(52);
   });
 
   it('declares sideEffects: false and ships LICENSE as the MIT text', () => {

@@ -361,59 +361,42 @@ export class RedisGuard {
         const dialled = state.permit !== undefined; // a dial of its own just ended (#next settles it)
         const own = typeof options.retryStrategy === 'function';
         // ioredis counts each retry toward `maxRetriesPerRequest` and fails its offline queue each
-        // time that many went by. A dial of this client's own waits no less than ioredis's default
-        // for it: at the breaker's pace (250-312 ms windows) its 20 went in ~4 s where its plain
-        // self's take ~10.5 s, and a 4-10 s outage failed 194-215 of ~500 queued commands, plain
-        // none (an outside review). A refusal at the gate sent nothing: it is not one of ioredis's
-        // retries (taken off its count) and waits the breaker's pace. Floored and counted too, the
-        // clients of a guard refused while one of them probed a node coming back waited ioredis
-        // 6's growing delay, ~5 s, where plain clients were back within 0.5 s (an outside review).
-        // A strategy of the user's sets its own pace (its answer is the floor below), as counted.
-        // The floor counts from the client's own schedule, not from now: a dial that began late (a
-        // refusal at the gate, a round, the breaker's window before it) leaves that much less to
-        // wait. Counted from each dial, the lateness added up: 3 ioredis 6 clients' 7th dials
-        // came 1.5-3.3 s after their plain selves', and they were back 2.8-4.9 s after a node's
-        // ~10 s outage where plain took 1.8-2.5 s (an outside review). No counted retry comes
-        // sooner than its plain self's: the queue still fails no sooner.
-        // A refusal counts again once its plain self would have retried by now (its own schedule,
-        // `dueAt`): `maxRetriesPerRequest` is how long a queued command waits, in retries of that
-        // schedule. Never counted, a client of a guard whose dials went in rounds (each of its
-        // reconnects refused at the gate while another dialled) held its queue for the whole
-        // outage: with `maxRetriesPerRequest: 1` and 10 clients, 7.2 s at p90 of an 8 s outage
-        // where plain failed at 1.2 s (an outside review). Counted no sooner than plain's, the
-        // queue still fails no sooner.
-        // The client keeps its plain self's schedule (`dueAt`: when that one's next retry comes),
-        // and ioredis's count follows it: a retry counts when its plain self's would have come by
-        // now, whatever it was here (a dial of its own, or a refusal at the gate while another
-        // client dialled). Refusals uncounted held a queue for the whole outage once a guard's
-        // clients dialled in rounds (`maxRetriesPerRequest: 1`, 10 clients: 7.2 s at p90 of an
-        // 8 s outage where plain failed at 1.2 s; an outside review); counted as they came, they
-        // failed it sooner than plain. A refusal waits the breaker's pace; a dial of its own
-        // waits until the next due time.
+        // time the count lands on a multiple of it + 1. The count here is its plain self's
+        // (`state.count`, with `dueAt`: when that one's next retry comes), whatever the retries
+        // were here (a dial of its own, a refusal at the gate while another client dialled, a
+        // breaker window of seconds): so a queued command fails when plain's would, and the
+        // client's own dials wait no less than plain's. History (outside reviews): at the
+        // breaker's pace 20 retries went in ~4 s where plain's take ~10.5 s (queued commands
+        // failed that plain kept); refusals never counted held a queue for the whole outage once a
+        // guard's clients dialled in rounds (`maxRetriesPerRequest: 1`, 10 clients: 7.2 s at p90
+        // of an 8 s outage, plain 1.2 s); counted one by one (taking one off where it landed on a
+        // multiple), they ran ahead of plain's and failed commands plain served. A refusal waits
+        // the breaker's pace, so refused clients are back soon after their node; a dial of its own
+        // waits until its plain self's next one.
         let floor = 0;
         if (!own) {
           const now = this.#rounds.now();
           const due = state.dueAt;
+          let before = state.count;
           if (due === undefined || (!gated && !dialled)) {
             // Its connection was lost, or its first connect failed: its plain self's schedule starts.
+            before = times - 1;
+            state.count = times;
             state.dueAt = now + ownDefault(times);
           } else if (gated ? now >= due : state.dialAt >= due - TIMER_SLACK) {
-            // A retry its plain self would have made by now. The schedule goes on from the due
-            // time, not from this retry: a refusal comes up to a breaker window late, a dial may
-            // begin late (a round, a window), and counted from each, the lateness added up (3
-            // ioredis 6 clients back 2.8-4.9 s after a node's ~10 s outage, plain 1.8-2.5 s).
-            let next = (gated ? due : now - Math.max(0, state.dialAt - due)) + ownDefault(times);
-            // A retry after a long wait (a breaker window of seconds, an isolation: a refusal, or
-            // the probe's own dial) stands for every retry its plain self made meanwhile: ioredis's
-            // count catches up, or with the default 20 the queue outlived plain's ~10.5 s by the
-            // whole outage (an outside review: 21.3 s, plain 10.4 s).
-            let passed = 0;
-            while (next <= now && passed < MAX_CATCH_UP) next += ownDefault(times + ++passed);
+            // Its plain self's next retry has come: counted, and every one after it that would have
+            // come by now too (a retry after a breaker window stands for those). The schedule goes
+            // on from the due time, not from this retry: a refusal comes up to a breaker window
+            // late, a dial may begin late (a round, a window), and counted from each, the
+            // lateness added up (3 ioredis 6 clients back 2.8-4.9 s after a ~10 s outage, plain
+            // 1.8-2.5 s). A dial of its own counts its own duration, as plain's does.
+            let count = before + 1;
+            let next = (gated ? due : now - Math.max(0, state.dialAt - due)) + ownDefault(count);
+            while (next <= now && count - before < MAX_CATCH_UP) next += ownDefault(++count);
+            state.count = count;
             state.dueAt = next;
-            if (passed > 0) recount(client, passed);
-          } else {
-            uncount(client);
           }
+          setCount(client, before, state.count);
           if (!gated) floor = Math.max(0, state.dueAt! - now);
         }
         const delay = Math.max(this.#next(state, times, cause, floor), floor);
@@ -821,27 +804,30 @@ export class RedisGuard {
   }
 }
 
-/** Retries a single refusal may stand for (see recount): bounds the catch-up loop. */
+/** Retries a single retry may stand for (its plain self's during a long wait): bounds the catch-up. */
 const MAX_CATCH_UP = 1_000;
 
 /**
- * Adds `passed` retries ioredis did not see (its plain self made them while this one waited out a
- * breaker window) to its count, stopping on the next multiple of `maxRetriesPerRequest` + 1 that
- * they reach: ioredis fails its offline queue only when the count lands on one, and a jump over it
- * would skip that. On one now (ioredis fails the queue as this retry is asked), nothing is added.
+ * Sets ioredis's count (`retryAttempts`, which it raised before asking the strategy and then
+ * checks: a multiple of `maxRetriesPerRequest` + 1 fails its offline queue) for a plain count that
+ * went from `before` to `after` with this retry. On a multiple it passed (the queue fails now, as
+ * plain's did on reaching it); otherwise off every multiple, so a count that stays (a refusal
+ * before its plain self's next retry) never fails the queue a second time. `times` as ioredis
+ * gives it is unused after this: the guard keeps the plain count. A client that keeps no such
+ * count (another major) is left as it is.
  */
-function recount(client: unknown, passed: number): void {
+function setCount(client: unknown, before: number, after: number): void {
   const c = client as { retryAttempts?: unknown; options?: { maxRetriesPerRequest?: unknown } } | undefined;
   if (c === undefined || typeof c.retryAttempts !== 'number') return;
   const max = c.options?.maxRetriesPerRequest;
   if (typeof max !== 'number' || max < 0) {
-    c.retryAttempts += passed;
+    c.retryAttempts = after;
     return;
   }
   const period = max + 1;
-  const count = c.retryAttempts;
-  if (count % period === 0) return;
-  c.retryAttempts = Math.min(count + passed, Math.ceil(count / period) * period);
+  const reached = Math.floor(after / period) * period; // the last multiple at or under `after`
+  if (reached > before && reached > 0) c.retryAttempts = reached;
+  else c.retryAttempts = after % period === 0 ? after + 1 : after;
 }
 
 /**
@@ -850,23 +836,6 @@ function recount(client: unknown, passed: number): void {
  * 0.3 ms early was taken for an extra one, uncounted, and redialled at once).
  */
 const TIMER_SLACK = 10;
-
-/**
- * Takes the retry ioredis just counted off its count (`retryAttempts`, which it raises before
- * asking the strategy, then fails its offline queue if the count is a multiple of
- * `maxRetriesPerRequest` + 1): a connect refused at the gate sent nothing. Never back onto such a
- * multiple (0 after a connect, or a count that just failed the queue): that one refusal stays
- * counted instead, or each would fail the queue again. A client that keeps no such count
- * (another major) is left as it is.
- */
-function uncount(client: unknown): void {
-  const c = client as { retryAttempts?: unknown; options?: { maxRetriesPerRequest?: unknown } } | undefined;
-  if (c === undefined || typeof c.retryAttempts !== 'number' || c.retryAttempts <= 0) return;
-  const back = c.retryAttempts - 1;
-  const max = c.options?.maxRetriesPerRequest;
-  if (typeof max === 'number' && max >= 0 && back % (max + 1) === 0) return;
-  c.retryAttempts = back;
-}
 
 /**
  * The pace ioredis would keep with no `retryStrategy` given: the class's own default

@@ -92,6 +92,8 @@ export class ClientState {
    * rest of its schedule. Undefined before the first.
    */
   dueAt: number | undefined;
+  /** The retries its plain self has counted by now (see dueAt), for ioredis's `maxRetriesPerRequest`. */
+  count = 0;
   /**
    * The client's bound on one dial, ms: its own `connectTimeout` when it gave one, else 0 (the
    * guard's). With it, the rounds' lead bound for this client's dials.

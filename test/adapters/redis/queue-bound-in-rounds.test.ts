@@ -8,11 +8,14 @@
  * (offline-queue-pace.test.ts). 6 ioredis clients per mode, a port that refuses every dial.
  */
 import { Redis } from 'ioredis';
+import { Redis as Redis6 } from 'ioredis6';
 import { describe, expect, it } from 'vitest';
 import { RedisGuard } from '../../../src/adapters/redis/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
-import { freePort } from './redis-server.js';
+import { RedisServer, freePort, requireRedisServer } from './redis-server.js';
+
+requireRedisServer();
 
 const cleanups = leakCheckEach();
 
@@ -22,7 +25,10 @@ function queued(client: Redis, bound: number): Promise<{ ms: number; name: strin
   return new Promise((resolve) => {
     const timer = setTimeout(() => resolve({ ms: Infinity, name: 'none' }), bound);
     client.get('k').then(
-      () => resolve({ ms: performance.now() - t0, name: 'served' }),
+      () => {
+        clearTimeout(timer);
+        resolve({ ms: performance.now() - t0, name: 'served' });
+      },
       (err: Error) => {
         clearTimeout(timer);
         resolve({ ms: performance.now() - t0, name: err.name });
@@ -71,4 +77,29 @@ describe('RedisGuard: maxRetriesPerRequest with a guard whose clients redial in 
     expect(g.ms, seen).toBeGreaterThanOrEqual(p.ms - 20);
     expect(g.ms, seen).toBeLessThan(p.ms + 2_000); // within one window of plain (one retry per window: 6 windows, ~9 s)
   }, 12_000);
+
+  it('6 ioredis 6 clients of one guard, maxRetriesPerRequest 1, a node killed for 5 s: a command queued 2.5 s in is served once it is back, as plain ones are (counted one by one, refusals ran ahead of plain and failed 1-3 of 6)', async () => {
+    const server = await new RedisServer(await freePort()).start();
+    cleanups.push(() => server.kill());
+    const guard = new RedisGuard({ breaker: new HostBreaker() });
+    const options = { host: '127.0.0.1', port: server.port, maxRetriesPerRequest: 1 };
+    const make = (guarded: boolean): Redis6 => {
+      const c = guarded ? (guard.ioredis(Redis6, options) as unknown as Redis6) : new Redis6(options);
+      c.on('error', () => {});
+      cleanups.push(() => c.disconnect());
+      return c;
+    };
+    const clients = [...Array.from({ length: 6 }, () => make(false)), ...Array.from({ length: 6 }, () => make(true))];
+    await Promise.all(clients.map((c) => c.ping()));
+    await server.kill();
+    // ioredis 6's own schedule: 50 ms doubling, so its count is even (a queue flush) after ~1.6 s and next after ~6.4 s.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    const ends = clients.map((c) => queued(c as unknown as Redis, 12_000));
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    await server.start();
+    const got = await Promise.all(ends);
+    const seen = got.map((e, i) => `${i < 6 ? 'plain' : 'guarded'} ${e.name}@${Math.round(e.ms)}`).join('; ');
+    const served = (from: number): number => got.slice(from, from + 6).filter((e) => e.name === 'served').length;
+    expect(served(6), seen).toBeGreaterThanOrEqual(served(0));
+  }, 30_000);
 });
