@@ -78,8 +78,28 @@ export class ChannelConnectError extends Error {
 Object.defineProperty(ChannelConnectError.prototype, kChannelConnect, { value: true });
 Object.defineProperty(ChannelConnectError.prototype, CLIENT_MADE, { value: true }); // see toStatus
 
+/**
+ * A kind of connect failure that is the client's own, marked on the failure's cause (an object
+ * grpc-js copies onto the `ServiceError` it builds, so the mark survives it).
+ */
+function causeMark(): { mark<T>(cause: T): T; on(err: ChannelConnectError): boolean } {
+  const marked = new WeakSet<object>();
+  return {
+    mark(cause) {
+      if (typeof cause === 'object' && cause !== null) marked.add(cause);
+      return cause;
+    },
+    on(err) {
+      const cause: unknown = err.cause;
+      return typeof cause === 'object' && cause !== null && marked.has(cause);
+    },
+  };
+}
+
 /** Causes of connects to a peer that is not an HTTP/2 server: see {@link notHttp2}. */
-const NOT_HTTP2 = new WeakSet<object>();
+const NOT_HTTP2 = causeMark();
+/** Causes of connects the client's own identity check refused: see {@link clientVerdict}. */
+const CLIENT_VERDICT = causeMark();
 
 /**
  * Marks `cause` as the failure of a connect whose peer answered at the HTTP/2 layer (it sent
@@ -87,8 +107,7 @@ const NOT_HTTP2 = new WeakSet<object>();
  * to the preface, say, from a client aimed at the wrong port. Returns `cause`.
  */
 export function markNotHttp2<T>(cause: T): T {
-  if (typeof cause === 'object' && cause !== null) NOT_HTTP2.add(cause);
-  return cause;
+  return NOT_HTTP2.mark(cause);
 }
 
 /**
@@ -96,15 +115,11 @@ export function markNotHttp2<T>(cause: T): T {
  * peer is not an HTTP/2 server: trying again meets the same server and fails the same way.
  */
 export function notHttp2(err: ChannelConnectError): boolean {
-  const cause: unknown = err.cause;
-  if (typeof cause !== 'object' || cause === null) return false;
-  if (NOT_HTTP2.has(cause)) return true;
+  if (NOT_HTTP2.on(err)) return true;
   // Per address: every address that failed, failed so.
+  const cause: unknown = err.cause;
   return cause instanceof AggregateError && cause.errors.length > 0 && cause.errors.every((e) => e instanceof ChannelConnectError && notHttp2(e));
 }
-
-/** Causes of connects the client's own identity check refused: see {@link clientVerdict}. */
-const CLIENT_VERDICTS = new WeakSet<object>();
 
 /**
  * Marks `cause` as the failure of a connect whose certificate the client's own
@@ -113,14 +128,12 @@ const CLIENT_VERDICTS = new WeakSet<object>();
  * the same check refuses the same certificate on every connect. Returns `cause`.
  */
 export function markClientVerdict<T>(cause: T): T {
-  if (typeof cause === 'object' && cause !== null) CLIENT_VERDICTS.add(cause);
-  return cause;
+  return CLIENT_VERDICT.mark(cause);
 }
 
 /** Whether `err` (a {@link ChannelConnectError}, or grpc-js's copy of one) failed on the client's own identity check. */
 export function clientVerdict(err: ChannelConnectError): boolean {
-  const cause: unknown = err.cause;
-  return typeof cause === 'object' && cause !== null && CLIENT_VERDICTS.has(cause);
+  return CLIENT_VERDICT.on(err);
 }
 
 /** A system error grpc-js quoted as text: `connect ECONNREFUSED 127.0.0.1:1`, `getaddrinfo ENOTFOUND name`. */

@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { methodConfigs } from './options.js';
 
 /** Milliseconds a method's calls may take by the service config, or undefined for no bound. */
 export type MethodTimeout = (method: string) => number | undefined;
@@ -54,17 +55,9 @@ function timeoutMs(timeout: unknown): number | undefined {
  * (the usual case: nothing is looked up per call).
  */
 export function methodTimeouts(options: Readonly<Record<string, unknown>>): MethodTimeout | undefined {
-  const config = options['grpc.service_config'];
-  if (typeof config !== 'string') return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(config);
-  } catch {
-    return undefined;
-  }
-  const methods = (parsed as { methodConfig?: unknown } | null)?.methodConfig;
-  if (!Array.isArray(methods) || !methods.some((m: unknown) => typeof m === 'object' && m !== null && 'timeout' in m)) return undefined;
-  const configs = methods.filter((m: unknown): m is MethodConfig => typeof m === 'object' && m !== null && Array.isArray((m as MethodConfig).name));
+  const methods = methodConfigs(options);
+  if (methods === undefined || !methods.some((m) => 'timeout' in m)) return undefined;
+  const configs = methods.filter((m): m is MethodConfig => Array.isArray((m as MethodConfig).name));
   const found = new Map<string, number | undefined>();
   return (path) => {
     if (found.has(path)) return found.get(path);

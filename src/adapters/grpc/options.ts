@@ -325,16 +325,25 @@ function retrySettings(retry: GrpcRetryOptions | false | undefined): GrpcSetting
  * is not seen here.
  */
 export function serviceConfigRetries(options: Readonly<Record<string, unknown>>): boolean {
+  if (options['grpc.enable_retries'] === 0) return false;
+  return methodConfigs(options)?.some((m) => 'retryPolicy' in m || 'hedgingPolicy' in m) === true;
+}
+
+/**
+ * The method configs (objects) of channel options' `grpc.service_config`; undefined when there is
+ * none, or it does not parse (grpc-js's to refuse).
+ */
+export function methodConfigs(options: Readonly<Record<string, unknown>>): object[] | undefined {
   const config = options['grpc.service_config'];
-  if (typeof config !== 'string' || options['grpc.enable_retries'] === 0) return false;
+  if (typeof config !== 'string') return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(config);
   } catch {
-    return false;
+    return undefined;
   }
   const methods = (parsed as { methodConfig?: unknown } | null)?.methodConfig;
-  return Array.isArray(methods) && methods.some((m: unknown) => typeof m === 'object' && m !== null && ('retryPolicy' in m || 'hedgingPolicy' in m));
+  return Array.isArray(methods) ? methods.filter((m: unknown): m is object => typeof m === 'object' && m !== null) : undefined;
 }
 
 /** grpc status names by code, built from the names alone (grpc-js is only a type import here). */
