@@ -52,7 +52,9 @@ export interface Classification {
   readonly kind: FailureKind;
   /**
    * The request certainly never reached the server: safe to retry for ANY method. True for
-   * refused, dial, REFUSED_STREAM, a GOAWAY'd session refusing a new stream, grpc "not sent" cases.
+   * refused, dial, REFUSED_STREAM, a GOAWAY'd session refusing a new stream, grpc "not sent" cases;
+   * never for the error a client ends a call with after an earlier attempt of it may have been
+   * sent (its retries refused: GuardedAgent, Http2Client, `retry()` and the pool mark it so).
    */
   readonly notSent: boolean;
   /**
@@ -260,6 +262,9 @@ export function classify(err: unknown, options?: ClassifyOptions): Classificatio
     code: undefined,
   };
   const found = decide(err, 0, walk);
+  // Sent before, whatever this error says (a marked copy, see toldAsSentEarlier): read only of an
+  // error that says "not sent", the one verdict it can change.
+  const began = found !== undefined && found.notSent && beganAlong(walk.visited);
   let result: Classification =
     found === undefined
       ? // A connection's own establishment that failed in a way no rule knows (a protocol's first
@@ -269,7 +274,7 @@ export function classify(err: unknown, options?: ClassifyOptions): Classificatio
         : { kind: 'unknown', notSent: false, connectionDead: false, transient: false, code: walk.code, cause: err }
       : {
           kind: found.kind,
-          notSent: found.notSent && !ANSWER_BEGAN.has(err as object),
+          notSent: found.notSent && !began,
           connectionDead: found.connectionDead,
           transient: found.transient,
           code: found.code ?? walk.code,
@@ -277,11 +282,21 @@ export function classify(err: unknown, options?: ClassifyOptions): Classificatio
         };
   for (const r of registry) if (r.hook !== undefined) result = runHook(r.hook, err, result);
   if (options?.hook !== undefined) result = runHook(options.hook, err, result);
-  return Object.freeze(enforce(result));
+  return Object.freeze(enforce(result, began));
 }
 
 /** Errors a client met after the server's answer had begun (see {@link afterAnswerBegan}). */
 const ANSWER_BEGAN = new WeakSet<object>();
+
+/**
+ * Whether any error the walk visited (the error, what wraps it, its causes) carries the mark of
+ * {@link afterAnswerBegan}: a wrapper made over a marked error (fetch's `TypeError: fetch failed`
+ * over GuardedAgent's error) is no more "not sent" than what it wraps.
+ */
+function beganAlong(visited: ReadonlySet<unknown>): boolean {
+  for (const node of visited) if (typeof node === 'object' && node !== null && ANSWER_BEGAN.has(node)) return true;
+  return false;
+}
 
 /**
  * @internal Marks `err` as met after the server's answer had begun (its headers, part of its
@@ -305,6 +320,35 @@ export function afterAnswerBegan<E>(err: E): E {
  */
 export function sentEarlier<E>(err: E): E {
   return afterAnswerBegan(err);
+}
+
+/**
+ * @internal `err`, an attempt's own error a client hands its caller as the whole call's failure
+ * (GuardedAgent, Http2Client and the pool's resends fail with it, so `err.code` reads as the
+ * client alone would say it), told as the end of a call sent before when `ending` (retry()'s
+ * verdict, see {@link sentEarlier}) says an earlier attempt may have reached the server, or
+ * `sent` says so: when `err` itself says "not sent" (a redial refused), a copy of it that does
+ * not; else `err`. The copy keeps its prototype and own properties (`instanceof`, `code`,
+ * `message`, `stack`, `cause`); the error is not marked itself, as one dial's failure may be
+ * handed to every call that waited on it, some of them never sent. An idempotent PUT run once,
+ * cut, then refused on its retries ended with an ECONNREFUSED read as not sent, and a
+ * `retry({ idempotent: false })` around it sent it again (an outside review, r142).
+ */
+export function toldAsSentEarlier<E>(err: E, ending: unknown, sent = false, classified?: Classification): E {
+  if (!sent && !(typeof ending === 'object' && ending !== null && ANSWER_BEGAN.has(ending))) return err;
+  if (typeof err !== 'object' || err === null || ANSWER_BEGAN.has(err)) return err;
+  // A caller's abort reason, the client's own close, an error of the caller's code: left as they
+  // are (a caller compares its signal's reason by identity); "not sent" matters only of I/O. `c`:
+  // how the caller classified `err` (retry() with the call's own patterns), else classify's.
+  const c = classified ?? classify(err);
+  if (!c.notSent || !(c.kind === 'dial' || c.kind === 'refused' || c.kind === 'connection' || c.kind === 'stream')) return err;
+  let copy: E;
+  try {
+    copy = Object.create(Object.getPrototypeOf(err) as object | null, Object.getOwnPropertyDescriptors(err)) as E;
+  } catch {
+    return err; // a Proxy or an exotic object that cannot be read: left as it is
+  }
+  return sentEarlier(copy);
 }
 
 /** Errors a connection's establishment failed with (see {@link failedEstablishing}). */
@@ -352,12 +396,13 @@ export function leftHostRefusing(err: unknown): boolean {
 }
 
 /** The contract's invariants, whatever a pattern or hook said. */
-function enforce(c: Classification): Classification {
+function enforce(c: Classification, began: boolean): Classification {
   const { kind } = c;
   return {
     ...c,
     connectionDead: kind === 'connection' && c.connectionDead,
-    notSent: kind === 'refused' || c.notSent,
+    // A refusal sent nothing, unless it ends a call an earlier attempt of which was sent.
+    notSent: (kind === 'refused' && !began) || c.notSent,
     transient: kind !== 'refused' && kind !== 'cancelled' && c.transient,
   };
 }

@@ -18,7 +18,7 @@ import http2 from 'node:http2';
 import type net from 'node:net';
 import tls from 'node:tls';
 import type { Schedule } from '../core/backoff.js';
-import { type FailureKind, classify } from '../core/classify.js';
+import { type FailureKind, classify, toldAsSentEarlier } from '../core/classify.js';
 import { type Clock, checkedClock, systemClock } from '../core/clock.js';
 import { DeadlineExceededError, ErrorCodes, PoolClosedError, RequestTimeoutError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../core/errors.js';
 import { restartSpanningBackoff } from '../core/restart-backoff.js';
@@ -521,9 +521,9 @@ export class Http2Client {
               traceFailedCall(err, inCaller);
               failed(err);
             }
-          : (err, resent = 0) => {
+          : (err, resent = 0, sentBefore = false) => {
               const work = (lease: Lease<http2.ClientHttp2Session>): Promise<Http2Response> => exchange(lease, target, method, options, signal, started, clock, streaming);
-              void this.#again(err, resent, redial, origin, work, signal === undefined ? NOT_IDEMPOTENT_USE : { signal, idempotent: false }, timeout, started, signal, inCaller).then(done, failed);
+              void this.#again(err, resent, sentBefore, redial, origin, work, signal === undefined ? NOT_IDEMPOTENT_USE : { signal, idempotent: false }, timeout, started, signal, inCaller).then(done, failed);
             },
       );
     });
@@ -546,11 +546,14 @@ export class Http2Client {
    * own first attempt. Out of attempts, budget or time before the next wait, it fails as its last
    * dial did (ECONNREFUSED, as raw node:http2 says); the deadline passing, with RequestTimeoutError.
    * `resent`: how many times the pool sent the request again in that first attempt, spent from
-   * the attempts; `use` lets the pool send no attempt again (the attempts count every send).
+   * the attempts; `sentBefore`: whether a send of it may have reached the server (the call then
+   * never fails as "not sent", see toldAsSentEarlier, though its redials go on as for any
+   * idempotent request); `use` lets the pool send no attempt again (the attempts count every send).
    */
   #again(
     err: unknown,
     resent: number,
+    sentBefore: boolean,
     redial: RedialPolicy,
     origin: string,
     fn: (lease: Lease<http2.ClientHttp2Session>) => Promise<Http2Response>,
@@ -562,15 +565,16 @@ export class Http2Client {
   ): Promise<Http2Response> {
     const deadline = started + timeout; // Infinity: none
     const maxAttempts = redial.maxAttempts - resent;
+    const told = toldAsSentEarlier(err, undefined, sentBefore);
     if (maxAttempts <= 1 || !mayGoAgain(err) || signal?.aborted === true || this.#closing.signal.aborted) {
       redial.budget?.deposit();
-      traceFailedCall(err, inCaller); // not retried: its span here, as retry() traces the retried
-      return Promise.reject(err);
+      traceFailedCall(told, inCaller); // not retried: its span here, as retry() traces the retried
+      return Promise.reject(told);
     }
-    let last = err;
+    let last = told;
     return retry(
       (attempt) => {
-        if (attempt.number === 1) return Promise.reject(err);
+        if (attempt.number === 1) return Promise.reject(told);
         return this.#pool.use(origin, fn, use).catch((e: unknown) => {
           last = e;
           throw e;
@@ -589,17 +593,17 @@ export class Http2Client {
         clock: this.#clock,
         signal,
         shutdown: this.#closing.signal,
-        retryable: (e) => mayGoAgain(e),
+        retryable: (e) => mayGoAgain(e === told ? err : e), // the first as it was before it was told as sent
         [REPORTED_BY_CALLER]: true, // request() reports the whole call on http2:settled
       },
     ).catch((e: unknown) => {
       // Its last attempt's own error, as raw node:http2 fails, the verdict told on it for
       // retriesOf(): a request failed with a GOAWAY's error once the budget was spent said
       // nothing of the budget (an outside review).
-      if (e instanceof RetriesExhaustedError || e instanceof RetryBudgetExhaustedError) throw tellStory(last, e);
+      if (e instanceof RetriesExhaustedError || e instanceof RetryBudgetExhaustedError) throw tellStory(toldAsSentEarlier(last, e), e);
       // Stopped because the next wait would outlast the deadline: the call failed as its dial did;
       // the deadline itself passing is this client's RequestTimeoutError, as on any other path.
-      if (e instanceof DeadlineExceededError) throw this.#clock.now() < deadline ? last : new RequestTimeoutError(timeout);
+      if (e instanceof DeadlineExceededError) throw this.#clock.now() < deadline ? toldAsSentEarlier(last, e) : new RequestTimeoutError(timeout);
       throw e;
     });
   }

@@ -21,7 +21,7 @@
  * @module
  */
 import { setMaxListeners } from 'node:events';
-import { classify as defaultClassify, failedEstablishing, leftHostRefusing } from '../core/classify.js';
+import { classify as defaultClassify, failedEstablishing, leftHostRefusing, toldAsSentEarlier } from '../core/classify.js';
 import { type Clock, checkedClock } from '../core/clock.js';
 import { ConnectionGoneError, PoolClosedError } from '../core/errors.js';
 import { EventHub, type Listener, type Unsubscribe } from '../core/events.js';
@@ -151,7 +151,7 @@ export class ConnectionPool<C> {
     } catch (err) {
       return Promise.reject(err);
     }
-    return new Promise<T>((resolve, reject) => this.#board(target, fn, false, signal, resends, resolve as (value: unknown) => void, reject));
+    return new Promise<T>((resolve, reject) => this.#board(target, fn, false, signal, resends, resolve as (value: unknown) => void, resends === 0 ? reject : (reason, resent, sentBefore) => reject(toldAsSentEarlier(reason, undefined, sentBefore === true || (resent ?? 0) > 0))));
   }
 
   /**
@@ -164,11 +164,14 @@ export class ConnectionPool<C> {
    * (grpc-js's listener), a ride through `use()` cost three promises and eleven closures more.
    * Neither settler may throw. `reject`'s second argument is how many times the pool sent the
    * request again after its connection died under it (see {@link UseOptions.resends}), so that a
-   * retry loop above spends those sends from its own attempts.
+   * retry loop above spends those sends from its own attempts; its third, whether a send before
+   * the failure may have reached the server (a resend counted there, or one whose dial failed):
+   * the error is the attempt's own, unmarked (`use()` hands a copy that is not "not sent", see
+   * toldAsSentEarlier), for the adapter to tell its caller.
    *
    * @internal For dialguard's adapters.
    */
-  ride(target: string, board: (trip: Trip<C>) => void, options: UseOptions, resolve: (value: unknown) => void, reject: (reason: unknown, resent?: number) => void): void {
+  ride(target: string, board: (trip: Trip<C>) => void, options: UseOptions, resolve: (value: unknown) => void, reject: (reason: unknown, resent?: number, sentBefore?: boolean) => void): void {
     try {
       this.#board(target, board as (lease: Lease<C>) => unknown, true, checkSignal('signal', options.signal), this.#resendsOf(options), resolve, reject);
     } catch (err) {
@@ -201,7 +204,7 @@ export class ConnectionPool<C> {
     signal: AbortSignal | undefined,
     resends: number,
     resolve: (value: unknown) => void,
-    reject: (reason: unknown, resent?: number) => void,
+    reject: (reason: unknown, resent?: number, sentBefore?: boolean) => void,
   ): void {
     const now = this.#clock.now();
     this.#sweep.ifDue(now);
@@ -236,7 +239,7 @@ export class ConnectionPool<C> {
     turn: number,
     stale: number,
     resolve: (value: unknown) => void,
-    reject: (reason: unknown, resent?: number) => void,
+    reject: (reason: unknown, resent?: number, sentBefore?: boolean) => void,
   ): Promise<void> {
     try {
       // A turn going back may start inside the release of its connection (markGone releasing each
@@ -259,7 +262,8 @@ export class ConnectionPool<C> {
         if (++stale >= STALE_PASSES) throw new ConnectionGoneError(target, conn.id);
       }
     } catch (err) {
-      reject(err, resent);
+      // `again`: this turn resent a request that may have been sent, and its dial failed.
+      reject(err, resent, resent + again > 0);
     }
   }
 
@@ -568,7 +572,7 @@ export class ConnectionPool<C> {
     turn: number,
     stale: number,
     resolve: (value: unknown) => void,
-    reject: (reason: unknown, resent?: number) => void,
+    reject: (reason: unknown, resent?: number, sentBefore?: boolean) => void,
   ): void {
     // When dials are traced, a ride keeps its caller's context: a call that goes back learns so
     // from the connection's events, in the context of the call that opened it, and its redial

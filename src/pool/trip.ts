@@ -32,7 +32,7 @@ export class Trip<C> extends Ride<C> {
     readonly stale: number,
     readonly land: (trip: Trip<C>, ok: boolean, value: unknown) => void,
     readonly resolve: (value: unknown) => void,
-    readonly reject: (reason: unknown, resent?: number) => void,
+    readonly reject: (reason: unknown, resent?: number, sentBefore?: boolean) => void,
     /** The caller's async context, for a resend's redial to be traced in (captured only when dials are traced). */
     readonly inCaller: InCallerContext | undefined,
   ) {

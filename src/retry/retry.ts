@@ -16,7 +16,7 @@
  */
 import { type Schedule, safeDelay } from '../core/backoff.js';
 import { restartSpanningBackoff } from '../core/restart-backoff.js';
-import { type Classification, type FailureKind, classify, leftHostRefusing, sentEarlier } from '../core/classify.js';
+import { type Classification, type FailureKind, classify, leftHostRefusing, sentEarlier, toldAsSentEarlier } from '../core/classify.js';
 import { timeoutReasonOf } from '../core/classify-rules.js';
 import { type Clock, type TimerHandle, sleep } from '../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
@@ -209,6 +209,12 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
     finish({ ok: false, attempts, elapsed: clock.now() - s.start, error, ...(last === undefined ? {} : { classification: last }) });
     throw error;
   };
+  /**
+   * Ends the call with its attempt's own `error`: after an attempt that may have reached the
+   * server, a copy that never says "not sent" when it does (a redial refused by the breaker or
+   * the port; see toldAsSentEarlier); the attempt's error may be shared by other calls.
+   */
+  const failAs = (error: unknown, c: Classification): never => fail(toldAsSentEarlier(error, undefined, reached, c));
   /** The error for an interruption: the signal's reason, or the deadline with what came before. */
   const interrupted = (): never => {
     if (stop === 'deadline') {
@@ -273,26 +279,26 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
       if (!c.notSent) reached = true;
 
       // Refused by a breaker: every attempt would be refused the same way (rule 5).
-      if (c.kind === 'refused' || isPermanent(error)) return fail(error);
+      if (c.kind === 'refused' || isPermanent(error)) return failAs(error, c);
       if (c.kind === 'timeout') {
         // The same signal's timeout twice in a row: a signal of the caller's own, made outside
         // `fn`, that outlived its attempt. Every later attempt fails at once, sending nothing,
         // each after a backoff (`AbortSignal.timeout(300)` around axios or fetch: 3 attempts and
         // 1.9 s where the caller asked for 0.3; an outside review). Its timeout is the call's.
         const reason = timeoutReasonOf(error);
-        if (reason !== undefined && reason === lastTimeout) return fail(error);
+        if (reason !== undefined && reason === lastTimeout) return failAs(error, c);
         lastTimeout = reason;
       } else {
         lastTimeout = undefined;
       }
       const wanted = (s.retryable === undefined ? undefined : answerOf(s.retryable, error, c, attempt)) ?? (c.transient && (c.notSent || s.idempotent));
-      if (!wanted) return fail(error);
+      if (!wanted) return failAs(error, c);
       if (attempts >= s.maxAttempts) return fail(ending(new RetriesExhaustedError(errors, `${s.maxAttempts} attempt(s) allowed`)));
       // Its dial left the host refused (its failure opened it, or it was the probe): a retry would
       // be refused, or, after a backoff longer than the breaker's window, be the next probe, so
       // this caller paid 3 dials and ~1.4 s once a window where every other was refused at once
       // (an outside review, a host long dead). The call ends as every other call to it does.
-      if (c.kind === 'dial' && leftHostRefusing(error)) return fail(error);
+      if (c.kind === 'dial' && leftHostRefusing(error)) return failAs(error, c);
 
       const delay = delayOf(s.backoff(attempts, previousDelay, s.random), attempts, previousDelay, s.random);
       previousDelay = delay;

@@ -215,8 +215,10 @@ export class ServerSet<S> {
         } catch (err) {
           const c = classify(err, classifyOptions);
           if (permit !== undefined) settle(permit, c, err);
-          // The refusal may arrive wrapped (fetch: TypeError('fetch failed', { cause })).
-          const refusal = c.kind === 'refused' ? findError(err, HostUnavailableError) : undefined;
+          // The refusal may arrive wrapped (fetch: TypeError('fetch failed', { cause })). Not one
+          // that ends a call sent to this server before (its client's retries refused): another
+          // server would run it a second time.
+          const refusal = c.kind === 'refused' && c.notSent ? findError(err, HostUnavailableError) : undefined;
           if (refusal !== undefined) {
             refused.set(entry.key, refusal);
             // The call may have ended (the caller's abort, its deadline) while this server was

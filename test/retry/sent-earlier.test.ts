@@ -9,8 +9,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { constant } from '../../src/core/backoff.js';
-import { classify } from '../../src/core/classify.js';
-import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../src/core/errors.js';
+import { classify, sentEarlier, toldAsSentEarlier } from '../../src/core/classify.js';
+import { DeadlineExceededError, HostUnavailableError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../src/core/errors.js';
 import { RetryBudget } from '../../src/retry/budget.js';
 import { retry } from '../../src/retry/retry.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
@@ -56,5 +56,74 @@ describe('retry(): a call an attempt of which may have reached the server never 
     const err = await ended([resetMidRequest, refusedConnect], { maxAttempts: 3, timeout: 100, backoff: constant(500) });
     expect(err).toBeInstanceOf(DeadlineExceededError);
     expect(classify(err).notSent).toBe(false);
+  });
+});
+
+describe('retry(): an attempt\'s own error ending a call sent before is handed as a copy that is not "not sent"', () => {
+  it('reset, then refused by the breaker: a copy of the refusal (class, code, host kept), the original unmarked', async () => {
+    const refusal = new HostUnavailableError('h:1', 1_000, 'open');
+    const err = await ended([resetMidRequest, () => refusal], { maxAttempts: 3 });
+    expect(err).not.toBe(refusal);
+    expect(err).toBeInstanceOf(HostUnavailableError);
+    expect(err).toMatchObject({ code: refusal.code, host: 'h:1', message: refusal.message });
+    expect(classify(err)).toMatchObject({ kind: 'refused', notSent: false });
+    expect(classify(refusal).notSent).toBe(true); // shared with other calls: never marked
+  });
+
+  it('reset, then a refused connect retryable says no to: a copy, code and syscall kept', async () => {
+    const refused = refusedConnect();
+    let n = 0;
+    const err = await ended([resetMidRequest, () => refused], { maxAttempts: 3, retryable: () => n++ === 0 });
+    expect(err).not.toBe(refused);
+    expect(err).toMatchObject({ code: 'ECONNREFUSED', syscall: 'connect', message: refused.message, stack: refused.stack });
+    expect(classify(err).notSent).toBe(false);
+  });
+
+  it('refused, then refused by the breaker: the refusal itself (nothing was sent)', async () => {
+    const refusal = new HostUnavailableError('h:1', 1_000, 'open');
+    const err = await ended([refusedConnect, () => refusal], { maxAttempts: 3 });
+    expect(err).toBe(refusal);
+  });
+
+  it('reset, then an error that is not "not sent" itself: that error, not a copy', async () => {
+    const reset = resetMidRequest();
+    const err = await ended([refusedConnect, () => reset], { maxAttempts: 2 });
+    expect(err).toBeInstanceOf(RetriesExhaustedError);
+    const last = await ended([resetMidRequest, () => reset], { maxAttempts: 3, retryable: (_e, _c, a) => a.number < 2 });
+    expect(last).toBe(reset);
+  });
+});
+
+describe('toldAsSentEarlier', () => {
+  const marked = sentEarlier(new Error('made to end the call'));
+  it('copies a "not sent" I/O error when the ending is marked, or `sent` says so; else the error itself', () => {
+    const refused = refusedConnect();
+    expect(toldAsSentEarlier(refused, new Error('unmarked'))).toBe(refused);
+    expect(toldAsSentEarlier(refused, undefined)).toBe(refused);
+    expect(toldAsSentEarlier(refused, 'marked? no: a string')).toBe(refused);
+    for (const copy of [toldAsSentEarlier(refused, marked), toldAsSentEarlier(refused, undefined, true)]) {
+      expect(copy).not.toBe(refused);
+      expect(Object.getPrototypeOf(copy)).toBe(Object.getPrototypeOf(refused));
+      expect(classify(copy).notSent).toBe(false);
+      expect(toldAsSentEarlier(copy, marked)).toBe(copy); // marked already: no second copy
+    }
+    expect(classify(refused).notSent).toBe(true);
+  });
+
+  it('leaves alone what is not an I/O failure said "not sent", or not an object', () => {
+    const reason = new DOMException('aborted', 'AbortError');
+    const ac = new AbortController();
+    ac.abort(reason);
+    expect(toldAsSentEarlier(reason, marked)).toBe(reason);
+    expect(toldAsSentEarlier('ECONNREFUSED', marked)).toBe('ECONNREFUSED');
+    expect(toldAsSentEarlier(null, marked)).toBe(null);
+    const reset = resetMidRequest();
+    expect(toldAsSentEarlier(reset, marked)).toBe(reset);
+  });
+
+  it('a wrapper over a marked copy is not "not sent" either (fetch\'s TypeError)', () => {
+    const copy = toldAsSentEarlier(refusedConnect(), marked);
+    expect(classify(new TypeError('fetch failed', { cause: copy })).notSent).toBe(false);
+    expect(classify(new TypeError('fetch failed', { cause: refusedConnect() })).notSent).toBe(true);
   });
 });

@@ -6,6 +6,7 @@
 import { fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { DeadlineExceededError, HostUnavailableError, MAX_CHAIN_DEPTH, findError, isPermanent } from '../../src/core/errors.js';
+import { toldAsSentEarlier } from '../../src/core/classify.js';
 import { ServerSet } from '../../src/retry/server-set.js';
 import { refusing } from '../../src/testing/tcp-peers.js';
 import { answer, guarded, httpServer, leakChecked, manualBreaker } from '../adapters/undici/helpers.js';
@@ -58,6 +59,25 @@ describe('ServerSet: only a failure classified as refused is skipped', () => {
       )
       .catch((e: unknown) => e);
     expect(err).toBe(proxied);
+    expect(servers).toEqual(['a:1']);
+  });
+});
+
+describe('ServerSet: a refusal that ends a call sent to its server before', () => {
+  it('is not skipped to the next server (that one would run it again): the call ends with it', async () => {
+    const refusal = toldAsSentEarlier(new HostUnavailableError('a:1', 100, 'open'), undefined, true);
+    const set = new ServerSet(['a:1', 'b:1']);
+    const servers: string[] = [];
+    const err = await set
+      .run(
+        (server) => {
+          servers.push(server);
+          throw refusal;
+        },
+        { maxAttempts: 3, budget: null, backoff: () => 0 },
+      )
+      .catch((e: unknown) => e);
+    expect(err).toBe(refusal);
     expect(servers).toEqual(['a:1']);
   });
 });

@@ -28,7 +28,7 @@
  * @module
  */
 import { type Dispatcher, errors } from 'undici';
-import { classify } from '../../core/classify.js';
+import { classify, toldAsSentEarlier } from '../../core/classify.js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { DeadlineExceededError } from '../../core/errors.js';
 import { asError, isError } from '../../core/validate.js';
@@ -720,8 +720,10 @@ export class GuardedCall extends Attempt implements AttemptOwner {
     const own = ownError(early ? err.cause : err);
     const lastFailure = this.#rare?.lastFailure;
     // A timeout the deadline set is the deadline, as the README says a call's timeout ends.
-    if (this.#deadlineTimedOut(own)) this.caller.onError?.(new DeadlineExceededError(this.#s.timeout, current!.number, { cause: own }));
-    else this.caller.onError?.(asError(isRefusal(own) && lastFailure !== undefined ? lastFailure : own));
+    // Either way, after an attempt that may have reached the server it never says "not sent" (a
+    // retry refused its connect): see toldAsSentEarlier.
+    if (this.#deadlineTimedOut(own)) this.caller.onError?.(toldAsSentEarlier(new DeadlineExceededError(this.#s.timeout, current!.number, { cause: own }), err));
+    else this.caller.onError?.(toldAsSentEarlier(asError(isRefusal(own) && lastFailure !== undefined ? lastFailure : own), err));
   }
 
   /**
