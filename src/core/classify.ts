@@ -264,13 +264,13 @@ export function classify(err: unknown, options?: ClassifyOptions): Classificatio
   const found = decide(err, 0, walk);
   // Sent before, whatever this error says (a marked copy, see toldAsSentEarlier): read only of an
   // error that says "not sent", the one verdict it can change.
-  const began = found !== undefined && found.notSent && beganAlong(walk.visited);
+  const began = (found === undefined ? ESTABLISHING.has(err as object) : found.notSent) && beganAlong(walk.visited);
   let result: Classification =
     found === undefined
       ? // A connection's own establishment that failed in a way no rule knows (a protocol's first
         // exchange answered with an error): nothing was sent on it, whatever it says.
         ESTABLISHING.has(err as object)
-        ? { kind: 'dial', notSent: true, connectionDead: false, transient: true, code: walk.code, cause: err }
+        ? { kind: 'dial', notSent: !began, connectionDead: false, transient: true, code: walk.code, cause: err }
         : { kind: 'unknown', notSent: false, connectionDead: false, transient: false, code: walk.code, cause: err }
       : {
           kind: found.kind,
@@ -342,13 +342,29 @@ export function toldAsSentEarlier<E>(err: E, ending: unknown, sent = false, clas
   // how the caller classified `err` (retry() with the call's own patterns), else classify's.
   const c = classified ?? classify(err);
   if (!c.notSent || !(c.kind === 'dial' || c.kind === 'refused' || c.kind === 'connection' || c.kind === 'stream')) return err;
-  let copy: E;
+  let copy: E & object;
   try {
-    copy = Object.create(Object.getPrototypeOf(err) as object | null, Object.getOwnPropertyDescriptors(err)) as E;
+    copy = Object.create(Object.getPrototypeOf(err) as object | null, Object.getOwnPropertyDescriptors(err)) as E & object;
   } catch {
     return err; // a Proxy or an exotic object that cannot be read: left as it is
   }
+  // What was said of the error holds of its copy (a dial failure that left its host refused, one
+  // heard on a live connection, an establishment's failure; the dial layer's own marks, see copiedFrom).
+  for (const marks of [heardLive, ESTABLISHING, LEFT_REFUSING]) if (marks.has(err)) marks.add(copy);
+  COPIES.set(copy, err);
   return sentEarlier(copy);
+}
+
+/** The errors {@link toldAsSentEarlier} copied, by copy. */
+const COPIES = new WeakMap<object, object>();
+
+/**
+ * @internal The error `err` was copied from by {@link toldAsSentEarlier}, else `err`: for a
+ * layer that marks errors in a set of its own (the dial layer's local failures) to read a copy's
+ * marks as its original's.
+ */
+export function copiedFrom(err: object): object {
+  return COPIES.get(err) ?? err;
 }
 
 /** Errors a connection's establishment failed with (see {@link failedEstablishing}). */

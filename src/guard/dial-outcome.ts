@@ -7,6 +7,7 @@
  * @module
  */
 import { CERT_CODES, TLS_MISMATCH_ALERT } from '../core/tls-codes.js';
+import { copiedFrom } from '../core/classify.js';
 import { ErrorCodes, MAX_CHAIN_MEMBERS } from '../core/errors.js';
 
 /** What a failed dial tells the breaker: settle the permit with this outcome. */
@@ -86,7 +87,7 @@ function codeOf(err: unknown): string | undefined {
  * @param answered - whether the peer sent anything before the failure (see `DialContext.answered`).
  */
 export function dialFailureOutcome(err: unknown, answered = false): DialFailureOutcome {
-  if (typeof err === 'object' && err !== null && LOCAL_FAILURES.has(err)) return 'abandoned';
+  if (typeof err === 'object' && err !== null && LOCAL_FAILURES.has(copiedFrom(err))) return 'abandoned';
   const code = codeOf(err);
   if (code !== undefined) {
     // A breaker's refusal (a dial made inside this one, refused): no I/O, nothing of the host.

@@ -109,7 +109,12 @@ type Stop = 'caller' | 'shutdown' | 'deadline';
  * error when there were several); {@link RetriesExhaustedError} (`errors`: each attempt's) when
  * attempts or the retry window run out; {@link RetryBudgetExhaustedError} (same `cause`) when the
  * budget refuses a retry; otherwise the error of the attempt that may not be retried, as is
- * (a breaker's refusal, an application error, a maybe-sent failure of a non-idempotent call).
+ * (a breaker's refusal, an application error, a maybe-sent failure of a non-idempotent call), or,
+ * when it says "not sent" after an earlier attempt may have reached the server, a copy of it
+ * that does not (same class and `code`; see {@link classify}'s `notSent`).
+ *
+ * Around a client that retries itself (GuardedAgent, Http2Client, GrpcGuard) the attempts
+ * multiply (3 × 3 runs of a handler that ran and reset): give that client `maxAttempts: 1`.
  *
  * Option errors reject the returned promise (TypeError/RangeError naming the option).
  */

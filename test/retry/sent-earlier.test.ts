@@ -9,7 +9,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { constant } from '../../src/core/backoff.js';
-import { classify, sentEarlier, toldAsSentEarlier } from '../../src/core/classify.js';
+import { classify, copiedFrom, failedEstablishing, heardOnLiveConnection, leftHostRefusing, markLeftRefusing, sentEarlier, toldAsSentEarlier } from '../../src/core/classify.js';
+import { dialFailureOutcome, localFailure } from '../../src/guard/dial-outcome.js';
 import { DeadlineExceededError, HostUnavailableError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../src/core/errors.js';
 import { RetryBudget } from '../../src/retry/budget.js';
 import { retry } from '../../src/retry/retry.js';
@@ -119,6 +120,28 @@ describe('toldAsSentEarlier', () => {
     expect(toldAsSentEarlier(null, marked)).toBe(null);
     const reset = resetMidRequest();
     expect(toldAsSentEarlier(reset, marked)).toBe(reset);
+  });
+
+  it('what was said of the original holds of its copy: left its host refusing, heard live, establishing, a local failure', () => {
+    const left = markLeftRefusing(refusedConnect());
+    const leftCopy = toldAsSentEarlier(left, marked);
+    expect(leftCopy).not.toBe(left);
+    expect(leftHostRefusing(leftCopy)).toBe(true);
+    expect(copiedFrom(leftCopy as object)).toBe(left);
+    expect(copiedFrom(left)).toBe(left);
+    const local = localFailure(refusedConnect()) as Error;
+    const localCopy = toldAsSentEarlier(local, marked);
+    expect(localCopy).not.toBe(local);
+    expect(dialFailureOutcome(localCopy)).toBe('abandoned');
+    expect(dialFailureOutcome(toldAsSentEarlier(refusedConnect(), marked))).toBe('failed');
+    const establishing = failedEstablishing(new Error('ERROR Too many open connections'));
+    expect(classify(establishing)).toMatchObject({ kind: 'dial', notSent: true });
+    const estCopy = toldAsSentEarlier(establishing, marked);
+    expect(estCopy).not.toBe(establishing);
+    expect(classify(estCopy)).toMatchObject({ kind: 'dial', notSent: false });
+    const live = Object.assign(new Error('refused?'), { code: 'ECONNREFUSED', syscall: 'connect' });
+    heardOnLiveConnection(live);
+    expect(toldAsSentEarlier(live, marked)).toBe(live); // a connection's death: maybe sent already
   });
 
   it('a wrapper over a marked copy is not "not sent" either (fetch\'s TypeError)', () => {

@@ -5,8 +5,8 @@
  */
 import { fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { DeadlineExceededError, HostUnavailableError, MAX_CHAIN_DEPTH, findError, isPermanent } from '../../src/core/errors.js';
-import { toldAsSentEarlier } from '../../src/core/classify.js';
+import { DeadlineExceededError, HostUnavailableError, MAX_CHAIN_DEPTH, NoServerAvailableError, findError, isPermanent } from '../../src/core/errors.js';
+import { classify, toldAsSentEarlier } from '../../src/core/classify.js';
 import { ServerSet } from '../../src/retry/server-set.js';
 import { refusing } from '../../src/testing/tcp-peers.js';
 import { answer, guarded, httpServer, leakChecked, manualBreaker } from '../adapters/undici/helpers.js';
@@ -60,6 +60,56 @@ describe('ServerSet: only a failure classified as refused is skipped', () => {
       .catch((e: unknown) => e);
     expect(err).toBe(proxied);
     expect(servers).toEqual(['a:1']);
+  });
+});
+
+describe('ServerSet: a dial inside fn that fails and leaves its server refused (r143)', () => {
+  for (const [name, maxAttempts] of [
+    ['GuardedAgent maxAttempts 1, set maxAttempts 1', 1],
+    ['GuardedAgent maxAttempts 1, set maxAttempts 3', 3],
+  ] as const) {
+    it(`${name}: the next server is tried in the same attempt, and serves (was: the call ended, the live server never tried)`, async () => {
+      const refused = await refusing();
+      await using live = await httpServer(answer(200, 'live'));
+      const { breaker } = manualBreaker(1); // one failed dial opens a host
+      const { agent } = guarded({ breaker, maxAttempts: 1 });
+      const set = new ServerSet([refused.address, live.address]);
+      const servers: string[] = [];
+      const body = await set.run(
+        async (server, attempt) => {
+          servers.push(`${attempt.number}:${server}`);
+          const res = await undiciFetch(`http://${server}/`, { dispatcher: agent });
+          return res.text();
+        },
+        { maxAttempts, budget: null, backoff: () => 0 },
+      );
+      expect(body).toBe('live');
+      expect(servers).toEqual([`1:${refused.address}`, `1:${live.address}`]);
+      expect(breaker.stats()).toMatchObject({ failed: 1 }); // one dial to the dead server
+      expect(set.servers()[0]).toBe(live.address); // the failed one moved to the back
+    });
+  }
+
+  it('every server dead: NoServerAvailableError, its cause the last dial failure, one dial each', async () => {
+    const a = await refusing();
+    const b = await refusing();
+    const { breaker } = manualBreaker(1);
+    const { agent } = guarded({ breaker, maxAttempts: 1 });
+    const set = new ServerSet([a.address, b.address]);
+    let calls = 0;
+    const err = await set
+      .run(
+        async (server) => {
+          calls++;
+          return (await undiciFetch(`http://${server}/`, { dispatcher: agent })).text();
+        },
+        { maxAttempts: 3, budget: null, backoff: () => 0 },
+      )
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NoServerAvailableError);
+    expect(calls).toBe(2);
+    expect(breaker.stats()).toMatchObject({ failed: 2 });
+    expect(classify(err).notSent).toBe(true);
   });
 });
 
