@@ -12,8 +12,13 @@
  * kept-alive one (got's timings count the dial as the wait before the socket).
  *
  * How: Node binds a request to its socket in one synchronous step (its `tickOnSocket`): it sets
- * `socket._httpMessage`, then emits the request's `'socket'`, then writes the request. A one-shot
- * setter on that field hears the binding and adds a listener of its own to that `'socket'`, last.
+ * `socket._httpMessage`, adds its own listeners to the socket (`'error'` first), then emits the
+ * request's `'socket'`, then writes the request. A `'newListener'` listener on the socket hears
+ * the first of those with `_httpMessage` set and adds a listener of its own to that request's
+ * `'socket'`, last, then goes. (It was a one-shot setter on `_httpMessage`: redefining that
+ * property gave each socket a hidden class of its own with a large property store, ~2.4 KB more
+ * heap a keep-alive connection: axios over 5 000 hosts held 23 MB more than Node's agent, and
+ * took 27 % longer; an outside review, r144.)
  *
  * @module
  */
@@ -22,23 +27,17 @@ import type net from 'node:net';
 
 /** Makes `socket`, newly connected, emit its connect events to the first request that rides it (see the module docs). */
 export function announceConnected(socket: net.Socket, secure: boolean): void {
-  if (Object.prototype.hasOwnProperty.call(socket, '_httpMessage')) return;
-  let message: unknown;
-  Object.defineProperty(socket, '_httpMessage', {
-    configurable: true,
-    enumerable: false,
-    get: () => message,
-    set: (req: unknown) => {
-      message = req;
-      if (typeof req !== 'object' || req === null || typeof (req as EventEmitter).once !== 'function') return;
-      // Bound: a plain field again, as Node keeps it, and the events go out once.
-      Object.defineProperty(socket, '_httpMessage', { value: req, writable: true, configurable: true, enumerable: false });
-      (req as EventEmitter).once('socket', () => {
-        if (socket.destroyed) return;
-        socket.emit('connect');
-        if (!socket.destroyed) socket.emit('ready');
-        if (secure && !socket.destroyed) socket.emit('secureConnect');
-      });
-    },
-  });
+  if ((socket as { _httpMessage?: unknown })._httpMessage != null) return; // bound already: nothing to announce to
+  const bound = (): void => {
+    const req = (socket as { _httpMessage?: unknown })._httpMessage;
+    if (typeof req !== 'object' || req === null || typeof (req as EventEmitter).once !== 'function') return; // the agent's own listeners, before the binding
+    socket.removeListener('newListener', bound);
+    (req as EventEmitter).once('socket', () => {
+      if (socket.destroyed) return;
+      socket.emit('connect');
+      if (!socket.destroyed) socket.emit('ready');
+      if (secure && !socket.destroyed) socket.emit('secureConnect');
+    });
+  };
+  socket.on('newListener', bound);
 }
