@@ -535,7 +535,10 @@ function watchRequest(req: http.ClientRequest, timeout: (ms: unknown) => void, g
   const stop = (): void => {
     if (!watching) return;
     watching = false;
-    for (const k of ['destroy', 'setTimeout'] as const) {
+    // Last added first: V8 takes a deletion of the newest property back to the request's
+    // hidden class; deleting `destroy` first sent every request that waited on a dial to
+    // dictionary mode, each of Node's later reads of it slower (an outside review, r144).
+    for (const k of ['setTimeout', 'destroy'] as const) {
       if (own[k] === undefined) delete (req as unknown as Record<string, unknown>)[k];
       else Object.defineProperty(req, k, own[k]);
     }

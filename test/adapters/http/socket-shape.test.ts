@@ -3,7 +3,8 @@
  * connect events' first hook (connect-events.ts) redefined `socket._httpMessage` (an accessor,
  * then a data field again): each guarded socket took a hidden class of its own with a large
  * property store, ~2.4 KB more heap a keep-alive connection (an outside review, r144: axios over
- * 5 000 hosts held 23 MB more than Node's agent, and took 27 % longer). Read with V8's own checks
+ * 5 000 hosts held 23 MB more than Node's agent, and took 27 % longer). Nor is the request that
+ * waited on the dial left in dictionary mode once its watch ends. Read with V8's own checks
  * (`%HaveSameMap`, `%HasFastProperties`), not a timing; plain and TLS, the raw agent in the same
  * test.
  */
@@ -25,13 +26,13 @@ const hasFastProperties = new Function('o', 'return %HasFastProperties(o)') as (
 // eslint-disable-next-line @typescript-eslint/no-implied-eval -- as above
 const haveSameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (a: object, b: object) => boolean;
 
-/** One GET through `agent`; the socket it rode, once the response ended. */
-function socketOf(agent: http.Agent, port: number, secure: boolean): Promise<net.Socket> {
+/** One GET through `agent`; the request and the socket it rode, once the response ended. */
+function socketOf(agent: http.Agent, port: number, secure: boolean): Promise<{ req: http.ClientRequest; socket: net.Socket }> {
   return new Promise((resolve, reject) => {
     const get = secure ? https.get : http.get;
     const req = get({ host: 'localhost', port, path: '/', agent, ...(secure ? { ca: TEST_CERT } : {}) }, (res) => {
       res.resume();
-      res.on('end', () => resolve(req.socket!));
+      res.on('end', () => resolve({ req, socket: req.socket! }));
     });
     req.on('error', reject);
   });
@@ -49,8 +50,13 @@ describe('guarded agents: the sockets handed to Node are shaped as the raw agent
         raw.destroy();
         return server.close();
       });
-      const rawSocket = await socketOf(raw, server.port, secure);
-      const guardedSocket = await socketOf(guarded, server.port, secure);
+      const { req: rawReq, socket: rawSocket } = await socketOf(raw, server.port, secure);
+      const { req: guardedReq, socket: guardedSocket } = await socketOf(guarded, server.port, secure);
+      // The request that waited on the dial too (its destroy and setTimeout watched meanwhile):
+      // was sent to dictionary mode when the watch ended.
+      expect(hasFastProperties(rawReq)).toBe(true);
+      expect(hasFastProperties(guardedReq)).toBe(true);
+      expect(haveSameMap(rawReq, guardedReq)).toBe(true);
       expect(hasFastProperties(rawSocket)).toBe(true);
       expect(hasFastProperties(guardedSocket)).toBe(true);
       // The same hidden class as the raw agent's socket: nothing redefined on it, nothing added.
