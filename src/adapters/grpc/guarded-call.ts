@@ -637,7 +637,12 @@ export class GuardedCall implements GrpcCall {
     // proof the connection died (only the transport says that: see ChannelConnector.watch).
     const trailersOnly = received.code !== OK && answeredByServer(received);
     if (trailersOnly) turn.answered = true;
-    const fromServer = trailersOnly || (turn.answered && received.code !== OK && !turn.pooled.tracker.transportClosed);
+    // Not grpc-js's own words for a stream reset or a dropped connection: those it makes when no
+    // status came (a server killed after its headers), often before the transport is heard
+    // closed, and were read as the server's answer (application, the host alive: a ServerSet
+    // failed idempotent calls plain grpc-js failed over, and kept the dead server first; an
+    // outside review, r145).
+    const fromServer = trailersOnly || (turn.answered && received.code !== OK && !turn.pooled.tracker.transportClosed && !resetByTransport(received));
     // grpc-js retried the call itself (its service config's retryPolicy or hedgingPolicy): a
     // status it made says nothing of its earlier attempts, any of which may have run. The call
     // is committed (the pool sends it nowhere again, the guard's retries leave it): was "never
@@ -792,4 +797,19 @@ export class GuardedCall implements GrpcCall {
 
 function cancelIfRunning(turn: Turn): void {
   if (!turn.ended) turn.call.cancelWithStatus(grpc.status.UNAVAILABLE, 'dialguard: the call was released');
+}
+
+/**
+ * Whether `status` is in grpc-js's own words for a stream that ended with no status from the
+ * server: a reset (`Call cancelled`, `Stream refused by server`, `Received RST_STREAM with code
+ * N...`) or a dropped connection (`Connection dropped`, a socket's ECONNRESET or ETIMEDOUT). A
+ * server whose handler sends one of these as its status is read as a reset too: the safe reading
+ * (transient, maybe sent; retried only when idempotent).
+ */
+export function resetByTransport(status: { readonly code: number; readonly details: string }): boolean {
+  const { code, details } = status;
+  if (details.startsWith('Received RST_STREAM with code ')) return true;
+  if (code === grpc.status.CANCELLED) return details === 'Call cancelled';
+  if (code !== grpc.status.UNAVAILABLE) return false;
+  return details === 'Connection dropped' || details === 'Stream refused by server' || /^(read|write) (ECONNRESET|ETIMEDOUT)$/.test(details);
 }
