@@ -274,7 +274,7 @@ export function classify(err: unknown, options?: ClassifyOptions): Classificatio
         : { kind: 'unknown', notSent: false, connectionDead: false, transient: false, code: walk.code, cause: err }
       : {
           kind: found.kind,
-          notSent: found.notSent && !began,
+          notSent: (found.notSent && !began) || NEVER_SENT.has(err as object),
           connectionDead: found.connectionDead,
           transient: found.transient,
           code: found.code ?? walk.code,
@@ -365,6 +365,20 @@ const COPIES = new WeakMap<object, object>();
  */
 export function copiedFrom(err: object): object {
   return COPIES.get(err) ?? err;
+}
+
+/** Errors made to end a call none of whose attempts was sent (see {@link neverSent}). */
+const NEVER_SENT = new WeakSet<object>();
+
+/**
+ * @internal Marks `err`, an error a retry loop made between attempts to end a call (out of time,
+ * attempts or budget) none of whose attempts may have reached the server: {@link classify} then
+ * says it was not sent, whatever its own kind (a deadline is otherwise "maybe sent": it may cut
+ * an attempt under way). Only for an error made for this one call. Returns `err`.
+ */
+export function neverSent<E>(err: E): E {
+  if (typeof err === 'object' && err !== null) NEVER_SENT.add(err);
+  return err;
 }
 
 /** Errors a connection's establishment failed with (see {@link failedEstablishing}). */

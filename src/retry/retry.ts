@@ -16,7 +16,7 @@
  */
 import { type Schedule, safeDelay } from '../core/backoff.js';
 import { restartSpanningBackoff } from '../core/restart-backoff.js';
-import { type Classification, type FailureKind, classify, leftHostRefusing, sentEarlier, toldAsSentEarlier } from '../core/classify.js';
+import { type Classification, type FailureKind, classify, leftHostRefusing, neverSent, sentEarlier, toldAsSentEarlier } from '../core/classify.js';
 import { timeoutReasonOf } from '../core/classify-rules.js';
 import { type Clock, type TimerHandle, sleep } from '../core/clock.js';
 import { DeadlineExceededError, RetriesExhaustedError, RetryBudgetExhaustedError, isPermanent } from '../core/errors.js';
@@ -138,8 +138,13 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
   let last: Classification | undefined;
   /** An attempt failed in a way that may have reached the server (not "not sent"). */
   let reached = false;
-  /** `err`, made here to end the call, marked when an attempt may have reached the server (see sentEarlier). */
-  const ending = <E>(err: E): E => (reached ? sentEarlier(err) : err);
+  /**
+   * `err`, made here to end the call, marked when an attempt may have reached the server (see
+   * sentEarlier), or, made between attempts (`between`: none in flight) when none did, as never
+   * sent (see neverSent): a deadline that ended a run of refused dials said "maybe sent", and a
+   * POST a caller could have re-queued safely was written off (an outside review, r145).
+   */
+  const ending = <E>(err: E, between = true): E => (reached ? sentEarlier(err) : between ? neverSent(err) : err);
   let stop: Stop | undefined;
 
   // The call's AbortSignal (`attempt.signal`) is made only when something reads it, and the
@@ -221,9 +226,9 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
    */
   const failAs = (error: unknown, c: Classification): never => fail(toldAsSentEarlier(error, undefined, reached, c));
   /** The error for an interruption: the signal's reason, or the deadline with what came before. */
-  const interrupted = (): never => {
+  const interrupted = (between = true): never => {
     if (stop === 'deadline') {
-      return fail(ending(new DeadlineExceededError(s.budgetMs, attempts, causeOf(errors, haltReason, 'deadline exceeded'))));
+      return fail(ending(new DeadlineExceededError(s.budgetMs, attempts, causeOf(errors, haltReason, 'deadline exceeded')), between));
     }
     return fail(haltReason); // the caller's or the owner's reason
   };
@@ -276,7 +281,7 @@ export async function retryWith<T>(fn: (attempt: RetryAttempt) => T | PromiseLik
       }
       if (stop !== undefined) {
         if (error !== haltReason) errors.push(error);
-        return interrupted();
+        return interrupted(false); // its attempt was under way: it may have been sent
       }
       errors.push(error);
       const c = classify(error, s.signal === undefined ? s.classify : { ...s.classify, signal: s.signal });

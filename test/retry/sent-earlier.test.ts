@@ -150,3 +150,40 @@ describe('toldAsSentEarlier', () => {
     expect(classify(new TypeError('fetch failed', { cause: refusedConnect() })).notSent).toBe(true);
   });
 });
+
+describe('retry(): a call none of whose attempts was sent, ended between attempts, says "not sent" (r145)', () => {
+  it('refused, then a retry that cannot start before the deadline: DeadlineExceededError, not sent (was: maybe sent)', async () => {
+    const err = await ended([refusedConnect], { maxAttempts: 3, timeout: 100, backoff: constant(500) });
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    expect(classify(err)).toMatchObject({ kind: 'timeout', notSent: true });
+  });
+
+  it('refused, the deadline passing during the backoff: not sent', async () => {
+    const clock = new ManualClock(0);
+    const call = retry(() => Promise.reject(refusedConnect()), { clock, budget: null, backoff: constant(50), timeout: 120, maxAttempts: 10 }).catch((e: unknown) => e);
+    for (let i = 0; i < 20; i++) await clock.tick(10);
+    const err = await call;
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    expect(classify(err).notSent).toBe(true);
+  });
+
+  it('the deadline cutting an attempt under way: maybe sent', async () => {
+    const clock = new ManualClock(0);
+    let n = 0;
+    const call = retry(
+      () => (n++ === 0 ? Promise.reject(refusedConnect()) : new Promise<never>(() => {})),
+      { clock, budget: null, backoff: constant(10), timeout: 100, maxAttempts: 3 },
+    ).catch((e: unknown) => e);
+    for (let i = 0; i < 20; i++) await clock.tick(10);
+    const err = await call;
+    expect(err).toBeInstanceOf(DeadlineExceededError);
+    expect(classify(err).notSent).toBe(false);
+  });
+
+  it('refused until out of attempts: RetriesExhaustedError, not sent; a deadline made by the caller is not marked', async () => {
+    const err = await ended([refusedConnect], { maxAttempts: 2 });
+    expect(err).toBeInstanceOf(RetriesExhaustedError);
+    expect(classify(err).notSent).toBe(true);
+    expect(classify(new DeadlineExceededError(100, 1)).notSent).toBe(false);
+  });
+});
