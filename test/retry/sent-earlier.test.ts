@@ -187,3 +187,37 @@ describe('retry(): a call none of whose attempts was sent, ended between attempt
     expect(classify(new DeadlineExceededError(100, 1)).notSent).toBe(false);
   });
 });
+
+describe('toldAsSentEarlier: which classifications are copied', () => {
+  const marked = sentEarlier(new Error('ended'));
+  const as = (kind: string, notSent = true) => ({ kind, notSent, connectionDead: false, transient: true, code: undefined, cause: undefined }) as unknown as Parameters<typeof toldAsSentEarlier>[3];
+  it('a "not sent" dial, refusal, connection or stream failure is copied; a timeout, a cancellation, an unknown are not', () => {
+    for (const kind of ['dial', 'refused', 'connection', 'stream']) {
+      const e = new Error(kind);
+      const copy = toldAsSentEarlier(e, marked, false, as(kind));
+      expect(copy, kind).not.toBe(e);
+      expect(copiedFrom(copy)).toBe(e);
+    }
+    for (const kind of ['timeout', 'cancelled', 'unknown', 'application']) {
+      const e = new Error(kind);
+      expect(toldAsSentEarlier(e, marked, false, as(kind)), kind).toBe(e);
+    }
+    const maybe = new Error('maybe');
+    expect(toldAsSentEarlier(maybe, marked, false, as('dial', false))).toBe(maybe);
+  });
+
+  it('an object whose properties cannot be read (a hostile Proxy) is left as it is', () => {
+    const hostile = new Proxy(new Error('x'), {
+      ownKeys() {
+        throw new Error('no keys');
+      },
+    });
+    expect(toldAsSentEarlier(hostile, marked, false, as('dial'))).toBe(hostile);
+  });
+
+  it('marks only what the original carried: a plain copy is not left refusing', () => {
+    const copy = toldAsSentEarlier(refusedConnect(), marked);
+    expect(leftHostRefusing(copy)).toBe(false);
+    expect(classify(copy)).toMatchObject({ kind: 'dial', notSent: false });
+  });
+});
