@@ -294,7 +294,7 @@ const ANSWER_BEGAN = new WeakSet<object>();
  * over GuardedAgent's error) is no more "not sent" than what it wraps.
  */
 function beganAlong(visited: ReadonlySet<unknown>): boolean {
-  for (const node of visited) if (typeof node === 'object' && node !== null && ANSWER_BEGAN.has(node)) return true;
+  for (const node of visited) if (ANSWER_BEGAN.has(node as object)) return true; // a primitive is never in it
   return false;
 }
 
@@ -335,13 +335,14 @@ export function sentEarlier<E>(err: E): E {
  * `retry({ idempotent: false })` around it sent it again (an outside review, r142).
  */
 export function toldAsSentEarlier<E>(err: E, ending: unknown, sent = false, classified?: Classification): E {
-  if (!sent && !(typeof ending === 'object' && ending !== null && ANSWER_BEGAN.has(ending))) return err;
-  if (typeof err !== 'object' || err === null || ANSWER_BEGAN.has(err)) return err;
+  if (!sent && !ANSWER_BEGAN.has(ending as object)) return err; // a primitive is never in it
+  if (ANSWER_BEGAN.has(err as object)) return err;
   // A caller's abort reason, the client's own close, an error of the caller's code: left as they
   // are (a caller compares its signal's reason by identity); "not sent" matters only of I/O. `c`:
   // how the caller classified `err` (retry() with the call's own patterns), else classify's.
   const c = classified ?? classify(err);
   if (!c.notSent || !(c.kind === 'dial' || c.kind === 'refused' || c.kind === 'connection' || c.kind === 'stream')) return err;
+  if (typeof err !== 'object' || err === null) return err; // a string or a number: nothing to copy, nothing to mark
   let copy: E & object;
   try {
     copy = Object.create(Object.getPrototypeOf(err) as object | null, Object.getOwnPropertyDescriptors(err)) as E & object;

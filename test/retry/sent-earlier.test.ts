@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { constant } from '../../src/core/backoff.js';
-import { classify, copiedFrom, failedEstablishing, heardOnLiveConnection, leftHostRefusing, markLeftRefusing, sentEarlier, toldAsSentEarlier } from '../../src/core/classify.js';
+import { classify, copiedFrom, failedEstablishing, heardOnLiveConnection, leftHostRefusing, markLeftRefusing, neverSent, sentEarlier, toldAsSentEarlier } from '../../src/core/classify.js';
 import { dialFailureOutcome, localFailure } from '../../src/guard/dial-outcome.js';
 import { DeadlineExceededError, HostUnavailableError, RetriesExhaustedError, RetryBudgetExhaustedError } from '../../src/core/errors.js';
 import { RetryBudget } from '../../src/retry/budget.js';
@@ -219,5 +219,28 @@ describe('toldAsSentEarlier: which classifications are copied', () => {
     const copy = toldAsSentEarlier(refusedConnect(), marked);
     expect(leftHostRefusing(copy)).toBe(false);
     expect(classify(copy)).toMatchObject({ kind: 'dial', notSent: false });
+  });
+});
+
+describe('toldAsSentEarlier and neverSent: what is not an object', () => {
+  const marked = sentEarlier(new Error('ended'));
+  const dial = { kind: 'dial', notSent: true, connectionDead: false, transient: true, code: undefined, cause: undefined } as unknown as Parameters<typeof toldAsSentEarlier>[3];
+  it('a string or null said to be a "not sent" dial is handed back as it is (nothing to copy)', () => {
+    expect(toldAsSentEarlier('ECONNREFUSED', marked, false, dial)).toBe('ECONNREFUSED');
+    expect(toldAsSentEarlier(null, marked, true, dial)).toBe(null);
+    expect(toldAsSentEarlier(7, undefined, true, dial)).toBe(7);
+  });
+
+  it('a copy already marked is handed back, whatever it is said to be', () => {
+    const copy = toldAsSentEarlier(refusedConnect(), marked);
+    expect(toldAsSentEarlier(copy, marked, true, dial)).toBe(copy);
+  });
+
+  it('neverSent marks objects only: a string or null comes back, nothing thrown', () => {
+    expect(neverSent('x')).toBe('x');
+    expect(neverSent(null)).toBe(null);
+    expect(neverSent(undefined)).toBe(undefined);
+    const e = new Error('made');
+    expect(neverSent(e)).toBe(e);
   });
 });
