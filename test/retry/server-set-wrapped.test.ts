@@ -7,6 +7,7 @@ import { fetch as undiciFetch } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { DeadlineExceededError, HostUnavailableError, MAX_CHAIN_DEPTH, NoServerAvailableError, findError, isPermanent } from '../../src/core/errors.js';
 import { classify, toldAsSentEarlier } from '../../src/core/classify.js';
+import type { RetryOptions } from '../../src/retry/retry-options.js';
 import { ServerSet } from '../../src/retry/server-set.js';
 import { refusing } from '../../src/testing/tcp-peers.js';
 import { answer, guarded, httpServer, leakChecked, manualBreaker } from '../adapters/undici/helpers.js';
@@ -43,21 +44,27 @@ describe('ServerSet: a refusal wrapped by fetch is skipped like a bare one', () 
   }
 });
 
+/** A ServerSet over a:1 and b:1 whose every attempt throws `thrown` (3 attempts, no wait): how it ended, and the servers tried. */
+async function throwingOnEvery(thrown: unknown, classify?: RetryOptions['classify']): Promise<{ err: unknown; servers: string[] }> {
+  const set = new ServerSet(['a:1', 'b:1']);
+  const servers: string[] = [];
+  const err = await set
+    .run(
+      (server) => {
+        servers.push(server);
+        throw thrown;
+      },
+      { maxAttempts: 3, budget: null, backoff: () => 0, ...(classify === undefined ? {} : { classify }) },
+    )
+    .catch((e: unknown) => e);
+  return { err, servers };
+}
+
 describe('ServerSet: only a failure classified as refused is skipped', () => {
   it('an error a pattern calls application, wrapping a refusal, ends the call: the next server is not tried', async () => {
     const refusal = new HostUnavailableError('a:1', 100, 'open');
     const proxied = new Error('proxied upstream refused', { cause: refusal });
-    const set = new ServerSet(['a:1', 'b:1']);
-    const servers: string[] = [];
-    const err = await set
-      .run(
-        (server) => {
-          servers.push(server);
-          throw proxied;
-        },
-        { maxAttempts: 3, budget: null, backoff: () => 0, classify: { patterns: [{ match: 'proxied', kind: 'application' }] } },
-      )
-      .catch((e: unknown) => e);
+    const { err, servers } = await throwingOnEvery(proxied, { patterns: [{ match: 'proxied', kind: 'application' }] });
     expect(err).toBe(proxied);
     expect(servers).toEqual(['a:1']);
   });
@@ -116,17 +123,7 @@ describe('ServerSet: a dial inside fn that fails and leaves its server refused (
 describe('ServerSet: a refusal that ends a call sent to its server before', () => {
   it('is not skipped to the next server (that one would run it again): the call ends with it', async () => {
     const refusal = toldAsSentEarlier(new HostUnavailableError('a:1', 100, 'open'), undefined, true);
-    const set = new ServerSet(['a:1', 'b:1']);
-    const servers: string[] = [];
-    const err = await set
-      .run(
-        (server) => {
-          servers.push(server);
-          throw refusal;
-        },
-        { maxAttempts: 3, budget: null, backoff: () => 0 },
-      )
-      .catch((e: unknown) => e);
+    const { err, servers } = await throwingOnEvery(refusal);
     expect(err).toBe(refusal);
     expect(servers).toEqual(['a:1']);
   });
