@@ -153,6 +153,12 @@ export class GuardedCall implements GrpcCall {
   #halfClosed = false;
   #readPending = false;
   #turn: Turn | undefined;
+  /**
+   * An earlier turn's grpc-js call may have reached the server: it ended with anything but
+   * grpc-js's own word that it never left, or was let go before it ended. The current turn is
+   * judged when the call fails (see #fail).
+   */
+  #reached = false;
   #lastStatus: grpc.StatusObject | undefined;
   #timer: TimerHandle | undefined;
   #started = false;
@@ -520,6 +526,7 @@ export class GuardedCall implements GrpcCall {
       this.#armDeadline();
       // Going back for a fresh channel: only a call that can be sent again unchanged.
       previous.active = false;
+      if (!previous.ended) this.#reached = true; // cut before its status came: it may have run
       if (!previous.ended) previous.call.cancelWithStatus(grpc.status.CANCELLED, 'dialguard: resent on another channel');
       if (!this.#sent.rewind()) {
         // Committed to the old channel (the server answered, or too much was sent to keep, the
@@ -660,6 +667,9 @@ export class GuardedCall implements GrpcCall {
           ? received
           : { ...received, [CLIENT_MADE]: true };
     if (turn.active) this.#lastStatus = status;
+    // A turn may have reached the server unless grpc-js said it never left (the pool then goes
+    // back as never sent): only such turns leave a call "not sent" when it fails (see #fail).
+    if (!this.#reached && (status.code === OK || !madeByClient(status) || !classify(status).notSent)) this.#reached = true;
     if (status.code === OK) {
       // Nothing left to decide: the caller hears now, the pool's bookkeeping follows (and
       // a retry loop this attempt runs in settles with it, as a success). Settled however
@@ -720,8 +730,12 @@ export class GuardedCall implements GrpcCall {
     const status = isStatusObject(err) ? err : statusFor(err, err instanceof DeadlineExceededError ? grpc.status.DEADLINE_EXCEEDED : grpc.status.UNAVAILABLE);
     // Sent once, the call may have run at the server, whatever its last attempt met (a resend's
     // refused connect): its status never says it was not sent. It did, and an outer retry of a
-    // non-idempotent wrapper ran the handler twice (an outside review).
-    this.#end(this.#sent.wasStarted && madeByClient(status) ? ({ ...status, [CLIENT_MADE]: false } as grpc.StatusObject) : status);
+    // non-idempotent wrapper ran the handler twice (an outside review). A grpc-js call that
+    // itself said it never left does not count: a call started on a channel whose server died
+    // in the same tick, resent to a refused connect, was told "maybe sent" though the pool knew
+    // better, and a ServerSet could not send a POST to the live server (an outside review, r145).
+    const reached = this.#reached || (turn !== undefined && !turn.ended);
+    this.#end(reached && madeByClient(status) ? ({ ...status, [CLIENT_MADE]: false } as grpc.StatusObject) : status);
     // The caller has its answer. A grpc-js call on a dead transport ends on its own within the same
     // turn of the event loop; one that has not by then (its channel was dropped for a sibling's
     // failure) is cancelled, so nothing keeps running unheard.

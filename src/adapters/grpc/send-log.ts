@@ -40,11 +40,6 @@ export class SendLog {
     return this.#resendable || !this.#started;
   }
 
-  /** Whether a grpc-js call was ever started with it: the server may have seen (and run) the call. */
-  get wasStarted(): boolean {
-    return this.#started;
-  }
-
   /** A grpc-js call is started with it: from now on a message may reach the server. */
   started(): void {
     this.#started = true;

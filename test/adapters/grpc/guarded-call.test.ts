@@ -8,9 +8,11 @@ import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import type { PooledChannel } from '../../../src/adapters/grpc/channel-connector.js';
+import { ChannelConnectError } from '../../../src/adapters/grpc/connect-error.js';
 import { GuardedCall, type GrpcCall } from '../../../src/adapters/grpc/guarded-call.js';
 import { PARENT_CANCELLED, type ParentCall } from '../../../src/adapters/grpc/parent.js';
 import { SpecTable, grpcHostKey, targetOfKey } from '../../../src/adapters/grpc/target.js';
+import { classify } from '../../../src/core/classify.js';
 import { ConnectionPool, type ConnectionWatch } from '../../../src/pool/connection-pool.js';
 import { ManualClock, flushMicrotasks } from '../../../src/testing/manual-clock.js';
 import { ConnectTracker } from '../../../src/adapters/grpc/tracked-credentials.js';
@@ -76,6 +78,8 @@ function harness() {
   const specs = new SpecTable({});
   const spec = specs.acquire('fake:1', grpc.credentials.createInsecure(), {});
   const channels: FakeChannel[] = [];
+  /** What the pool was handed for each channel, in order. */
+  const pooleds: PooledChannel[] = [];
   /** Settles the oldest pending connect: with a channel, or failed with `err`. */
   const pendingConnects: Array<(err?: Error) => void> = [];
   const retired: string[] = [];
@@ -91,7 +95,9 @@ function harness() {
             if (err !== undefined) return reject(err);
             const channel = new FakeChannel();
             channels.push(channel);
-            resolve({ channel: channel as unknown as grpc.Channel, key, tracker: new ConnectTracker('tcp'), closed: false, retireIfNotReady: undefined });
+            const pooled: PooledChannel = { channel: channel as unknown as grpc.Channel, key, tracker: new ConnectTracker('tcp'), closed: false, retireIfNotReady: undefined };
+            pooleds.push(pooled);
+            resolve(pooled);
           });
         }),
       close: (pooled) => {
@@ -128,7 +134,7 @@ function harness() {
     pendingConnects.shift()!(err);
     await flushMicrotasks();
   };
-  return { clock, host, pool, channels, retired, statuses, messages, pendingConnects, newCall, connectNext, failConnectNext };
+  return { clock, host, pool, channels, pooleds, retired, statuses, messages, pendingConnects, newCall, connectNext, failConnectNext };
 }
 
 const ok = (): grpc.StatusObject => ({ code: grpc.status.OK, details: '', metadata: new grpc.Metadata() });
@@ -341,6 +347,38 @@ describe('GuardedCall: its parent (`{ parent: call }`), honoured as grpc-js does
     call.cancelWithStatus(grpc.status.CANCELLED, 'Cancelled on client');
     await flushMicrotasks();
     await h.connectNext();
+    await h.pool.close();
+  });
+});
+
+describe('GuardedCall: "not sent" survives a resend that found no server (an outside review, r145)', () => {
+  it('a call whose first channel said it never left, resent to a refused connect, ends not sent', async () => {
+    const h = harness();
+    const first = h.newCall();
+    await h.connectNext();
+    h.channels[0]!.calls[0]!.listener!.onReceiveStatus(ok()); // warm: channel 0 is current
+    await flushMicrotasks();
+    const call = h.newCall();
+    call.sendMessageWithContext({}, Buffer.from('m'));
+    call.halfClose();
+    await flushMicrotasks();
+    const rec = h.channels[0]!.calls[1]!;
+    expect(rec.messages).toEqual(['m']); // a grpc-js call was started with it
+    // The server died in the same tick: the channel is retired under the call, and grpc-js says
+    // the call found no connection (the pool goes back for a fresh one as never sent).
+    h.pooleds[0]!.retireIfNotReady!();
+    rec.listener!.onReceiveStatus({ code: grpc.status.UNAVAILABLE, details: 'No connection established. Last error: read ECONNRESET', metadata: new grpc.Metadata() });
+    await flushMicrotasks();
+    // The redial is refused, as the guard's connector reports it (grpc-js's words, the guard's mark).
+    const refused = { code: grpc.status.UNAVAILABLE, details: 'No connection established. Last error: connect ECONNREFUSED 127.0.0.1:1', metadata: new grpc.Metadata() };
+    await h.failConnectNext(new ChannelConnectError('fake:1', refused));
+    await flushMicrotasks();
+    expect(h.statuses).toHaveLength(2);
+    const last = h.statuses[1]!;
+    expect(last.code).toBe(grpc.status.UNAVAILABLE);
+    expect(last.details).toBe(refused.details);
+    expect(classify(last)).toMatchObject({ kind: 'dial', notSent: true });
+    void first;
     await h.pool.close();
   });
 });
