@@ -149,6 +149,25 @@ describe('ServerSet.run: retry across servers', () => {
       ['b:1', 1],
       ['c:1', 1],
     ]);
+    // b, refused inside fn, went to the back: the next call starts with c, not with b's refusal
+    // again (an outside review, r145: a ServerSet over Http2Client asked the refused server first
+    // on 17 of 20 calls).
+    expect(set.servers()).toEqual(['a:1', 'c:1', 'b:1']); // a: refused by the set's own breaker, in place
+    seen.length = 0;
+    const next = track(
+      set.run(
+        (server, a) => {
+          seen.push([server, a.number]);
+          dialLayer.admit(server).succeeded();
+          return server;
+        },
+        { clock, budget: null, maxAttempts: 1 },
+      ),
+      clock,
+    );
+    await clock.tick(0);
+    expect(next.value).toBe('c:1');
+    expect(seen).toEqual([['c:1', 1]]);
   });
 
   it('all servers down: NoServerAvailableError at once, nothing dialled, nothing waited', async () => {
