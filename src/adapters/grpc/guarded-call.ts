@@ -42,7 +42,7 @@ import { SendLog, type Sent } from './send-log.js';
 import { Turn, reportTurnsTo } from './turn.js';
 import { PARENT_CANCELLED, deadlineUnder, followCancellation, minDeadline } from './parent.js';
 import { type GuardStatus, isStatusObject, statusFor } from './status.js';
-import type { ChannelSpec, SpecTable } from './target.js';
+import { type ChannelSpec, type SpecTable, asGrpcSpellsIt } from './target.js';
 
 /** grpc-js's call interface, as its channels hand it out. */
 export type GrpcCall = ReturnType<grpc.ChannelInterface['createCall']>;
@@ -495,7 +495,9 @@ export class GuardedCall implements GrpcCall {
   }
 
   getPeer(): string {
-    return this.#turn?.call.getPeer() ?? this.#spec.target;
+    // Before a channel takes it, the target as grpc-js's own call answers (`dns:` before a bare
+    // host:port; it was the bare target: an outside review, r138).
+    return this.#turn?.call.getPeer() ?? asGrpcSpellsIt(this.#spec.target);
   }
 
   getCallNumber(): number {

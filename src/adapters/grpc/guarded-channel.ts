@@ -10,7 +10,7 @@ import type { TimerHandle } from '../../core/clock.js';
 import type { ChannelConnector } from './channel-connector.js';
 import { remaining } from './call-retry.js';
 import { type CallHost, type CallOwner, GuardedCall } from './guarded-call.js';
-import type { ChannelSpec } from './target.js';
+import { type ChannelSpec, asGrpcSpellsIt } from './target.js';
 import { MAX_DURATION } from '../../core/validate.js';
 
 type ChannelRef = ReturnType<grpc.ChannelInterface['getChannelzRef']>;
@@ -173,18 +173,4 @@ export class GuardedChannel implements grpc.ChannelInterface, CallOwner {
       this.#unsubscribe = undefined;
     }
   }
-}
-
-/** The resolver schemes grpc-js registers itself (a user's own, registered with it, cannot be seen from here). */
-const GRPC_SCHEMES: ReadonlySet<string> = new Set(['dns', 'ipv4', 'ipv6', 'unix', 'unix-abstract', 'vsock', 'xds']);
-
-/**
- * `target` as grpc-js's `getTarget()` answers for it: a target whose scheme it does not know
- * (none: `127.0.0.1:50051`, `[::1]:50051`; or a host read as one: `localhost:50051`) is its default
- * scheme's, `dns:` before it. Code that logs or labels metrics by the target saw another string
- * once guarded (an outside review).
- */
-function asGrpcSpellsIt(target: string): string {
-  const scheme = /^([A-Za-z0-9+.-]+):/.exec(target)?.[1];
-  return scheme !== undefined && GRPC_SCHEMES.has(scheme) ? target : `dns:${target}`;
 }

@@ -197,3 +197,17 @@ function equal(a: grpc.ChannelCredentials, b: grpc.ChannelCredentials): boolean 
     return false;
   }
 }
+
+/** The resolver schemes grpc-js registers itself (a user's own, registered with it, cannot be seen from here). */
+const GRPC_SCHEMES: ReadonlySet<string> = new Set(['dns', 'ipv4', 'ipv6', 'unix', 'unix-abstract', 'vsock', 'xds']);
+
+/**
+ * `target` as grpc-js's `getTarget()` answers for it: a target whose scheme it does not know
+ * (none: `127.0.0.1:50051`, `[::1]:50051`; or a host read as one: `localhost:50051`) is its default
+ * scheme's, `dns:` before it. Code that logs or labels metrics by the target saw another string
+ * once guarded (an outside review).
+ */
+export function asGrpcSpellsIt(target: string): string {
+  const scheme = /^([A-Za-z0-9+.-]+):/.exec(target)?.[1];
+  return scheme !== undefined && GRPC_SCHEMES.has(scheme) ? target : `dns:${target}`;
+}

@@ -65,7 +65,7 @@ describe('namedTarget: the targets dialled per address', () => {
   });
 });
 
-describe("a guarded channel's getTarget(), as grpc-js spells it", () => {
+describe("a guarded channel's getTarget() and an unsent call's getPeer(), as grpc-js spells them", () => {
   it.each(['127.0.0.1:50999', 'localhost:50999', '[::1]:50999', 'dns:///localhost:50999', 'dns:localhost:50999', 'ipv4:127.0.0.1:50999', 'unix:/tmp/none.sock'])(
     '%s: the same string as a plain grpc-js client (it dropped the dns: prefix; an outside review)',
     async (target) => {
@@ -77,6 +77,14 @@ describe("a guarded channel's getTarget(), as grpc-js spells it", () => {
       const guarded = new Client(target, credentials.createInsecure(), guard.clientOptions());
       try {
         expect(guarded.getChannel().getTarget()).toBe(plain.getChannel().getTarget());
+        // So does a call's getPeer() before a channel has taken it (it was the bare target; r138).
+        const peers = [plain, guarded].map((client) => {
+          const call = client.getChannel().createCall('/x.E/M', Infinity, undefined, null, 0);
+          const peer = call.getPeer();
+          call.cancelWithStatus(1, 'done');
+          return peer;
+        });
+        expect(peers[1]).toBe(peers[0]);
       } finally {
         plain.close();
         guarded.close();
