@@ -52,7 +52,9 @@ export interface Classification {
   readonly kind: FailureKind;
   /**
    * The request certainly never reached the server: safe to retry for ANY method. True for
-   * refused, dial, REFUSED_STREAM, a GOAWAY'd session refusing a new stream, grpc "not sent" cases;
+   * refused, dial, REFUSED_STREAM, a GOAWAY'd session refusing a new stream, grpc "not sent" cases
+   * (only a status a `GrpcGuard` call marks as its own: a plain grpc-js status's details, `No
+   * connection established`, may be a server relaying its upstream's, so they never prove it);
    * never for the error a client ends a call with after an earlier attempt of it may have been
    * sent (its retries refused: GuardedAgent, Http2Client, `retry()` and the pool mark it so).
    */

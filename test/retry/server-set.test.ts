@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { constant } from '../../src/core/backoff.js';
-import { HostUnavailableError, NoServerAvailableError } from '../../src/core/errors.js';
+import { HostUnavailableError, NoServerAvailableError, RetryBudgetExhaustedError } from '../../src/core/errors.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { RetryBudget } from '../../src/retry/budget.js';
 import { ServerSet, type ServerSetOptions } from '../../src/retry/server-set.js';
 import { ManualClock } from '../../src/testing/manual-clock.js';
 import { after, hang, refusedConnect, track } from './helpers.js';
@@ -100,6 +101,46 @@ describe('ServerSet: pick', () => {
     expect(() => new ServerSet(42 as never)).toThrow(/servers must be an iterable/);
     expect(() => new ServerSet(['a:1'], null as never)).toThrow(/options must be an object, got null/);
     expect(new ServerSet(new Set(['a:1', 'b:1'])).size).toBe(2); // any iterable
+  });
+});
+
+describe('ServerSet.run: failing over spends no retry budget for an attempt never sent (r146)', () => {
+  it('a never-sent attempt fails over to the next server with the budget empty; a maybe-sent one is still charged', async () => {
+    const { clock, set } = setup();
+    const budget = new RetryBudget({ clock, percentCanRetry: 0, minRetriesPerSec: 0 });
+    const seen: string[] = [];
+    const call = track(
+      set.run(
+        (server) => {
+          seen.push(server);
+          return server === 'a:1' ? Promise.reject(refusedConnect()) : 'ok';
+        },
+        { clock, budget, backoff: constant(0), idempotent: false },
+      ),
+      clock,
+    );
+    await clock.tick(0);
+    expect(call.value).toBe('ok');
+    expect(seen).toEqual(['a:1', 'b:1']);
+    expect(budget.stats()).toMatchObject({ withdrawn: 0, refused: 0, refunded: 0 });
+    // A failure that may have reached its server is a retry like any other: the empty budget refuses it.
+    const timedOut = Object.assign(new Error('read ETIMEDOUT'), { code: 'ETIMEDOUT' });
+    const charged = track(set.run(() => Promise.reject(timedOut), { clock, budget, backoff: constant(0), idempotent: true }), clock);
+    await clock.tick(0);
+    expect(charged.error).toBeInstanceOf(RetryBudgetExhaustedError);
+    expect(budget.stats()).toMatchObject({ withdrawn: 0, refused: 1 });
+  });
+
+  it('a free failover whose call ends before its attempt starts gives nothing back', async () => {
+    const { clock, set } = setup();
+    const budget = new RetryBudget({ clock, percentCanRetry: 0, minRetriesPerSec: 0 });
+    const c = new AbortController();
+    const call = track(set.run(() => Promise.reject(refusedConnect()), { clock, budget, backoff: constant(100), signal: c.signal }), clock);
+    await clock.tick(0);
+    c.abort(new Error('caller gave up'));
+    await clock.tick(0);
+    expect(call.error).toMatchObject({ message: 'caller gave up' });
+    expect(budget.stats()).toMatchObject({ withdrawn: 0, refunded: 0 });
   });
 });
 
