@@ -73,8 +73,9 @@ export interface DialOptions<C = unknown> {
   /**
    * Bound on the whole establishment, ms. Default {@link DEFAULT_CONNECT_TIMEOUT}. A dial still
    * in `tcp` at the bound while another dial of the same address reached it (its TCP connection
-   * came up) since this one began waits one more bound, once: the host is up and its accept
-   * queue was full, and the kernel resends the dropped SYN (after 1 s, then 2 s more). Its
+   * came up) since this one began waits longer, once: the host is up and its accept queue was
+   * full, and the kernel resends the dropped SYN 1 s, 3 s, 7 s... after the first. It waits until
+   * 500 ms past the next resend, at most a second bound (2 500 ms: until 3 500). Its
    * `ConnectTimeoutError` then gives the whole wait. A dial by name never does: its siblings
    * may have reached another of the name's addresses.
    */
@@ -189,6 +190,23 @@ interface HostDials {
   reached: number;
 }
 const hostsDialled = new Map<string, HostDials>();
+
+/**
+ * When the kernel resends a SYN nothing answered, ms after the first one went: Linux starts at an
+ * initial RTO of 1 s and doubles it, so 1 000, 3 000, 7 000, 15 000...; the first one after `ms`.
+ */
+function nextSynResend(ms: number): number {
+  let at = 1_000;
+  while (at <= ms) at = 2 * at + 1_000;
+  return at;
+}
+
+/**
+ * How long past a resent SYN a dial of a live but flooded address waits for its answer, ms: the
+ * resend goes a little after its time (the first SYN left after the dial began), and the
+ * handshake's own round trip follows it.
+ */
+const SYN_ANSWER_MARGIN = 500;
 
 /** Whether the host key `key` (`host:port`) names one address (an IP literal), not a name. */
 function namesAnAddress(key: string): boolean {
@@ -367,14 +385,17 @@ export function dialWith<C>(
       if (done) return;
       // Stalled in TCP while another dial of the host reached it: the host is up and its accept
       // queue was full, so this SYN was dropped and the kernel resends it (after 1 s, then 2 s
-      // more). One more bound, once: a burst of 4 000 new connections to a live loopback server
+      // more). Once, a little longer: a burst of 4 000 new connections to a live loopback server
       // failed 1 974 of them at 2.5 s, where Node's agent, with no bound, served all 4 000 by
       // 3.1 s. A dead host reaches no dial, and a stalled handshake is past TCP: neither waits longer.
       // Only a dial of one address: a sibling dialled by name may have reached another of its
       // addresses, which says nothing of this one's (a dead pod's among live ones: seed 000).
       if (waited === timeout && ctx.phase === 'tcp' && host.reached > reachedBefore && namesAnAddress(permit.host)) {
-        waited += timeout;
-        timer = clock.setTimeout(expire, timeout);
+        // Until the kernel's next resend has had time to be answered, and never more than a
+        // second bound: an address whose dials a balancer splits between a live backend and a
+        // dead one looks the same, and its dead share should cost no more than it must.
+        waited = Math.min(2 * timeout, nextSynResend(timeout) + SYN_ANSWER_MARGIN);
+        timer = clock.setTimeout(expire, waited - timeout);
         return;
       }
       end();

@@ -1,7 +1,7 @@
 /**
- * A dial stalled in TCP while another dial of the same host reached it gets one more bound: the
+ * A dial stalled in TCP while another dial of the same host reached it waits longer, once: the
  * host is up, its accept queue was full, and the kernel resends the dropped SYN after 1 s, then
- * 2 s more (a burst of 4 000 new connections to a live loopback server failed 1 974 of them at
+ * 2 s more (it waits until 500 ms past the next resend, at most a second bound) (a burst of 4 000 new connections to a live loopback server failed 1 974 of them at
  * the 2.5 s bound, where Node's agent served all 4 000 by 3.1 s). A dead host reaches no dial, a
  * dial stalled past TCP is a stalled handshake: neither waits longer; nor does a dial by name,
  * whose siblings may have reached another of its addresses. On a manual clock.
@@ -44,7 +44,7 @@ function watch(p: Promise<string>): { value?: string; error?: unknown } {
 }
 
 describe('dial: a SYN dropped by a live host', () => {
-  it('stalled in tcp while a sibling connected: one more bound, then served', async () => {
+  it('stalled in tcp while a sibling connected: it waits on past its bound, then is served', async () => {
     const { clock, breaker } = setup();
     const stalled = pending();
     const sibling = pending();
@@ -84,6 +84,41 @@ describe('dial: a SYN dropped by a live host', () => {
     expect(stalled.ctx().signal.aborted).toBe(true);
     sibling.resolve('b');
     await flushMicrotasks();
+    expect(hostsBeingDialled()).toBe(0);
+  });
+
+  it('the default bound waits until just past the SYN resent at 3 s (3 500 ms), not a whole second bound', async () => {
+    const { clock, breaker } = setup();
+    const stalled = pending();
+    const sibling = pending();
+    const a = watch(dial(H, stalled.establish, { clock, breaker, timeout: 2_500 }));
+    dial(H, sibling.establish, { clock, breaker, timeout: 2_500 }).catch(() => {});
+    sibling.resolve('b');
+    await flushMicrotasks();
+    clock.advance(3_499);
+    await flushMicrotasks();
+    expect(a).toEqual({});
+    clock.advance(1);
+    await flushMicrotasks();
+    expect(a.error).toMatchObject({ timeout: 3_500, phase: 'tcp' });
+    // A bound of 10 s waits to 15.5 s (the resend at 15 s); one of 3 s, to 6 s (twice the bound, before 7.5 s).
+    for (const [bound, until] of [
+      [10_000, 15_500],
+      [3_000, 6_000],
+    ] as const) {
+      const s2 = pending();
+      const b2 = pending();
+      const w = watch(dial(H, s2.establish, { clock, breaker: new HostBreaker({ clock }), timeout: bound }));
+      dial(H, b2.establish, { clock, breaker: new HostBreaker({ clock }), timeout: bound }).catch(() => {});
+      b2.resolve('b');
+      await flushMicrotasks();
+      clock.advance(until - 1);
+      await flushMicrotasks();
+      expect(w).toEqual({});
+      clock.advance(1);
+      await flushMicrotasks();
+      expect(w.error).toMatchObject({ timeout: until });
+    }
     expect(hostsBeingDialled()).toBe(0);
   });
 

@@ -4,7 +4,7 @@
  * pause, a CPU-bound tick) with a queue of 4 answers the rest of a 40-connection burst at ~3 s:
  * Node's agent, with no connect bound, serves them all; the guarded agent's 2 s bound failed 34 of
  * 40 (and a 4 000-connection burst at a live loopback server failed 1 974 at the default 2.5 s).
- * A dial stalled in TCP while another dial of the host reached it now gets one more bound. The
+ * A dial stalled in TCP while another dial of the host reached it now waits past the resend. The
  * server runs in a child process, so its stall does not stop the client.
  */
 import { spawn } from 'node:child_process';
