@@ -361,7 +361,7 @@ export function dialWith<C>(
     };
     const release = (): void => {
       ctx.host = undefined;
-      if (--host.out === 0 && hostsDialled.get(permit.host) === host) hostsDialled.delete(permit.host);
+      if (--host.out === 0) hostsDialled.delete(permit.host); // the last of its dials: none refers to it now
     };
     const onAbort = (): void => {
       if (done) return;

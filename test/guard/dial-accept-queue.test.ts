@@ -122,6 +122,26 @@ describe('dial: a SYN dropped by a live host', () => {
     expect(hostsBeingDialled()).toBe(0);
   });
 
+  it('a sibling that failed without reaching the host, then one that connected after it ended: the record a began with hears it', async () => {
+    const { clock } = setup();
+    const stalled = pending();
+    const later = pending();
+    const a = watch(dial(H, stalled.establish, { clock, breaker: new HostBreaker({ clock }), timeout: 1_000 }));
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.9:5432'), { code: 'ECONNREFUSED' });
+    await dial(H, () => Promise.reject(refused), { clock, breaker: new HostBreaker({ clock }), timeout: 1_000 }).catch(() => {});
+    expect(hostsBeingDialled()).toBe(1); // a is still out: its host's record stays
+    dial(H, later.establish, { clock, breaker: new HostBreaker({ clock }), timeout: 1_000 }).catch(() => {});
+    later.resolve('later');
+    await flushMicrotasks();
+    clock.advance(1_000);
+    await flushMicrotasks();
+    expect(a).toEqual({}); // extended on the later sibling's evidence
+    stalled.resolve('a');
+    await flushMicrotasks();
+    expect(a.value).toBe('a');
+    expect(hostsBeingDialled()).toBe(0);
+  });
+
   it('no sibling reached the host (a dead host): it fails at its bound, as before', async () => {
     const { clock, breaker } = setup();
     const stalled = pending();
