@@ -114,14 +114,14 @@ class Context implements DialContext {
   #answered = false;
   /** Set by {@link whenReached}. */
   reached: (() => void) | undefined = undefined;
+  /** The dials of its host in flight, this one among them (see {@link HostDials}); told once when this one reaches the host. */
+  host: HostDials | undefined = undefined;
   /**
    * @param outer - the context of the dial this one is the own of (see {@link OuterDial}): where
    *   it gets, and whether the host answered, are the outer dial's too. A pool's connector using
    *   `connect()` stalled in its protocol handshake was reported stalled in `tcp` when the pool's
    *   timeout fired first (an outside review), and its permit never heard that the host was reached.
    */
-  /** The dials of its host in flight, this one among them (see {@link HostDials}); told once when this one reaches the host. */
-  host: HostDials | undefined = undefined;
   constructor(
     readonly signal: AbortSignal,
     readonly permit: DialPermit,
