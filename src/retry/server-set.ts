@@ -184,9 +184,9 @@ export class ServerSet<S> {
    * that retries itself (GuardedAgent, Http2Client, GrpcGuard) tries each server that many
    * times before the set moves on: give it `maxAttempts: 1` (retry at one layer).
    * Its default `backoff` is {@link FAILOVER_BACKOFF}, not retry()'s restart-spanning one: a retry
-   * goes to another server, which need not wait for the failed one to come back. A retry after
-   * an attempt that was never sent spends no retry budget: no server got the call, and the next
-   * attempt goes to another.
+   * goes to another server, which need not wait for the failed one to come back. With more
+   * than one server, a retry after an attempt that was never sent spends no retry budget: no
+   * server got the call, and the next attempt goes to another.
    */
   run<T>(fn: (server: S, attempt: ServerAttempt<S>) => T | PromiseLike<T>, options: RetryOptions = {}): Promise<T> {
     try {
@@ -253,7 +253,7 @@ export class ServerSet<S> {
         permit?.succeeded();
         return value;
       }
-    }, options, FAILOVER_BACKOFF, true).catch((err: unknown) => {
+    }, options, FAILOVER_BACKOFF, this.#order.length > 1).catch((err: unknown) => {
       // The deadline ended the call with an attempt still out: its server took all that was left.
       if (err instanceof DeadlineExceededError && inFlight !== undefined) this.failed(inFlight.server);
       throw err;

@@ -131,6 +131,16 @@ describe('ServerSet.run: failing over spends no retry budget for an attempt neve
     expect(budget.stats()).toMatchObject({ withdrawn: 0, refused: 1 });
   });
 
+  it('a set of one server has nowhere else to go: its never-sent retry is charged, as retry() charges it', async () => {
+    const clock = new ManualClock();
+    const set = new ServerSet(['a:1'], { breaker: new HostBreaker({ clock }) });
+    const budget = new RetryBudget({ clock, percentCanRetry: 0, minRetriesPerSec: 0 });
+    const call = track(set.run(() => Promise.reject(refusedConnect()), { clock, budget, backoff: constant(0) }), clock);
+    await clock.tick(0);
+    expect(call.error).toBeInstanceOf(RetryBudgetExhaustedError);
+    expect(budget.stats()).toMatchObject({ withdrawn: 0, refused: 1 });
+  });
+
   it('a free failover whose call ends before its attempt starts gives nothing back', async () => {
     const { clock, set } = setup();
     const budget = new RetryBudget({ clock, percentCanRetry: 0, minRetriesPerSec: 0 });
