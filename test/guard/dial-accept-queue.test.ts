@@ -43,6 +43,30 @@ function watch(p: Promise<string>): { value?: string; error?: unknown } {
   return seen;
 }
 
+/**
+ * A dial of `key` that stays in tcp, beside a sibling that connects at once (each on `breaker`,
+ * else a breaker of its own); returns where the stalled one stands.
+ */
+async function stalledBesideConnected(key: string, clock: ManualClock, timeout: number, breaker?: HostBreaker): Promise<{ value?: string; error?: unknown }> {
+  const stalled = pending();
+  const sibling = pending();
+  const a = watch(dial(key, stalled.establish, { clock, breaker: breaker ?? new HostBreaker({ clock }), timeout }));
+  dial(key, sibling.establish, { clock, breaker: breaker ?? new HostBreaker({ clock }), timeout }).catch(() => {});
+  sibling.resolve('b');
+  await flushMicrotasks();
+  return a;
+}
+
+/** Advances to just before `after` ms from now (`seen` still waiting), then to it; returns the error it failed with. */
+async function failsAfter(clock: ManualClock, seen: { value?: string; error?: unknown }, after: number): Promise<unknown> {
+  clock.advance(after - 1);
+  await flushMicrotasks();
+  expect(seen).toEqual({});
+  clock.advance(1);
+  await flushMicrotasks();
+  return seen.error;
+}
+
 describe('dial: a SYN dropped by a live host', () => {
   it('stalled in tcp while a sibling connected: it waits on past its bound, then is served', async () => {
     const { clock, breaker } = setup();
@@ -92,35 +116,15 @@ describe('dial: a SYN dropped by a live host', () => {
 
   it('the default bound waits until just past the SYN resent at 3 s (3 500 ms), not a whole second bound', async () => {
     const { clock, breaker } = setup();
-    const stalled = pending();
-    const sibling = pending();
-    const a = watch(dial(H, stalled.establish, { clock, breaker, timeout: 2_500 }));
-    dial(H, sibling.establish, { clock, breaker, timeout: 2_500 }).catch(() => {});
-    sibling.resolve('b');
-    await flushMicrotasks();
-    clock.advance(3_499);
-    await flushMicrotasks();
-    expect(a).toEqual({});
-    clock.advance(1);
-    await flushMicrotasks();
-    expect(a.error).toMatchObject({ timeout: 3_500, phase: 'tcp' });
+    const a = await stalledBesideConnected(H, clock, 2_500, breaker);
+    expect(await failsAfter(clock, a, 3_500)).toMatchObject({ timeout: 3_500, phase: 'tcp' });
     // A bound of 10 s waits to 15.5 s (the resend at 15 s); one of 3 s, to 6 s (twice the bound, before 7.5 s).
     for (const [bound, until] of [
       [10_000, 15_500],
       [3_000, 6_000],
     ] as const) {
-      const s2 = pending();
-      const b2 = pending();
-      const w = watch(dial(H, s2.establish, { clock, breaker: new HostBreaker({ clock }), timeout: bound }));
-      dial(H, b2.establish, { clock, breaker: new HostBreaker({ clock }), timeout: bound }).catch(() => {});
-      b2.resolve('b');
-      await flushMicrotasks();
-      clock.advance(until - 1);
-      await flushMicrotasks();
-      expect(w).toEqual({});
-      clock.advance(1);
-      await flushMicrotasks();
-      expect(w.error).toMatchObject({ timeout: until });
+      const w = await stalledBesideConnected(H, clock, bound);
+      expect(await failsAfter(clock, w, until)).toMatchObject({ timeout: until });
     }
     expect(hostsBeingDialled()).toBe(0);
   });
@@ -212,12 +216,7 @@ describe('dial: a SYN dropped by a live host', () => {
       ['db-1:5432', false],
       ['[::1]:5432', true],
     ] as const) {
-      const stalled = pending();
-      const sibling = pending();
-      const a = watch(dial(key, stalled.establish, { clock, breaker, timeout: 1_000 }));
-      dial(key, sibling.establish, { clock, breaker, timeout: 1_000 }).catch(() => {});
-      sibling.resolve('b');
-      await flushMicrotasks();
+      const a = await stalledBesideConnected(key, clock, 1_000, breaker);
       clock.advance(1_000);
       await flushMicrotasks();
       expect(a.error === undefined).toBe(extended);

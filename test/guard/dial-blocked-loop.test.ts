@@ -4,10 +4,10 @@
  * ConnectTimeoutError though its socket was up (870 of a 4 000-connection burst, the client busy
  * with it). The dial now decides after one poll. Real sockets on 127.0.0.1, a real clock.
  */
-import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { connect } from '../../src/guard/connect.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
+import { echoPeer } from '../../src/testing/tcp-peers.js';
 import { leakCheckEach } from '../helpers/leaks.js';
 
 const cleanup = leakCheckEach();
@@ -20,10 +20,9 @@ function block(ms: number): void {
 
 describe('dial: a connect heard after its timer, the loop blocked meanwhile', () => {
   it('connects (was: ConnectTimeoutError), and counts nothing against the host', async () => {
-    const server = net.createServer((s) => s.end());
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    cleanup.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
-    const { port } = server.address() as net.AddressInfo;
+    const peer = await echoPeer();
+    cleanup.push(() => peer.close());
+    const { port } = peer;
     const breaker = new HostBreaker();
     const dialled = connect({ host: '127.0.0.1', port }, { timeout: 50, breaker }).then(
       (socket) => {
