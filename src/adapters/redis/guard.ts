@@ -397,7 +397,9 @@ export class RedisGuard {
             state.dueAt = next;
           }
           setCount(client, before, state.count);
-          if (!gated) floor = Math.max(0, state.dueAt! - now);
+          // To the microsecond: `now + d - now` is not `d` in floating point once the clock is
+          // large (a class default of 4 000 ms came back 3 999.999999999998: CI).
+          if (!gated) floor = Math.max(0, Math.round((state.dueAt! - now) * 1_000) / 1_000);
         }
         const delay = Math.max(this.#next(state, times, cause, floor), floor);
         // The client's own strategy still decides whether to go on, and may ask for a longer wait.

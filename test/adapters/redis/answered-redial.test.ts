@@ -14,7 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { Redis as Redis6 } from 'ioredis6';
 import { createClient } from 'redis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { RedisGuard } from '../../../src/adapters/redis/index.js';
 import { HostBreaker } from '../../../src/guard/host-breaker.js';
 import { leakCheckEach } from '../../helpers/leaks.js';
@@ -112,6 +112,18 @@ describe("RedisGuard + ioredis: the floor is the client class's own default stra
 
   it("a class whose default waits 4 s: the guarded client's first redial waits 4 s", () => {
     expect(firstRedial({ retryStrategy: () => 4_000 })).toBe(4_000);
+  });
+
+  it('4 s exactly at any clock reading (CI read 3 999.999999999998: `now + 4000 - now` in floating point)', () => {
+    const now = vi.spyOn(performance, 'now');
+    try {
+      for (const reading of [15_867.040684829359, 127_321.06956094613, 8_386_271.353358177]) {
+        now.mockReturnValue(reading);
+        expect(firstRedial({ retryStrategy: () => 4_000 })).toBe(4_000);
+      }
+    } finally {
+      now.mockRestore();
+    }
   });
 
   it("no default, one that throws or answers nonsense: ioredis 5's pace (50 ms for the first redial)", () => {
