@@ -10,7 +10,7 @@ import tls from 'node:tls';
 import { DEFAULT_ATTEMPT_DELAY, connectAddresses, refuseFromMemory, tlsForName } from './addresses.js';
 import { systemClock } from '../core/clock.js';
 import { TransportClosedError } from '../core/errors.js';
-import { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, breakerOption, dialWith, sharedBreaker } from './dial.js';
+import { DEFAULT_CONNECT_TIMEOUT, type DialContext, type DialOptions, breakerOption, dialWith, sharedBreaker, watchAddress } from './dial.js';
 import { localFailure, noAddressOfOwnChoice } from './dial-outcome.js';
 import { type Transport, tlsTransport } from './host-breaker.js';
 import { hostKey } from './host-key.js';
@@ -269,6 +269,7 @@ export function openSocket(
     // that is not one): one client's setup must never count against the host.
     return Promise.reject(localFailure(err));
   }
+  if (byName) watchAddress(ctx, socket);
 
   return new Promise<net.Socket>((resolve, reject) => {
     const cleanup = (): void => {

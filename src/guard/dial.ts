@@ -114,8 +114,19 @@ class Context implements DialContext {
   #answered = false;
   /** Set by {@link whenReached}. */
   reached: (() => void) | undefined = undefined;
-  /** The dials of its host in flight, this one among them (see {@link HostDials}); told once when this one reaches the host. */
-  host: HostDials | undefined = undefined;
+  /**
+   * Reaches counted ({@link reaches}) when this dial began; undefined before it starts, and once it
+   * reached its address or ended.
+   */
+  since: number | undefined = undefined;
+  /**
+   * The address (`address:port`, as {@link hostKey} spells it) its socket is connecting to: its
+   * host's own key when that is an address; dialled by name, the one its socket names (see
+   * {@link watchAddress}), undefined until then.
+   */
+  at: string | undefined = undefined;
+  /** Stops listening to its socket for the addresses it connects to (see {@link watchAddress}). */
+  unwatch: (() => void) | undefined = undefined;
   /**
    * @param outer - the context of the dial this one is the own of (see {@link OuterDial}): where
    *   it gets, and whether the host answered, are the outer dial's too. A pool's connector using
@@ -139,12 +150,19 @@ class Context implements DialContext {
       if (this.outer !== undefined) this.outer.phase = phase;
     }
   }
-  /** Its TCP connection is up: counted once for its host (see {@link HostDials}). */
+  /** Its TCP connection is up: remembered once for the address it connected to (see {@link lastReached}). */
   reachedHost(): void {
-    const host = this.host;
-    if (host === undefined) return;
-    this.host = undefined;
-    host.reached++;
+    if (this.since === undefined) return;
+    this.since = undefined;
+    const seq = ++reaches;
+    if (this.at !== undefined) remember(this.at, seq);
+  }
+  /**
+   * Whether another dial reached the address this one is connecting to since this one began: the
+   * address is up (its accept queue was full, and this SYN was dropped).
+   */
+  siblingReached(): boolean {
+    return this.at !== undefined && this.since !== undefined && (lastReached.get(this.at) ?? 0) > this.since;
   }
   get answered(): boolean {
     return this.#answered;
@@ -181,15 +199,55 @@ interface OuterDial {
 }
 const dialsBySignal = new WeakMap<AbortSignal, OuterDial>();
 
+/** How many dials have reached their address (their TCP connection came up) in this process: a sequence. */
+let reaches = 0;
+
 /**
- * The dials of one host in flight: how many, and how many times one of them reached it (its TCP
- * connection came up). Kept while any is out, so a map of the hosts being dialled now, never more.
+ * The addresses dials reached lately, each with the {@link reaches} count of its latest reach,
+ * oldest first; at most {@link REACHED_KEPT}. An address reached since a dial began is up (see
+ * {@link Context.siblingReached}). Kept past the dials in flight: dialled by name, a dial learns
+ * its address only after the lookup, by when the first of a burst may have connected and ended
+ * (3 of 6 dials by name failed at their bound while records lived only as long as their dials).
  */
-interface HostDials {
-  out: number;
-  reached: number;
+const lastReached = new Map<string, number>();
+
+/**
+ * Addresses {@link lastReached} keeps: more than a process dials within one connect timeout
+ * unless it dials a fleet, and then an address forgotten only costs its dials the longer wait.
+ */
+const REACHED_KEPT = 1_024;
+
+function remember(address: string, seq: number): void {
+  lastReached.delete(address); // to the back: the oldest is first
+  lastReached.set(address, seq);
+  if (lastReached.size > REACHED_KEPT) lastReached.delete(lastReached.keys().next().value!);
 }
-const hostsDialled = new Map<string, HostDials>();
+
+/**
+ * @internal Tells the dial `ctx` belongs to which address `socket` connects to, as Node's
+ * `'connectionAttempt'` event (`'lookup'` before Node 20.12) names it, so that a dial by name
+ * stalled in TCP at an address another dial reached waits past the kernel's SYN resend as a dial
+ * of that address does: by name, of 6 requests at a live server whose accept queue was full, 3
+ * failed at the bound where Node's agent served all 6. A dial keyed by an address, or a context
+ * not made by {@link dial}: nothing to learn. Stops listening when the dial ends.
+ */
+export function watchAddress(ctx: DialContext, socket: net.Socket): void {
+  if (!(ctx instanceof Context) || ctx.since === undefined || namesAnAddress(ctx.permit.host)) return;
+  const key = ctx.permit.host;
+  const port = key.slice(key.lastIndexOf(':') + 1);
+  const onAttempt = (address: unknown, attemptPort: unknown): void => {
+    if (typeof address === 'string' && net.isIP(address) !== 0) ctx.at = hostKey(address, typeof attemptPort === 'number' ? attemptPort : port);
+  };
+  const onLookup = (err: unknown, address: unknown): void => {
+    if (err == null && ctx.at === undefined) onAttempt(address, port);
+  };
+  socket.on('connectionAttempt', onAttempt);
+  socket.on('lookup', onLookup);
+  ctx.unwatch = () => {
+    socket.off('connectionAttempt', onAttempt);
+    socket.off('lookup', onLookup);
+  };
+}
 
 /**
  * When the kernel resends a SYN nothing answered, ms after the first one went: Linux starts at an
@@ -214,9 +272,9 @@ function namesAnAddress(key: string): boolean {
   return net.isIP(host) !== 0;
 }
 
-/** @internal For tests: how many hosts have dials in flight (their records are let go with the last). */
-export function hostsBeingDialled(): number {
-  return hostsDialled.size;
+/** @internal For tests: how many addresses {@link lastReached} holds (at most {@link REACHED_KEPT}). */
+export function addressesReachedKept(): number {
+  return lastReached.size;
 }
 /** The dial whose `establish` is being called (synchronously), if any. */
 let establishing: OuterDial | undefined;
@@ -347,11 +405,8 @@ export function dialWith<C>(
   const run = (): Promise<C> => new Promise<C>((resolve, reject) => {
     let done = false;
     let timer: TimerHandle | undefined;
-    let host = hostsDialled.get(permit.host);
-    if (host === undefined) hostsDialled.set(permit.host, (host = { out: 0, reached: 0 }));
-    host.out++;
-    const reachedBefore = host.reached;
-    ctx.host = host;
+    ctx.since = reaches;
+    if (namesAnAddress(permit.host)) ctx.at = permit.host; // else learned from its socket, if at all (watchAddress)
     const end = (): void => {
       done = true;
       scope.open = false;
@@ -360,8 +415,9 @@ export function dialWith<C>(
       release();
     };
     const release = (): void => {
-      ctx.host = undefined;
-      if (--host.out === 0) hostsDialled.delete(permit.host); // the last of its dials: none refers to it now
+      ctx.since = undefined;
+      ctx.unwatch?.();
+      ctx.unwatch = undefined;
     };
     const onAbort = (): void => {
       if (done) return;
@@ -395,14 +451,15 @@ export function dialWith<C>(
         return;
       }
       polling = false;
-      // Stalled in TCP while another dial of the host reached it: the host is up and its accept
-      // queue was full, so this SYN was dropped and the kernel resends it (after 1 s, then 2 s
-      // more). Once, a little longer: a burst of 4 000 new connections to a live loopback server
-      // failed 1 974 of them at 2.5 s, where Node's agent, with no bound, served all 4 000 by
-      // 3.1 s. A dead host reaches no dial, and a stalled handshake is past TCP: neither waits longer.
-      // Only a dial of one address: a sibling dialled by name may have reached another of its
-      // addresses, which says nothing of this one's (a dead pod's among live ones: seed 000).
-      if (waited === timeout && ctx.phase === 'tcp' && host.reached > reachedBefore && namesAnAddress(permit.host)) {
+      // Stalled in TCP while another dial reached its address since it began: the address is up
+      // and its accept queue was full, so this SYN was dropped and the kernel resends it (after
+      // 1 s, then 2 s more). Once, a little longer: a burst of 4 000 new connections to a live
+      // loopback server failed 1 974 of them at 2.5 s, where Node's agent, with no bound, served
+      // all 4 000 by 3.1 s. A dead host reaches no dial, and a stalled handshake is past TCP:
+      // neither waits longer. By address, never by name: a sibling dialled by name may have
+      // reached another of its addresses, which says nothing of this one's (a dead pod's among
+      // live ones: seed 000); a dial by name is judged by the address its socket connects to.
+      if (waited === timeout && ctx.phase === 'tcp' && ctx.siblingReached()) {
         // Until the kernel's next resend has had time to be answered, and never more than a
         // second bound: an address whose dials a balancer splits between a live backend and a
         // dead one looks the same, and its dead share should cost no more than it must.

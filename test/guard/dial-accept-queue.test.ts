@@ -3,12 +3,15 @@
  * host is up, its accept queue was full, and the kernel resends the dropped SYN after 1 s, then
  * 2 s more (it waits until 500 ms past the next resend, at most a second bound) (a burst of 4 000 new connections to a live loopback server failed 1 974 of them at
  * the 2.5 s bound, where Node's agent served all 4 000 by 3.1 s). A dead host reaches no dial, a
- * dial stalled past TCP is a stalled handshake: neither waits longer; nor does a dial by name,
- * whose siblings may have reached another of its addresses. On a manual clock.
+ * dial stalled past TCP is a stalled handshake: neither waits longer. A dial by name is judged by
+ * the address its socket says it connects to (its siblings may have reached another of the
+ * name's addresses); one that never says waits no longer. On a manual clock.
  */
 import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError } from '../../src/core/errors.js';
-import { type DialContext, dial, hostsBeingDialled } from '../../src/guard/dial.js';
+import { EventEmitter } from 'node:events';
+import type net from 'node:net';
+import { type DialContext, addressesReachedKept, dial, watchAddress } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { ManualClock, flushMicrotasks } from '../../src/testing/manual-clock.js';
 
@@ -87,7 +90,6 @@ describe('dial: a SYN dropped by a live host', () => {
     await flushMicrotasks();
     expect(a.value).toBe('a');
     expect(breaker.state(H)?.failures ?? 0).toBe(0);
-    expect(hostsBeingDialled()).toBe(0);
     expect(clock.pending).toBe(0);
   });
 
@@ -111,7 +113,6 @@ describe('dial: a SYN dropped by a live host', () => {
     expect(stalled.ctx().signal.aborted).toBe(true);
     sibling.resolve('b');
     await flushMicrotasks();
-    expect(hostsBeingDialled()).toBe(0);
   });
 
   it('the default bound waits until just past the SYN resent at 3 s (3 500 ms), not a whole second bound', async () => {
@@ -126,17 +127,15 @@ describe('dial: a SYN dropped by a live host', () => {
       const w = await stalledBesideConnected(H, clock, bound);
       expect(await failsAfter(clock, w, until)).toMatchObject({ timeout: until });
     }
-    expect(hostsBeingDialled()).toBe(0);
   });
 
-  it('a sibling that failed without reaching the host, then one that connected after it ended: the record a began with hears it', async () => {
+  it('a sibling that failed without reaching the host, then one that connected after it ended: a hears it', async () => {
     const { clock } = setup();
     const stalled = pending();
     const later = pending();
     const a = watch(dial(H, stalled.establish, { clock, breaker: new HostBreaker({ clock }), timeout: 1_000 }));
     const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.9:5432'), { code: 'ECONNREFUSED' });
     await dial(H, () => Promise.reject(refused), { clock, breaker: new HostBreaker({ clock }), timeout: 1_000 }).catch(() => {});
-    expect(hostsBeingDialled()).toBe(1); // a is still out: its host's record stays
     dial(H, later.establish, { clock, breaker: new HostBreaker({ clock }), timeout: 1_000 }).catch(() => {});
     later.resolve('later');
     await flushMicrotasks();
@@ -146,7 +145,6 @@ describe('dial: a SYN dropped by a live host', () => {
     stalled.resolve('a');
     await flushMicrotasks();
     expect(a.value).toBe('a');
-    expect(hostsBeingDialled()).toBe(0);
   });
 
   it('no sibling reached the host (a dead host): it fails at its bound, as before', async () => {
@@ -159,7 +157,6 @@ describe('dial: a SYN dropped by a live host', () => {
     await flushMicrotasks();
     expect(a.error).toMatchObject({ timeout: 1_000, phase: 'tcp' });
     expect(b.error).toMatchObject({ timeout: 1_000, phase: 'tcp' });
-    expect(hostsBeingDialled()).toBe(0);
   });
 
   it('stalled past tcp (a handshake unanswered) while a sibling connected: no more time', async () => {
@@ -192,7 +189,6 @@ describe('dial: a SYN dropped by a live host', () => {
     expect(l.error).toMatchObject({ timeout: 1_000, phase: 'tcp' });
     keep.resolve('k');
     await flushMicrotasks();
-    expect(hostsBeingDialled()).toBe(0);
   });
 
   it('another host reaching is no evidence: hosts are told apart', async () => {
@@ -207,10 +203,9 @@ describe('dial: a SYN dropped by a live host', () => {
     clock.advance(1_000);
     await flushMicrotasks();
     expect(a.error).toMatchObject({ timeout: 1_000 });
-    expect(hostsBeingDialled()).toBe(0);
   });
 
-  it('a dial by name: a sibling may have reached another of its addresses, so no more time (IPv6 literals do get it)', async () => {
+  it('a dial by name that never learns its address: a sibling may have reached another of its addresses, so no more time (IPv6 literals do get it)', async () => {
     const { clock, breaker } = setup();
     for (const [key, extended] of [
       ['db-1:5432', false],
@@ -224,14 +219,107 @@ describe('dial: a SYN dropped by a live host', () => {
       await flushMicrotasks();
       expect(a.error).toMatchObject({ timeout: extended ? 2_000 : 1_000 });
     }
-    expect(hostsBeingDialled()).toBe(0);
   });
 
-  it("a signal-like that cannot be listened to lets go of the host's record too", async () => {
+  it('a dial that never started, or never connected, is remembered nowhere; what is kept is bounded (the latest 1 024 addresses)', async () => {
     const { clock, breaker } = setup();
+    const kept = addressesReachedKept();
     const bad = { aborted: false, addEventListener: () => { throw new Error('no'); }, removeEventListener: () => {} } as unknown as AbortSignal;
-    const err = await dial(H, pending().establish, { clock, breaker, timeout: 1_000, signal: bad }).catch((e: unknown) => e);
+    const err = await dial('127.0.1.1:5432', pending().establish, { clock, breaker, timeout: 1_000, signal: bad }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Error);
-    expect(hostsBeingDialled()).toBe(0);
+    await dial('127.0.1.2:5432', () => Promise.reject(new Error('refused')), { clock, breaker: new HostBreaker({ clock }), timeout: 1_000 }).catch(() => {});
+    expect(addressesReachedKept()).toBe(kept);
+    for (let i = 0; i < 2_000; i++) await dial(`127.1.${i >> 8}.${i & 255}:5432`, () => Promise.resolve('up'), { clock, breaker: new HostBreaker({ clock }), timeout: 1_000 });
+    expect(addressesReachedKept()).toBe(1_024);
+    // The latest is kept: a dial stalled there beside a sibling that connects still waits on.
+    const a = await stalledBesideConnected('127.1.7.207:5432', clock, 1_000);
+    clock.advance(1_000);
+    await flushMicrotasks();
+    expect(a).toEqual({});
+  });
+});
+
+/**
+ * A dial by name whose socket (a stand-in: the events Node's net.Socket emits) says which address
+ * it connects to: judged by that address, as a dial of it is.
+ */
+describe('dial by name: judged by the address its socket connects to (watchAddress)', () => {
+  const NAME = 'db-1:5432';
+  /** A dial of `key` that stays in tcp; its socket says it connects to each of `addresses` in turn (as `event`). */
+  function stalledAt(key: string, clock: ManualClock, breaker: HostBreaker, addresses: string[], event: 'connectionAttempt' | 'lookup' = 'connectionAttempt'): { seen: { value?: string; error?: unknown }; socket: EventEmitter } {
+    const socket = new EventEmitter();
+    const establish = (ctx: DialContext): Promise<string> => {
+      watchAddress(ctx, socket as net.Socket);
+      for (const a of addresses) {
+        if (event === 'lookup') socket.emit('lookup', null, a, 4, 'db-1');
+        else socket.emit('connectionAttempt', a, 5432, 4);
+      }
+      return new Promise<string>(() => {});
+    };
+    return { seen: watch(dial(key, establish, { clock, breaker, timeout: 1_000 })), socket };
+  }
+  /** A dial of `key` whose socket connects to `address` at once. */
+  async function connectedAt(key: string, clock: ManualClock, breaker: HostBreaker, address: string): Promise<void> {
+    const socket = new EventEmitter();
+    await dial(key, (ctx) => {
+      watchAddress(ctx, socket as net.Socket);
+      socket.emit('connectionAttempt', address, 5432, 4);
+      return Promise.resolve('up');
+    }, { clock, breaker, timeout: 1_000 });
+  }
+
+  it("stalled at an address a sibling by the same name reached: it waits on, as a dial of the address would; its listeners let go after", async () => {
+    const { clock, breaker } = setup();
+    const { seen, socket } = stalledAt(NAME, clock, breaker, ['127.0.0.5']);
+    await connectedAt(NAME, clock, breaker, '127.0.0.5');
+    clock.advance(1_000);
+    await flushMicrotasks();
+    expect(seen).toEqual({}); // was: ConnectTimeoutError at its bound (3 of 6 requests to a stalled server by name)
+    expect(await failsAfter(clock, seen, 1_000)).toMatchObject({ timeout: 2_000 });
+    expect(socket.listenerCount('connectionAttempt') + socket.listenerCount('lookup')).toBe(0);
+  });
+
+  it("a sibling reached another of the name's addresses: no more time", async () => {
+    const { clock, breaker } = setup();
+    const { seen } = stalledAt(NAME, clock, breaker, ['127.0.0.6']);
+    await connectedAt(NAME, clock, breaker, '127.0.0.5');
+    expect(await failsAfter(clock, seen, 1_000)).toMatchObject({ timeout: 1_000 });
+  });
+
+  it('moved on from the reached address to another (happy eyeballs): judged by where it is now', async () => {
+    const { clock, breaker } = setup();
+    const sibling = pending();
+    const s = new EventEmitter();
+    dial(NAME, (ctx) => {
+      watchAddress(ctx, s as net.Socket);
+      s.emit('connectionAttempt', '127.0.0.5', 5432, 4);
+      return sibling.establish(ctx);
+    }, { clock, breaker, timeout: 1_000 }).catch(() => {});
+    const { seen, socket } = stalledAt(NAME, clock, breaker, ['127.0.0.5']);
+    sibling.resolve('up');
+    await flushMicrotasks();
+    socket.emit('connectionAttempt', '127.0.0.6', 5432, 4); // its attempt at .5 timed out: now at .6
+    expect(await failsAfter(clock, seen, 1_000)).toMatchObject({ timeout: 1_000 });
+  });
+
+  it("a dial of the address itself reaching it counts for a dial by name stalled there, and 'lookup' (Node before 20.12) names the address too", async () => {
+    const { clock, breaker } = setup();
+    const { seen } = stalledAt(NAME, clock, breaker, ['127.0.0.5'], 'lookup');
+    await dial('127.0.0.5:5432', () => Promise.resolve('up'), { clock, breaker, timeout: 1_000 });
+    clock.advance(1_000);
+    await flushMicrotasks();
+    expect(seen).toEqual({});
+    expect(await failsAfter(clock, seen, 1_000)).toMatchObject({ timeout: 2_000 });
+  });
+
+  it('a dial keyed by an address, or a context no dial made: nothing is listened to', async () => {
+    const { clock, breaker } = setup();
+    const socket = new EventEmitter();
+    await dial('127.0.0.5:5432', (ctx) => {
+      watchAddress(ctx, socket as net.Socket);
+      return Promise.resolve('up');
+    }, { clock, breaker, timeout: 1_000 });
+    watchAddress({ signal: new AbortController().signal, phase: 'tcp' } as unknown as DialContext, socket as net.Socket);
+    expect(socket.listenerCount('connectionAttempt') + socket.listenerCount('lookup')).toBe(0);
   });
 });

@@ -24,7 +24,7 @@ import { heardOnLiveConnection } from '../../core/classify.js';
 import { type Clock, type TimerHandle, unrefTimer } from '../../core/clock.js';
 import { MAX_DURATION, asError } from '../../core/validate.js';
 import { presentedCertificate } from '../../guard/connect.js';
-import { dial } from '../../guard/dial.js';
+import { type DialContext, dial, watchAddress } from '../../guard/dial.js';
 import { localFailure, noAddressOfOwnChoice } from '../../guard/dial-outcome.js';
 import { isolationOf, lookupBreaker } from '../../guard/addresses.js';
 import { type Transport, tlsTransport } from '../../guard/host-breaker.js';
@@ -847,11 +847,12 @@ function establish(
   secure: boolean,
   byName: boolean,
   options: Pick<ConnectionOptions, 'family' | 'hints'>,
-  ctx: { signal: AbortSignal; phase: string; answered?: boolean },
+  ctx: DialContext,
   onTcp: () => void,
 ): Promise<net.Socket> {
   ctx.phase = byName ? 'lookup' : 'tcp';
   const socket = open();
+  if (byName) watchAddress(ctx, socket);
   return new Promise<net.Socket>((resolve, reject) => {
     const cleanup = (): void => {
       socket.off('lookup', onLookup);
