@@ -269,7 +269,7 @@ export function openSocket(
     // that is not one): one client's setup must never count against the host.
     return Promise.reject(localFailure(err));
   }
-  if (byName) watchAddress(ctx, socket);
+  watchAddress(ctx, socket); // dialled by name as one entry: learns the address it connects to
 
   return new Promise<net.Socket>((resolve, reject) => {
     const cleanup = (): void => {

@@ -162,7 +162,9 @@ class Context implements DialContext {
    * address is up (its accept queue was full, and this SYN was dropped).
    */
   siblingReached(): boolean {
-    return this.at !== undefined && this.since !== undefined && (lastReached.get(this.at) ?? 0) > this.since;
+    // No address known (nothing was remembered under undefined), or this one reached it already
+    // (`since` undefined): a comparison with undefined is false.
+    return (lastReached.get(this.at!) ?? 0) > this.since!;
   }
   get answered(): boolean {
     return this.#answered;
@@ -234,12 +236,14 @@ function remember(address: string, seq: number): void {
 export function watchAddress(ctx: DialContext, socket: net.Socket): void {
   if (!(ctx instanceof Context) || ctx.since === undefined || namesAnAddress(ctx.permit.host)) return;
   const key = ctx.permit.host;
-  const port = key.slice(key.lastIndexOf(':') + 1);
-  const onAttempt = (address: unknown, attemptPort: unknown): void => {
-    if (typeof address === 'string' && net.isIP(address) !== 0) ctx.at = hostKey(address, typeof attemptPort === 'number' ? attemptPort : port);
+  const port = key.slice(key.lastIndexOf(':') + 1); // the dial's own: the socket connects to no other
+  // Anything but an address (a lookup that failed, a caller's resolver answering nonsense) names
+  // none, and never throws inside an event listener.
+  const onAttempt = (address: unknown): void => {
+    if (net.isIP(address as string) !== 0) ctx.at = hostKey(address as string, port);
   };
   const onLookup = (err: unknown, address: unknown): void => {
-    if (err == null && ctx.at === undefined) onAttempt(address, port);
+    if (err == null) onAttempt(address); // 'connectionAttempt', where Node has it, follows and may name another
   };
   socket.on('connectionAttempt', onAttempt);
   socket.on('lookup', onLookup);
@@ -459,7 +463,7 @@ export function dialWith<C>(
       // neither waits longer. By address, never by name: a sibling dialled by name may have
       // reached another of its addresses, which says nothing of this one's (a dead pod's among
       // live ones: seed 000); a dial by name is judged by the address its socket connects to.
-      if (waited === timeout && ctx.phase === 'tcp' && ctx.siblingReached()) {
+      if (waited === timeout && ctx.siblingReached()) { // false once it reached its address: past tcp, it is a handshake stalled
         // Until the kernel's next resend has had time to be answered, and never more than a
         // second bound: an address whose dials a balancer splits between a live backend and a
         // dead one looks the same, and its dead share should cost no more than it must.

@@ -10,7 +10,7 @@ import tls from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import { ConnectTimeoutError } from '../../src/core/errors.js';
 import { connect } from '../../src/guard/connect.js';
-import { sharedBreaker } from '../../src/guard/dial.js';
+import { addressesReachedKept, sharedBreaker } from '../../src/guard/dial.js';
 import { HostBreaker } from '../../src/guard/host-breaker.js';
 import { blackhole } from '../../src/testing/blackhole.js';
 import { echoPeer, listenOn } from '../../src/testing/tcp-peers.js';
@@ -56,6 +56,16 @@ describe('connect: which path a target takes', () => {
     expect(calls()).toBe(1);
     expect([...dials]).toEqual([[`svc.test:${peer.port}`, 1]]);
     expect(breaker.state(`127.0.0.2:${peer.port}`)).toBeUndefined();
+  });
+
+  it("perAddress: false: the dial learns the address its socket connected to, where a sibling stalled in TCP finds the evidence that it is up", async () => {
+    await using peer = await echoPeer({ host: '127.0.0.2' });
+    const { breaker } = breakerOnManualClock();
+    const { lookup } = lookupTo(['127.0.0.2']);
+    const kept = addressesReachedKept();
+    const socket = await connect({ host: 'svc.test', port: peer.port }, { breaker, perAddress: false, socket: { lookup } });
+    socket.destroy();
+    expect(addressesReachedKept()).toBe(Math.min(kept + 1, 1_024));
   });
 
   it("perAddress: false names the stalled phase: a lookup that never answers is 'lookup', a dial after its answer is 'tcp'", async () => {

@@ -191,6 +191,17 @@ describe('dial: a SYN dropped by a live host', () => {
     await flushMicrotasks();
   });
 
+  it('a sibling past its handshake before this dial began, ending after: no evidence (a reach is remembered when it happens, once)', async () => {
+    const { clock, breaker } = setup();
+    const sibling = pending();
+    dial(H, sibling.establish, { clock, breaker, timeout: 1_000 }).catch(() => {});
+    sibling.ctx().phase = 'handshake'; // its TCP connection came up: reached now
+    const a = watch(dial(H, pending().establish, { clock, breaker, timeout: 1_000 }));
+    sibling.resolve('b');
+    await flushMicrotasks();
+    expect(await failsAfter(clock, a, 1_000)).toMatchObject({ timeout: 1_000 });
+  });
+
   it('another host reaching is no evidence: hosts are told apart', async () => {
     const { clock, breaker } = setup();
     const stalled = pending();
@@ -310,6 +321,34 @@ describe('dial by name: judged by the address its socket connects to (watchAddre
     await flushMicrotasks();
     expect(seen).toEqual({});
     expect(await failsAfter(clock, seen, 1_000)).toMatchObject({ timeout: 2_000 });
+  });
+
+  it('an event naming no address (a failed lookup, nonsense from a resolver) names none: no more time, nothing thrown', async () => {
+    const { clock, breaker } = setup();
+    const socket = new EventEmitter();
+    const seen = watch(dial(NAME, (ctx) => {
+      watchAddress(ctx, socket as net.Socket);
+      socket.emit('lookup', new Error('getaddrinfo ENOTFOUND db-1'), '127.0.0.5', 4, 'db-1');
+      socket.emit('connectionAttempt', undefined, 5432, 4);
+      socket.emit('connectionAttempt', 'db-1', 5432, 4);
+      return new Promise<string>(() => {});
+    }, { clock, breaker, timeout: 1_000 }));
+    await connectedAt(NAME, clock, breaker, '127.0.0.5');
+    expect(await failsAfter(clock, seen, 1_000)).toMatchObject({ timeout: 1_000 });
+  });
+
+  it('a dial by name that connects without naming its address remembers none; told after its dial ended, nothing is listened to', async () => {
+    const { clock, breaker } = setup();
+    const kept = addressesReachedKept();
+    let ended: DialContext | undefined;
+    await dial(NAME, (ctx) => {
+      ended = ctx;
+      return Promise.resolve('up');
+    }, { clock, breaker, timeout: 1_000 });
+    expect(addressesReachedKept()).toBe(kept);
+    const socket = new EventEmitter();
+    watchAddress(ended!, socket as net.Socket);
+    expect(socket.listenerCount('connectionAttempt') + socket.listenerCount('lookup')).toBe(0);
   });
 
   it('a dial keyed by an address, or a context no dial made: nothing is listened to', async () => {

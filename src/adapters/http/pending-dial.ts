@@ -852,7 +852,7 @@ function establish(
 ): Promise<net.Socket> {
   ctx.phase = byName ? 'lookup' : 'tcp';
   const socket = open();
-  if (byName) watchAddress(ctx, socket);
+  watchAddress(ctx, socket); // dialled by name: learns the address it connects to
   return new Promise<net.Socket>((resolve, reject) => {
     const cleanup = (): void => {
       socket.off('lookup', onLookup);
