@@ -7,6 +7,7 @@
  * handler ran twice). A call none of whose attempts was sent still says so (a ServerSet moves on).
  * On a manual clock, no sleeps.
  */
+import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { constant } from '../../src/core/backoff.js';
 import { classify, copiedFrom, failedEstablishing, heardOnLiveConnection, leftHostRefusing, markLeftRefusing, neverSent, sentEarlier, toldAsSentEarlier } from '../../src/core/classify.js';
@@ -69,6 +70,18 @@ describe('retry(): an attempt\'s own error ending a call sent before is handed a
     expect(err).toMatchObject({ code: refusal.code, host: 'h:1', message: refusal.message });
     expect(classify(err)).toMatchObject({ kind: 'refused', notSent: false });
     expect(classify(refusal).notSent).toBe(true); // shared with other calls: never marked
+  });
+
+  it("a copy of a refusal reads its retryAfter, counting down on the refusal's clock (was: TypeError, \"Cannot read private member\"; r147's process crashed)", async () => {
+    const clock = new ManualClock(5_000);
+    const refusal = new HostUnavailableError('h:1', 1_000, 'open', clock);
+    const err = (await ended([resetMidRequest, () => refusal], { maxAttempts: 3 })) as HostUnavailableError;
+    expect(err).not.toBe(refusal);
+    expect(err.retryAfter).toBe(1_000);
+    await clock.tick(400);
+    expect([err.retryAfter, refusal.retryAfter]).toEqual([600, 600]);
+    expect(inspect(refusal)).not.toMatch(/retryAt|Symbol\(now\)/); // nothing new in what it prints
+    expect(JSON.stringify(err)).toBe(JSON.stringify(refusal));
   });
 
   it('reset, then a refused connect retryable says no to: a copy, code and syscall kept', async () => {

@@ -10,7 +10,7 @@ import { ChannelConnectError, quotedCause } from '../../../src/adapters/grpc/con
 import { grpcSettings } from '../../../src/adapters/grpc/options.js';
 import { statusFor } from '../../../src/adapters/grpc/status.js';
 import { SpecTable, targetOfKey } from '../../../src/adapters/grpc/target.js';
-import { classify } from '../../../src/core/classify.js';
+import { classify, toldAsSentEarlier } from '../../../src/core/classify.js';
 import { ConnectTimeoutError, ConnectionGoneError, DeadlineExceededError, HostUnavailableError, PoolClosedError } from '../../../src/core/errors.js';
 import { ADAPTER_CONNECT_TIMEOUT } from '../../../src/core/restart-backoff.js';
 import { hostKey } from '../../../src/guard/host-key.js';
@@ -142,6 +142,14 @@ describe('statuses the guard makes up, and what classify reads in them', () => {
     expect(s.metadata.get(METADATA_CODE)).toEqual(['DIALGUARD_HOST_UNAVAILABLE']);
     expect(s.metadata.get(METADATA_RETRY_AFTER)).toEqual(['12346']);
     expect(classify(s)).toMatchObject({ kind: 'refused', transient: false, notSent: true });
+  });
+
+  it('a copy of a refusal handed to a call that may have been sent: its retry-after too (was: a TypeError from a private field, uncaught; r147)', () => {
+    const clock = new ManualClock();
+    const copy = toldAsSentEarlier(new HostUnavailableError('h:1', 12_345.2, 'open', clock), undefined, true);
+    const s = statusFor(copy);
+    expect(s.metadata.get(METADATA_RETRY_AFTER)).toEqual(['12346']);
+    expect(classify(s)).toMatchObject({ kind: 'refused', notSent: false });
   });
 
   it.each<[string, unknown, number, object]>([
