@@ -14,7 +14,7 @@ import * as grpc from '@grpc/grpc-js';
 import { DIALGUARD_DETAILS_PREFIX } from '../../core/classify-grpc.js';
 import { DialguardError, HostUnavailableError } from '../../core/errors.js';
 import { ChannelConnectError } from './connect-error.js';
-import { isError } from '../../core/validate.js';
+import { isError, thrownText } from '../../core/validate.js';
 
 /** Metadata key carrying the dialguard error's stable code. */
 export const METADATA_CODE = 'dialguard-code';
@@ -58,10 +58,18 @@ export function statusFor(err: unknown, code: grpc.status = grpc.status.UNAVAILA
     return err.toStatus();
   }
   const metadata = new grpc.Metadata();
-  if (err instanceof DialguardError) {
-    metadata.set(METADATA_CODE, err.code);
-    if (err instanceof HostUnavailableError) metadata.set(METADATA_RETRY_AFTER, String(Math.ceil(err.retryAfter)));
+  let message: string;
+  try {
+    if (err instanceof DialguardError) {
+      metadata.set(METADATA_CODE, err.code);
+      if (err instanceof HostUnavailableError) metadata.set(METADATA_RETRY_AFTER, String(Math.ceil(err.retryAfter)));
+    }
+    message = isError(err) ? err.message : String(err);
+  } catch (thrown) {
+    // An error that cannot be read (a getter that throws, a hostile Proxy): the call still ends,
+    // with what can be said. Thrown here, it escaped grpc-js's callbacks as an uncaught exception
+    // and ended the process (an outside review, r147: a copied refusal's `retryAfter`).
+    message = `an error that could not be read (${thrownText(thrown)})`;
   }
-  const message = isError(err) ? err.message : String(err);
   return { code, details: `${DIALGUARD_DETAILS_PREFIX}${message}`, metadata, cause: err };
 }

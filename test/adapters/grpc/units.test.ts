@@ -144,6 +144,14 @@ describe('statuses the guard makes up, and what classify reads in them', () => {
     expect(classify(s)).toMatchObject({ kind: 'refused', transient: false, notSent: true });
   });
 
+  it('an error that cannot be read (a getter that throws) still makes a status: never an exception out of a grpc-js callback', () => {
+    const err = new HostUnavailableError('h:1', 1_000, 'open');
+    Object.defineProperty(err, 'retryAfter', { get: () => { throw new TypeError('unreadable'); } });
+    const s = statusFor(err);
+    expect(s).toMatchObject({ code: grpc.status.UNAVAILABLE, cause: err });
+    expect(s.details).toMatch(/^dialguard: an error that could not be read \(TypeError: unreadable\)/);
+  });
+
   it('a copy of a refusal handed to a call that may have been sent: its retry-after too (was: a TypeError from a private field, uncaught; r147)', () => {
     const clock = new ManualClock();
     const copy = toldAsSentEarlier(new HostUnavailableError('h:1', 12_345.2, 'open', clock), undefined, true);
