@@ -16,10 +16,10 @@ const cleanup = leakCheckEach();
 const SIZE = 2 * 1024 * 1024;
 
 /** The writes a writer taking 5 ms each made for one SIZE-byte response through `dispatcher`, and the bytes. */
-async function writes(dispatcher: Agent | GuardedAgent, port: number): Promise<{ writes: number; bytes: number }> {
+async function writes(dispatcher: Agent, port: number): Promise<{ writes: number; bytes: number }> {
   let n = 0;
   let bytes = 0;
-  await stream(`http://127.0.0.1:${port}/`, { dispatcher }, () => new Writable({
+  await stream(`http://127.0.0.1:${port}/`, { dispatcher, method: 'GET' }, () => new Writable({
     write(chunk: Buffer, _enc, done) {
       n++;
       bytes += chunk.length;
