@@ -183,6 +183,14 @@ class Exchange {
   #settled = false;
   /** The streamed body's controller, once the headers came (`streaming` only). */
   #sink: ReadableStreamDefaultController<Uint8Array> | undefined = undefined;
+  /**
+   * Body frames that came while the reader was behind (something already queued for it), handed
+   * over as one piece at its next read, as a node stream's `read()` joins what it buffered: each
+   * frame a piece of its own (~11 KiB) made a reader doing work per piece 5x slower than over
+   * raw node:http2, which hands 64 KiB pieces (an outside review, r148).
+   */
+  #pending: Buffer[] | undefined = undefined;
+  #pendingBytes = 0;
   #response: Http2Response | undefined = undefined;
   /** The streamed response handed to the caller at its headers (`streaming` only). */
   #head: Http2StreamingResponse | undefined = undefined;
@@ -229,6 +237,7 @@ class Exchange {
     this.#head = undefined;
     this.signal?.removeEventListener('abort', this);
     if (err === undefined) {
+      this.#flush();
       this.#sink?.close();
       settle.end(true, value);
       return;
@@ -287,12 +296,15 @@ class Exchange {
         start: (controller) => {
           this.#sink = controller;
         },
-        // Reading again: let node:http2 read (and open the flow-control window) again.
-        pull: () => {
-          stream.resume();
+        // Read down to nothing queued: what waited is its next piece, whole; then let node:http2
+        // read (and open the flow-control window) again.
+        pull: (controller) => {
+          if ((controller.desiredSize ?? 0) >= streaming.highWaterMark) this.#flush();
+          if (this.#pendingBytes < streaming.highWaterMark) stream.resume();
         },
         cancel: () => {
           this.#sink = undefined; // cancelled by its reader: nothing more to deliver
+          this.#pending = undefined;
           if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
           this.finish(undefined, this.#response);
         },
@@ -319,9 +331,27 @@ class Exchange {
       if (this.streaming === undefined) this.#chunks.push(chunk);
       return;
     }
-    sink.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-    // The reader is behind: stop reading, so flow control stops the server.
-    if ((sink.desiredSize ?? 0) <= 0) this.stream.pause();
+    const highWaterMark = this.streaming!.highWaterMark;
+    // Nothing queued for the reader: its piece now. Else it waits, joined with what came since,
+    // until the reader has taken what is queued.
+    if ((sink.desiredSize ?? 0) >= highWaterMark && this.#pendingBytes === 0) sink.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    else {
+      (this.#pending ??= []).push(chunk);
+      this.#pendingBytes += chunk.length;
+    }
+    // The reader is behind (a piece of `highWaterMark` waits, or one piece queued is that big):
+    // stop reading, so flow control stops the server. At most two such pieces are held.
+    if (this.#pendingBytes >= highWaterMark || (sink.desiredSize ?? 0) <= 0) this.stream.pause();
+  }
+
+  /** Hands the reader what waited for it (see {@link Exchange.#pending}) as one piece. */
+  #flush(): void {
+    const pending = this.#pending;
+    if (pending === undefined) return;
+    this.#pending = undefined;
+    const piece = pending.length === 1 ? pending[0]! : Buffer.concat(pending, this.#pendingBytes);
+    this.#pendingBytes = 0;
+    this.#sink?.enqueue(new Uint8Array(piece.buffer, piece.byteOffset, piece.byteLength));
   }
 
   end(): void {
