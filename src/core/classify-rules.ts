@@ -577,8 +577,8 @@ function offlineClientVerdict(f: Facts): Verdict | undefined {
  * A connection that a remote server saw die, reported to us as text (seed 004): Go's `io.EOF`
  * wrapped by net/rpc (`rpc error: EOF`, nested) or by gRPC-Go's status (`rpc error: code =
  * Unavailable desc = EOF`, its closing transport `desc = transport is closing`), any message
- * ending in `: EOF`, yamux's `stream closed` / `session shutdown`, and Go's spelling of
- * ECONNRESET / EPIPE. Our own connection delivered that text, so it is not dead; the request may
+ * ending in `: EOF`, yamux's `stream closed` / `session shutdown`, and Go's and Node's spellings
+ * of ECONNRESET / EPIPE. Our own connection delivered that text, so it is not dead; the request may
  * have been processed.
  */
 const REMOTE_TRANSPORT: ReadonlyArray<readonly [RegExp, string]> = [
@@ -595,6 +595,20 @@ const REMOTE_TRANSPORT: ReadonlyArray<readonly [RegExp, string]> = [
   [/\bbroken pipe\b/, 'EPIPE'],
 ];
 
+/**
+ * Node's spellings of ECONNRESET / EPIPE, as a Node server relays them (`{"error":"read
+ * ECONNRESET"}`) or a library re-wraps an error by its message alone (`new Error(err.message)`,
+ * its code lost): read as unknown, a bare "EOF" was retried and a bare "read ECONNRESET" was not
+ * (an outside review, r148). Not in a grpc status's text: grpc-js words its own transport's
+ * failures so, and a server's status quoting them (INTERNAL "... triggered by internal client
+ * error: read ECONNRESET") stays its answer.
+ */
+const NODE_TRANSPORT: ReadonlyArray<readonly [RegExp, string]> = [
+  [/\bECONNRESET\b/, 'ECONNRESET'],
+  [/\bsocket hang up\b/, 'ECONNRESET'],
+  [/\bEPIPE\b/, 'EPIPE'],
+];
+
 /** Nomad's and Consul's API clients: `Unexpected response code: 500 (...)`. */
 const STATUS_LINE = /^Unexpected response code: ([1-5]\d\d)\b/;
 
@@ -609,6 +623,10 @@ export function patternVerdict(f: Facts): Verdict | undefined {
   for (const text of texts) {
     const t = text.trimEnd();
     for (const [re, code] of REMOTE_TRANSPORT) {
+      if (re.test(t)) return verdict('connection', code, { connectionDead: false, final: false });
+    }
+    if (f.details !== undefined) continue; // a grpc status (see NODE_TRANSPORT)
+    for (const [re, code] of NODE_TRANSPORT) {
       if (re.test(t)) return verdict('connection', code, { connectionDead: false, final: false });
     }
   }

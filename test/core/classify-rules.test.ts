@@ -213,6 +213,14 @@ describe('classify rules: remote transport failures told in text (seed 004)', ()
     ['a 502 whose JSON text carries it mid-object', { statusCode: 502, message: 'Response code 502 (Bad Gateway)', response: { body: '{"message":"Post \\"http://b/v1\\": EOF","code":14}' } }, remote('EOF')],
     ['a grpc details field read as text', { code: 2, details: 'rpc error: EOF', message: 'upstream failed' }, remote('EOF')],
     ['a remote EPIPE spelled by Go', new Error('write tcp 10.0.0.1:4647: write: broken pipe'), remote('EPIPE')],
+    // r148: a bare "EOF" was retried, Node's spellings of a reset were not.
+    ['a reset spelled by Node, its code lost (new Error(err.message))', new Error('read ECONNRESET'), remote('ECONNRESET')],
+    ['a reset relayed as JSON text by a Node server', { status: 502, message: 'Request failed with status code 502', response: { data: { error: 'read ECONNRESET' } } }, remote('ECONNRESET')],
+    ["Node's http client's words for a reset", new Error('socket hang up'), remote('ECONNRESET')],
+    ['a write to a closed socket, spelled by Node', new Error('write EPIPE'), remote('EPIPE')],
+    ['ECONNRESET inside a word is none', new Error('XECONNRESETS'), unknown(undefined)],
+    ['EPIPE inside a word is none', new Error('write EPIPES'), unknown(undefined)],
+    ['socket hang up inside words is none', new Error('websocket hang ups'), unknown(undefined)],
     ['remote text on a wrapper gives way to an errno underneath', new Error('rpc error: EOF', { cause: sys('ECONNRESET', 'read') }), dead('ECONNRESET')],
     ['a status line gives way to an errno underneath', new Error('Unexpected response code: 500 (x)', { cause: sys('ECONNRESET', 'read') }), dead('ECONNRESET')],
     [
