@@ -221,6 +221,7 @@ describe('classify rules: remote transport failures told in text (seed 004)', ()
     ['ECONNRESET inside a word is none', new Error('XECONNRESETS'), unknown(undefined)],
     ['EPIPE inside a word is none', new Error('write EPIPES'), unknown(undefined)],
     ['socket hang up inside words is none', new Error('websocket hang ups'), unknown(undefined)],
+    ["Node's text on a wrapper gives way to an errno underneath", new Error('socket hang up', { cause: sys('ECONNRESET', 'read') }), dead('ECONNRESET')],
     ['remote text on a wrapper gives way to an errno underneath', new Error('rpc error: EOF', { cause: sys('ECONNRESET', 'read') }), dead('ECONNRESET')],
     ['a status line gives way to an errno underneath', new Error('Unexpected response code: 500 (x)', { cause: sys('ECONNRESET', 'read') }), dead('ECONNRESET')],
     [
