@@ -234,7 +234,8 @@ function remember(address: string, seq: number): void {
  * not made by {@link dial}: nothing to learn. Stops listening when the dial ends.
  */
 export function watchAddress(ctx: DialContext, socket: net.Socket): void {
-  if (!(ctx instanceof Context) || ctx.since === undefined || namesAnAddress(ctx.permit.host)) return;
+  // `at` is already the dial's own key when that key is an address (set as the dial began).
+  if (!(ctx instanceof Context) || ctx.since === undefined || ctx.at !== undefined) return;
   const key = ctx.permit.host;
   const port = key.slice(key.lastIndexOf(':') + 1); // the dial's own: the socket connects to no other
   // Anything but an address (a lookup that failed, a caller's resolver answering nonsense) names

@@ -334,7 +334,7 @@ class Exchange {
     const highWaterMark = this.streaming!.highWaterMark;
     // Nothing queued for the reader: its piece now. Else it waits, joined with what came since,
     // until the reader has taken what is queued.
-    if ((sink.desiredSize ?? 0) >= highWaterMark && this.#pendingBytes === 0) sink.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    if ((sink.desiredSize ?? 0) >= highWaterMark && this.#pendingBytes === 0) sink.enqueue(bytesOf(chunk));
     else {
       (this.#pending ??= []).push(chunk);
       this.#pendingBytes += chunk.length;
@@ -351,7 +351,7 @@ class Exchange {
     this.#pending = undefined;
     const piece = pending.length === 1 ? pending[0]! : Buffer.concat(pending, this.#pendingBytes);
     this.#pendingBytes = 0;
-    this.#sink?.enqueue(new Uint8Array(piece.buffer, piece.byteOffset, piece.byteLength));
+    this.#sink?.enqueue(bytesOf(piece));
   }
 
   end(): void {
@@ -460,4 +460,9 @@ function unprocessed(id: number | undefined, goaway: { code: number; lastStreamI
     new Error(`HTTP/2 stream ${id ?? '(unsent)'} was not processed: the peer's GOAWAY (${name}, last stream ${goaway.lastStreamID}) excluded it`, { cause }),
     { code: 'ERR_HTTP2_GOAWAY_SESSION', lastStreamID: goaway.lastStreamID },
   );
+}
+
+/** `buf`'s bytes as the plain Uint8Array a web stream's reader is handed (a view, no copy). */
+function bytesOf(buf: Buffer): Uint8Array {
+  return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
 }
