@@ -354,10 +354,13 @@ describe('dial by name: judged by the address its socket connects to (watchAddre
   it('a dial keyed by an address, or a context no dial made: nothing is listened to', async () => {
     const { clock, breaker } = setup();
     const socket = new EventEmitter();
+    let during = -1;
     await dial('127.0.0.5:5432', (ctx) => {
       watchAddress(ctx, socket as net.Socket);
+      during = socket.listenerCount('connectionAttempt') + socket.listenerCount('lookup');
       return Promise.resolve('up');
     }, { clock, breaker, timeout: 1_000 });
+    expect(during).toBe(0); // not even while it runs
     watchAddress({ signal: new AbortController().signal, phase: 'tcp' } as unknown as DialContext, socket as net.Socket);
     expect(socket.listenerCount('connectionAttempt') + socket.listenerCount('lookup')).toBe(0);
   });
